@@ -1,0 +1,34 @@
+# leash: `make demo` runs the embedded CPU demo, `make test` the fast test suite. Both create .venv if missing.
+PY := .venv/bin/python
+export OMP_NUM_THREADS ?= 1
+export TOKENIZERS_PARALLELISM := false
+export WANDB_MODE ?= offline
+export HF_HUB_OFFLINE := 1
+
+.PHONY: venv test test-slow lint demo bench clean
+
+venv: .venv/.installed
+.venv/.installed: requirements.txt
+	python3 -m venv .venv
+	.venv/bin/pip install -q --upgrade pip
+	.venv/bin/pip install -q -r requirements.txt
+	touch $@
+
+test: venv
+	$(PY) -m pytest -q tests rewards eval lab
+
+test-slow: venv
+	$(PY) -m pytest -q -m slow tests
+
+lint: venv
+	.venv/bin/ruff check .
+	.venv/bin/ruff format --check .
+
+demo: venv
+	OMP_NUM_THREADS=2 $(PY) -m lab.demo
+
+bench: venv
+	$(PY) -m bench.rewards_speed
+
+clean:
+	rm -rf runs outputs

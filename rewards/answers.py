@@ -1,0 +1,235 @@
+"""The one answer extractor: what "the model's final answer" is, for rewards, eval and probes alike.
+
+A completion commits to a final answer in one of three ways:
+
+- GSM8K style: ``#### 18`` -- the number after the LAST ``####`` marker;
+- MATH style: ``\\boxed{...}`` (or ``\\fbox{...}``) -- the content of the LAST brace-balanced box;
+- optionally, an explicit final-answer line such as ``Answer: 17`` (switched on per call, see ``answer_line``).
+
+Anything that does not commit to ONE answer is not an answer: a hedge (``#### 17 or 18``, ``\\boxed{17} or
+\\boxed{18}``), several markers that disagree, a marker with nothing after it. The whole completion is never
+handed to math-verify: that would credit a restated question or any number in the text.
+
+>>> extract_answer("3 + 5 = 8 apples.\\n#### 8").value
+'8'
+>>> extract_answer("#### $1,234.00.").value
+'1234'
+>>> extract_answer("#### 17 or 18").reason
+'hedge'
+>>> extract_answer("so x = \\\\boxed{\\\\frac{1}{2}}", task="math").value
+'\\\\frac{1}{2}'
+>>> extract_answer("Answer: 17", answer_line=True).value
+'17'
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from dataclasses import dataclass
+from decimal import Decimal, InvalidOperation
+
+GSM8K_MARKER = "####"
+BOX_COMMANDS = ("\\boxed", "\\fbox")
+# A number as models write it: sign, thousands separators, decimals, optional currency sign.
+NUMBER_RE = re.compile(r"-?\$?\s?-?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?")
+# An explicit final-answer line: "Answer: 17", "Final answer: 17", "The answer is 17", "A: 17" (GPT-3 style).
+ANSWER_LINE_RE = re.compile(
+    r"^\s*(?:\*\*)?(?:final answer|answer|the answer is|the final answer is|a)\s*(?:\*\*)?\s*[:：]?\s*(?:\*\*)?(.+?)\s*$",  # noqa: E501
+    re.IGNORECASE | re.MULTILINE,
+)
+# Words that turn an answer into a list of candidates.
+HEDGE_RE = re.compile(
+    r"(?:\bor\b|\\text\{\s*or\s*\}|\\lor\b|\bmaybe\b|\bperhaps\b|\beither\b|\\pm|±|\?)", re.IGNORECASE
+)
+TASKS = ("gsm8k", "math")
+
+
+@dataclass(frozen=True)
+class Answer:
+    """What a completion answered: ``value`` is None when it did not commit to one answer (see ``reason``)."""
+
+    value: str | None
+    reason: str  # "ok", "no_marker", "empty", "hedge", "conflicting_markers", "too_long"
+    marker: str | None = None  # "####", "boxed", "answer_line"
+    n_markers: int = 0
+    end: int = -1  # index in the completion just past the final answer (for format checks)
+
+    @property
+    def ok(self) -> bool:
+        return self.value is not None
+
+
+def normalize_text(text: str) -> str:
+    """NFKC folds unicode digits and full-width signs ("１８" -> "18") and strips zero-width characters."""
+    text = unicodedata.normalize("NFKC", text)
+    return text.replace("\u200b", "").replace("\u2212", "-")
+
+
+def normalize_number(raw: str) -> str | None:
+    """Canonical string of a number: ``"$1,234.00."`` -> ``"1234"``, ``"-0.50"`` -> ``"-0.5"``; None if not one.
+
+    >>> normalize_number("18.00"), normalize_number("$1,000"), normalize_number("- 3"), normalize_number("abc")
+    ('18', '1000', '-3', None)
+    """
+    s = normalize_text(raw).strip().rstrip(".").replace("$", "").replace(",", "").replace(" ", "")
+    if s.count("-") > 1 or ("-" in s and not s.startswith("-")):
+        return None
+    try:
+        d = Decimal(s)
+    except InvalidOperation:
+        return None
+    if not d.is_finite():
+        return None
+    d = d.normalize()
+    if d == d.to_integral_value():
+        return str(d.quantize(Decimal(1)))
+    return format(d, "f")
+
+
+def _single_number(segment: str) -> tuple[str | None, str]:
+    """The one number a marker's segment holds, else why not (``empty`` or ``hedge``)."""
+    segment = segment.strip()
+    if not segment:
+        return None, "empty"
+    if HEDGE_RE.search(segment):
+        return None, "hedge"
+    numbers = NUMBER_RE.findall(segment)
+    if not numbers:
+        return None, "empty"
+    values = {normalize_number(n) for n in numbers}
+    values.discard(None)
+    if len(values) != 1:
+        return None, "hedge"
+    return values.pop(), "ok"
+
+
+def _extract_gsm8k(text: str) -> Answer:
+    positions = [m.start() for m in re.finditer(re.escape(GSM8K_MARKER), text)]
+    if not positions:
+        return Answer(None, "no_marker")
+    values = []
+    last_end = -1
+    for pos in positions:
+        start = pos + len(GSM8K_MARKER)
+        line_end = text.find("\n", start)
+        line_end = len(text) if line_end == -1 else line_end
+        segment = text[start:line_end]
+        # "#### 18 dollars" is fine; only the first line after the marker counts.
+        values.append(_single_number(segment))
+        last_end = line_end
+    value, reason = values[-1]
+    if value is not None:
+        committed = {v for v, _ in values if v is not None}
+        if len(committed) > 1:
+            return Answer(None, "conflicting_markers", GSM8K_MARKER, len(positions), last_end)
+    return Answer(value, reason, GSM8K_MARKER, len(positions), last_end)
+
+
+def find_boxed(text: str) -> list[tuple[str, int, int]]:
+    """Every brace-balanced ``\\boxed{...}``/``\\fbox{...}``: (content, start, end). Unbalanced ones are skipped.
+
+    >>> [c for c, _, _ in find_boxed("\\\\boxed{\\\\frac{1}{2}} and \\\\fbox{3} and \\\\boxed{4")]
+    ['\\\\frac{1}{2}', '3']
+    """
+    found = []
+    for command in BOX_COMMANDS:
+        start = 0
+        while (pos := text.find(command, start)) != -1:
+            i = pos + len(command)
+            start = i
+            while i < len(text) and text[i] == " ":
+                i += 1
+            if i < len(text) and text[i] == "{":
+                depth, j = 0, i
+                while j < len(text):
+                    if text[j] == "{":
+                        depth += 1
+                    elif text[j] == "}":
+                        depth -= 1
+                        if depth == 0:
+                            break
+                    j += 1
+                if depth == 0 and j < len(text):
+                    found.append((text[i + 1 : j].strip(), pos, j + 1))
+            elif i > pos + len(command) and i < len(text):  # "\boxed 5": one token after a space
+                m = re.match(r"[^\s$]+", text[i:])
+                if m:
+                    found.append((m.group(0), pos, i + m.end()))
+    return sorted(found, key=lambda f: f[1])
+
+
+def _canonical_box(content: str) -> str:
+    return re.sub(
+        r"\s+|\\[,;! ]|\\text\{\s*\}|\\(?:d|t)frac", lambda m: "\\frac" if "frac" in m.group(0) else "", content
+    )
+
+
+def _extract_math(text: str) -> Answer:
+    boxes = find_boxed(text)
+    if not boxes:
+        return Answer(None, "no_marker")
+    content, start, end = boxes[-1]
+    if not content:
+        return Answer(None, "empty", "boxed", len(boxes), end)
+    if HEDGE_RE.search(
+        re.sub(r"\\text\{[^{}]*\}", lambda m: m.group(0) if re.search(r"\bor\b", m.group(0)) else "", content)
+    ):
+        return Answer(None, "hedge", "boxed", len(boxes), end)
+    # Two different boxes close together ("\boxed{17} or \boxed{18}") are a list of candidates, not an answer.
+    # Boxes far apart are intermediate results followed by the final one, which real solutions do.
+    final_paragraph_start = text.rfind("\n\n", 0, start) + 1
+    recent = {_canonical_box(c) for c, s, _ in boxes if s >= final_paragraph_start and c}
+    if len(recent) > 1:
+        return Answer(None, "hedge", "boxed", len(boxes), end)
+    return Answer(content, "ok", "boxed", len(boxes), end)
+
+
+def _extract_answer_line(text: str, task: str) -> Answer:
+    matches = list(ANSWER_LINE_RE.finditer(text))
+    if not matches:
+        return Answer(None, "no_marker")
+    m = matches[-1]
+    segment = m.group(1).strip().rstrip(".")
+    if task == "gsm8k":
+        value, reason = _single_number(segment)
+    else:
+        segment = segment.strip("$ ")
+        value, reason = (segment, "ok") if segment else (None, "empty")
+        if value and HEDGE_RE.search(value):
+            value, reason = None, "hedge"
+    return Answer(value, reason, "answer_line", len(matches), m.end())
+
+
+MAX_COMPLETION_CHARS = 200_000  # longer completions are runaways; only their tail can hold the final answer
+
+
+def extract_answer(completion: str | None, task: str = "gsm8k", answer_line: bool = False) -> Answer:
+    """The final answer a completion commits to.
+
+    Args:
+        completion: the model's text (None or empty gives ``reason="empty"``).
+        task: ``"gsm8k"`` (``#### N``) or ``"math"`` (``\\boxed{}``).
+        answer_line: also accept an explicit ``Answer: X`` line when the task's own marker is absent.
+    """
+    if task not in TASKS:
+        raise ValueError(f"unknown task {task!r}: use one of {TASKS}")
+    if not completion:
+        return Answer(None, "empty")
+    text = normalize_text(completion[-MAX_COMPLETION_CHARS:])
+    answer = _extract_gsm8k(text) if task == "gsm8k" else _extract_math(text)
+    if answer.reason == "no_marker" and answer_line:
+        return _extract_answer_line(text, task)
+    return answer
+
+
+def gsm8k_gold(solution: str) -> str:
+    """The gold number of a GSM8K reference solution (the text after its ``####``).
+
+    >>> gsm8k_gold("Janet sells 16 - 3 - 4 = <<16-3-4=9>>9 duck eggs a day.\\n#### 18")
+    '18'
+    """
+    answer = _extract_gsm8k(normalize_text(solution))
+    if answer.value is None:
+        raise ValueError(f"GSM8K solution has no '#### N' final answer: {solution[-80:]!r}")
+    return answer.value

@@ -1,0 +1,32 @@
+"""Shared fixtures: a tiny local model (built once per session, never downloaded) and the offline data.
+
+Run the fast suite with `make test` (OMP_NUM_THREADS=1: two threads on a busy 2-core box are ~30x slower).
+"""
+
+import os
+from pathlib import Path
+
+import pytest
+
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+os.environ.setdefault("WANDB_MODE", "offline")
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+ROOT = Path(__file__).resolve().parents[1]
+SHARED_DATA = ROOT.parent / "shared" / "data"
+
+
+@pytest.fixture(scope="session")
+def shared_data() -> Path:
+    if not SHARED_DATA.exists():
+        pytest.fail(f"offline data not found at {SHARED_DATA}: leash expects ../shared/data beside the checkout")
+    return SHARED_DATA
+
+
+@pytest.fixture(scope="session")
+def tiny_model_dir(tmp_path_factory) -> Path:
+    """A ~100k-parameter Qwen2ForCausalLM and byte-level BPE tokenizer, saved to a temp folder."""
+    from lab.tiny_model import save_tiny_model
+
+    return save_tiny_model(tmp_path_factory.mktemp("tiny_model"))
