@@ -1,12 +1,15 @@
 """Rewards for GRPO on maths, all following TRL's contract ``f(completions, **kwargs) -> list[float | None]``.
 
-Configs name rewards by string; ``get_reward(name)`` turns the name into the callable:
+Configs name rewards by string; ``get_reward(name)`` turns the name into the callable, and
+``check_reward_weights(names, weights)`` refuses a set whose format/partial terms can pay a wrong answer as much as a
+correct one gets:
 
 >>> reward = get_reward("gsm8k_correctness")
 >>> reward([[{"role": "assistant", "content": "3 + 5 = 8\\n#### 8"}]], answer=["8"])
 [1.0]
+>>> check_reward_weights(["gsm8k_correctness", "gsm8k_format"], [1.0, 1.0])
 """
 
-from rewards.registry import REWARDS, get_reward, reward_names
+from rewards.registry import REGISTRY, REWARDS, RewardInfo, check_reward_weights, get_reward, reward_info, reward_names
 
-__all__ = ["REWARDS", "get_reward", "reward_names"]
+__all__ = ["REGISTRY", "REWARDS", "RewardInfo", "check_reward_weights", "get_reward", "reward_info", "reward_names"]

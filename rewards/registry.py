@@ -1,28 +1,132 @@
-"""Name -> reward function. Configs and recipes find every reward through ``get_reward``."""
+"""Name -> reward function. Configs and recipes find every reward through ``get_reward``.
+
+Each registered reward also records its kind and its score range, so that a set of rewards and weights can be
+checked before training (``check_reward_weights``): a known trap in public recipes is a format term weighted as
+heavily as correctness, which pays a well-formatted wrong answer as much as a correct one.
+
+>>> get_reward("gsm8k_correctness").__name__
+'gsm8k_correctness_reward'
+>>> check_reward_weights(["gsm8k_correctness", "gsm8k_format"], [1.0, 0.5])  # 0.05 < 1.0: fine
+>>> check_reward_weights(["gsm8k_correctness", "gsm8k_format"], [1.0, 20.0])
+Traceback (most recent call last):
+...
+ValueError: reward set ['gsm8k_correctness', 'gsm8k_format'] with weights [1.0, 20.0]: the non-correctness terms can pay a wrong answer 2 but correctness pays only 1 more for a correct one. Lower the weights of gsm8k_format (or raise the correctness weight) so that 2 < 1, or pass on_violation='warn' to train anyway.
+"""  # noqa: E501
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
+from dataclasses import dataclass
 
 from rewards.correctness import gsm8k_correctness_reward, math_correctness_reward
-from rewards.format import gsm8k_format_reward, math_format_reward
-from rewards.partial import number_anywhere_reward
+from rewards.format import DEFAULT_BONUS, gsm8k_format_reward, math_format_reward
+from rewards.partial import PARTIAL_CREDIT, number_anywhere_reward
 
-REWARDS: dict[str, Callable] = {
-    "gsm8k_correctness": gsm8k_correctness_reward,
-    "math_correctness": math_correctness_reward,
-    "gsm8k_format": gsm8k_format_reward,
-    "math_format": math_format_reward,
-    "number_anywhere": number_anywhere_reward,
+logger = logging.getLogger(__name__)
+
+KINDS = ("correctness", "format", "partial", "judge")
+
+
+@dataclass(frozen=True)
+class RewardInfo:
+    """A registered reward: the TRL-contract callable, what it measures, and the range of its scores."""
+
+    func: Callable
+    kind: str  # one of KINDS; only "correctness" terms pay for a correct final answer and nothing else
+    max_score: float
+    min_score: float = 0.0
+
+
+REGISTRY: dict[str, RewardInfo] = {
+    "gsm8k_correctness": RewardInfo(gsm8k_correctness_reward, "correctness", 1.0),
+    "math_correctness": RewardInfo(math_correctness_reward, "correctness", 1.0),
+    "gsm8k_format": RewardInfo(gsm8k_format_reward, "format", DEFAULT_BONUS),
+    "math_format": RewardInfo(math_format_reward, "format", DEFAULT_BONUS),
+    "number_anywhere": RewardInfo(number_anywhere_reward, "partial", PARTIAL_CREDIT),  # deliberately hackable
 }
+REWARDS: dict[str, Callable] = {name: info.func for name, info in REGISTRY.items()}  # kept for simple lookups
 
 
 def reward_names() -> list[str]:
-    return sorted(REWARDS)
+    """Every registered reward name, sorted."""
+    return sorted(REGISTRY)
+
+
+def reward_info(name: str) -> RewardInfo:
+    """The registry entry for ``name``; a clear error for an unknown one."""
+    if not isinstance(name, str):
+        raise TypeError(f"reward names are strings, got {type(name).__name__} {name!r}: use one of {reward_names()}")
+    if name not in REGISTRY:
+        raise ValueError(f"unknown reward {name!r}: known rewards are {reward_names()}")
+    return REGISTRY[name]
 
 
 def get_reward(name: str) -> Callable:
-    """The reward function registered under ``name``; a clear error for an unknown one."""
-    if name not in REWARDS:
-        raise ValueError(f"unknown reward {name!r}: known rewards are {reward_names()}")
-    return REWARDS[name]
+    """The reward function registered under ``name``; a clear error for an unknown one.
+
+    >>> get_reward("gsm8k_corectness")
+    Traceback (most recent call last):
+    ...
+    ValueError: unknown reward 'gsm8k_corectness': known rewards are ['gsm8k_correctness', 'gsm8k_format', 'math_correctness', 'math_format', 'number_anywhere']
+    """  # noqa: E501
+    return reward_info(name).func
+
+
+def _fmt(x: float) -> str:
+    return f"{x:.4g}"
+
+
+def check_reward_weights(names: list[str], weights: list[float] | None = None, on_violation: str = "error") -> None:
+    """Refuse (or warn loudly about) a reward set whose non-correctness terms can pay a wrong answer as much as
+    correctness pays a correct one.
+
+    The worst case is compared: a wrong answer collecting the maximum of every non-correctness term (format,
+    partial credit, judge) against a correct answer collecting only its correctness terms. The set is accepted when
+    ``sum(w * max) over non-correctness terms < sum(w * max) over correctness terms``. A set with no correctness
+    term at all is refused whenever its other terms can pay anything (a format-only reward is the classic hack).
+
+    Args:
+        names: reward names as in a config's ``reward_funcs`` (each must be registered).
+        weights: parallel weights as in ``reward_weights``; None means 1.0 each (TRL's default).
+        on_violation: ``"error"`` raises ValueError, ``"warn"`` logs a warning and returns.
+
+    Returns:
+        None. Raises ValueError for a violation (``"error"``), mismatched lengths, unknown names or an unknown
+        ``on_violation``.
+
+    Example:
+        >>> check_reward_weights(["math_correctness", "math_format", "number_anywhere"], [1.0, 1.0, 1.0])
+        >>> check_reward_weights(["number_anywhere", "gsm8k_format"], None, on_violation="warn")  # logs a warning
+    """
+    if on_violation not in ("error", "warn"):
+        raise ValueError(f"on_violation must be 'error' or 'warn', got {on_violation!r}")
+    names = list(names)
+    if not names:
+        raise ValueError("empty reward set: give at least one reward name, e.g. ['gsm8k_correctness']")
+    weights = [1.0] * len(names) if weights is None else [float(w) for w in weights]
+    if len(weights) != len(names):
+        raise ValueError(
+            f"{len(names)} reward names {names} but {len(weights)} weights {weights}: give one weight per reward"
+        )
+    correct_pay, other_pay, others = 0.0, 0.0, []
+    for name, weight in zip(names, weights, strict=True):
+        info = reward_info(name)
+        best = max(weight * info.max_score, weight * info.min_score)
+        if info.kind == "correctness":
+            correct_pay += weight * (info.max_score - info.min_score)
+        else:
+            other_pay += max(best, 0.0)
+            if best > 0:
+                others.append(name)
+    if other_pay < correct_pay:
+        return
+    message = (
+        f"reward set {names} with weights {weights}: the non-correctness terms can pay a wrong answer "
+        f"{_fmt(other_pay)} but correctness pays only {_fmt(correct_pay)} more for a correct one. "
+        f"Lower the weights of {', '.join(others) or 'the other terms'} (or raise the correctness weight) so that "
+        f"{_fmt(other_pay)} < {_fmt(correct_pay)}, or pass on_violation='warn' to train anyway."
+    )
+    if on_violation == "error":
+        raise ValueError(message)
+    logger.warning("REWARD HACK RISK: %s", message)
