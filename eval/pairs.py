@@ -1,0 +1,214 @@
+"""Preference pairs from verified rollouts: chosen = a correct answer, rejected = a wrong one to the same problem.
+
+The answers and their labels come from a rollouts file (``python -m eval.rollouts sample``), where the same
+checker as eval and the rewards (``eval.scoring.score_completion``) marked each answer right or wrong. A problem
+whose answers are all right or all wrong gives no pair; the report counts both kinds. Options cap the pairs per
+problem and keep only pairs of similar length, so DPO does not simply learn "longer is better" (or shorter).
+
+>>> rollout = {"id": 0, "prompt": [{"role": "user", "content": "1+1?"}], "completions": [
+...     {"text": "1+1=2\\n#### 2", "correct": True, "n_tokens": 8},
+...     {"text": "#### 3", "correct": False, "n_tokens": 3}]}
+>>> pairs, report = build_pairs([rollout])
+>>> pairs[0]["chosen"], pairs[0]["rejected"]
+([{'role': 'assistant', 'content': '1+1=2\\n#### 2'}], [{'role': 'assistant', 'content': '#### 3'}])
+>>> report["pairs"], report["problems_all_correct"], report["problems_all_wrong"]
+(1, 0, 0)
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import random
+from pathlib import Path
+
+logger = logging.getLogger(__name__)
+
+PREFERENCE_COLUMNS = ("prompt", "chosen", "rejected")
+
+
+def length_gap(a: int, b: int) -> float:
+    """Relative length difference ``|a - b| / max(a, b)`` (0 = same length, 1 = one of them is empty).
+
+    >>> length_gap(100, 80), length_gap(5, 5), length_gap(0, 0)
+    (0.2, 0.0, 0.0)
+    """
+    return abs(a - b) / max(a, b, 1)
+
+
+def _unique_by_text(completions: list[dict]) -> list[dict]:
+    seen, unique = set(), []
+    for c in completions:
+        if c["text"] not in seen:
+            seen.add(c["text"])
+            unique.append(c)
+    return unique
+
+
+def pick_pairs(
+    correct: list[dict], wrong: list[dict], max_pairs: int | None, length_tolerance: float | None, rng: random.Random
+) -> tuple[list[tuple[dict, dict]], int]:
+    """Choose (correct, wrong) pairs for one problem; returns the pairs and how many were too unequal in length.
+
+    Every answer is used once before any is reused. With ``length_tolerance`` only pairs whose relative length
+    gap is within it are allowed, and the closest in length come first; otherwise the order is random (seeded).
+
+    >>> c = [{"text": "a", "n_tokens": 10}, {"text": "b", "n_tokens": 50}]
+    >>> w = [{"text": "x", "n_tokens": 48}, {"text": "y", "n_tokens": 11}]
+    >>> pairs, too_unequal = pick_pairs(c, w, None, 0.1, random.Random(0))
+    >>> [(a["text"], b["text"]) for a, b in pairs], too_unequal
+    ([('b', 'x'), ('a', 'y')], 2)
+    """
+    candidates = [(i, j) for i in range(len(correct)) for j in range(len(wrong))]
+    too_unequal = 0
+    if length_tolerance is not None:
+        allowed = [
+            (i, j)
+            for i, j in candidates
+            if length_gap(correct[i]["n_tokens"], wrong[j]["n_tokens"]) <= length_tolerance
+        ]
+        too_unequal = len(candidates) - len(allowed)
+        candidates = allowed
+    tie_break = {pair: rng.random() for pair in candidates}
+    used_correct, used_wrong = [0] * len(correct), [0] * len(wrong)
+    chosen_pairs: list[tuple[dict, dict]] = []
+    while candidates and (max_pairs is None or len(chosen_pairs) < max_pairs):
+
+        def priority(pair: tuple[int, int]) -> tuple:
+            i, j = pair
+            gap = length_gap(correct[i]["n_tokens"], wrong[j]["n_tokens"]) if length_tolerance is not None else 0.0
+            return (max(used_correct[i], used_wrong[j]), used_correct[i] + used_wrong[j], gap, tie_break[pair])
+
+        best = min(candidates, key=priority)
+        candidates.remove(best)
+        used_correct[best[0]] += 1
+        used_wrong[best[1]] += 1
+        chosen_pairs.append((correct[best[0]], wrong[best[1]]))
+    return chosen_pairs, too_unequal
+
+
+def build_pairs(
+    rollouts: list[dict],
+    max_pairs_per_problem: int | None = 4,
+    length_tolerance: float | None = None,
+    seed: int = 0,
+) -> tuple[list[dict], dict]:
+    """DPO pairs (conversational ``prompt``/``chosen``/``rejected``) from rollout records, and a report.
+
+    Args:
+        rollouts: records as ``eval.rollouts`` writes them (``id``, ``prompt``, ``completions`` with ``text``,
+            ``correct`` and ``n_tokens``).
+        max_pairs_per_problem: at most this many pairs from one problem (None: every correct x wrong pair).
+        length_tolerance: keep only pairs whose relative length gap ``|a - b| / max(a, b)`` is at most this
+            (e.g. 0.2); None pairs regardless of length.
+        seed: which pairs are drawn when there are more than the cap.
+
+    Returns:
+        ``(pairs, report)``; each pair also carries ``id``, ``chosen_tokens`` and ``rejected_tokens``. The report
+        counts problems, problems with pairs, problems with all answers right / all wrong (no pair possible),
+        problems that lost every pair to the length tolerance, pairs, and the mean chosen / rejected length.
+    """
+    if max_pairs_per_problem is not None and max_pairs_per_problem < 1:
+        raise ValueError(f"max_pairs_per_problem={max_pairs_per_problem}: use a positive number or None (no cap)")
+    if length_tolerance is not None and not 0 <= length_tolerance <= 1:
+        raise ValueError(f"length_tolerance={length_tolerance}: use a relative gap in [0, 1] (e.g. 0.2) or None")
+    rng = random.Random(seed)
+    pairs: list[dict] = []
+    report = {
+        "problems": len(rollouts),
+        "problems_with_pairs": 0,
+        "problems_all_correct": 0,
+        "problems_all_wrong": 0,
+        "problems_no_pair_within_length_tolerance": 0,
+        "pairs_outside_length_tolerance": 0,
+    }
+    for record in rollouts:
+        completions = _unique_by_text(record["completions"])
+        correct = [c for c in completions if c["correct"]]
+        wrong = [c for c in completions if not c["correct"]]
+        if not wrong:
+            report["problems_all_correct"] += 1
+            continue
+        if not correct:
+            report["problems_all_wrong"] += 1
+            continue
+        problem_pairs, too_unequal = pick_pairs(correct, wrong, max_pairs_per_problem, length_tolerance, rng)
+        report["pairs_outside_length_tolerance"] += too_unequal
+        if not problem_pairs:
+            report["problems_no_pair_within_length_tolerance"] += 1
+            continue
+        report["problems_with_pairs"] += 1
+        for good, bad in problem_pairs:
+            pairs.append(
+                {
+                    "id": record["id"],
+                    "prompt": record["prompt"],
+                    "chosen": [{"role": "assistant", "content": good["text"]}],
+                    "rejected": [{"role": "assistant", "content": bad["text"]}],
+                    "chosen_tokens": good["n_tokens"],
+                    "rejected_tokens": bad["n_tokens"],
+                }
+            )
+    report["pairs"] = len(pairs)
+    report["mean_chosen_tokens"] = sum(p["chosen_tokens"] for p in pairs) / len(pairs) if pairs else None
+    report["mean_rejected_tokens"] = sum(p["rejected_tokens"] for p in pairs) / len(pairs) if pairs else None
+    return pairs, report
+
+
+def is_rollouts_file(path: str | Path) -> bool:
+    """Does a local JSONL file hold rollout records (with ``completions``) rather than ready-made pairs?"""
+    with open(path) as f:
+        for line in f:
+            if line.strip():
+                return "completions" in json.loads(line)
+    return False
+
+
+def load_preference_dataset(
+    source: str,
+    *,
+    split: str = "train",
+    max_pairs_per_problem: int | None = 4,
+    length_tolerance: float | None = None,
+    seed: int = 0,
+):
+    """A `datasets.Dataset` of ``prompt``/``chosen``/``rejected`` for DPO, checked before any model is loaded.
+
+    ``source`` is a rollouts file (pairs are built here with `build_pairs`), a local JSONL of pairs, or a hub
+    preference data set. Raises ValueError naming the problem and the fix when a column is missing or there is no
+    pair at all. Returns ``(dataset, report)``; the report is the pair builder's, or None for ready-made pairs.
+    """
+    from datasets import Dataset, load_dataset
+
+    from eval.tasks import is_local
+
+    report = None
+    if is_local(source):
+        if not Path(source).exists():
+            raise FileNotFoundError(f"preference data {source} does not exist: pass a rollouts or pairs .jsonl path")
+        if is_rollouts_file(source):
+            from eval.rollouts import read_rollouts
+
+            pairs, report = build_pairs(read_rollouts(source), max_pairs_per_problem, length_tolerance, seed)
+            if not pairs:
+                raise ValueError(
+                    f"no preference pair in {source}: {report['problems']} problems, {report['problems_all_correct']}"
+                    f" with every answer correct, {report['problems_all_wrong']} with every answer wrong, "
+                    f"{report['problems_no_pair_within_length_tolerance']} with no pair within the length tolerance. "
+                    "Sample more answers per problem (--k), use problems nearer the model's level, or loosen "
+                    "length_tolerance"
+                )
+            dataset = Dataset.from_list([{k: p[k] for k in PREFERENCE_COLUMNS} for p in pairs])
+        else:
+            dataset = load_dataset("json", data_files=str(source), split="train")
+    else:
+        dataset = load_dataset(source, split=split)
+    missing = [c for c in ("chosen", "rejected") if c not in dataset.column_names]
+    if missing:
+        raise ValueError(
+            f"preference data {source} has no {missing} column(s) (it has {dataset.column_names}): DPO needs "
+            "prompt/chosen/rejected columns, or a rollouts file from `python -m eval.rollouts sample`"
+        )
+    if len(dataset) == 0:
+        raise ValueError(f"preference data {source} holds no pair: DPO needs at least one prompt/chosen/rejected row")
+    return dataset, report
