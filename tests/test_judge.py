@@ -1,0 +1,302 @@
+"""The LLM-judge reward against a real chat-completions server on 127.0.0.1 (started here, in a thread), and the lab's
+strict checker. Run: ``OMP_NUM_THREADS=1 .venv/bin/python -m pytest -q tests/test_judge.py``.
+
+The server reads what to do from the answer it is asked to judge (``SCORE 7``, ``SLOW``, ``HTTP500``, ...), records
+every request (body and Authorization header), and counts requests in flight.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import pickle
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+
+from rewards.judge import (
+    HFJudgeClient,
+    JudgeReward,
+    OpenAIJudgeClient,
+    answer_line_correctness_reward,
+    make_judge_reward,
+    parse_score,
+)
+
+SENTINEL_KEY = "sk-SENTINEL-7f3a9c-never-log-me"
+KEY_ENV = "LEASH_TEST_JUDGE_KEY"
+
+
+class FakeJudgeServer:
+    """An OpenAI-compatible /v1/chat/completions endpoint whose behaviour is chosen by the judged answer."""
+
+    def __init__(self, slow_s: float = 1.0):
+        self.requests: list[dict] = []
+        self.auth_headers: list[str | None] = []
+        self.seen: dict[str, int] = {}
+        self.in_flight = self.max_in_flight = 0
+        self.lock = threading.Lock()
+        self.slow_s = slow_s
+        server = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args):  # keep the test output quiet
+                pass
+
+            def _reply(self, status: int, payload: dict | str, headers: dict | None = None):
+                data = payload.encode() if isinstance(payload, str) else json.dumps(payload).encode()
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                for k, v in (headers or {}).items():
+                    self.send_header(k, v)
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def do_POST(self):
+                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+                with server.lock:
+                    server.requests.append(body)
+                    server.auth_headers.append(self.headers.get("Authorization"))
+                    server.in_flight += 1
+                    server.max_in_flight = max(server.max_in_flight, server.in_flight)
+                    answer = body["messages"][-1]["content"].split("Student's answer:\n")[1].split("\n")[0]
+                    server.seen[answer] = server.seen.get(answer, 0) + 1
+                    times_seen = server.seen[answer]
+                try:
+                    self._behave(answer, times_seen)
+                finally:
+                    with server.lock:
+                        server.in_flight -= 1
+
+            def _behave(self, answer: str, times_seen: int):
+                def chat(text):
+                    return {"id": "x", "object": "chat.completion", "choices": [{"message": {"content": text}}]}
+
+                if self.path != "/v1/chat/completions":
+                    return self._reply(404, {"error": "not found"})
+                if answer.startswith("SCORE"):
+                    time.sleep(0.05)  # long enough for concurrent requests to overlap
+                    return self._reply(200, chat(answer.split()[1]))
+                if answer == "SLOW":
+                    time.sleep(server.slow_s)
+                    return self._reply(200, chat("9"))
+                if answer == "HTTP500":
+                    return self._reply(500, {"error": "overloaded"})
+                if answer == "HTTP401":  # a careless server that echoes the key back
+                    return self._reply(401, {"error": f"bad key {self.headers.get('Authorization')}"})
+                if answer == "GARBAGE":
+                    return self._reply(200, chat("This answer looks plausible to me!"))
+                if answer == "NOT_JSON":
+                    return self._reply(200, "<html>gateway</html>")
+                if answer == "RATE_LIMITED_ONCE":
+                    if times_seen == 1:
+                        return self._reply(429, {"error": "slow down"}, {"Retry-After": "0"})
+                    return self._reply(200, chat("Score: 8/10"))
+                return self._reply(200, chat("5"))
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.httpd.daemon_threads = True
+        self.base_url = f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
+        self.thread = threading.Thread(target=self.httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
+
+    def __enter__(self):
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+@pytest.fixture
+def server():
+    with FakeJudgeServer() as s:
+        yield s
+
+
+@pytest.fixture
+def judge_log(tmp_path, monkeypatch):
+    """Every log record of the run, at DEBUG, written to a file (to grep for the key afterwards)."""
+    monkeypatch.setenv(KEY_ENV, SENTINEL_KEY)
+    path = tmp_path / "judge.log"
+    handler = logging.FileHandler(path)
+    handler.setLevel(logging.DEBUG)
+    root = logging.getLogger()
+    old_level = root.level
+    root.addHandler(handler)
+    root.setLevel(logging.DEBUG)
+    yield path
+    root.removeHandler(handler)
+    root.setLevel(old_level)
+    handler.close()
+
+
+def make_client(server, **overrides):
+    settings = dict(api_key_env=KEY_ENV, timeout_s=0.3, max_retries=2, backoff_s=0.01, max_concurrency=4)
+    settings.update(overrides)
+    return OpenAIJudgeClient(server.base_url, "judge-model", **settings)
+
+
+def conversation(answer: str) -> list[dict]:
+    from rewards.judge import judge_messages
+
+    return judge_messages("Priya buys four boxes of six muffins and gives away seven. How many are left?", answer)
+
+
+CASES = [
+    # (answer the server reacts to, expected score, expected error substring or None, expected attempts)
+    ("SCORE 7", 7.0, None, 1),  # plain score
+    ("SCORE 10", 10.0, None, 1),  # top of the range
+    ("GARBAGE", None, None, 1),  # 200 with prose and no score: unparseable, not retried, not crashed
+    ("HTTP500", None, "HTTP 500", 3),  # server error: retried twice, then given up
+    ("SLOW", None, "timeout", 3),  # reply slower than timeout_s: retried, then given up
+    ("RATE_LIMITED_ONCE", 8.0, None, 2),  # 429 then success: one retry
+    ("NOT_JSON", None, "malformed", 1),  # 200 with a non-JSON body: not retried
+    ("HTTP401", None, "HTTP 401", 1),  # client error: not retried
+]
+
+
+@pytest.mark.parametrize("answer,score,error,attempts", CASES, ids=[c[0] for c in CASES])
+def test_judge_client_behaviours(server, judge_log, answer, score, error, attempts):
+    client = make_client(server)
+    [result] = client.score_many([conversation(answer)])
+    assert result.score == score
+    assert (result.error is None) if error is None else (error in result.error)
+    assert server.seen[answer] == attempts
+    assert client.stats.requests == attempts and client.stats.retries == attempts - 1
+
+
+def test_unparseable_and_failed_replies_are_counted_logged_and_give_none(server, judge_log):
+    reward = JudgeReward(make_client(server))
+    extra, metrics = {}, {}
+    completions = [[{"role": "assistant", "content": a}] for a in ("SCORE 9", "GARBAGE", "HTTP500", "SCORE 2")]
+    rewards = reward(
+        prompts=[[{"role": "user", "content": "q"}]] * 4,
+        completions=completions,
+        log_extra=extra.__setitem__,
+        log_metric=metrics.__setitem__,
+    )
+    assert rewards == [0.9, None, None, 0.2]
+    assert extra["judge_score"] == [9.0, None, None, 2.0]
+    assert metrics == {"judge/unparseable_frac": 0.25, "judge/failed_frac": 0.25}
+    assert reward.client.stats.as_dict() == {"requests": 6, "scored": 2, "unparseable": 1, "failed": 1, "retries": 2}
+    log = judge_log.read_text()
+    assert "holds no 0-10 score" in log and "This answer looks plausible" in log and "HTTP 500" in log
+
+
+def test_key_is_sent_but_never_logged_pickled_or_printed(server, judge_log):
+    reward = JudgeReward(make_client(server))
+    answers = [a for a, *_ in CASES]
+    reward(prompts=["q"] * len(answers), completions=answers)
+    # the key reached the server (so the redaction below is not vacuous) ...
+    assert set(server.auth_headers) == {f"Bearer {SENTINEL_KEY}"}
+    # ... and appears nowhere we write: log file (which holds the 401 body that echoed it), repr, pickle
+    log = judge_log.read_text()
+    assert "HTTP 401" in log and "Bearer ***" in log
+    assert SENTINEL_KEY not in log
+    assert SENTINEL_KEY not in repr(reward)
+    assert SENTINEL_KEY.encode() not in pickle.dumps(reward)
+
+
+def test_no_key_variable_sends_no_authorization(server, judge_log):
+    client = make_client(server, api_key_env=None)
+    assert client.score_many([conversation("SCORE 3")])[0].score == 3.0
+    assert server.auth_headers == [None]
+
+
+def test_judge_sees_question_and_answer_but_never_the_gold(server, judge_log):
+    reward = JudgeReward(make_client(server))
+    rewards = reward(
+        prompts=[[{"role": "user", "content": "What is 98764 + 1? End with 'Answer: N'."}]],
+        completions=["SCORE 6"],
+        question=["What is 98764 + 1?"],
+        answer=["98765"],  # the gold column, which TRL passes to every reward
+    )
+    assert rewards == [0.6]
+    sent = json.dumps(server.requests)
+    assert "What is 98764 + 1?" in sent and "SCORE 6" in sent and "98765" not in sent
+    assert server.requests[0]["model"] == "judge-model" and server.requests[0]["temperature"] == 0.0
+
+
+def test_concurrency_is_bounded(server, judge_log):
+    client = make_client(server, max_concurrency=2)
+    results = client.score_many([conversation(f"SCORE {i}") for i in range(8)])
+    assert [r.score for r in results] == [float(i) for i in range(8)]  # input order kept
+    assert server.max_in_flight == 2  # requests overlap, but never more than two
+
+
+BAD_SETTINGS = [
+    # (keyword arguments, message fragment)
+    ({"base_url": "127.0.0.1:8000/v1"}, "must start with http"),  # scheme missing
+    ({"model": ""}, "judge model is empty"),  # no model
+    ({"api_key_env": "sk-abc123-def"}, "NAME of an environment variable"),  # the key itself instead of its name
+    ({"max_concurrency": 0}, "max_concurrency"),  # nothing could run
+]
+
+
+@pytest.mark.parametrize("overrides,message", BAD_SETTINGS)
+def test_bad_settings_fail_early_with_the_fix(overrides, message):
+    settings = {"base_url": "http://127.0.0.1:8000/v1", "model": "m", **overrides}
+    with pytest.raises(ValueError, match=message) as info:
+        OpenAIJudgeClient(**settings)
+    assert "sk-abc123-def" not in str(info.value)  # not even a key passed by mistake is echoed
+
+
+SCORES = [
+    # (judge reply, parsed score)
+    ("8", 8.0),  # bare number
+    (" 7.5 \n", 7.5),  # decimal with whitespace
+    ("**9**", 9.0),  # markdown bold
+    ("9/10", 9.0),  # fraction of ten
+    ("Score: 3", 3.0),  # named score
+    ("The answer 17 is right. Score: 10", 10.0),  # reasoning first, score last: the number 17 is not the score
+    ("I rate it 6 out of 10.", 6.0),  # "out of 10"
+    ("rating = 4", 4.0),  # other wording
+    ("The answer 17 is right.", None),  # a number that is not a score
+    ("Score: 11", None),  # out of range
+    ("", None),  # empty reply
+    ("-3", None),  # negative
+]
+
+
+@pytest.mark.parametrize("reply,expected", SCORES)
+def test_parse_score(reply, expected):
+    assert parse_score(reply) == expected
+
+
+CHECKER = [
+    # (completion, reward against gold 17)
+    ("4 * 6 = 24 muffins, 24 - 7 = 17.\nAnswer: 17", 1.0),  # worked answer, final line
+    ("Answer: 17.", 1.0),  # bare final line with a full stop
+    ("**Answer:** 17\n", 1.0),  # markdown and a trailing newline
+    ("Answer: 3.", 0.0),  # the short answer the judge loved
+    ("Answer: 17\nI hope this helps!", 0.0),  # text after the answer line
+    ("The answer is 17", 0.0),  # not an "Answer:" line
+    ("#### 17", 0.0),  # GSM8K marker instead of the requested line
+    ("Answer: 17 or 18", 0.0),  # hedge
+    ("24 - 7 = 17", 0.0),  # right number, no answer line
+    ("", 0.0),  # empty
+]
+
+
+@pytest.mark.parametrize("completion,expected", CHECKER)
+def test_answer_line_checker(completion, expected):
+    assert answer_line_correctness_reward([[{"role": "assistant", "content": completion}]], answer=["17"]) == [expected]
+
+
+def test_answer_line_checker_gives_none_without_gold():
+    assert answer_line_correctness_reward(["Answer: 17"], answer=[None]) == [None]
+
+
+def test_hf_judge_runs_on_the_tiny_model(tiny_model_dir):
+    # the tiny model's replies are garbage; the path (template, generate, decode, parse) must still work
+    reward = make_judge_reward("hf", str(tiny_model_dir), max_new_tokens=4, device="cpu")
+    assert isinstance(reward.client, HFJudgeClient)
+    rewards = reward(prompts=["2+2?"] * 3, completions=["4", "Answer: 4", "five"])
+    assert len(rewards) == 3 and all(r is None or 0.0 <= r <= 1.0 for r in rewards)
+    stats = reward.client.stats
+    assert stats.scored + stats.unparseable == 3 and stats.failed == 0
+    assert pickle.loads(pickle.dumps(reward)).client._model is None  # the model is not pickled
