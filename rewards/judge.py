@@ -350,14 +350,16 @@ class JudgeReward:
     ('llm_judge_reward', 'llm_judge_reward')
     """
 
-    def __init__(self, client, name: str = "llm_judge_reward"):
-        self.client = client
+    def __init__(self, client=None, name: str = "llm_judge_reward"):
+        self.client = client  # None: built from the LEASH_JUDGE_* environment variables at the first call
         self.__name__ = name
 
     def __repr__(self) -> str:
         return f"JudgeReward({self.client!r})"
 
     def __call__(self, prompts, completions, question=None, log_extra=None, log_metric=None, **kwargs):
+        if self.client is None:
+            self.client = judge_client_from_env()
         questions = question if question is not None else [_question_of(p) for p in prompts]
         conversations = [
             judge_messages(str(q), completion_text(c)) for q, c in zip(questions, completions, strict=True)
@@ -396,6 +398,31 @@ def make_judge_reward(
     if backend == "hf":
         return JudgeReward(HFJudgeClient(model, **client_kwargs))
     raise ValueError(f"unknown judge backend {backend!r}: use 'openai' (an endpoint) or 'hf' (a local model)")
+
+
+JUDGE_ENV_VARS = ("LEASH_JUDGE_BACKEND", "LEASH_JUDGE_BASE_URL", "LEASH_JUDGE_MODEL", "LEASH_JUDGE_API_KEY_ENV")
+
+
+def judge_client_from_env():
+    """The judge behind the registry's ``llm_judge`` name, configured by environment variables.
+
+    ``LEASH_JUDGE_BACKEND`` (``openai``, the default, or ``hf``), ``LEASH_JUDGE_BASE_URL``, ``LEASH_JUDGE_MODEL`` and
+    ``LEASH_JUDGE_API_KEY_ENV`` (the NAME of the variable holding the key). The judge lab sets these from its config
+    instead; this lets any recipe that names ``llm_judge`` use a judge too.
+
+    >>> import os; os.environ.pop("LEASH_JUDGE_MODEL", None) and None
+    >>> judge_client_from_env()
+    Traceback (most recent call last):
+    ...
+    ValueError: the llm_judge reward needs a judge: set LEASH_JUDGE_MODEL (and LEASH_JUDGE_BASE_URL for an endpoint; LEASH_JUDGE_API_KEY_ENV names the key's variable), or build one with rewards.judge.make_judge_reward(...)
+    """  # noqa: E501
+    backend, base_url, model, key_env = (os.environ.get(name) for name in JUDGE_ENV_VARS)
+    if not model:
+        raise ValueError(
+            "the llm_judge reward needs a judge: set LEASH_JUDGE_MODEL (and LEASH_JUDGE_BASE_URL for an endpoint; "
+            "LEASH_JUDGE_API_KEY_ENV names the key's variable), or build one with rewards.judge.make_judge_reward(...)"
+        )
+    return make_judge_reward(backend or "openai", model, base_url, key_env).client
 
 
 def final_answer_line_value(text: str) -> str | None:

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 
 from rewards.correctness import gsm8k_correctness_reward, math_correctness_reward
 from rewards.format import DEFAULT_BONUS, gsm8k_format_reward, math_format_reward
+from rewards.judge import JudgeReward, answer_line_correctness_reward
 from rewards.partial import PARTIAL_CREDIT, number_anywhere_reward
 
 logger = logging.getLogger(__name__)
@@ -44,6 +45,8 @@ REGISTRY: dict[str, RewardInfo] = {
     "gsm8k_format": RewardInfo(gsm8k_format_reward, "format", DEFAULT_BONUS),
     "math_format": RewardInfo(math_format_reward, "format", DEFAULT_BONUS),
     "number_anywhere": RewardInfo(number_anywhere_reward, "partial", PARTIAL_CREDIT),  # deliberately hackable
+    "answer_line_correctness": RewardInfo(answer_line_correctness_reward, "correctness", 1.0),  # judge lab checker
+    "llm_judge": RewardInfo(JudgeReward(), "judge", 1.0),  # configured by LEASH_JUDGE_* env vars (rewards/judge.py)
 }
 REWARDS: dict[str, Callable] = {name: info.func for name, info in REGISTRY.items()}  # kept for simple lookups
 
@@ -68,7 +71,7 @@ def get_reward(name: str) -> Callable:
     >>> get_reward("gsm8k_corectness")
     Traceback (most recent call last):
     ...
-    ValueError: unknown reward 'gsm8k_corectness': known rewards are ['gsm8k_correctness', 'gsm8k_format', 'math_correctness', 'math_format', 'number_anywhere']
+    ValueError: unknown reward 'gsm8k_corectness': known rewards are ['answer_line_correctness', 'gsm8k_correctness', 'gsm8k_format', 'llm_judge', 'math_correctness', 'math_format', 'number_anywhere']
     """  # noqa: E501
     return reward_info(name).func
 
