@@ -1,0 +1,246 @@
+"""Command line of leash eval: run a benchmark, re-score stored completions, compare two runs.
+
+    python -m eval run --model Qwen/Qwen2.5-0.5B-Instruct --task gsm8k --out runs/eval/base
+    python -m eval run --model Qwen/Qwen2.5-0.5B-Instruct --adapter runs/grpo/final --task math500 \\
+        --data ../shared/data/math500/test.jsonl --limit 100 --out runs/eval/grpo
+    python -m eval run --model M --task gsm8k --num-samples 8 --temperature 0.8 --out runs/eval/pass8
+    python -m eval score --task gsm8k --predictions preds.jsonl --completion-field completion --out runs/eval/vllm
+    python -m eval compare runs/eval/base runs/eval/grpo
+
+Every argument is checked (task, data file and fields, adapter against the model, backend) before a model loads.
+A ``run`` interrupted at any point continues when the same command is run again.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+from pathlib import Path
+
+from eval.generate import check_backend
+from eval.run import DEFAULT_BATCH_SIZE, RESULTS_FILE, SAMPLES_FILE, default_max_new_tokens, load_problems
+from eval.tasks import TASKS, get_task
+
+BENCHMARKS = ("gsm8k", "math500")
+
+
+def make_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python -m eval", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    run = sub.add_parser("run", help="generate answers with a model and score them")
+    run.add_argument("--model", required=True, help="local folder or hub id of a causal LM")
+    run.add_argument("--adapter", help="LoRA adapter folder (peft) to apply on --model")
+    run.add_argument("--task", required=True, help=f"one of {sorted(TASKS)}")
+    run.add_argument("--data", help="local .jsonl or hub id (default: the task's hub data set)")
+    run.add_argument("--limit", type=int, help="evaluate the first N problems only")
+    run.add_argument("--seed", type=int, default=0)
+    run.add_argument("--num-samples", type=int, default=1, help="K samples per problem; pass@k is reported for K>1")
+    run.add_argument("--temperature", type=float, default=0.0, help="0 = greedy")
+    run.add_argument("--max-new-tokens", type=int, help="generation budget (default: 1024 gsm8k, 2048 math500)")
+    run.add_argument("--batch-size", type=int, default=DEFAULT_BATCH_SIZE)
+    run.add_argument("--backend", default="hf", help="hf (transformers generate) or vllm")
+    run.add_argument("--dtype", default="auto", help="model dtype: auto, bfloat16, float16, float32")
+    run.add_argument(
+        "--ignore-adapter-base",
+        action="store_true",
+        help="skip the adapter's base-model NAME check (shapes are still checked)",
+    )
+    run.add_argument(
+        "--wandb", action="store_true", help="log summary and samples table to W&B (WANDB_MODE=offline works)"
+    )
+    run.add_argument("--out", required=True, help="output folder; an unfinished run there is resumed")
+
+    score = sub.add_parser("score", help="score stored completions (no model)")
+    score.add_argument("--task", required=True, help=f"one of {sorted(TASKS)}")
+    score.add_argument("--predictions", required=True, help="JSONL with one completion per line")
+    score.add_argument("--completion-field", default="completion")
+    score.add_argument("--gold-field", help="field holding the gold answer (default: the task's, 'answer')")
+    score.add_argument("--tokenizer", help="tokenizer folder or hub id to count completion tokens")
+    score.add_argument("--wandb", action="store_true")
+    score.add_argument("--out", required=True)
+
+    compare = sub.add_parser("compare", help="before/after table of two output folders")
+    compare.add_argument("dir_a")
+    compare.add_argument("dir_b")
+    return parser
+
+
+def check_adapter(adapter: str, model: str, ignore_base_name: bool = False) -> None:
+    """Raise a clear error when a LoRA adapter cannot apply to ``model``: no adapter files, another base model,
+    target modules the model lacks, or LoRA matrices whose shapes do not fit the model's layers.
+
+    Only the model's config is read (its layers are built on the meta device), so this runs before any weights
+    load.
+    """
+    folder = Path(adapter)
+    config_path = folder / "adapter_config.json"
+    if not config_path.exists():
+        raise FileNotFoundError(f"--adapter {adapter}: no adapter_config.json there; pass the folder peft saved")
+    adapter_config = json.loads(config_path.read_text())
+    base = adapter_config.get("base_model_name_or_path")
+    if base and not ignore_base_name and Path(base.rstrip("/")).name.lower() != Path(model.rstrip("/")).name.lower():
+        raise ValueError(
+            f"--adapter {adapter} was trained on {base!r}, not on --model {model!r}: pass the matching --model "
+            "(or --ignore-adapter-base when it is the same model under another name)"
+        )
+    import torch
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    with torch.device("meta"):
+        skeleton = AutoModelForCausalLM.from_config(AutoConfig.from_pretrained(model))
+    linear = {name: m for name, m in skeleton.named_modules() if isinstance(m, torch.nn.Linear)}
+    targets = adapter_config.get("target_modules")
+    if isinstance(targets, list):
+        suffixes = {name.rsplit(".", 1)[-1] for name in linear}
+        missing = sorted(t for t in targets if t not in suffixes and t != "all-linear")
+        if missing:
+            raise ValueError(
+                f"--adapter {adapter} targets modules {missing} that --model {model} does not have "
+                f"(its linear layers: {sorted(suffixes)}): the adapter belongs to another architecture"
+            )
+    weights = folder / "adapter_model.safetensors"
+    if weights.exists():
+        from safetensors import safe_open
+
+        with safe_open(str(weights), framework="pt") as f:
+            for key in f.keys():  # noqa: SIM118 - safe_open is not a dict
+                for part, dim in ((".lora_A.", 1), (".lora_B.", 0)):
+                    if part not in key:
+                        continue
+                    module_name = key.split(part)[0].removeprefix("base_model.model.")
+                    layer = linear.get(module_name)
+                    if layer is None:
+                        continue
+                    expected = layer.in_features if dim == 1 else layer.out_features
+                    got = f.get_slice(key).get_shape()[dim]
+                    if got != expected:
+                        raise ValueError(
+                            f"--adapter {adapter}: {key} has size {got} where {module_name} of --model {model} needs "
+                            f"{expected}: the adapter was trained on a model of another size"
+                        )
+
+
+def load_model(model_name: str, adapter: str | None, dtype: str, backend: str):
+    """The model and tokenizer for generation (a ``vllm.LLM`` for the vllm backend)."""
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(model_name)
+    if tokenizer.pad_token is None:
+        tokenizer.pad_token = tokenizer.eos_token
+    if backend == "vllm":
+        from vllm import LLM
+
+        return LLM(model=model_name, dtype=dtype), tokenizer
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    model = AutoModelForCausalLM.from_pretrained(model_name, dtype=dtype).to(device)
+    if adapter:
+        from peft import PeftModel
+
+        model = PeftModel.from_pretrained(model, adapter)
+    return model, tokenizer
+
+
+def cmd_run(args) -> dict:
+    from eval.run import evaluate
+
+    # Everything that can be wrong is checked here, before the (slow, large) model load.
+    task = get_task(args.task)
+    check_backend(args.backend)
+    if args.backend == "vllm" and args.adapter:
+        raise ValueError("--adapter with --backend vllm is not supported: merge the adapter (peft merge_and_unload)")
+    if args.num_samples > 1 and args.temperature == 0:
+        raise ValueError("--num-samples > 1 with greedy decoding gives K identical answers: set --temperature > 0")
+    if args.adapter:
+        check_adapter(args.adapter, args.model, args.ignore_adapter_base)
+    elif not Path(args.model).exists() and ("/" not in args.model or args.model.startswith((".", "/"))):
+        raise FileNotFoundError(f"--model {args.model}: no such folder, and it does not look like a hub id (org/name)")
+    load_problems(task, args.data, args.limit)
+
+    model, tokenizer = load_model(args.model, args.adapter, args.dtype, args.backend)
+    results = evaluate(
+        model,
+        tokenizer,
+        args.task,
+        data=args.data,
+        limit=args.limit,
+        seed=args.seed,
+        max_new_tokens=args.max_new_tokens or default_max_new_tokens(args.task),
+        batch_size=args.batch_size,
+        out_dir=args.out,
+        num_samples=args.num_samples,
+        temperature=args.temperature,
+        backend=args.backend,
+        run_info={"model": args.model, "adapter": args.adapter},
+        wandb=args.wandb,
+    )
+    print((Path(args.out) / "summary.md").read_text())
+    return results
+
+
+def cmd_score(args) -> dict:
+    from eval.run import log_to_wandb, score_predictions
+
+    get_task(args.task)
+    tokenizer = None
+    if args.tokenizer:
+        from transformers import AutoTokenizer
+
+        tokenizer = AutoTokenizer.from_pretrained(args.tokenizer)
+    results = score_predictions(
+        args.task,
+        args.predictions,
+        args.out,
+        completion_field=args.completion_field,
+        gold_field=args.gold_field,
+        tokenizer=tokenizer,
+    )
+    if args.wandb:
+        lines = (Path(args.out) / SAMPLES_FILE).read_text(encoding="utf-8").splitlines()
+        records = [json.loads(line) for line in lines if line]
+        log_to_wandb(results, records, {"task": args.task, "predictions": args.predictions})
+    print((Path(args.out) / "summary.md").read_text())
+    return results
+
+
+def read_run(folder: str) -> tuple[dict, list[dict]]:
+    path = Path(folder)
+    for name in (RESULTS_FILE, SAMPLES_FILE):
+        if not (path / name).exists():
+            raise FileNotFoundError(f"{path / name} not found: pass a folder written by `python -m eval run|score`")
+    records = [json.loads(line) for line in (path / SAMPLES_FILE).read_text(encoding="utf-8").splitlines() if line]
+    return json.loads((path / RESULTS_FILE).read_text()), records
+
+
+def cmd_compare(args) -> str:
+    from eval.metrics import compare_records
+    from eval.report import compare_markdown
+
+    results_a, records_a = read_run(args.dir_a)
+    results_b, records_b = read_run(args.dir_b)
+    if results_a["task"] != results_b["task"]:
+        raise ValueError(f"cannot compare task {results_a['task']!r} with {results_b['task']!r}")
+    text = compare_markdown(args.dir_a, results_a, args.dir_b, results_b, compare_records(records_a, records_b))
+    print(text)
+    return text
+
+
+def main(argv: list[str] | None = None) -> None:
+    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    args = make_parser().parse_args(argv)
+    try:
+        {"run": cmd_run, "score": cmd_score, "compare": cmd_compare}[args.command](args)
+    except (ValueError, FileNotFoundError, RuntimeError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        sys.exit(2)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,132 @@
+"""Human-readable results: a markdown summary, a before/after comparison, and a PNG of lengths by correctness.
+
+>>> print(format_pct(0.5), format_ci([0.25, 0.75]))
+50.0% [25.0, 75.0]
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from eval.metrics import sample_list
+
+
+def format_pct(x: float | None) -> str:
+    return "n/a" if x is None else f"{100 * x:.1f}%"
+
+
+def format_ci(ci) -> str:
+    return f"[{100 * ci[0]:.1f}, {100 * ci[1]:.1f}]"
+
+
+def _length_cell(stats: dict | None) -> str:
+    return "n/a" if stats is None else f"{stats['mean']:.0f} / {stats['median']:.0f} (n={stats['n']})"
+
+
+def summary_markdown(results: dict) -> str:
+    """A short markdown report of one results.json dict."""
+    lines = [
+        f"# {results['task']}: {format_pct(results['accuracy'])} correct",
+        "",
+        "| metric | value |",
+        "|---|---|",
+        f"| accuracy | {format_pct(results['accuracy'])} {format_ci(results['ci95'])} "
+        f"95% CI ({results['ci_method']}) |",
+        f"| problems (n) / samples | {results['n']} / {results['n_samples']} |",
+        f"| n_correct | {results['n_correct']} |",
+    ]
+    for k, v in results.get("pass_at_k", {}).items():
+        lines.append(f"| pass@{k} | {format_pct(v)} |")
+    lengths = results["length_tokens"]
+    lines += [
+        f"| tokens, correct (mean / median) | {_length_cell(lengths['correct'])} |",
+        f"| tokens, wrong (mean / median) | {_length_cell(lengths['wrong'])} |",
+        f"| truncated share, correct / wrong | {format_pct(results['truncated_share']['correct'])} / "
+        f"{format_pct(results['truncated_share']['wrong'])} |",
+        f"| format rate (one final answer found) | {format_pct(results['format_rate'])} |",
+        f"| empty-answer rate | {format_pct(results['empty_rate'])} |",
+        f"| truncation rate (no EOS within budget) | {format_pct(results['truncation_rate'])} |",
+        f"| answer extraction | {', '.join(f'{k}: {v}' for k, v in results['reasons'].items())} |",
+    ]
+    for field in ("subject", "level"):
+        groups = results.get(f"by_{field}")
+        if groups:
+            lines += ["", f"| {field} | n | accuracy | 95% CI |", "|---|---|---|---|"]
+            lines += [
+                f"| {name} | {g['n']} | {format_pct(g['accuracy'])} | {format_ci(g['ci95'])} |"
+                for name, g in groups.items()
+            ]
+    settings = {k: results.get(k) for k in ("model", "adapter", "data", "max_new_tokens", "temperature", "seed")}
+    lines += ["", "Settings: " + ", ".join(f"{k}={v}" for k, v in settings.items() if v is not None), ""]
+    return "\n".join(lines)
+
+
+def compare_markdown(name_a: str, results_a: dict, name_b: str, results_b: dict, diff: dict) -> str:
+    """A before/after table: accuracy difference with its interval, lengths, format and truncation rates."""
+
+    def row(label, a, b, fmt=format_pct):
+        return f"| {label} | {fmt(a)} | {fmt(b)} |"
+
+    def mean_len(results, group):
+        stats = results["length_tokens"][group]
+        return None if stats is None else stats["mean"]
+
+    def tokens(x):
+        return "n/a" if x is None else f"{x:.0f}"
+
+    d = diff["difference"]
+    lines = [
+        f"| metric | A: {name_a} | B: {name_b} |",
+        "|---|---|---|",
+        row("accuracy", results_a["accuracy"], results_b["accuracy"]),
+        row("n", results_a["n"], results_b["n"], str),
+        row("mean tokens, correct", mean_len(results_a, "correct"), mean_len(results_b, "correct"), tokens),
+        row("mean tokens, wrong", mean_len(results_a, "wrong"), mean_len(results_b, "wrong"), tokens),
+        row("format rate", results_a["format_rate"], results_b["format_rate"]),
+        row("empty-answer rate", results_a["empty_rate"], results_b["empty_rate"]),
+        row("truncation rate", results_a["truncation_rate"], results_b["truncation_rate"]),
+        "",
+        f"B - A accuracy: {100 * d:+.1f} points, 95% CI {format_ci(diff['ci95'])} ({diff['ci_method']}"
+        + (f", {diff['n_shared']} shared problems" if diff["n_shared"] else "")
+        + ")",
+    ]
+    if diff["n_shared"]:
+        lines.append(f"Problems only A got right: {diff['only_a_correct']}; only B got right: {diff['only_b_correct']}")
+    return "\n".join(lines) + "\n"
+
+
+def plot_lengths(records: list[dict], path: str | Path, title: str = "completion length by correctness") -> Path:
+    """Histogram of completion lengths (tokens) of correct vs wrong samples, truncated ones hatched."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    samples = [s for r in records for s in sample_list(r) if s.get("n_tokens") is not None]
+    lengths = [s["n_tokens"] for s in samples]
+    bins = min(40, max(5, len(set(lengths))))
+    fig, ax = plt.subplots(figsize=(7, 4), dpi=100)
+    groups = [
+        ("correct", [s["n_tokens"] for s in samples if s["correct"]], "tab:green"),
+        ("wrong", [s["n_tokens"] for s in samples if not s["correct"]], "tab:red"),
+    ]
+    edges = None
+    for label, values, colour in groups:
+        if values:
+            _, edges, _ = ax.hist(
+                values, bins=bins if edges is None else edges, range=(0, max(lengths)),
+                alpha=0.55, color=colour, label=f"{label} (n={len(values)})",
+            )  # fmt: skip
+    truncated = [s["n_tokens"] for s in samples if s.get("truncated")]
+    if truncated:
+        ax.hist(
+            truncated, bins=edges, histtype="step", hatch="//", color="black", label=f"truncated (n={len(truncated)})"
+        )
+    ax.set_xlabel("completion length (tokens)")
+    ax.set_ylabel("samples")
+    ax.set_title(title)
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
+    return Path(path)

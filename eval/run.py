@@ -1,0 +1,340 @@
+"""Run a benchmark on a loaded model, or re-score stored completions, and write the results to a folder.
+
+``evaluate(model, tokenizer, "gsm8k", out_dir=...)`` is what ``python -m eval run`` and the recipes call. The
+folder gets:
+
+- ``samples.jsonl``: one scored problem per line, appended and flushed as soon as it is scored, so a run killed
+  at any point (even ``kill -9``) continues where it stopped when started again with the same settings;
+- ``results.json``: the metrics of ``eval.metrics.summarize`` plus the run settings;
+- ``summary.md`` and ``lengths.png``: the same, for people (``eval.report``).
+
+``score_predictions`` does the same for completions produced elsewhere (no model).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import time
+from dataclasses import replace
+from pathlib import Path
+
+from eval.generate import check_backend, generate
+from eval.metrics import summarize
+from eval.scoring import score_completion
+from eval.tasks import Task, get_task, load_rows
+
+logger = logging.getLogger(__name__)
+
+# Long enough for chains of thought: lm-eval's default of 256 tokens cuts off most Qwen2.5 GSM8K answers.
+# Truncation is still measured (finish without EOS) and reported; raise the budget if it is above ~1%.
+DEFAULT_MAX_NEW_TOKENS = {"gsm8k": 1024, "math": 2048}
+DEFAULT_BATCH_SIZE = 16
+SAMPLES_FILE, RESULTS_FILE, CONFIG_FILE = "samples.jsonl", "results.json", "run_config.json"
+# Settings that change what a sample is; a resumed run must match them (the limit may grow).
+RESUME_KEYS = ("task", "data", "seed", "max_new_tokens", "temperature", "num_samples", "model", "adapter", "backend")
+
+
+def default_max_new_tokens(task_name: str) -> int:
+    """The default generation budget of a task.
+
+    >>> default_max_new_tokens("gsm8k"), default_max_new_tokens("math500")
+    (1024, 2048)
+    """
+    return DEFAULT_MAX_NEW_TOKENS[get_task(task_name).answer_style]
+
+
+def load_problems(task: Task, data: str | None = None, limit: int | None = None) -> list[dict]:
+    """The task's problems as dicts (index, id, question, gold, prompt, subject, level), the first ``limit`` ones.
+
+    Raises before any model load on a missing file, a file without the task's fields, or an unreadable gold.
+    """
+    if limit is not None and limit < 1:
+        raise ValueError(f"--limit must be a positive number of problems, got {limit}")
+    ds = load_rows(task, data)
+    if limit is not None:
+        ds = ds.select(range(min(limit, len(ds))))
+    problems = []
+    for index, row in enumerate(ds):
+        try:
+            gold = task.gold(row)
+        except ValueError as e:
+            raise ValueError(f"row {index} of {data or task.hub_id}: {e}") from e
+        problems.append(
+            {
+                "index": index,
+                "id": row.get("unique_id", index),
+                "question": row[task.question_field],
+                "gold": gold,
+                "prompt": task.prompt(row[task.question_field]),
+                "subject": row.get("subject"),
+                "level": row.get("level"),
+            }
+        )
+    return problems
+
+
+def read_samples(path: Path) -> dict[int, dict]:
+    """Scored records already in ``path`` by problem index. A torn last line (a kill mid-write) is cut off the
+    file so that appending continues on a clean line; a duplicated index keeps its first record."""
+    done: dict[int, dict] = {}
+    if not path.exists():
+        return done
+    data = path.read_bytes()
+    good_end = 0
+    for line in data.splitlines(keepends=True):
+        if not line.endswith(b"\n"):
+            break
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError:
+            break
+        done.setdefault(record["index"], record)
+        good_end += len(line)
+    if good_end < len(data):
+        logger.warning(
+            "%s: dropping a torn last line (%d bytes) left by an interrupted run", path, len(data) - good_end
+        )
+        with open(path, "r+b") as f:
+            f.truncate(good_end)
+    return done
+
+
+def _check_resume(out: Path, config: dict) -> None:
+    path = out / CONFIG_FILE
+    if path.exists():
+        old = json.loads(path.read_text())
+        changed = {k: (old.get(k), config.get(k)) for k in RESUME_KEYS if old.get(k) != config.get(k)}
+        if changed and (out / SAMPLES_FILE).exists():
+            raise ValueError(
+                f"{out} holds samples of a run with other settings {changed} (old, new): "
+                "use a new --out folder or delete the old one"
+            )
+    path.write_text(json.dumps(config, indent=2) + "\n")
+
+
+def _score_record(problem: dict, generations, task_name: str) -> dict:
+    scored = []
+    for g in generations:
+        s = score_completion(g.text, problem["gold"], task_name)
+        scored.append({"completion": g.text, "n_tokens": g.n_tokens, "truncated": g.truncated, **s})
+    record = {k: problem[k] for k in ("index", "id", "question", "gold", "subject", "level")}
+    if len(scored) == 1:
+        record.update(scored[0])
+    else:
+        record["n_correct_samples"] = sum(s["correct"] for s in scored)
+        record["samples"] = scored
+    return record
+
+
+def evaluate(
+    model,
+    tokenizer,
+    task_name: str,
+    *,
+    data: str | None = None,
+    limit: int | None = None,
+    seed: int = 0,
+    max_new_tokens: int | None = None,
+    batch_size: int = DEFAULT_BATCH_SIZE,
+    out_dir: str | Path | None = None,
+    num_samples: int = 1,
+    temperature: float = 0.0,
+    backend: str = "hf",
+    run_info: dict | None = None,
+    progress: bool = True,
+    wandb: bool = False,
+) -> dict:
+    """Generate, score and summarise a task for an already-loaded model; returns the results.json dict.
+
+    Args:
+        model, tokenizer: a transformers causal LM (or peft model) and its tokenizer; a ``vllm.LLM`` for vllm.
+        task_name: ``gsm8k`` or ``math500`` (any task of ``eval.tasks.TASKS``).
+        data: local ``.jsonl`` or hub id (default: the task's hub set).
+        limit: evaluate the first ``limit`` problems only.
+        seed: sampling seed (batch ``b`` uses ``seed + b``, so a resumed run samples as a fresh one would).
+        max_new_tokens: generation budget (default ``default_max_new_tokens(task_name)``).
+        out_dir: where samples.jsonl, results.json, summary.md and lengths.png go; a folder holding part of the
+            same run is resumed. None keeps everything in memory.
+        num_samples, temperature: K samples per problem at this temperature (pass@k is reported when K > 1).
+        run_info: extra settings recorded in results.json and checked on resume (e.g. model and adapter names).
+        wandb: also log the summary and a samples table to Weights & Biases (WANDB_MODE=offline works).
+    """
+    task = get_task(task_name)
+    check_backend(backend)
+    max_new_tokens = max_new_tokens or default_max_new_tokens(task_name)
+    problems = load_problems(task, data, limit)
+    config = {
+        "task": task.name,
+        "data": str(data or task.hub_id),
+        "limit": limit,
+        "seed": seed,
+        "max_new_tokens": max_new_tokens,
+        "temperature": temperature,
+        "num_samples": num_samples,
+        "backend": backend,
+        **(run_info or {}),
+    }
+    out = Path(out_dir) if out_dir is not None else None
+    done: dict[int, dict] = {}
+    if out is not None:
+        out.mkdir(parents=True, exist_ok=True)
+        _check_resume(out, config)
+        done = read_samples(out / SAMPLES_FILE)
+    todo = [p for p in problems if p["index"] not in done]
+    if done:
+        logger.info("resuming: %d of %d problems already scored in %s", len(problems) - len(todo), len(problems), out)
+
+    from tqdm.auto import tqdm
+
+    bar = tqdm(total=len(problems), initial=len(problems) - len(todo), unit="problem", disable=not progress)
+    started, n_new = time.perf_counter(), 0
+    sink = open(out / SAMPLES_FILE, "a", encoding="utf-8") if out is not None else None  # noqa: SIM115
+    try:
+        for start in range(0, len(todo), batch_size):
+            batch = todo[start : start + batch_size]
+            gens = generate(
+                model,
+                tokenizer,
+                [p["prompt"] for p in batch],
+                max_new_tokens=max_new_tokens,
+                temperature=temperature,
+                num_samples=num_samples,
+                batch_size=batch_size,
+                seed=seed + batch[0]["index"],
+                backend=backend,
+            )
+            for problem, generations in zip(batch, gens, strict=True):
+                record = _score_record(problem, generations, task_name)
+                done[problem["index"]] = record
+                if sink is not None:
+                    sink.write(json.dumps(record, ensure_ascii=False) + "\n")
+                    sink.flush()
+            if sink is not None:
+                os.fsync(sink.fileno())
+            n_new += len(batch)
+            bar.update(len(batch))
+            bar.set_postfix(samples_per_s=f"{n_new * num_samples / (time.perf_counter() - started):.2f}")
+    finally:
+        bar.close()
+        if sink is not None:
+            sink.close()
+
+    records = [done[p["index"]] for p in problems]
+    results = {**config, **summarize(records, seed=seed)}
+    if out is not None:
+        write_outputs(out, results, records)
+    if wandb:
+        log_to_wandb(results, records, config)
+    return results
+
+
+def write_outputs(out: Path, results: dict, records: list[dict]) -> None:
+    """results.json, summary.md and lengths.png (samples.jsonl is written as the run goes)."""
+    from eval.report import plot_lengths, summary_markdown
+
+    (out / RESULTS_FILE).write_text(json.dumps(results, indent=2) + "\n")
+    (out / "summary.md").write_text(summary_markdown(results))
+    if results["length_tokens"]["all"] is not None:
+        plot_lengths(records, out / "lengths.png", title=f"{results['task']}: completion length by correctness")
+
+
+def log_to_wandb(results: dict, records: list[dict], config: dict) -> None:
+    """Log the summary metrics and a samples table to W&B (``WANDB_MODE=offline`` keeps it local)."""
+    import wandb
+
+    from eval.metrics import sample_list
+
+    run = wandb.init(project=os.environ.get("WANDB_PROJECT", "leash-eval"), job_type="eval", config=config)
+    flat = {k: v for k, v in results.items() if isinstance(v, int | float) and not isinstance(v, bool)}
+    flat.update({f"pass@{k}": v for k, v in results.get("pass_at_k", {}).items()})
+    for name, stats in results["length_tokens"].items():
+        if stats:
+            flat[f"length_tokens/{name}/mean"] = stats["mean"]
+    run.summary.update(flat)
+    columns = ["index", "sample", "question", "gold", "completion", "extracted", "correct", "n_tokens", "truncated"]
+    table = wandb.Table(columns=columns)
+    for r in records:
+        for j, s in enumerate(sample_list(r)):
+            table.add_data(
+                r["index"], j, r["question"], r["gold"], s["completion"], s["extracted"], s["correct"],
+                s.get("n_tokens"), s.get("truncated"),
+            )  # fmt: skip
+    run.log({"samples": table, **flat})
+    run.finish()
+
+
+def read_predictions(path: str | Path, completion_field: str, gold_field: str) -> list[dict]:
+    """Rows of a predictions JSONL, checked for the two fields before anything else runs."""
+    path = Path(path)
+    if not path.exists():
+        raise FileNotFoundError(f"predictions file {path} does not exist: pass --predictions with a .jsonl path")
+    rows = []
+    with open(path, encoding="utf-8") as f:
+        for n, line in enumerate(f, start=1):
+            if not line.strip():
+                continue
+            try:
+                row = json.loads(line)
+            except json.JSONDecodeError as e:
+                raise ValueError(f"{path} line {n} is not JSON ({e}): each line must be one JSON object") from e
+            missing = [k for k in (completion_field, gold_field) if k not in row]
+            if missing:
+                raise ValueError(
+                    f"{path} line {n} has no {missing} field(s) (it has {sorted(row)}): "
+                    "name the fields with --completion-field / --gold-field"
+                )
+            rows.append(row)
+    if not rows:
+        raise ValueError(f"predictions file {path} holds no rows")
+    return rows
+
+
+def score_predictions(
+    task_name: str,
+    predictions: str | Path,
+    out_dir: str | Path,
+    *,
+    completion_field: str = "completion",
+    gold_field: str | None = None,
+    tokenizer=None,
+) -> dict:
+    """Re-score stored completions (no model): samples.jsonl in input order with a boolean ``correct`` per line.
+
+    ``gold_field`` defaults to the task's (``answer``); a GSM8K gold holding a full solution is read after its
+    ``####``. ``tokenizer`` (optional) counts completion tokens; otherwise an ``n_tokens`` field is used if present.
+    A ``truncated`` field, or ``finish_reason == "length"`` (vLLM/OpenAI), marks truncation.
+    """
+    from rewards._common import completion_text
+
+    task = replace(get_task(task_name), gold_field=gold_field or get_task(task_name).gold_field)
+    rows = read_predictions(predictions, completion_field, task.gold_field)
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    texts = [completion_text(row[completion_field]) for row in rows]
+    counts = [len(ids) for ids in tokenizer(texts, add_special_tokens=False)["input_ids"]] if tokenizer else None
+    records = []
+    with open(out / SAMPLES_FILE, "w", encoding="utf-8") as sink:
+        for i, (row, text) in enumerate(zip(rows, texts, strict=True)):
+            gold = task.gold(row)
+            truncated = row.get("truncated")
+            if truncated is None and "finish_reason" in row:
+                truncated = row["finish_reason"] == "length"
+            record = {
+                "index": i,
+                "id": row.get("unique_id", row.get("id", i)),
+                "question": row.get(get_task(task_name).question_field, ""),
+                "gold": gold,
+                "completion": text,
+                "n_tokens": counts[i] if counts else row.get("n_tokens"),
+                "truncated": truncated,
+                "subject": row.get("subject"),
+                "level": row.get("level"),
+                **score_completion(text, gold, task_name),
+            }
+            records.append(record)
+            sink.write(json.dumps(record, ensure_ascii=False) + "\n")
+    results = {"task": task.name, "predictions": str(predictions), **summarize(records)}
+    write_outputs(out, results, records)
+    return results
