@@ -1,20 +1,22 @@
 """Verified rollouts: K sampled answers per problem, each scored by the checker eval and the rewards use.
 
-Three commands take a model to GRPO data at the edge of its ability and to DPO pairs (docs/dpo.md)::
+Three commands take a model to GRPO data at the edge of its ability and to a DPO run (docs/dpo.md)::
 
     python -m eval.rollouts sample --model Qwen/Qwen2.5-0.5B-Instruct --task gsm8k_train --k 8 \\
-        --out runs/rollouts/gsm8k_train.jsonl
-    python -m eval.rollouts filter runs/rollouts/gsm8k_train.jsonl --low 0.2 --high 0.8 --group-size 8 \\
-        --out runs/rollouts/gsm8k_train_edge.jsonl          # a training set the GRPO recipe reads
-    python -m eval.rollouts pairs runs/rollouts/gsm8k_train.jsonl --max-pairs-per-problem 4 \\
-        --length-tolerance 0.3 --out runs/rollouts/gsm8k_train_pairs.jsonl   # DPO pairs (the DPO recipe also
-                                                                              # reads the rollouts file directly)
+        --out runs/rollouts/gsm8k_train
+    python -m eval.rollouts filter runs/rollouts/gsm8k_train --low 0.2 --high 0.8 --group-size 8 \\
+        --out runs/rollouts/gsm8k_train_edge.jsonl     # a training set the GRPO recipe reads as its data
+    python -m recipes.dpo --config recipes/configs/gsm8k/qwen2.5-0.5b-instruct/dpo_lora.yaml \\
+        --dataset_name runs/rollouts/gsm8k_train/rollouts.jsonl     # pairs built from the rollouts
 
-A rollouts file is JSON lines, one problem each: ``id`` (row index in the data), ``question``, ``answer`` (the
-gold final answer), ``prompt`` (the chat messages of ``eval.tasks``), ``completions`` (each with ``text``,
-``correct``, ``extracted``, ``reason``, ``n_tokens``, ``truncated``), ``n_correct``, ``pass_rate`` and the
-``sampling`` settings. ``sample`` is resumable: killed at any point, the same command continues where it stopped
-and samples each problem once.
+``python -m eval.rollouts pairs ROLLOUTS --out pairs.jsonl`` writes the DPO pairs to a file to inspect or share.
+
+``sample`` runs ``eval.run.evaluate`` with K samples per problem, so the folder also holds eval's
+``samples.jsonl`` (written problem by problem: a killed run continues where it stopped when rerun, each problem
+sampled once), ``results.json`` (pass@k, length by correctness) and ``summary.md``. From them it writes
+``rollouts.jsonl``, one problem a line: ``id``, ``index`` (row in the data), ``task``, ``question``, ``answer``
+(the gold final answer), ``prompt`` (the chat messages of ``eval.tasks``), ``completions`` (each with ``text``,
+``correct``, ``extracted``, ``reason``, ``n_tokens``, ``truncated``), ``n_correct`` and ``pass_rate``.
 
 A group of G answers teaches GRPO nothing when all G are right or all wrong; for a problem of pass rate p that
 happens with probability p^G + (1-p)^G, so problems far from 50% mostly waste compute:
@@ -36,7 +38,7 @@ from pathlib import Path
 
 logger = logging.getLogger(__name__)
 
-SAMPLING_KEYS = ("task", "data", "k", "temperature", "max_new_tokens", "seed")  # must match to resume a file
+ROLLOUTS_FILE = "rollouts.jsonl"
 
 
 def degenerate_share(pass_rates: list[float], group_size: int) -> float | None:
@@ -80,24 +82,25 @@ def filter_by_pass_rate(
 
 
 def read_rollouts(path: str | Path) -> list[dict]:
-    """The records of a rollouts file; a last line cut short by a kill is ignored (resume rewrites it)."""
+    """The records of a rollouts file (or of ``rollouts.jsonl`` in a folder written by `sample_rollouts`)."""
+    path = Path(path)
+    if path.is_dir():
+        path = path / ROLLOUTS_FILE
+    if not path.exists():
+        raise FileNotFoundError(f"rollouts file {path} does not exist: write it with `python -m eval.rollouts sample`")
     records = []
-    with open(path) as f:
-        lines = f.readlines()
-    for n, line in enumerate(lines):
-        if not line.strip():
-            continue
-        try:
-            records.append(json.loads(line))
-        except json.JSONDecodeError as err:
-            if n == len(lines) - 1:
-                logger.warning("%s: ignoring an unfinished last line (a killed run); it will be sampled again", path)
-                break
-            raise ValueError(
-                f"{path} line {n + 1} is not JSON: is this a rollouts file from `eval.rollouts sample`?"
-            ) from err
-    if records and "completions" not in records[0]:
-        raise ValueError(f"{path} has no 'completions' field: it is not a rollouts file from `eval.rollouts sample`")
+    with open(path, encoding="utf-8") as f:
+        for n, line in enumerate(f, start=1):
+            if not line.strip():
+                continue
+            try:
+                records.append(json.loads(line))
+            except json.JSONDecodeError as err:
+                raise ValueError(f"{path} line {n} is not JSON: rerun `python -m eval.rollouts sample`") from err
+            if "completions" not in records[-1] or "pass_rate" not in records[-1]:
+                raise ValueError(
+                    f"{path} line {n} has no completions/pass_rate: not a file from `eval.rollouts sample`"
+                )
     return records
 
 
@@ -124,36 +127,65 @@ def grpo_rows(records: list[dict], task_name: str) -> list[dict]:
 
 
 def write_jsonl(rows: list[dict], path: str | Path) -> Path:
+    """Write rows as JSON lines, atomically (a kill leaves the old file or the new one, never half of one)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "w") as f:
+    tmp = path.with_name(path.name + ".tmp")
+    with open(tmp, "w", encoding="utf-8") as f:
         for row in rows:
-            f.write(json.dumps(row) + "\n")
+            f.write(json.dumps(row, ensure_ascii=False) + "\n")
+    os.replace(tmp, path)
     return path
 
 
-def _resume_state(out: Path, settings: dict, questions: list[str]) -> set[int]:
-    """Ids already sampled in ``out``; raises if the file was sampled with other settings or other data."""
-    if not out.exists():
-        return set()
-    done = read_rollouts(out)
-    if done and done[0]["sampling"] != settings:
-        old = {k: done[0]["sampling"].get(k) for k in SAMPLING_KEYS}
-        raise ValueError(
-            f"{out} was sampled with {old}, not {settings}: rerun with the same settings to resume, or pass a new --out"
+def rollout_records(samples: list[dict], task_name: str) -> list[dict]:
+    """Rollout records from ``eval.run`` sample records (K > 1 keeps ``samples``; K = 1 is flat).
+
+    >>> sample = {"completion": "#### 5", "correct": True, "extracted": "5", "reason": "ok", "n_tokens": 4,
+    ...           "truncated": False}
+    >>> [r] = rollout_records([{"index": 0, "id": 0, "question": "2+3?", "gold": "5", **sample}], "gsm8k")
+    >>> r["completions"][0]["text"], r["pass_rate"], r["prompt"][0]["content"].startswith("2+3?")
+    ('#### 5', 1.0, True)
+    """
+    from eval.metrics import sample_list
+    from eval.tasks import get_task
+
+    task = get_task(task_name)
+    records = []
+    for sample in samples:
+        completions = [
+            {
+                "text": s["completion"],
+                "correct": bool(s["correct"]),
+                "extracted": s["extracted"],
+                "reason": s["reason"],
+                "n_tokens": s["n_tokens"],
+                "truncated": s["truncated"],
+            }
+            for s in sample_list(sample)
+        ]
+        n_correct = sum(c["correct"] for c in completions)
+        records.append(
+            {
+                "id": sample["id"],
+                "index": sample["index"],
+                "task": task.name,
+                "question": sample["question"],
+                "answer": sample["gold"],
+                "prompt": task.prompt(sample["question"]),  # the prompt eval and the recipes build
+                "completions": completions,
+                "n_correct": n_correct,
+                "pass_rate": n_correct / len(completions),
+            }
         )
-    for record in done:
-        if record["id"] >= len(questions) or record["question"] != questions[record["id"]]:
-            raise ValueError(f"{out} holds problem {record['id']} from other data: pass a new --out for this data")
-    write_jsonl(done, out)  # drops an unfinished last line
-    return {r["id"] for r in done}
+    return records
 
 
 def sample_rollouts(
     model,
     tokenizer,
     task_name: str,
-    out: str | Path,
+    out_dir: str | Path,
     *,
     data: str | None = None,
     limit: int | None = None,
@@ -163,82 +195,40 @@ def sample_rollouts(
     batch_size: int = 32,
     seed: int = 0,
     backend: str = "hf",
+    run_info: dict | None = None,
 ) -> list[dict]:
-    """Sample ``k`` answers to each problem of a task, score them, append one record per problem to ``out``.
+    """Sample ``k`` answers to each problem of a task, score them, and write ``out_dir/rollouts.jsonl``.
 
-    Problems go through in chunks of about ``batch_size`` answers; each finished chunk is flushed to disk, so a
-    killed run loses at most one chunk, and rerunning the same call skips the problems already in ``out``.
-    ``limit`` takes the first ``limit`` rows of the data. Returns all records of ``out``.
+    Sampling and scoring are ``eval.run.evaluate`` with ``num_samples=k``: its ``samples.jsonl`` in ``out_dir`` is
+    flushed problem by problem, so a killed run continues where it stopped when rerun with the same settings (each
+    problem sampled once), and its ``results.json`` reports pass@k and length by correctness. ``batch_size`` counts
+    answers generated at once (``batch_size // k`` problems). Returns the rollout records.
     """
-    from eval.generate import generate
-    from eval.scoring import score_completion
-    from eval.tasks import get_task, load_rows, to_prompt_rows
+    from eval.run import SAMPLES_FILE, evaluate, read_samples
 
     if k < 1 or (temperature == 0 and k > 1):
         raise ValueError(f"k={k}, temperature={temperature}: k must be >= 1, and k > 1 needs temperature > 0")
-    task = get_task(task_name)
-    rows = to_prompt_rows(task, load_rows(task, data))
-    if limit is not None:
-        rows = rows.select(range(min(limit, len(rows))))
-    out = Path(out)
-    settings = {
-        "task": task_name,
-        "data": data,
-        "k": k,
-        "temperature": temperature,
-        "max_new_tokens": max_new_tokens,
-        "seed": seed,
-    }
-    done = _resume_state(out, settings, rows["question"])
-    todo = [i for i in range(len(rows)) if i not in done]
-    logger.info("%s: %d problems, %d already sampled, %d to go", out, len(rows), len(done), len(todo))
-    problems_per_chunk = max(1, batch_size // k)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    with open(out, "a") as f:
-        for start in range(0, len(todo), problems_per_chunk):
-            ids = todo[start : start + problems_per_chunk]
-            chunk = [rows[i] for i in ids]
-            generations = generate(
-                model,
-                tokenizer,
-                [row["prompt"] for row in chunk],
-                max_new_tokens=max_new_tokens,
-                temperature=temperature,
-                num_samples=k,
-                batch_size=batch_size,
-                seed=seed + ids[0],  # the same problem gets the same seed on a resumed run
-                backend=backend,
-            )
-            for i, row, answers in zip(ids, chunk, generations, strict=True):
-                completions = []
-                for g in answers:
-                    score = score_completion(g.text, row["answer"], task_name)
-                    completions.append(
-                        {
-                            "text": g.text,
-                            "correct": score["correct"],
-                            "extracted": score["extracted"],
-                            "reason": score["reason"],
-                            "n_tokens": g.n_tokens,
-                            "truncated": g.truncated,
-                        }
-                    )
-                n_correct = sum(c["correct"] for c in completions)
-                record = {
-                    "id": i,
-                    "question": row["question"],
-                    "answer": row["answer"],
-                    "prompt": row["prompt"],
-                    "completions": completions,
-                    "n_correct": n_correct,
-                    "pass_rate": n_correct / len(completions),
-                    "sampling": settings,
-                }
-                f.write(json.dumps(record) + "\n")
-            f.flush()
-            os.fsync(f.fileno())
-            logger.info("%s: %d / %d problems sampled", out, len(done) + start + len(ids), len(rows))
-    return read_rollouts(out)
+    out = Path(out_dir)
+    results = evaluate(
+        model,
+        tokenizer,
+        task_name,
+        data=data,
+        limit=limit,
+        seed=seed,
+        max_new_tokens=max_new_tokens,
+        batch_size=max(1, batch_size // k),
+        out_dir=out,
+        num_samples=k,
+        temperature=temperature,
+        backend=backend,
+        run_info=run_info,
+        progress=False,
+    )
+    samples = read_samples(out / SAMPLES_FILE)
+    records = rollout_records([samples[i] for i in range(results["n"])], task_name)
+    write_jsonl(records, out / ROLLOUTS_FILE)
+    return records
 
 
 def _print_report(title: str, report: dict) -> None:
@@ -253,6 +243,7 @@ def main(argv: list[str] | None = None) -> None:
 
     sample = commands.add_parser("sample", help="sample and score K answers per problem")
     sample.add_argument("--model", required=True, help="hub id or local folder of a causal LM")
+    sample.add_argument("--adapter", default=None, help="a LoRA adapter folder to load on the model (hf backend)")
     sample.add_argument("--task", default="gsm8k_train", help="a task of eval.tasks (gsm8k_train, math_train, ...)")
     sample.add_argument("--data", default=None, help="local .jsonl or hub id (default: the task's hub data)")
     sample.add_argument("--limit", type=int, default=None, help="only the first N problems")
@@ -263,7 +254,7 @@ def main(argv: list[str] | None = None) -> None:
     sample.add_argument("--seed", type=int, default=0)
     sample.add_argument("--backend", default="hf", choices=["hf", "vllm"])
     sample.add_argument("--dtype", default="auto", help="torch dtype to load the model in (auto, bfloat16, ...)")
-    sample.add_argument("--out", required=True)
+    sample.add_argument("--out", required=True, help="folder for rollouts.jsonl and eval's files")
 
     filt = commands.add_parser("filter", help="keep problems at the edge of ability; write GRPO training rows")
     filt.add_argument("rollouts")
@@ -282,14 +273,15 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     if args.command == "sample":
+        from eval.generate import check_backend
+        from eval.run import load_problems
         from eval.tasks import get_task
 
-        get_task(args.task)  # a bad task name fails before the model loads
-        from transformers import AutoModelForCausalLM, AutoTokenizer
+        check_backend(args.backend)
+        load_problems(get_task(args.task), args.data, args.limit)  # bad task, data or limit: fail before model load
+        from eval.__main__ import load_model
 
-        tokenizer = AutoTokenizer.from_pretrained(args.model, padding_side="left")
-        model = AutoModelForCausalLM.from_pretrained(args.model, dtype=args.dtype)
-        model.to("cuda" if _cuda() else "cpu").eval()
+        model, tokenizer = load_model(args.model, args.adapter, args.dtype, args.backend)
         records = sample_rollouts(
             model,
             tokenizer,
@@ -303,13 +295,14 @@ def main(argv: list[str] | None = None) -> None:
             batch_size=args.batch_size,
             seed=args.seed,
             backend=args.backend,
+            run_info={"model": args.model, "adapter": args.adapter},
         )
         rates = [r["pass_rate"] for r in records]
-        print(f"{args.out}: {len(records)} problems, mean pass rate {sum(rates) / max(len(rates), 1):.3f}")
+        print(f"{args.out}/{ROLLOUTS_FILE}: {len(records)} problems, mean pass rate {sum(rates) / len(rates):.3f}")
     elif args.command == "filter":
         records = read_rollouts(args.rollouts)
         kept, report = filter_by_pass_rate(records, args.low, args.high, args.group_size)
-        write_jsonl(grpo_rows(kept, records[0]["sampling"]["task"]) if records else [], args.out)
+        write_jsonl(grpo_rows(kept, records[0]["task"]) if records else [], args.out)
         _print_report(f"pass-rate filter -> {args.out}", report)
     else:
         from eval.pairs import build_pairs
@@ -318,12 +311,6 @@ def main(argv: list[str] | None = None) -> None:
         built, report = build_pairs(read_rollouts(args.rollouts), cap, args.length_tolerance, args.seed)
         write_jsonl(built, args.out)
         _print_report(f"pairs -> {args.out}", report)
-
-
-def _cuda() -> bool:
-    import torch
-
-    return torch.cuda.is_available()
 
 
 if __name__ == "__main__":

@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-import eval.generate
+import eval.run
 from eval.generate import Generation
 from eval.rollouts import filter_by_pass_rate, grpo_rows, main, read_rollouts, sample_rollouts
 from eval.tasks import get_task, load_rows, to_prompt_rows
@@ -27,8 +27,7 @@ def gsm8k_test(shared_data):
 
 def test_sample_on_the_tiny_model(tiny, gsm8k_test, tmp_path):
     model, tokenizer = tiny
-    out = tmp_path / "rollouts.jsonl"
-    records = sample_rollouts(model, tokenizer, "gsm8k", out, data=gsm8k_test, limit=3, k=2, max_new_tokens=6)
+    records = sample_rollouts(model, tokenizer, "gsm8k", tmp_path, data=gsm8k_test, limit=3, k=2, max_new_tokens=6)
     gold = to_prompt_rows(get_task("gsm8k"), load_rows(get_task("gsm8k"), gsm8k_test))
     assert [r["id"] for r in records] == [0, 1, 2]
     for r in records:
@@ -37,16 +36,16 @@ def test_sample_on_the_tiny_model(tiny, gsm8k_test, tmp_path):
         assert len(r["completions"]) == 2
         assert all(1 <= c["n_tokens"] <= 6 and isinstance(c["correct"], bool) for c in r["completions"])
         assert r["pass_rate"] == sum(c["correct"] for c in r["completions"]) / 2
-    assert read_rollouts(out) == records
+    assert read_rollouts(tmp_path) == read_rollouts(tmp_path / "rollouts.jsonl") == records
 
 
-def fake_generate(texts_for_gold):
-    """A stand-in for eval.generate.generate that answers each prompt with texts built from its gold answer."""
+def fake_generate(texts_for_prompt):
+    """A stand-in for eval.generate.generate that answers each prompt with the given texts."""
     calls = []
 
     def generate(model, tokenizer, prompts, *, num_samples, **kwargs):
         calls.append(len(prompts))
-        return [[Generation(t, len(t), False) for t in texts_for_gold(p)][:num_samples] for p in prompts]
+        return [[Generation(t, len(t), False) for t in texts_for_prompt(p)][:num_samples] for p in prompts]
 
     return generate, calls
 
@@ -58,20 +57,20 @@ def test_scores_and_resume(monkeypatch, gsm8k_test, tmp_path):
     }
     # one right, one wrong answer per problem: pass rate 0.5 everywhere
     generate, calls = fake_generate(lambda p: [f"#### {golds[p[0]['content']]}", "#### -1"])
-    monkeypatch.setattr(eval.generate, "generate", generate)
-    out = tmp_path / "rollouts.jsonl"
-    kwargs = {"data": gsm8k_test, "k": 2, "batch_size": 4}  # 2 problems per chunk
-    sample_rollouts(None, None, "gsm8k", out, limit=3, **kwargs)
+    monkeypatch.setattr(eval.run, "generate", generate)
+    kwargs = {"data": gsm8k_test, "k": 2, "batch_size": 4}  # 2 problems per generate call
+    sample_rollouts(None, None, "gsm8k", tmp_path, limit=3, **kwargs)
     assert calls == [2, 1]
     # a kill in the middle of writing the third problem leaves half a line
-    out.write_text(out.read_text()[:-40])
-    records = sample_rollouts(None, None, "gsm8k", out, limit=6, **kwargs)
+    samples = tmp_path / "samples.jsonl"
+    samples.write_text(samples.read_text()[:-40])
+    records = sample_rollouts(None, None, "gsm8k", tmp_path, limit=6, **kwargs)
     assert calls == [2, 1, 2, 2]  # only problems 2..5 were sampled again
     assert [r["id"] for r in records] == list(range(6))  # each problem once
     assert all(r["pass_rate"] == 0.5 and [c["correct"] for c in r["completions"]] == [True, False] for r in records)
 
-    with pytest.raises(ValueError, match="was sampled with"):  # other settings cannot extend the same file
-        sample_rollouts(None, None, "gsm8k", out, limit=6, **{**kwargs, "k": 4})
+    with pytest.raises(ValueError, match="other settings"):  # other settings cannot extend the same run
+        sample_rollouts(None, None, "gsm8k", tmp_path, limit=6, **{**kwargs, "k": 4})
 
 
 def test_filter_report():
@@ -116,10 +115,11 @@ def test_filtered_rows_load_like_the_task_data(tmp_path, task_name):
 
 def test_cli_sample_filter_pairs(tiny_model_dir, gsm8k_test, tmp_path, capsys):
     """The commands of docs/dpo.md, on the tiny model."""
-    rollouts = tmp_path / "rollouts.jsonl"
+    rollouts = tmp_path / "rollouts"
     main(["sample", "--model", str(tiny_model_dir), "--task", "gsm8k", "--data", gsm8k_test, "--limit", "2"]
          + ["--k", "2", "--max-new-tokens", "4", "--out", str(rollouts)])  # fmt: skip
     assert len(read_rollouts(rollouts)) == 2
+    assert (rollouts / "results.json").exists()  # eval's report of the same samples
 
     main(["filter", str(rollouts), "--low", "0.0", "--high", "1.0", "--out", str(tmp_path / "edge.jsonl")])
     assert "kept: 2" in capsys.readouterr().out  # the whole range keeps every problem
