@@ -39,9 +39,8 @@ ANSWER_LINE_RE = re.compile(
     re.IGNORECASE | re.MULTILINE,
 )
 # Words that turn an answer into a list of candidates.
-HEDGE_RE = re.compile(
-    r"(?:\bor\b|\\text\{\s*or\s*\}|\\lor\b|\bmaybe\b|\bperhaps\b|\beither\b|\\pm|±|\?)", re.IGNORECASE
-)
+# (Not "\\pm": "1 \\pm \\sqrt{19}" is one answer, written that way by MATH's own reference solutions.)
+HEDGE_RE = re.compile(r"(?:\bor\b|\\lor\b|\bmaybe\b|\bperhaps\b|\beither\b|\?)", re.IGNORECASE)
 TASKS = ("gsm8k", "math")
 
 
@@ -54,6 +53,7 @@ class Answer:
     marker: str | None = None  # "####", "boxed", "answer_line"
     n_markers: int = 0
     end: int = -1  # index in the completion just past the final answer (for format checks)
+    raw: str | None = None  # the last marker's content even when it is not an answer ("17 or 18")
 
     @property
     def ok(self) -> bool:
@@ -109,7 +109,7 @@ def _extract_gsm8k(text: str) -> Answer:
     if not positions:
         return Answer(None, "no_marker")
     values = []
-    last_end = -1
+    last_end, segment = -1, ""
     for pos in positions:
         start = pos + len(GSM8K_MARKER)
         line_end = text.find("\n", start)
@@ -122,8 +122,8 @@ def _extract_gsm8k(text: str) -> Answer:
     if value is not None:
         committed = {v for v, _ in values if v is not None}
         if len(committed) > 1:
-            return Answer(None, "conflicting_markers", GSM8K_MARKER, len(positions), last_end)
-    return Answer(value, reason, GSM8K_MARKER, len(positions), last_end)
+            return Answer(None, "conflicting_markers", GSM8K_MARKER, len(positions), last_end, segment.strip())
+    return Answer(value, reason, GSM8K_MARKER, len(positions), last_end, segment.strip())
 
 
 def find_boxed(text: str) -> list[tuple[str, int, int]]:
@@ -165,24 +165,55 @@ def _canonical_box(content: str) -> str:
     )
 
 
+HEDGE_GAP_CHARS = 40  # two different boxes this close are a list of candidates ("hedge"), further apart a conflict
+MAX_DISTINCT_BOXES = 4  # more different boxes than this are not compared with math-verify: they conflict anyway
+
+
+PLACEHOLDER_RE = re.compile(r"\\phantom\{[^{}]*\}|\\(?:h|v)space\{[^{}]*\}|\\(?:q?quad|square|Box)\b|\\[,;:! ]|[~_\s]")
+
+
+def _is_placeholder(content: str) -> bool:
+    """A blank to fill in, as questions write it (``\\boxed{\\phantom{2}}``), not an answer.
+
+    >>> _is_placeholder("\\phantom{2}"), _is_placeholder("\\quad"), _is_placeholder("4")
+    (True, True, False)
+    """
+    return not PLACEHOLDER_RE.sub("", content)
+
+
+def _is_hedge(content: str) -> bool:
+    # Words inside \text{} other than "or" are units or labels ("\text{ cm}", "\text{(A)}"), not hedges.
+    return bool(
+        HEDGE_RE.search(
+            re.sub(r"\\text\{([^{}]*)\}", lambda m: " or " if re.search(r"\bor\b", m.group(1)) else "", content)
+        )
+    )
+
+
 def _extract_math(text: str) -> Answer:
     boxes = find_boxed(text)
     if not boxes:
         return Answer(None, "no_marker")
     content, start, end = boxes[-1]
     if not content:
-        return Answer(None, "empty", "boxed", len(boxes), end)
-    if HEDGE_RE.search(
-        re.sub(r"\\text\{[^{}]*\}", lambda m: m.group(0) if re.search(r"\bor\b", m.group(0)) else "", content)
-    ):
-        return Answer(None, "hedge", "boxed", len(boxes), end)
-    # Two different boxes close together ("\boxed{17} or \boxed{18}") are a list of candidates, not an answer.
-    # Boxes far apart are intermediate results followed by the final one, which real solutions do.
-    final_paragraph_start = text.rfind("\n\n", 0, start) + 1
-    recent = {_canonical_box(c) for c, s, _ in boxes if s >= final_paragraph_start and c}
-    if len(recent) > 1:
-        return Answer(None, "hedge", "boxed", len(boxes), end)
-    return Answer(content, "ok", "boxed", len(boxes), end)
+        return Answer(None, "empty", "boxed", len(boxes), end, content)
+    if _is_hedge(content):
+        return Answer(None, "hedge", "boxed", len(boxes), end, content)
+    # Every box must hold the same answer, as every "####" must in GSM8K: "\boxed{17} or \boxed{18}", or a box
+    # around the gold in the reasoning and another around a different final answer, commit to no one answer. The
+    # same answer written two ways ("\boxed{15\frac{39}{40}}, or \boxed{\frac{639}{40}}", as a MATH reference
+    # solution does) is one answer.
+    others = {_canonical_box(c) for c, _, _ in boxes[:-1] if not _is_placeholder(c)} - {_canonical_box(content)}
+    if others:
+        reason = "hedge" if start - boxes[-2][2] <= HEDGE_GAP_CHARS else "conflicting_markers"
+        if len(others) > MAX_DISTINCT_BOXES:
+            return Answer(None, reason, "boxed", len(boxes), end, content)
+        from rewards.verify import TIME_BUDGET_S, answers_match  # late import: verify imports this module
+
+        budget = TIME_BUDGET_S / MAX_DISTINCT_BOXES
+        if not all(answers_match(other, content, task="math", timeout=budget) for other in others):
+            return Answer(None, reason, "boxed", len(boxes), end, content)
+    return Answer(content, "ok", "boxed", len(boxes), end, content)
 
 
 def _extract_answer_line(text: str, task: str) -> Answer:
@@ -196,9 +227,9 @@ def _extract_answer_line(text: str, task: str) -> Answer:
     else:
         segment = segment.strip("$ ")
         value, reason = (segment, "ok") if segment else (None, "empty")
-        if value and HEDGE_RE.search(value):
+        if value and _is_hedge(value):
             value, reason = None, "hedge"
-    return Answer(value, reason, "answer_line", len(matches), m.end())
+    return Answer(value, reason, "answer_line", len(matches), m.end(), segment)
 
 
 MAX_COMPLETION_CHARS = 200_000  # longer completions are runaways; only their tail can hold the final answer

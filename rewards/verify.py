@@ -35,7 +35,7 @@ from collections import OrderedDict
 from decimal import Decimal
 from pathlib import Path
 
-from rewards.answers import _canonical_box, extract_answer, normalize_number
+from rewards.answers import _canonical_box, _is_hedge, extract_answer, normalize_number
 
 logger = logging.getLogger(__name__)
 
@@ -44,10 +44,16 @@ MAX_ANSWER_CHARS = 500  # an extracted answer longer than this is not a maths an
 MAX_WORKERS = max(1, min(4, os.cpu_count() or 1))  # parallel comparisons when rewards are called from threads
 WORKER_START_TIMEOUT_S = 60.0  # importing math-verify takes ~0.6 s; a loaded machine can be much slower
 CACHE_SIZE = 65_536  # GRPO groups repeat the same (gold, answer) pairs many times
-# Towers like 9^{9^{9^9}} make sympy evaluate astronomically large numbers.
 # A plain decimal number ("18", "-0.50", "1,000"): MATH answers like this compare as decimals, without math-verify.
 PLAIN_NUMBER_RE = re.compile(r"-?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?")
-POWER_TOWER_RE = re.compile(r"\^\s*\{?[^{}]*\^\s*\{?[^{}]*\^")
+# What may surround a number and not change it: "\\$342", "20.0\\%", "45^\\circ", "12 \\text{ cm}".
+UNITS_AROUND_NUMBER_RE = re.compile(
+    r"^(?:\\\$|\$|\\,|\s)*(?P<number>.*?)"
+    r"(?:\\%|%|\^\s*\{?\\circ\}?|\\(?:text|mbox|mathrm)\{\s*[A-Za-z][A-Za-z .]*\}|\\[,;! ]|\s)*$"
+)
+# An exponent holding an exponent (9^{9^{9^9}}, 9^9^9): sympy would evaluate astronomically large numbers. Not
+# polynomials: "x^4 - x^3 + x^2" has no nesting. Such a prediction is skipped unless the gold nests too.
+POWER_TOWER_RE = re.compile(r"\^\s*\{[^{}]*\^|\^\s*\d+\s*\^")
 _WORKER_SCRIPT = str(Path(__file__).with_name("_verify_worker.py"))
 
 
@@ -189,13 +195,17 @@ def answers_match(pred: str | None, gold: str | None, task: str = "gsm8k", timeo
     if task == "gsm8k":
         pred_number = normalize_number(pred)
         return pred_number is not None and pred_number == normalize_number(gold)
-    if _canonical_box(pred) == _canonical_box(gold):
-        return True
-    if PLAIN_NUMBER_RE.fullmatch(pred.strip()) and PLAIN_NUMBER_RE.fullmatch(gold.strip()):
-        return Decimal(pred.replace(",", "")) == Decimal(gold.replace(",", ""))
-    if len(pred) > MAX_ANSWER_CHARS or POWER_TOWER_RE.search(pred):
+    if len(pred) > MAX_ANSWER_CHARS or (POWER_TOWER_RE.search(pred) and not POWER_TOWER_RE.search(gold)):
         logger.warning("answer skipped as pathological (%d chars): %.60r", len(pred), pred)
         return False
+    if _canonical_box(pred) == _canonical_box(gold):
+        return True
+    if PLAIN_NUMBER_RE.fullmatch(gold.strip()):
+        # A plain-number gold (all of GSM8K, most of MATH) compares as a decimal once units are stripped from the
+        # prediction. Deliberately stricter than math-verify, which reads "1200\\%" as 12.
+        pred_number = UNITS_AROUND_NUMBER_RE.fullmatch(pred).group("number").strip()
+        if PLAIN_NUMBER_RE.fullmatch(pred_number):
+            return Decimal(pred_number.replace(",", "")) == Decimal(gold.strip().replace(",", ""))
     return _math_verify(gold, pred, timeout)
 
 
@@ -203,6 +213,9 @@ def is_correct(completion: str | None, gold: str | None, task: str = "gsm8k", an
     """True when the completion's committed final answer equals the gold answer. Never raises."""
     try:
         answer = extract_answer(completion, task=task, answer_line=answer_line)
+        if answer.reason == "hedge" and task == "math" and gold and _is_hedge(gold):
+            # The gold itself lists solutions ("-2 \\text{ or } -12", MATH train): compare the list as written.
+            return answers_match(answer.raw, gold, task=task)
         return answers_match(answer.value, gold, task=task)
     except Exception:  # noqa: BLE001 - a reward must never raise on model output
         logger.warning(
