@@ -1,0 +1,171 @@
+"""GRPO / Dr. GRPO on maths with verifiable rewards: a thin script around TRL's ``GRPOTrainer`` with monitors.
+
+    # tiny CPU demo (builds a ~100k-parameter local model; a couple of minutes on 2 cores)
+    python -m recipes.grpo --config recipes/configs/tiny/grpo_cpu.yaml
+    # one GPU, LoRA, GSM8K (flags override the YAML)
+    python -m recipes.grpo --config recipes/configs/gsm8k/qwen2.5-0.5b-instruct/grpo_lora_b0.04.yaml --seed 1
+    # several GPUs
+    accelerate launch --config_file recipes/accelerate/ddp.yaml -m recipes.grpo --config <config>
+
+Every check that can fail runs before a model is loaded (``recipes/validate.py``); the monitors and the JSON-lines
+log are in ``eval/monitors.py``; how to read them is in docs/grpo.md.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from recipes import validate
+
+
+@dataclass
+class GRPOScriptArguments:
+    """What the recipe adds to TRL's ``GRPOConfig`` and ``ModelConfig``."""
+
+    task: str = field(default="gsm8k_train", metadata={"help": "training task of eval.tasks.TASKS"})
+    data: str | None = field(default=None, metadata={"help": "hub id or local .jsonl (default: the task's hub set)"})
+    train_limit: int | None = field(default=None, metadata={"help": "train on the first N problems only"})
+    reward_funcs: list[str] = field(
+        default_factory=lambda: ["gsm8k_correctness", "gsm8k_format"], metadata={"help": "names from rewards/"}
+    )
+    reward_check: str = field(
+        default="error", metadata={"help": "'warn' trains a reward set that can pay wrong answers (hack studies)"}
+    )
+    eval_task: str = field(default="gsm8k", metadata={"help": "held-out task for before/after and monitor evals"})
+    eval_data: str | None = field(default=None, metadata={"help": "hub id or local .jsonl for eval_task"})
+    eval_limit: int = field(default=100, metadata={"help": "problems evaluated before and after training (0: skip)"})
+    eval_max_new_tokens: int | None = field(default=None, metadata={"help": "default: max_completion_length"})
+    monitor_eval_steps: int = field(default=0, metadata={"help": "held-out eval every N steps (0: never)"})
+    monitor_eval_limit: int = field(default=32, metadata={"help": "problems in each monitor eval"})
+    probe_problems: int = field(default=4, metadata={"help": "problems the hack probes are built from (0: skip)"})
+    build_tiny_model: bool = field(default=False, metadata={"help": "build lab.tiny_model at model path if missing"})
+    resume: bool = field(default=True, metadata={"help": "resume from the last checkpoint in output_dir"})
+
+
+def main(script_args, training_args, model_args):
+    from transformers.trainer_utils import get_last_checkpoint
+    from trl import GRPOTrainer, get_peft_config, get_quantization_config
+
+    from eval.monitors import JsonlLogCallback, MonitorCallback, RewardMonitor, make_monitored_trainer_class
+    from eval.run import evaluate
+    from eval.tasks import get_task, load_rows, to_prompt_rows
+    from rewards import get_reward, reward_info
+
+    # Validate everything that can be checked without a model
+    args, names, weights = script_args, script_args.reward_funcs, training_args.reward_weights
+    task, eval_task = get_task(args.task), get_task(args.eval_task)
+    validate.check_loss(training_args.loss_type, training_args.scale_rewards)
+    validate.check_group_size(
+        training_args.num_generations,
+        training_args.per_device_train_batch_size,
+        training_args.world_size,
+        training_args.steps_per_generation,
+    )
+    validate.check_rewards(names, weights, on_violation=args.reward_check)
+    validate.check_reward_task(names, task.answer_style)
+    validate.check_vllm(training_args.use_vllm, training_args.vllm_mode)
+    validate.check_quantization(model_args.load_in_4bit, model_args.load_in_8bit, model_args.use_peft)
+    validate.check_steps(args.monitor_eval_steps, training_args.logging_steps)
+
+    # Data: the prompt builder eval uses, so train and eval prompts match
+    rows = to_prompt_rows(task, load_rows(task, args.data))
+    if args.train_limit:
+        rows = rows.select(range(min(args.train_limit, len(rows))))
+    validate.check_answer_column(rows.column_names, args.data or task.hub_id)
+
+    # Rewards, wrapped by the monitor (same names, so TRL's rewards/<name>/mean keys do not change)
+    funcs = [get_reward(name) for name in names]
+    correctness = [i for i, name in enumerate(names) if reward_info(name).kind == "correctness"]
+    monitor = RewardMonitor(
+        funcs, weights, eval_task.name, training_args.max_completion_length, correctness[0] if correctness else None
+    )
+
+    # Run identity for W&B grouping, and the resolved config (secrets redacted) beside the outputs
+    adapter = "qlora" if model_args.load_in_4bit else "lora" if model_args.use_peft else "full"
+    identity = validate.run_identity(
+        task.name, model_args.model_name_or_path, training_args.loss_type, training_args.beta, names,
+        training_args.seed, adapter,
+    )  # fmt: skip
+    training_args.run_name = training_args.run_name or identity["name"]
+    os.environ.setdefault("WANDB_RUN_GROUP", identity["group"])
+    os.environ.setdefault("WANDB_TAGS", ",".join(identity["tags"]))
+    out = Path(training_args.output_dir)
+    config = validate.save_resolved_config(out / "resolved_config.json", script_args, training_args, model_args)
+
+    # Model (+LoRA / QLoRA): TRL loads it from the path; the tiny demo model is built locally if asked
+    if args.build_tiny_model and not Path(model_args.model_name_or_path).exists():
+        from lab.tiny_model import save_tiny_model
+
+        save_tiny_model(model_args.model_name_or_path)
+    training_args.model_init_kwargs = (training_args.model_init_kwargs or {}) | {"dtype": model_args.dtype}
+
+    # Trainer with the monitors: probes at the start, monitor/* every log, eval/* every monitor_eval_steps
+    eval_kwargs = {"data": args.eval_data, "max_new_tokens": args.eval_max_new_tokens or
+                   training_args.max_completion_length, "progress": False}  # fmt: skip
+    monitor_callback = MonitorCallback(
+        monitor,
+        out,
+        probe_problems=[{"question": r["question"], "answer": r["answer"]} for r in rows.select(
+            range(min(args.probe_problems, len(rows))))],
+        answer_style=task.answer_style,
+        eval_every=args.monitor_eval_steps,
+        eval_kwargs={"task_name": eval_task.name, "limit": args.monitor_eval_limit, **eval_kwargs},
+        report_to=training_args.report_to or [],
+        resolved_config=config,
+    )  # fmt: skip
+    trainer = make_monitored_trainer_class(GRPOTrainer)(
+        model=model_args.model_name_or_path,
+        reward_funcs=monitor.wrapped(),
+        args=training_args,
+        train_dataset=rows,
+        peft_config=get_peft_config(model_args),
+        quantization_config=get_quantization_config(model_args),
+        callbacks=[JsonlLogCallback(out / "log.jsonl"), monitor_callback],
+    )
+    trainer.monitor_callback = monitor_callback
+
+    # Evaluate before, train (resuming after a kill), save, evaluate after
+    report = {"run_name": training_args.run_name, "output_dir": str(out)}
+    if args.eval_limit:
+        report["before"] = evaluate(trainer.model, trainer.processing_class, eval_task.name, limit=args.eval_limit,
+                                    out_dir=out / "eval_before", **eval_kwargs)  # fmt: skip
+    last = get_last_checkpoint(str(out)) if args.resume and out.is_dir() else None
+    if last:
+        print(f"resuming from {last}")
+    trainer.train(resume_from_checkpoint=training_args.resume_from_checkpoint or last)
+    trainer.save_model(str(out))
+    if args.eval_limit:
+        report["after"] = evaluate(trainer.model, trainer.processing_class, eval_task.name, limit=args.eval_limit,
+                                   out_dir=out / "eval_after", **eval_kwargs)  # fmt: skip
+    if trainer.accelerator.is_main_process:
+        (out / "report.json").write_text(json.dumps(report, indent=1, default=str))
+        print(summary(report, out))
+    trainer.accelerator.end_training()
+    return report
+
+
+def summary(report: dict, out: Path) -> str:
+    """Where things are, and accuracy before -> after."""
+    lines = [f"run {report['run_name']}"]
+    if "before" in report and "after" in report:
+        b, a = report["before"], report["after"]
+        lines.append(f"held-out accuracy {b['accuracy']:.3f} -> {a['accuracy']:.3f} (n={a['n']})")
+        lines.append(f"eval reports: {out / 'eval_before'} and {out / 'eval_after'} (summary.md, results.json)")
+    lines.append(f"train log (JSON lines): {out / 'log.jsonl'}; top completions: {out / 'top_completions.jsonl'}")
+    lines.append(
+        f"hack probes: {out / 'probes.json'}; config: {out / 'resolved_config.json'}; report: {out / 'report.json'}"
+    )
+    return "\n".join(lines)
+
+
+def make_parser():
+    from trl import GRPOConfig, ModelConfig, TrlParser
+
+    return TrlParser((GRPOScriptArguments, GRPOConfig, ModelConfig))
+
+
+if __name__ == "__main__":
+    main(*validate.parse_or_explain(make_parser()))

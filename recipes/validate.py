@@ -1,0 +1,241 @@
+"""Checks every recipe runs BEFORE loading a model, each error saying what to change; plus run naming and redaction.
+
+TRL notices a bad ``loss_type`` or ``scale_rewards`` only inside the first training step (after the model is loaded
+and the first generation ran); these checks fail in a second instead. The DPO and judge-lab recipes reuse
+``check_rewards``, ``check_answer_column``, ``check_vllm``, ``check_quantization``, ``parse_or_explain``,
+``run_identity`` and ``save_resolved_config``.
+
+>>> check_loss("dr_grpo", "none")
+>>> check_loss("drgrpo", "group")
+Traceback (most recent call last):
+...
+ValueError: loss_type 'drgrpo' is not a GRPO loss: use one of ['bnpo', 'cispo', 'dapo', 'dr_grpo', 'grpo', 'luspo', 'sapo', 'vespo'] (set loss_type: in the config or --loss_type)
+>>> redact({"wandb_api_key": "abc", "hub_token": None, "max_new_tokens": 512, "nested": {"my_secret": "s"}})
+{'wandb_api_key': '<redacted>', 'hub_token': None, 'max_new_tokens': 512, 'nested': {'my_secret': '<redacted>'}}
+"""  # noqa: E501
+
+from __future__ import annotations
+
+import dataclasses
+import importlib.util
+import json
+import logging
+import re
+import warnings
+from collections.abc import Sequence
+from pathlib import Path
+
+logger = logging.getLogger(__name__)
+
+GRPO_LOSSES = ("bnpo", "cispo", "dapo", "dr_grpo", "grpo", "luspo", "sapo", "vespo")  # TRL 1.16 GRPOConfig.loss_type
+SCALE_REWARDS = ("group", "batch", "none")
+SECRET_KEY_RE = re.compile(r"key|token|secret|password", re.IGNORECASE)
+
+
+def check_loss(loss_type: str, scale_rewards: str | bool) -> None:
+    """``loss_type`` and ``scale_rewards`` must be values TRL's GRPO loss knows; Dr. GRPO should not scale."""
+    if loss_type not in GRPO_LOSSES:
+        raise ValueError(
+            f"loss_type {loss_type!r} is not a GRPO loss: use one of {sorted(GRPO_LOSSES)} "
+            "(set loss_type: in the config or --loss_type)"
+        )
+    scale = {True: "group", False: "none"}.get(scale_rewards, scale_rewards)
+    if scale not in SCALE_REWARDS:
+        raise ValueError(
+            f"scale_rewards {scale_rewards!r} is unknown: use one of {list(SCALE_REWARDS)} "
+            "('none' for Dr. GRPO, which removes the division by the group's std)"
+        )
+    if loss_type == "dr_grpo" and scale != "none":
+        logger.warning(
+            "loss_type dr_grpo with scale_rewards=%r: the Dr. GRPO paper also sets scale_rewards: none", scale
+        )
+
+
+def check_group_size(num_generations: int, per_device_batch: int, num_processes: int, steps_per_generation: int):
+    """The generation batch (completions per generation) must hold whole groups of ``num_generations``.
+
+    >>> check_group_size(4, 2, 1, 2)
+    >>> check_group_size(8, 4, 1, 1)
+    Traceback (most recent call last):
+    ...
+    ValueError: the generation batch is per_device_train_batch_size 4 x processes 1 x steps_per_generation 1 = 4 completions, not a multiple of num_generations 8 (group size). Set steps_per_generation: 2 (or per_device_train_batch_size: 8, or num_generations to a divisor of 4)
+    """  # noqa: E501
+    if num_generations < 2:
+        raise ValueError(f"num_generations is {num_generations}: GRPO compares answers within a group, use >= 2")
+    batch = per_device_batch * num_processes * steps_per_generation
+    if batch % num_generations:
+        needed = next(
+            s for s in range(1, num_generations + 1) if (per_device_batch * num_processes * s) % num_generations == 0
+        )
+        raise ValueError(
+            f"the generation batch is per_device_train_batch_size {per_device_batch} x processes {num_processes} x "
+            f"steps_per_generation {steps_per_generation} = {batch} completions, not a multiple of num_generations "
+            f"{num_generations} (group size). Set steps_per_generation: {needed} (or per_device_train_batch_size: "
+            f"{num_generations}, or num_generations to a divisor of {batch})"
+        )
+
+
+def check_rewards(names: Sequence[str] | None, weights: Sequence[float] | None, on_violation: str = "error") -> None:
+    """Known names, one weight per reward, and no set where format or partial credit outweighs correctness."""
+    from rewards import check_reward_weights, reward_names
+
+    if not names:
+        raise ValueError(
+            f"reward_funcs is empty: name at least one reward, e.g. [gsm8k_correctness] ({reward_names()})"
+        )
+    unknown = [n for n in names if n not in reward_names()]
+    if unknown:
+        raise ValueError(f"unknown reward(s) {unknown} in reward_funcs: known rewards are {reward_names()}")
+    if weights is not None and len(weights) != len(names):
+        raise ValueError(
+            f"reward_weights has {len(weights)} values {list(weights)} for {len(names)} reward_funcs {list(names)}: "
+            "give one weight per reward, in the same order (or drop reward_weights for 1.0 each)"
+        )
+    check_reward_weights(list(names), None if weights is None else list(weights), on_violation=on_violation)
+
+
+def check_reward_task(names: Sequence[str], answer_style: str) -> None:
+    """Task-specific rewards must match the task's answer style (``gsm8k_*`` reads ``####``, ``math_*`` a box).
+
+    >>> check_reward_task(["math_correctness"], "gsm8k")
+    Traceback (most recent call last):
+    ...
+    ValueError: reward math_correctness is for math answers but the task writes gsm8k answers: use gsm8k_correctness
+    """
+    for name in names:
+        style = name.split("_", 1)[0]
+        if style in ("gsm8k", "math") and style != answer_style:
+            fixed = f"{answer_style}_{name.split('_', 1)[1]}"
+            raise ValueError(
+                f"reward {name} is for {style} answers but the task writes {answer_style} answers: use {fixed}"
+            )
+
+
+def check_answer_column(columns: Sequence[str], source: str) -> None:
+    """The training rows must carry the gold final answer in an ``answer`` column (what the rewards compare to)."""
+    if "answer" not in columns:
+        raise ValueError(
+            f"dataset {source} has no 'answer' column (it has {list(columns)}): the rewards compare completions to "
+            "the gold final answer in 'answer'. Add it, or pick the --task whose gold field this data has"
+        )
+
+
+def check_vllm(use_vllm: bool, vllm_mode: str = "colocate") -> None:
+    """vLLM generation needs the vllm package and (in colocate mode) a CUDA GPU on this machine."""
+    if not use_vllm:
+        return
+    if importlib.util.find_spec("vllm") is None:
+        raise ValueError(
+            "use_vllm is true but vllm is not installed: pip install vllm (GPU machines), or use_vllm: false"
+        )
+    import torch
+
+    if vllm_mode == "colocate" and not torch.cuda.is_available():
+        raise ValueError("use_vllm is true but this machine has no CUDA GPU: set use_vllm: false to generate with HF")
+
+
+def check_quantization(load_in_4bit: bool, load_in_8bit: bool, use_peft: bool) -> None:
+    """QLoRA needs LoRA adapters; on CPU bitsandbytes works but is very slow, so warn and go on."""
+    if not (load_in_4bit or load_in_8bit):
+        return
+    if not use_peft:
+        raise ValueError(
+            "load_in_4bit/load_in_8bit without use_peft: quantized weights cannot be trained; set use_peft"
+        )
+    import torch
+
+    if not torch.cuda.is_available():
+        warnings.warn("QLoRA on CPU: bitsandbytes runs, but very slowly; use a GPU for real runs", stacklevel=2)
+
+
+def check_steps(eval_every: int, logging_steps: float) -> None:
+    """Held-out evaluation is reported with the next log, so it should fall on logging steps.
+
+    >>> check_steps(10, 5)
+    >>> check_steps(7, 5)
+    Traceback (most recent call last):
+    ...
+    ValueError: monitor_eval_steps 7 is not a multiple of logging_steps 5: its eval/... values would be logged late; use 10
+    """  # noqa: E501
+    if eval_every and logging_steps >= 1 and eval_every % int(logging_steps):
+        better = (eval_every // int(logging_steps) + 1) * int(logging_steps)
+        raise ValueError(
+            f"monitor_eval_steps {eval_every} is not a multiple of logging_steps {int(logging_steps)}: its eval/... "
+            f"values would be logged late; use {better}"
+        )
+
+
+HINTS = {  # TRL/transformers errors raised while parsing a config -> what to change
+    "divisible by num_generations": "make per_device_train_batch_size x processes x steps_per_generation a multiple "
+    "of num_generations (e.g. set steps_per_generation or per_device_train_batch_size)",
+    "bf16": "this machine has no GPU: set use_cpu: true (or bf16: false) for CPU runs",
+    "fp16": "this machine has no GPU: set use_cpu: true (or fp16: false) for CPU runs",
+    "Some specified arguments are not used": "remove or rename the unknown keys (use the dataclass field names)",
+}
+
+
+def parse_or_explain(parser, args: Sequence[str] | None = None):
+    """``parser.parse_args_and_config(args)``, adding what to change to the errors TRL raises while building configs."""
+    try:
+        return parser.parse_args_and_config(args)
+    except ValueError as error:
+        hint = next((h for key, h in HINTS.items() if key in str(error)), None)
+        if hint is None:
+            raise
+        raise ValueError(f"{error}\n  -> {hint}") from error
+
+
+def short_model_name(path: str) -> str:
+    """``Qwen/Qwen2.5-0.5B-Instruct`` -> ``qwen2.5-0.5b-instruct``; a local folder -> its name.
+
+    >>> short_model_name("Qwen/Qwen2.5-0.5B-Instruct"), short_model_name("runs/tiny_model/")
+    ('qwen2.5-0.5b-instruct', 'tiny_model')
+    """
+    return Path(path.rstrip("/")).name.lower()
+
+
+def run_identity(
+    task: str, model: str, method: str, beta: float, reward_funcs: Sequence[str], seed: int, adapter: str
+) -> dict:
+    """W&B run name, group (the same minus the seed, so seeds of one setting group together) and tags.
+
+    >>> ident = run_identity("gsm8k", "Qwen/Qwen2.5-0.5B-Instruct", "dr_grpo", 0.04, ["gsm8k_correctness"], 1, "lora")
+    >>> ident["name"], ident["group"]
+    ('gsm8k-qwen2.5-0.5b-instruct-dr_grpo-b0.04-gsm8k_correctness-lora-s1', 'gsm8k-qwen2.5-0.5b-instruct-dr_grpo-b0.04-gsm8k_correctness-lora')
+    >>> ident["tags"]
+    ['task=gsm8k', 'model=qwen2.5-0.5b-instruct', 'method=dr_grpo', 'beta=0.04', 'rewards=gsm8k_correctness', 'adapter=lora', 'seed=1']
+    """  # noqa: E501
+    rewards = "+".join(reward_funcs)
+    parts = [task, short_model_name(model), method, f"b{beta:g}", rewards, adapter]
+    group = "-".join(parts)
+    tags = [f"task={task}", f"model={parts[1]}", f"method={method}", f"beta={beta:g}", f"rewards={rewards}"]
+    return {"name": f"{group}-s{seed}", "group": group, "tags": [*tags, f"adapter={adapter}", f"seed={seed}"]}
+
+
+def redact(value):
+    """A copy with string values under keys that look like secrets (``*key*``, ``*token*``, ``*secret*``) masked."""
+    if isinstance(value, dict):
+        return {
+            k: "<redacted>" if SECRET_KEY_RE.search(str(k)) and isinstance(v, str) and v else redact(v)
+            for k, v in value.items()
+        }
+    if isinstance(value, list | tuple):
+        return [redact(v) for v in value]
+    return value
+
+
+def resolved_config(*dataclass_objects) -> dict:
+    """All fields of the parsed argument dataclasses in one JSON-able dict, secrets redacted."""
+    merged: dict = {}
+    for obj in dataclass_objects:
+        for f in dataclasses.fields(obj):
+            merged[f.name] = getattr(obj, f.name)
+    return redact(json.loads(json.dumps(merged, default=str)))
+
+
+def save_resolved_config(path: str | Path, *dataclass_objects) -> dict:
+    """Write the resolved, redacted config as JSON to ``path`` and, when a W&B run is active, to its config."""
+    config = resolved_config(*dataclass_objects)
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    Path(path).write_text(json.dumps(config, indent=1, sort_keys=True))
+    return config
