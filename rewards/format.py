@@ -1,37 +1,60 @@
-"""Format rewards: a small bonus for exactly one final-answer marker followed by an answer, at the end."""
+"""Format rewards: a small bonus for exactly one final-answer marker followed by an answer, at the end.
+
+A format term alone is the classic reward hack (it pays ``#### 7`` as much as a worked correct answer): keep its
+weight well below correctness; ``rewards.check_reward_weights`` refuses sets where it is not.
+"""
 
 from __future__ import annotations
 
 from rewards._common import completion_text
-from rewards.answers import extract_answer
+from rewards.answers import TASKS, extract_answer
 
 DEFAULT_BONUS = 0.1
 TRAILING_CHARS = 40  # what may follow the final answer (a period, "dollars", a closing $) and still be "at the end"
 
 
-def _format(completions, task: str, bonus: float) -> list[float]:
-    scores = []
-    for c in completions:
-        text = completion_text(c).rstrip()
-        answer = extract_answer(text, task=task)
-        well_formed = answer.ok and answer.n_markers == 1 and len(text) - answer.end <= TRAILING_CHARS
-        scores.append(bonus if well_formed else 0.0)
-    return scores
+class FormatReward:
+    """``bonus`` for exactly one committed final answer (``#### N`` or ``\\boxed{...}``) at the end, else 0.0.
 
+    A small picklable callable with a fixed ``__name__`` (TRL logs it as ``rewards/<name>/mean``).
 
-def gsm8k_format_reward(completions, **kwargs) -> list[float]:
-    """``0.1`` for exactly one ``#### N`` at the end of the completion.
+    Args:
+        task: ``"gsm8k"`` or ``"math"``: which marker counts.
+        bonus: the score of a well-formed completion (default 0.1).
 
-    >>> gsm8k_format_reward(["3 + 5 = 8\\n#### 8", "#### 8\\n#### 9", "####"])
-    [0.1, 0.0, 0.0]
+    Example:
+        >>> reward = FormatReward("gsm8k", bonus=0.2)
+        >>> reward.__name__, reward(["3 + 5 = 8\\n#### 8", "#### 8\\n#### 9", "####", None])
+        ('gsm8k_format_reward', [0.2, 0.0, 0.0, 0.0])
     """
-    return _format(completions, "gsm8k", DEFAULT_BONUS)
+
+    def __init__(self, task: str, bonus: float = DEFAULT_BONUS):
+        if task not in TASKS:
+            raise ValueError(f"unknown task {task!r}: use one of {TASKS}")
+        if not isinstance(bonus, (int, float)) or bonus < 0:
+            raise ValueError(f"format bonus must be a number >= 0, got {bonus!r}")
+        self.task = task
+        self.bonus = float(bonus)
+        self.__name__ = f"{task}_format_reward"
+
+    def __call__(self, completions, **kwargs) -> list[float]:
+        scores = []
+        for completion in completions:
+            text = completion_text(completion).rstrip()
+            try:
+                answer = extract_answer(text, task=self.task)
+            except Exception:  # noqa: BLE001 - a reward never raises on model output
+                scores.append(0.0)
+                continue
+            well_formed = answer.ok and answer.n_markers == 1 and len(text) - answer.end <= TRAILING_CHARS
+            scores.append(self.bonus if well_formed else 0.0)
+        return scores
+
+    def __repr__(self) -> str:
+        return f"FormatReward(task={self.task!r}, bonus={self.bonus})"
 
 
-def math_format_reward(completions, **kwargs) -> list[float]:
-    """``0.1`` for exactly one ``\\boxed{...}`` with content at the end of the completion.
-
-    >>> math_format_reward(["so \\\\boxed{3}.", "\\\\boxed{}"])
-    [0.1, 0.0]
-    """
-    return _format(completions, "math", DEFAULT_BONUS)
+gsm8k_format_reward = FormatReward("gsm8k")
+gsm8k_format_reward.__doc__ = "``0.1`` for exactly one ``#### N`` at the end of the completion."
+math_format_reward = FormatReward("math")
+math_format_reward.__doc__ = "``0.1`` for exactly one ``\\boxed{...}`` with content at the end of the completion."
