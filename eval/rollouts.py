@@ -231,6 +231,46 @@ def sample_rollouts(
     return records
 
 
+def reference_rollouts(task_name: str, data: str | None = None, limit: int | None = None, tokenizer=None) -> list[dict]:
+    """Rollouts made of the data set's own worked solutions, for checking the DPO mechanics on any model.
+
+    Each problem gets two answers: its reference solution and the same solution with the final answer raised by
+    one; both are scored by the checker (so the labels are the checker's, not assumed). GSM8K-style tasks only.
+    Lengths are counted with ``tokenizer`` when given, else in whitespace-separated words.
+
+    >>> [r] = reference_rollouts("gsm8k", "../shared/data/gsm8k/test.jsonl", limit=1)
+    >>> [c["text"][-8:] for c in r["completions"]], [c["correct"] for c in r["completions"]], r["pass_rate"]
+    (['\\n#### 18', '\\n#### 19'], [True, False], 0.5)
+    """
+    from decimal import Decimal
+
+    from eval.scoring import score_completion
+    from eval.tasks import get_task, load_rows
+
+    task = get_task(task_name)
+    if task.answer_style != "gsm8k":
+        raise ValueError(f"reference rollouts need a GSM8K-style task (#### N solutions), not {task_name!r}")
+    rows = load_rows(task, data)
+    rows = rows.select(range(min(limit, len(rows)))) if limit else rows
+    records = []
+    for index, row in enumerate(rows):
+        solution, gold = row[task.gold_field], task.gold(row)
+        wrong = solution[: solution.rindex("####")] + f"#### {Decimal(gold) + 1}"
+        completions = []
+        for text in (solution, wrong):
+            score = score_completion(text, gold, task_name)
+            n = len(tokenizer(text, add_special_tokens=False)["input_ids"]) if tokenizer else len(text.split())
+            completions.append({"text": text, "correct": score["correct"], "extracted": score["extracted"],
+                                "reason": score["reason"], "n_tokens": n, "truncated": False})  # fmt: skip
+        n_correct = sum(c["correct"] for c in completions)
+        records.append(
+            {"id": row.get("unique_id", index), "index": index, "task": task.name, "question": row[task.question_field],
+             "answer": gold, "prompt": task.prompt(row[task.question_field]), "completions": completions,
+             "n_correct": n_correct, "pass_rate": n_correct / len(completions)}
+        )  # fmt: skip
+    return records
+
+
 def _print_report(title: str, report: dict) -> None:
     print(f"{title}:")
     for key, value in report.items():
@@ -270,6 +310,13 @@ def main(argv: list[str] | None = None) -> None:
     pairs.add_argument("--seed", type=int, default=0)
     pairs.add_argument("--out", required=True)
 
+    reference = commands.add_parser("reference", help="rollouts from the data's own solutions (DPO sanity check)")
+    reference.add_argument("--task", default="gsm8k_train", help="a GSM8K-style task of eval.tasks")
+    reference.add_argument("--data", default=None, help="local .jsonl or hub id (default: the task's hub data)")
+    reference.add_argument("--limit", type=int, default=None, help="only the first N problems")
+    reference.add_argument("--tokenizer", default=None, help="count lengths in this tokenizer's tokens (else words)")
+    reference.add_argument("--out", required=True, help="folder for rollouts.jsonl")
+
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     if args.command == "sample":
@@ -304,6 +351,16 @@ def main(argv: list[str] | None = None) -> None:
         kept, report = filter_by_pass_rate(records, args.low, args.high, args.group_size)
         write_jsonl(grpo_rows(kept, records[0]["task"]) if records else [], args.out)
         _print_report(f"pass-rate filter -> {args.out}", report)
+    elif args.command == "reference":
+        tokenizer = None
+        if args.tokenizer:
+            from transformers import AutoTokenizer
+
+            tokenizer = AutoTokenizer.from_pretrained(args.tokenizer)
+        records = reference_rollouts(args.task, args.data, args.limit, tokenizer)
+        write_jsonl(records, Path(args.out) / ROLLOUTS_FILE)
+        print(f"{Path(args.out) / ROLLOUTS_FILE}: {len(records)} problems, {sum(r['n_correct'] for r in records)} "
+              f"reference solutions scored correct")  # fmt: skip
     else:
         from eval.pairs import build_pairs
 
