@@ -1,0 +1,205 @@
+"""End-to-end eval on the tiny local model: the CLI, output files, resume after a kill, errors before model load.
+
+Accuracy of the random tiny model is ~0; these tests check the pipeline, not the model.
+
+    OMP_NUM_THREADS=1 .venv/bin/python -m pytest -q tests/test_eval_run.py
+"""
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+import eval.__main__ as cli
+from eval.run import evaluate, read_samples
+
+ROOT = Path(__file__).resolve().parents[1]
+DATA = {"gsm8k": "gsm8k/test.jsonl", "math500": "math500/test.jsonl"}
+
+
+def read_lines(path: Path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
+
+
+def run_cli(tiny_model_dir, shared_data, task, out, *extra):
+    args = ["run", "--model", str(tiny_model_dir), "--task", task, "--data", str(shared_data / DATA[task])]
+    cli.main([*args, "--limit", "10", "--max-new-tokens", "8", "--out", str(out), *extra])
+
+
+@pytest.mark.parametrize("task", ["gsm8k", "math500"])
+def test_run_cli_writes_all_outputs(tiny_model_dir, shared_data, tmp_path, task):
+    run_cli(tiny_model_dir, shared_data, task, tmp_path)
+    samples = read_lines(tmp_path / "samples.jsonl")
+    results = json.loads((tmp_path / "results.json").read_text())
+    assert [s["index"] for s in samples] == list(range(10))
+    assert all(isinstance(s["correct"], bool) and s["n_tokens"] <= 8 for s in samples)
+    assert results["n"] == 10 and results["max_new_tokens"] == 8
+    # An untrained model never stops within 8 tokens: truncation is measured, not assumed.
+    assert results["truncation_rate"] == sum(s["truncated"] for s in samples) / 10
+    assert 0 <= results["ci95"][0] <= results["accuracy"] <= results["ci95"][1]
+    assert (tmp_path / "lengths.png").read_bytes()[:4] == b"\x89PNG"
+    assert "95% CI" in (tmp_path / "summary.md").read_text()
+    if task == "math500":
+        assert sum(g["n"] for g in results["by_subject"].values()) == 10 and "by_level" in results
+
+
+def test_compare_cli_prints_difference(tiny_model_dir, shared_data, tmp_path, capsys):
+    run_cli(tiny_model_dir, shared_data, "gsm8k", tmp_path / "a")
+    run_cli(tiny_model_dir, shared_data, "gsm8k", tmp_path / "b")
+    capsys.readouterr()
+    cli.main(["compare", str(tmp_path / "a"), str(tmp_path / "b")])
+    out = capsys.readouterr().out
+    # greedy decoding of the same model: same answers, zero difference over 10 shared problems
+    assert "B - A accuracy: +0.0 points" in out and "10 shared problems" in out
+
+
+def test_resume_after_torn_last_line_gives_each_problem_once(tiny_model_dir, shared_data, tmp_path):
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    model = AutoModelForCausalLM.from_pretrained(tiny_model_dir)
+    tokenizer = AutoTokenizer.from_pretrained(tiny_model_dir)
+    kwargs = dict(data=str(shared_data / DATA["gsm8k"]), limit=10, max_new_tokens=8, batch_size=1, progress=False)
+    full = evaluate(model, tokenizer, "gsm8k", out_dir=tmp_path / "full", **kwargs)
+    lines = (tmp_path / "full" / "samples.jsonl").read_text().splitlines(keepends=True)
+    # Simulate a kill mid-write: 4 complete lines, then half of the 5th.
+    part = tmp_path / "part"
+    part.mkdir()
+    (part / "samples.jsonl").write_text("".join(lines[:4]) + lines[4][: len(lines[4]) // 2])
+    (part / "run_config.json").write_text((tmp_path / "full" / "run_config.json").read_text())
+    resumed = evaluate(model, tokenizer, "gsm8k", out_dir=part, **kwargs)
+    samples = read_lines(part / "samples.jsonl")
+    assert [s["index"] for s in samples] == list(range(10))
+    assert samples == read_lines(tmp_path / "full" / "samples.jsonl")
+    assert resumed["accuracy"] == full["accuracy"] and resumed["length_tokens"] == full["length_tokens"]
+
+
+def test_resume_refuses_other_settings(tiny_model_dir, shared_data, tmp_path):
+    run_cli(tiny_model_dir, shared_data, "gsm8k", tmp_path)
+    with pytest.raises(SystemExit):
+        run_cli(tiny_model_dir, shared_data, "gsm8k", tmp_path, "--seed", "1")
+
+
+def test_kill_9_then_rerun_continues(tiny_model_dir, shared_data, tmp_path):
+    out = tmp_path / "run"
+    command = [sys.executable, "-m", "eval", "run", "--model", str(tiny_model_dir), "--task", "gsm8k"]
+    command += ["--data", str(shared_data / DATA["gsm8k"]), "--limit", "6", "--batch-size", "1"]
+    command += ["--max-new-tokens", "120", "--out", str(out)]  # ~0.3 s per problem: time to kill it mid-run
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT)}
+    proc = subprocess.Popen(command, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.time() + 120
+    while time.time() < deadline and proc.poll() is None:
+        if (out / "samples.jsonl").exists() and (out / "samples.jsonl").stat().st_size > 0:
+            proc.send_signal(signal.SIGKILL)
+            break
+        time.sleep(0.02)
+    assert proc.wait() == -signal.SIGKILL, "the run finished before it could be killed: raise --max-new-tokens"
+    assert 1 <= len(read_samples(out / "samples.jsonl")) < 6
+    cli.main(command[3:])  # the same command, in process
+    samples = read_lines(out / "samples.jsonl")
+    assert [s["index"] for s in samples] == list(range(6))
+
+
+def test_sampling_reports_pass_at_k(tiny_model_dir, shared_data, tmp_path):
+    run_cli(tiny_model_dir, shared_data, "gsm8k", tmp_path, "--num-samples", "3", "--temperature", "1.0")
+    results = json.loads((tmp_path / "results.json").read_text())
+    samples = read_lines(tmp_path / "samples.jsonl")
+    assert set(results["pass_at_k"]) == {"1", "2", "3"} and results["n_samples"] == 30
+    assert all(len(s["samples"]) == 3 for s in samples)
+    assert len({x["completion"] for x in samples[0]["samples"]}) > 1  # temperature 1: the samples differ
+
+
+@pytest.fixture(scope="module")
+def lora_adapter(tiny_model_dir, tmp_path_factory):
+    from peft import LoraConfig, get_peft_model
+    from transformers import AutoModelForCausalLM
+
+    model = AutoModelForCausalLM.from_pretrained(tiny_model_dir)
+    peft_model = get_peft_model(model, LoraConfig(r=4, target_modules=["q_proj", "v_proj"]))
+    out = tmp_path_factory.mktemp("adapter")
+    peft_model.save_pretrained(out)
+    return out
+
+
+def test_run_with_lora_adapter(tiny_model_dir, shared_data, tmp_path, lora_adapter):
+    run_cli(tiny_model_dir, shared_data, "gsm8k", tmp_path, "--adapter", str(lora_adapter))
+    assert json.loads((tmp_path / "results.json").read_text())["adapter"] == str(lora_adapter)
+
+
+@pytest.fixture(scope="module")
+def wider_model_dir(tiny_model_dir, tmp_path_factory):
+    from lab.tiny_model import save_tiny_model
+
+    # same folder name as the tiny model, so only the shape check can tell them apart
+    return save_tiny_model(tmp_path_factory.mktemp("wider") / tiny_model_dir.name, hidden_size=32)
+
+
+def _edit_adapter(adapter: Path, tmp_path: Path, **changes) -> Path:
+    import shutil
+
+    copy = shutil.copytree(adapter, tmp_path / "edited_adapter")
+    config = json.loads((copy / "adapter_config.json").read_text())
+    (copy / "adapter_config.json").write_text(json.dumps({**config, **changes}))
+    return copy
+
+
+@pytest.mark.parametrize(
+    "case, error",
+    [
+        ("unknown_task", "unknown task 'gsm9k'"),  # typo in --task
+        ("missing_data", "does not exist"),  # --data path that is not there
+        ("data_without_fields", "has no \\['question'\\] column"),  # MATH file given to a GSM8K run
+        ("greedy_k", "identical answers"),  # --num-samples 4 at temperature 0
+        ("vllm", "vllm"),  # vLLM is not installed here (or no GPU)
+        ("adapter_missing", "no adapter_config.json"),  # --adapter folder without an adapter
+        ("adapter_other_base", "was trained on 'Qwen/Qwen2.5-7B'"),  # adapter of another model
+        ("adapter_other_modules", "targets modules \\['wq'\\]"),  # adapter of another architecture
+        ("adapter_other_size", "trained on a model of another size"),  # same names, other hidden size
+    ],
+)
+def test_bad_input_fails_before_model_load(
+    case, error, tiny_model_dir, wider_model_dir, shared_data, lora_adapter, tmp_path, monkeypatch, capsys
+):
+    def no_load(*args, **kwargs):
+        raise AssertionError("the model was loaded before the input was checked")
+
+    monkeypatch.setattr(cli, "load_model", no_load)
+    model, task, data = str(tiny_model_dir), "gsm8k", str(shared_data / DATA["gsm8k"])
+    extra = []
+    if case == "unknown_task":
+        task = "gsm9k"
+    elif case == "missing_data":
+        data = str(tmp_path / "nope.jsonl")
+    elif case == "data_without_fields":
+        data = str(shared_data / DATA["math500"])
+    elif case == "greedy_k":
+        extra = ["--num-samples", "4"]
+    elif case == "vllm":
+        extra = ["--backend", "vllm"]
+    elif case == "adapter_missing":
+        extra = ["--adapter", str(tmp_path)]
+    elif case == "adapter_other_base":
+        extra = ["--adapter", str(_edit_adapter(lora_adapter, tmp_path, base_model_name_or_path="Qwen/Qwen2.5-7B"))]
+    elif case == "adapter_other_modules":
+        extra = ["--adapter", str(_edit_adapter(lora_adapter, tmp_path, target_modules=["wq"]))]
+    elif case == "adapter_other_size":
+        model = str(wider_model_dir)  # same folder name, half the hidden size
+        extra = ["--adapter", str(lora_adapter)]
+    with pytest.raises(SystemExit) as exit_info:
+        cli.main(["run", "--model", model, "--task", task, "--data", data, "--out", str(tmp_path / "o"), *extra])
+    assert exit_info.value.code == 2
+    message = capsys.readouterr().err
+    assert re.search(error, message), message
+
+
+def test_wandb_offline_logs_summary_and_table(tiny_model_dir, shared_data, tmp_path, monkeypatch):
+    monkeypatch.setenv("WANDB_MODE", "offline")
+    monkeypatch.setenv("WANDB_DIR", str(tmp_path))
+    run_cli(tiny_model_dir, shared_data, "gsm8k", tmp_path / "out", "--wandb")
+    runs = list((tmp_path / "wandb").glob("offline-run-*"))
+    assert len(runs) == 1 and list(runs[0].glob("*.wandb"))

@@ -1,0 +1,111 @@
+"""Eval's scoring does not repeat other graders' known mistakes, and re-scores the reference solutions at 100%.
+
+OMP_NUM_THREADS=1 .venv/bin/python -m pytest -q tests/test_eval_scoring.py
+"""
+
+import json
+
+import pytest
+
+from eval.run import score_predictions
+from eval.scoring import score_completion
+
+RUNAWAY = "Let me compute 18 again. " * 2000 + "18"
+
+
+@pytest.mark.parametrize(
+    "completion, gold, task, correct, reason",
+    [
+        # plain committed answers
+        ("3 + 5 = 8\n#### 8", "8", "gsm8k", True, "ok"),
+        ("so \\boxed{\\frac{1}{2}}", "\\frac{1}{2}", "math500", True, "ok"),
+        # "18.00" vs "18": lm-eval's exact string match says wrong; they are the same number
+        ("#### 18.00", "18", "gsm8k", True, "ok"),
+        ("so \\boxed{18.00}", "18", "math500", True, "ok"),
+        # thousands separators and currency are the same number
+        ("#### $1,234", "1234", "gsm8k", True, "ok"),
+        # restated question: math-verify on the whole text credits it (NOTES.md); no final answer -> wrong
+        ("Evaluate $(1+2i)6-3i$.", "6+9i", "math500", False, "no_marker"),
+        # any number in the text: the gold appears, but the model never committed to it
+        ("She has 18 eggs, 3 are eaten, I am not sure.", "18", "gsm8k", False, "no_marker"),
+        # last-number fallback on a runaway: lenient graders take the final "18"; no marker -> wrong
+        (RUNAWAY, "18", "gsm8k", False, "no_marker"),
+        # hedges are not answers
+        ("#### 17 or 18", "17", "gsm8k", False, "hedge"),
+        ("the answer is \\boxed{17} or \\boxed{18}", "17", "math500", False, "hedge"),
+        ("#### maybe 17", "17", "gsm8k", False, "hedge"),
+        # gold x100 or /100: the Qwen2.5-Math grader accepts percentages scaled either way; we do not
+        ("#### 0.25", "25", "gsm8k", False, "ok"),
+        ("#### 2500", "25", "gsm8k", False, "ok"),
+        ("\\boxed{0.25}", "25", "math500", False, "ok"),
+        ("\\boxed{2500}", "25", "math500", False, "ok"),
+        # disagreeing markers: the model answered two things
+        ("#### 8\nwait\n#### 9", "9", "gsm8k", False, "conflicting_markers"),
+        # empty answers
+        ("", "8", "gsm8k", False, "empty"),
+        ("#### ", "8", "gsm8k", False, "empty"),
+        ("\\boxed{}", "8", "math500", False, "empty"),
+    ],
+)
+def test_scoring_avoids_known_grader_mistakes(completion, gold, task, correct, reason):
+    s = score_completion(completion, gold, task)
+    assert (s["correct"], s["reason"]) == (correct, reason)
+    assert s["format_ok"] == (reason == "ok")
+    assert s["empty"] == (reason == "empty")
+
+
+def test_unknown_task_is_an_error():
+    with pytest.raises(ValueError, match="unknown task"):
+        score_completion("#### 8", "8", "gsm9k")
+
+
+@pytest.mark.parametrize(
+    "task, path, completion_field, n_rows",
+    [
+        ("gsm8k", "gsm8k/test.jsonl", "answer", 1319),  # full reference solution; gold read after its ####
+        ("math500", "math500/test.jsonl", "solution", 500),  # reference solution's last \boxed{} vs `answer`
+    ],
+)
+def test_reference_solutions_rescore_at_100_percent(shared_data, tmp_path, task, path, completion_field, n_rows):
+    results = score_predictions(task, shared_data / path, tmp_path, completion_field=completion_field)
+    wrong = [json.loads(line) for line in (tmp_path / "samples.jsonl").read_text().splitlines()]
+    wrong = [(r["index"], r["extracted"], r["gold"]) for r in wrong if not r["correct"]]
+    assert results["n"] == n_rows
+    assert wrong == []
+    assert results["accuracy"] == 1.0 and results["format_rate"] == 1.0
+
+
+def test_score_keeps_input_order_and_reads_truncation(tmp_path):
+    predictions = tmp_path / "preds.jsonl"
+    rows = [
+        {"completion": "#### 3", "answer": "4", "finish_reason": "stop"},
+        {"completion": "#### 4", "answer": "4", "finish_reason": "length"},
+        {"completion": [{"role": "assistant", "content": "#### 5"}], "answer": "5", "truncated": False},
+    ]
+    predictions.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    score_predictions("gsm8k", predictions, tmp_path / "out")
+    lines = [json.loads(line) for line in (tmp_path / "out" / "samples.jsonl").read_text().splitlines()]
+    assert [line["correct"] for line in lines] == [False, True, True]
+    assert [line["truncated"] for line in lines] == [False, True, False]
+    assert all(isinstance(line["correct"], bool) for line in lines)
+
+
+@pytest.mark.parametrize(
+    "content, fields, error",
+    [
+        (None, {}, "does not exist"),  # missing file
+        ('{"completion": "#### 3"}\n', {}, "has no \\['answer'\\] field"),  # missing gold field
+        ('{"text": "#### 3", "answer": "3"}\n', {}, "completion-field"),  # missing completion field
+        ('{"completion": "#### 3", "answer": "3"}\nnot json\n', {}, "line 2 is not JSON"),  # corrupt line
+        ('{"text": "#### 3", "gold": "3"}\n', {"completion_field": "text", "gold_field": "gold"}, None),  # renamed
+    ],
+)
+def test_score_input_errors_are_clear(tmp_path, content, fields, error):
+    predictions = tmp_path / "preds.jsonl"
+    if content is not None:
+        predictions.write_text(content)
+    if error is None:
+        assert score_predictions("gsm8k", predictions, tmp_path / "out", **fields)["accuracy"] == 1.0
+    else:
+        with pytest.raises((ValueError, FileNotFoundError), match=error):
+            score_predictions("gsm8k", predictions, tmp_path / "out", **fields)
