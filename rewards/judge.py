@@ -50,6 +50,7 @@ JUDGE_SYSTEM_PROMPT = (
 JUDGE_USER_TEMPLATE = "Question:\n{question}\n\nStudent's answer:\n{answer}\n\nScore (0-10):"
 RETRY_STATUS = {408, 409, 429, 500, 502, 503, 504}
 MAX_LOGGED_REPLY_CHARS = 200
+LOG_FIRST_N = 20  # unparseable replies logged in full; after that every 100th (all are counted in stats)
 
 _NUMBER = r"(?<![-\d.])(\d+(?:\.\d+)?)"
 # Tried in order; the LAST match of the first rule that matches wins (a judge that reasons first ends with its score).
@@ -133,11 +134,12 @@ def _record(stats: JudgeStats, reply: str | None, error: str | None) -> JudgeRes
     score = parse_score(reply)
     if score is None:
         stats.add(unparseable=1)
-        logger.warning(
-            "judge reply holds no 0-10 score, reward None (%d unparseable so far): %r",
-            stats.unparseable,
-            (reply or "")[:MAX_LOGGED_REPLY_CHARS],
-        )
+        if stats.unparseable <= LOG_FIRST_N or stats.unparseable % 100 == 0:  # every one counted, not every one shown
+            logger.warning(
+                "judge reply holds no 0-10 score, reward None (%d unparseable so far): %r",
+                stats.unparseable,
+                (reply or "")[:MAX_LOGGED_REPLY_CHARS],
+            )
     else:
         stats.add(scored=1)
     return JudgeResult(score, reply)

@@ -95,7 +95,7 @@ class FakeJudgeServer:
                     if times_seen == 1:
                         return self._reply(429, {"error": "slow down"}, {"Retry-After": "0"})
                     return self._reply(200, chat("Score: 8/10"))
-                return self._reply(200, chat("5"))
+                return self._reply(200, chat(str(len(answer) % 11)))  # anything else: a score that varies
 
         self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.httpd.daemon_threads = True

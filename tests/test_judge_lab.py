@@ -1,0 +1,141 @@
+"""The judge lab end to end on the tiny model: its real tiny config, a few steps, per-step logs and the tracker.
+
+Run: ``OMP_NUM_THREADS=1 .venv/bin/python -m pytest -q tests/test_judge_lab.py``. The judge is the local HTTP server
+of tests/test_judge.py (its scores vary with the answer's length, so advantages are not all zero and the policy
+moves), called with a sentinel key that must not appear in any file the run writes.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+from pathlib import Path
+
+import pytest
+from test_judge import KEY_ENV, SENTINEL_KEY, FakeJudgeServer
+
+from recipes import judge_lab
+
+ROOT = Path(__file__).resolve().parents[1]
+CONFIGS = ROOT / "recipes" / "configs" / "judge_lab"
+TINY_JUDGE = CONFIGS / "tiny" / "judge_lab_tiny_judge_b0.04.yaml"
+TINY_CHECKER = CONFIGS / "tiny" / "judge_lab_tiny_checker_b0.04.yaml"
+
+
+def parse(config: Path, *overrides: str):
+    return judge_lab.make_parser().parse_args_and_config(["--config", str(config), *overrides])
+
+
+def read_jsonl(path: Path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+@pytest.mark.integration
+def test_judge_lab_on_tiny_model_logs_answers_tracker_and_never_the_key(tiny_model_dir, tmp_path, monkeypatch, capfd):
+    monkeypatch.setenv(KEY_ENV, SENTINEL_KEY)
+    log_file = tmp_path / "run.log"
+    handler = logging.FileHandler(log_file)
+    logging.getLogger().addHandler(handler)
+    out = tmp_path / "run"
+    try:
+        with FakeJudgeServer() as server:
+            judge_lab.main(
+                *parse(
+                    TINY_JUDGE,
+                    *("--output_dir", str(out), "--model_name_or_path", str(tiny_model_dir)),
+                    *("--judge_backend", "openai", "--judge_base_url", server.base_url, "--judge_model", "fake"),
+                    *("--judge_api_key_env", KEY_ENV, "--judge_timeout_s", "5"),
+                )
+            )
+    finally:
+        logging.getLogger().removeHandler(handler)
+        handler.close()
+    assert set(server.auth_headers) == {f"Bearer {SENTINEL_KEY}"}  # the key was used ...
+    written = [p for p in out.rglob("*") if p.is_file()] + [log_file]
+    for path in written:  # ... and is in no file the run wrote, nor in what it printed
+        assert SENTINEL_KEY.encode() not in path.read_bytes(), path
+    printed = capfd.readouterr()
+    assert SENTINEL_KEY not in printed.out + printed.err
+
+    steps = [r for r in read_jsonl(out / "steps.jsonl") if not r.get("after_training")]
+    assert [r["step"] for r in steps] == [1, 2, 3]
+    for record in steps:
+        assert record["n_answers"] == 8 and len(record["answers"]) == 8
+        answers = record["answers"]
+        rewards = [a["reward"] for a in answers]
+        assert all(r is not None for r in rewards) and record["n_judge_unscored"] == 0
+        assert rewards == pytest.approx([a["judge_score"] / 10 for a in answers])  # reward = judge score / 10
+        assert record["group_mean"][0] == pytest.approx(sum(rewards) / 8)
+        std = record["group_std"][0]
+        for a in answers:  # TRL's own advantages: (reward - group mean) / (group std + 1e-4)
+            assert a["advantage"] == pytest.approx((a["reward"] - record["group_mean"][0]) / (std + 1e-4), abs=1e-4)
+            assert 1 <= a["n_tokens"] <= 16 and a["correct"] is False
+        assert record["n_correct"] == 0
+        for tracked in record["tracked"].values():
+            assert math.isfinite(tracked["logp_policy"]) and math.isfinite(tracked["logp_ref"])
+            assert tracked["logp_policy"] < 0 and tracked["n_tokens"] > 0
+
+    # beta > 0: at the first step the policy is the reference, so the KL on the tracked answers is exactly 0 ...
+    first, later = steps[0]["tracked"], steps[-1]["tracked"]
+    for name in ("short_wrong", "worked_correct"):
+        assert first[name]["kl"] == 0.0 and first[name]["logp_policy"] == first[name]["logp_ref"]
+        # ... and once the policy has moved, it is not (the judge's varied scores gave non-zero advantages)
+        assert later[name]["kl"] > 0.0 and later[name]["logp_policy"] != later[name]["logp_ref"]
+        assert later[name]["logp_ref"] == first[name]["logp_ref"]  # the reference is frozen
+    trl_log = [r for r in read_jsonl(out / "log.jsonl") if "reward" in r]
+    assert trl_log[0]["kl"] == 0.0  # TRL's own KL agrees at step 1
+    assert trl_log[0]["tracked/short_wrong/kl"] == 0.0 and "lab/share_correct" in trl_log[0]
+    final = read_jsonl(out / "steps.jsonl")[-1]
+    assert final["after_training"] and math.isfinite(final["tracked"]["short_wrong"]["logp_policy"])
+
+
+@pytest.mark.integration
+def test_checker_lab_without_reference_model(tiny_model_dir, tmp_path):
+    # beta 0: no reference model; the tracker's reference is the policy as training began
+    out = tmp_path / "run"
+    judge_lab.main(
+        *parse(
+            TINY_CHECKER,
+            *("--output_dir", str(out), "--model_name_or_path", str(tiny_model_dir), "--beta", "0", "--max_steps", "2"),
+        )
+    )
+    steps = [r for r in read_jsonl(out / "steps.jsonl") if not r.get("after_training")]
+    assert len(steps) == 2
+    for record in steps:
+        assert all(a["reward"] == 0.0 and a["correct"] is False for a in record["answers"])  # never right
+        assert record["group_std"] == [0.0] and all(a["advantage"] == 0.0 for a in record["answers"])
+        for tracked in record["tracked"].values():
+            assert math.isfinite(tracked["logp_policy"]) and tracked["kl"] == 0.0  # zero advantage: no update
+
+
+BAD_OVERRIDES = [
+    # (command-line overrides, message fragment)
+    (["--reward", "gsm8k_correctness"], "the lab trains on one of"),  # not a lab reward
+    (["--tracked_names", "a", "b", "c"], "parallel"),  # three names, two texts
+    (["--num_iterations", "2"], "one update per group"),  # several updates per group
+    (["--per_device_train_batch_size", "16"], "one prompt"),  # two prompts per step
+    (["--reward", "llm_judge", "--judge_model", ""], "needs judge_model"),  # no judge
+    (["--reward", "llm_judge", "--judge_model", "m", "--judge_api_key_env", "LEASH_UNSET_VAR_X"], "not set"),
+    (["--reward", "llm_judge", "--judge_model", "m", "--judge_backend", "openai"], "needs a base_url"),  # no URL
+]
+
+
+@pytest.mark.parametrize("overrides,message", BAD_OVERRIDES)
+def test_bad_lab_settings_fail_before_any_model_loads(tmp_path, overrides, message, monkeypatch):
+    monkeypatch.delenv("LEASH_UNSET_VAR_X", raising=False)
+    missing_model = str(tmp_path / "no_model_here")  # loading it would fail differently
+    args = parse(TINY_CHECKER, "--output_dir", str(tmp_path / "o"), "--model_name_or_path", missing_model, *overrides)
+    with pytest.raises(ValueError, match=message):
+        judge_lab.main(*args)
+    assert not Path(missing_model).exists()
+
+
+def test_unreachable_judge_fails_before_the_model_loads(tmp_path):
+    args = parse(
+        TINY_JUDGE,
+        *("--output_dir", str(tmp_path / "o"), "--model_name_or_path", str(tmp_path / "none")),
+        *("--judge_backend", "openai", "--judge_base_url", "http://127.0.0.1:9/v1", "--judge_max_retries", "0"),
+    )
+    with pytest.raises(ValueError, match="judge endpoint does not answer"):
+        judge_lab.main(*args)
