@@ -185,6 +185,12 @@ def main(script_args, training_args, model_args):
         quantization_config=get_quantization_config(model_args),
         callbacks=[JsonlLogCallback(out / "log.jsonl"), first_loss_check],
     )
+    dropped = len(pairs) - len(trainer.train_dataset)
+    if dropped:
+        logger.warning("%d of %d pairs dropped: their prompt alone fills max_length=%s", dropped, len(pairs),
+                       training_args.max_length)  # fmt: skip
+    if dropped == len(pairs):
+        raise ValueError(f"every pair's prompt fills max_length={training_args.max_length} tokens: raise max_length")
 
     # Evaluate before, train, save, evaluate after
     eval_kwargs = {"data": args.eval_data, "limit": args.eval_limit, "max_new_tokens": args.eval_max_new_tokens,
