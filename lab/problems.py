@@ -1,0 +1,156 @@
+"""Verifiable arithmetic word problems in GSM8K style, for the CPU lab.
+
+Each problem is a short story about someone's items changing by additions and subtractions; the solution
+writes one equation per step and ends with ``#### N``, exactly like a GSM8K answer, so the lab runs through the
+``gsm8k`` task, its prompt, its rewards and its extractor unchanged. The difficulty knob is the number of steps
+(operations) and the size of the numbers. The held-out set has its own seed and is excluded from every training
+set generated for the same difficulty, so held-out accuracy measures generalisation, not recall.
+
+>>> p = make_problem(random.Random(3), Difficulty(min_steps=2, max_steps=2, max_number=20))
+>>> print(p["question"])
+Ava has 18 stamps. Ava gives away 16 stamps. Then Ava gets 16 more stamps. How many stamps does Ava have now?
+>>> print(p["answer"])
+18 - 16 = 2
+2 + 16 = 18
+#### 18
+
+    python -m lab.problems runs/lab/data       # writes train.jsonl (5,000 rows) and heldout.jsonl (200 rows)
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+HELDOUT_SEED = 1_000_003  # the held-out set's own seed, never used for training data
+HELDOUT_SIZE = 200
+MAX_CONSECUTIVE_REPEATS = 2000  # draws in a row that repeat a problem before giving up: the story space is used up
+
+NAMES = ["Tom", "Mia", "Sam", "Ava", "Leo", "Zoe", "Ben", "Ivy", "Max", "Eva", "Jack", "Lily", "Noah", "Emma"]
+ITEMS = ["apples", "marbles", "stickers", "books", "coins", "pencils", "cookies", "cards", "shells", "stamps"]
+GAIN = ["buys {n} more {item}", "finds {n} more {item}", "gets {n} more {item}", "is given {n} more {item}"]
+LOSS = ["gives away {n} {item}", "loses {n} {item}", "sells {n} {item}", "uses {n} {item}"]
+
+
+@dataclass(frozen=True)
+class Difficulty:
+    """How hard a problem is: how many operations it takes and how large its numbers are.
+
+    >>> Difficulty(max_steps=0)
+    Traceback (most recent call last):
+    ...
+    ValueError: Difficulty needs 1 <= min_steps <= max_steps, got min_steps=1, max_steps=0: raise max_steps
+    """
+
+    min_steps: int = 1  # operations per problem, drawn uniformly from [min_steps, max_steps]
+    max_steps: int = 2
+    max_number: int = 50  # every number in the question is in [1, max_number]
+
+    def __post_init__(self):
+        if not 1 <= self.min_steps <= self.max_steps:
+            raise ValueError(
+                f"Difficulty needs 1 <= min_steps <= max_steps, got min_steps={self.min_steps}, "
+                f"max_steps={self.max_steps}: raise max_steps"
+            )
+        if self.max_number < 2:
+            raise ValueError(f"Difficulty needs max_number >= 2, got {self.max_number}: numbers are drawn from [1, N]")
+
+
+def make_problem(rng: random.Random, difficulty: Difficulty = Difficulty()) -> dict:
+    """One problem: ``question``, ``answer`` (worked solution ending in ``#### N``, as in GSM8K) and ``final``."""
+    name, item = rng.choice(NAMES), rng.choice(ITEMS)
+    total = rng.randint(1, difficulty.max_number)
+    sentences, equations = [f"{name} has {total} {item}."], []
+    for step in range(rng.randint(difficulty.min_steps, difficulty.max_steps)):
+        # Subtract only what is there, so every intermediate count is a non-negative whole number.
+        subtract = total >= 1 and rng.random() < 0.5
+        amount = rng.randint(1, min(total, difficulty.max_number) if subtract else difficulty.max_number)
+        verb = rng.choice(LOSS if subtract else GAIN).format(n=amount, item=item)
+        sentences.append(f"{'Then ' if step else ''}{name} {verb}.")
+        new_total = total - amount if subtract else total + amount
+        equations.append(f"{total} {'-' if subtract else '+'} {amount} = {new_total}")
+        total = new_total
+    sentences.append(f"How many {item} does {name} have now?")
+    return {"question": " ".join(sentences), "answer": "\n".join([*equations, f"#### {total}"]), "final": str(total)}
+
+
+def heldout_problems(difficulty: Difficulty = Difficulty(), n: int = HELDOUT_SIZE) -> list[dict]:
+    """The fixed held-out set for ``difficulty``: ``n`` distinct problems drawn with ``HELDOUT_SEED``.
+
+    >>> heldout_problems(n=2) == heldout_problems(n=2)  # the same every time
+    True
+    """
+    return _distinct(random.Random(HELDOUT_SEED), difficulty, n, exclude=set())
+
+
+def train_problems(n: int, seed: int = 0, difficulty: Difficulty = Difficulty(), heldout_n: int = HELDOUT_SIZE):
+    """``n`` training problems for ``seed``, none of whose questions is in the held-out set.
+
+    Training problems may repeat one another (the story space is finite for small numbers), never a held-out one.
+
+    >>> held = {p["question"] for p in heldout_problems()}
+    >>> any(p["question"] in held for p in train_problems(2000, seed=0))
+    False
+    """
+    if seed == HELDOUT_SEED:
+        raise ValueError(f"seed {seed} is the held-out set's seed: pick any other training seed")
+    exclude = {p["question"] for p in heldout_problems(difficulty, heldout_n)}
+    rng, rows = random.Random(seed), []
+    while len(rows) < n:
+        problem = make_problem(rng, difficulty)
+        if problem["question"] not in exclude:
+            rows.append(problem)
+    return rows
+
+
+def _distinct(rng: random.Random, difficulty: Difficulty, n: int, exclude: set[str]) -> list[dict]:
+    rows, seen, misses = [], set(exclude), 0
+    while misses < MAX_CONSECUTIVE_REPEATS:
+        problem = make_problem(rng, difficulty)
+        if problem["question"] in seen:
+            misses += 1
+            continue
+        seen.add(problem["question"])
+        rows.append(problem)
+        misses = 0
+        if len(rows) == n:
+            return rows
+    raise ValueError(f"could not draw {n} distinct problems at {difficulty}: raise max_number or max_steps")
+
+
+def write_jsonl(rows: list[dict], path: str | Path) -> Path:
+    """Write rows as JSON lines (what ``eval.tasks.load_rows`` reads for the ``gsm8k`` task)."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    return path
+
+
+def write_lab_data(out_dir: str | Path, n_train: int = 5000, seed: int = 0, difficulty: Difficulty = Difficulty()):
+    """Write ``train.jsonl``, ``heldout.jsonl`` and ``difficulty.json`` to ``out_dir``; return the two data paths."""
+    out = Path(out_dir)
+    train = write_jsonl(train_problems(n_train, seed, difficulty), out / "train.jsonl")
+    heldout = write_jsonl(heldout_problems(difficulty), out / "heldout.jsonl")
+    (out / "difficulty.json").write_text(json.dumps({**asdict(difficulty), "seed": seed, "n_train": n_train}))
+    return train, heldout
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("out_dir")
+    parser.add_argument("--n-train", type=int, default=5000)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--min-steps", type=int, default=1)
+    parser.add_argument("--max-steps", type=int, default=2)
+    parser.add_argument("--max-number", type=int, default=50)
+    args = parser.parse_args()
+    difficulty = Difficulty(args.min_steps, args.max_steps, args.max_number)
+    train, heldout = write_lab_data(args.out_dir, args.n_train, args.seed, difficulty)
+    print(f"wrote {train} and {heldout}")
+
+
+if __name__ == "__main__":
+    main()
