@@ -291,6 +291,25 @@ def read_predictions(path: str | Path, completion_field: str, gold_field: str) -
     return rows
 
 
+def _completions_of(value) -> list[str]:
+    """The completion texts of one predictions field: a string, chat messages, or a list of K strings.
+
+    >>> _completions_of("#### 3"), _completions_of([{"role": "assistant", "content": "#### 4"}])
+    (['#### 3'], ['#### 4'])
+    >>> _completions_of(["#### 3", "#### 4"])
+    ['#### 3', '#### 4']
+    """
+    from rewards._common import completion_text
+
+    if isinstance(value, list) and value and all(isinstance(v, str) for v in value):
+        return list(value)
+    return [completion_text(value)]
+
+
+def _as_list(value, k: int) -> list:
+    return list(value) if isinstance(value, list) and len(value) == k else [value] * k
+
+
 def score_predictions(
     task_name: str,
     predictions: str | Path,
@@ -300,39 +319,50 @@ def score_predictions(
     gold_field: str | None = None,
     tokenizer=None,
 ) -> dict:
-    """Re-score stored completions (no model): samples.jsonl in input order with a boolean ``correct`` per line.
+    """Re-score stored completions (no model): samples.jsonl in input order, one line per input line.
 
-    ``gold_field`` defaults to the task's (``answer``); a GSM8K gold holding a full solution is read after its
-    ``####``. ``tokenizer`` (optional) counts completion tokens; otherwise an ``n_tokens`` field is used if present.
-    A ``truncated`` field, or ``finish_reason == "length"`` (vLLM/OpenAI), marks truncation.
+    The completion field holds a string, chat messages (TRL style), or a list of K strings (K samples of one
+    problem: the line then gets a ``samples`` list and pass@k is reported); a single completion's line has a
+    boolean ``correct``. ``gold_field`` defaults to the task's (``answer``); a GSM8K gold holding a full solution
+    is read after its ``####``. ``tokenizer`` (optional) counts completion tokens; otherwise an ``n_tokens`` field
+    is used if present. A ``truncated`` field, or ``finish_reason == "length"`` (vLLM/OpenAI), marks truncation.
     """
-    from rewards._common import completion_text
-
-    task = replace(get_task(task_name), gold_field=gold_field or get_task(task_name).gold_field)
+    base = get_task(task_name)
+    task = replace(base, gold_field=gold_field or base.gold_field)
     rows = read_predictions(predictions, completion_field, task.gold_field)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    texts = [completion_text(row[completion_field]) for row in rows]
-    counts = [len(ids) for ids in tokenizer(texts, add_special_tokens=False)["input_ids"]] if tokenizer else None
     records = []
     with open(out / SAMPLES_FILE, "w", encoding="utf-8") as sink:
-        for i, (row, text) in enumerate(zip(rows, texts, strict=True)):
+        for i, row in enumerate(rows):
             gold = task.gold(row)
+            texts = _completions_of(row[completion_field])
+            if tokenizer is not None:
+                counts = [len(ids) for ids in tokenizer(texts, add_special_tokens=False)["input_ids"]]
+            else:
+                counts = _as_list(row.get("n_tokens"), len(texts))
             truncated = row.get("truncated")
             if truncated is None and "finish_reason" in row:
-                truncated = row["finish_reason"] == "length"
+                reasons = _as_list(row["finish_reason"], len(texts))
+                truncated = [r == "length" for r in reasons]
+            truncated = _as_list(truncated, len(texts))
+            samples = [
+                {"completion": t, "n_tokens": n, "truncated": tr, **score_completion(t, gold, task_name)}
+                for t, n, tr in zip(texts, counts, truncated, strict=True)
+            ]
             record = {
                 "index": i,
                 "id": row.get("unique_id", row.get("id", i)),
-                "question": row.get(get_task(task_name).question_field, ""),
+                "question": row.get(base.question_field, ""),
                 "gold": gold,
-                "completion": text,
-                "n_tokens": counts[i] if counts else row.get("n_tokens"),
-                "truncated": truncated,
                 "subject": row.get("subject"),
                 "level": row.get("level"),
-                **score_completion(text, gold, task_name),
             }
+            if len(samples) == 1:
+                record.update(samples[0])
+            else:
+                record["n_correct_samples"] = sum(s["correct"] for s in samples)
+                record["samples"] = samples
             records.append(record)
             sink.write(json.dumps(record, ensure_ascii=False) + "\n")
     results = {"task": task.name, "predictions": str(predictions), **summarize(records)}

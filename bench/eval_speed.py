@@ -1,0 +1,105 @@
+"""How fast eval is: `eval score` on the reference solutions, and batched vs one-at-a-time HF generation.
+
+    OMP_NUM_THREADS=1 .venv/bin/python -m bench.eval_speed            # both measures, ~1 minute on 2 cores
+    OMP_NUM_THREADS=1 .venv/bin/python -m bench.eval_speed --skip-generation
+
+1. ``python -m eval score`` as a user runs it (a fresh process: imports included) on the 1,319 GSM8K and 500
+   MATH-500 reference solutions, each scored against its own gold answer; target: all 1,819 in under 10 s.
+2. HF ``generate`` on the tiny local model: the same prompts with ``batch_size`` 1 and ``--batch-size``, reported
+   as generated tokens per second and as the ratio of the two from this one run (absolute numbers depend on the
+   machine's load; the ratio is what to compare).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+SHARED_DATA = ROOT.parent / "shared" / "data"
+REFERENCE_SETS = [  # task, file, field holding the reference solution
+    ("gsm8k", "gsm8k/test.jsonl", "answer"),
+    ("math500", "math500/test.jsonl", "solution"),
+]
+
+
+def time_scoring(data_dir: Path) -> list[dict]:
+    rows = []
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT)}
+    for task, path, field in REFERENCE_SETS:
+        with tempfile.TemporaryDirectory() as out:
+            command = [sys.executable, "-m", "eval", "score", "--task", task, "--predictions", str(data_dir / path)]
+            command += ["--completion-field", field, "--out", out]
+            start = time.perf_counter()
+            subprocess.run(command, cwd=ROOT, env=env, check=True, capture_output=True)
+            seconds = time.perf_counter() - start
+            results = json.loads((Path(out) / "results.json").read_text())
+        rows.append({"task": task, "n": results["n"], "accuracy": results["accuracy"], "seconds": seconds})
+    return rows
+
+
+def time_generation(n_prompts: int, max_new_tokens: int, batch_size: int) -> list[dict]:
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from eval.generate import generate
+    from eval.run import load_problems
+    from eval.tasks import get_task
+    from lab.tiny_model import save_tiny_model
+
+    prompts = [p["prompt"] for p in load_problems(get_task("gsm8k"), str(SHARED_DATA / "gsm8k/test.jsonl"), n_prompts)]
+    with tempfile.TemporaryDirectory() as folder:
+        save_tiny_model(folder)
+        model = AutoModelForCausalLM.from_pretrained(folder)
+        tokenizer = AutoTokenizer.from_pretrained(folder)
+    generate(model, tokenizer, prompts[:2], max_new_tokens=4)  # warm-up
+    rows = []
+    for size in (1, batch_size):
+        start = time.perf_counter()
+        gens = generate(model, tokenizer, prompts, max_new_tokens=max_new_tokens, batch_size=size)
+        seconds = time.perf_counter() - start
+        tokens = sum(g.n_tokens for [g] in gens)
+        rows.append({"batch_size": size, "seconds": seconds, "tokens": tokens, "tokens_per_s": tokens / seconds})
+    rows.append({"threads": torch.get_num_threads()})
+    return rows
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--data-dir", type=Path, default=SHARED_DATA)
+    parser.add_argument("--n-prompts", type=int, default=64)
+    parser.add_argument("--max-new-tokens", type=int, default=64)
+    parser.add_argument("--batch-size", type=int, default=16)
+    parser.add_argument("--skip-generation", action="store_true")
+    args = parser.parse_args()
+
+    scoring = time_scoring(args.data_dir)
+    total_n, total_s = sum(r["n"] for r in scoring), sum(r["seconds"] for r in scoring)
+    print("## eval score on reference solutions (fresh process each, imports included)\n")
+    print("| task | solutions | accuracy | seconds | samples/s |\n|---|---|---|---|---|")
+    for r in scoring:
+        rate = r["n"] / r["seconds"]
+        print(f"| {r['task']} | {r['n']} | {100 * r['accuracy']:.1f}% | {r['seconds']:.2f} | {rate:.0f} |")
+    print(f"| total | {total_n} | | {total_s:.2f} | {total_n / total_s:.0f} |")
+    print(f"\ntarget: {total_n} solutions in < 10 s: {'met' if total_s < 10 else 'NOT met'}\n")
+
+    if not args.skip_generation:
+        *gen, info = time_generation(args.n_prompts, args.max_new_tokens, args.batch_size)
+        print(
+            f"## HF generate on the tiny model: {args.n_prompts} GSM8K prompts, {args.max_new_tokens} new tokens "
+            f"each, greedy, {info['threads']} torch thread(s)\n"
+        )
+        print("| batch size | seconds | tokens | tokens/s |\n|---|---|---|---|")
+        for r in gen:
+            print(f"| {r['batch_size']} | {r['seconds']:.2f} | {r['tokens']} | {r['tokens_per_s']:.0f} |")
+        print(f"\nbatched / one-at-a-time throughput: {gen[1]['tokens_per_s'] / gen[0]['tokens_per_s']:.1f}x")
+
+
+if __name__ == "__main__":
+    main()
