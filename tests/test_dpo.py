@@ -16,6 +16,7 @@ from eval.rollouts import reference_rollouts, write_jsonl
 from recipes.dpo import FirstLossCheck, main, make_parser
 
 CONFIG = "recipes/configs/tiny/dpo_cpu.yaml"
+LORA_CONFIG = "recipes/configs/tiny/dpo_cpu_lora.yaml"
 
 
 @pytest.fixture(scope="module")
@@ -25,17 +26,17 @@ def reference_pairs(shared_data, tmp_path_factory):
     return str(write_jsonl(records, tmp_path_factory.mktemp("rollouts") / "rollouts.jsonl"))
 
 
-def parse(*flags):
-    return make_parser().parse_args_and_config(["--config", CONFIG, *flags])
+def parse(*flags, config=CONFIG):
+    return make_parser().parse_args_and_config(["--config", config, *flags])
 
 
-def run_args(model_dir, data, out, *extra):
+def run_args(model_dir, data, out, config=CONFIG):
     return parse(
         "--model_name_or_path", str(model_dir), "--build_tiny_model", "false", "--data", data,
         "--output_dir", str(out), "--max_steps", "2",
         "--per_device_train_batch_size", "2",  # 2 pairs a step
         "--eval_limit", "2", "--eval_max_new_tokens", "4",  # the before/after eval runs, briefly
-        *extra,
+        config=config,
     )  # fmt: skip
 
 
@@ -44,14 +45,14 @@ def weights(folder):
 
 
 @pytest.mark.parametrize(
-    "extra",
+    "config",
     [
-        [],  # full fine-tuning: TRL reloads the reference from the model path
-        ["--use_peft", "--lora_r", "4", "--lora_target_modules", "q_proj", "v_proj"],  # LoRA: reference = adapters off
+        CONFIG,  # full fine-tuning: TRL reloads the reference from the model path
+        LORA_CONFIG,  # LoRA: the reference is the base with adapters disabled
     ],
 )
-def test_two_step_dpo_run(tiny_model_dir, reference_pairs, tmp_path, extra):
-    report = main(*run_args(tiny_model_dir, reference_pairs, tmp_path, *extra))
+def test_two_step_dpo_run(tiny_model_dir, reference_pairs, tmp_path, config):
+    report = main(*run_args(tiny_model_dir, reference_pairs, tmp_path, config))
 
     log = [json.loads(line) for line in (tmp_path / "log.jsonl").read_text().splitlines()]
     losses = [r for r in log if "loss" in r and "train_loss" not in r]
@@ -61,7 +62,7 @@ def test_two_step_dpo_run(tiny_model_dir, reference_pairs, tmp_path, extra):
     assert report["pairs"] == 4 and report["pair_report"]["problems_with_pairs"] == 4
     assert {"before", "after"} <= set(report) and (tmp_path / "eval_after" / "results.json").exists()
 
-    if extra:  # the adapter moved away from its zero start
+    if config == LORA_CONFIG:  # the adapter moved away from its zero start
         adapter = load_file(str(tmp_path / "adapter_model.safetensors"))
         lora_b = [v for k, v in adapter.items() if "lora_B" in k]
         assert lora_b and any(v.abs().max() > 0 for v in lora_b)
