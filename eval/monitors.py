@@ -210,7 +210,7 @@ class RewardMonitor:
             log_extra("correct", correct)
             log_extra("n_tokens", [s.n_tokens for s in samples])
         state = kwargs.get("trainer_state")
-        step = state.global_step if state is not None else None
+        step = state.global_step + 1 if state is not None else None  # the optimizer step these completions feed
         for sample, gold in zip(samples, answers, strict=True):
             row = {"step": step, "reward": sample.reward, "correct": sample.correct, "n_tokens": sample.n_tokens}
             row |= {"truncated": sample.truncated, "gold": gold, "completion": sample.text}

@@ -71,9 +71,8 @@ def main(script_args, training_args, model_args):
     validate.check_steps(args.monitor_eval_steps, training_args.logging_steps)
 
     # Data: the prompt builder eval uses, so train and eval prompts match
-    rows = to_prompt_rows(task, load_rows(task, args.data))
-    if args.train_limit:
-        rows = rows.select(range(min(args.train_limit, len(rows))))
+    rows = load_rows(task, args.data)
+    rows = to_prompt_rows(task, rows.select(range(min(args.train_limit, len(rows)))) if args.train_limit else rows)
     validate.check_answer_column(rows.column_names, args.data or task.hub_id)
 
     # Rewards, wrapped by the monitor (same names, so TRL's rewards/<name>/mean keys do not change)
@@ -90,8 +89,9 @@ def main(script_args, training_args, model_args):
         training_args.seed, adapter,
     )  # fmt: skip
     training_args.run_name = training_args.run_name or identity["name"]
-    os.environ.setdefault("WANDB_RUN_GROUP", identity["group"])
-    os.environ.setdefault("WANDB_TAGS", ",".join(identity["tags"]))
+    if "wandb" in (training_args.report_to or []):  # read by wandb.init; a value set by the user wins
+        os.environ.setdefault("WANDB_RUN_GROUP", identity["group"])
+        os.environ.setdefault("WANDB_TAGS", ",".join(identity["tags"]))
     out = Path(training_args.output_dir)
     config = validate.save_resolved_config(out / "resolved_config.json", script_args, training_args, model_args)
 
@@ -143,7 +143,7 @@ def main(script_args, training_args, model_args):
     if trainer.accelerator.is_main_process:
         (out / "report.json").write_text(json.dumps(report, indent=1, default=str))
         print(summary(report, out))
-    trainer.accelerator.end_training()
+    trainer.end()  # finishes the W&B run (flushes offline files) and the process group
     return report
 
 

@@ -1,0 +1,117 @@
+"""Validation that runs before any model is loaded: each error names the problem and the fix.
+
+    OMP_NUM_THREADS=1 .venv/bin/python -m pytest -q tests/test_validate.py
+
+The recipe-level tests call ``recipes.grpo.main`` with a model path that does not exist: an error raised by a check
+therefore proves the check ran before any model load.
+"""
+
+import doctest
+import importlib.util
+import json
+from pathlib import Path
+
+import pytest
+
+from recipes import grpo, validate
+
+ROOT = Path(__file__).resolve().parents[1]
+TINY_CONFIG = ROOT / "recipes" / "configs" / "tiny" / "grpo_cpu.yaml"
+NO_MODEL = "/nonexistent/model/never/loaded"
+
+
+def test_module_doctests():
+    assert doctest.testmod(validate).failed == 0
+
+
+def parse(*overrides: str):
+    args = ["--config", str(TINY_CONFIG), "--model_name_or_path", NO_MODEL, "--build_tiny_model", "false"]
+    return grpo.make_parser().parse_args_and_config(args + list(overrides))
+
+
+def run_main(tmp_path, shared_data, *overrides: str):
+    data = ["--data", str(shared_data / "gsm8k" / "train.jsonl"), "--output_dir", str(tmp_path / "out")]
+    return grpo.main(*parse(*data, *overrides))
+
+
+@pytest.mark.parametrize(
+    "overrides, message",
+    [
+        (["--loss_type", "drgrpo"], "loss_type 'drgrpo' is not a GRPO loss"),  # typo: TRL would fail in step 1
+        (["--scale_rewards", "std"], "scale_rewards 'std' is unknown"),  # not group/batch/none
+        (["--reward_funcs", "gsm8k_corectness"], r"unknown reward\(s\) \['gsm8k_corectness'\]"),  # typo in a name
+        (["--reward_weights", "1.0"], "reward_weights has 1 values"),  # two rewards, one weight
+        (["--reward_weights", "1.0", "20.0"], "non-correctness terms can pay a wrong answer"),  # format outweighs
+        (["--reward_funcs", "math_correctness", "--reward_weights", "1.0"], "use gsm8k_correctness"),  # wrong style
+        (["--task", "gsm9k"], "unknown task 'gsm9k'"),  # task typo
+        (["--monitor_eval_steps", "3", "--logging_steps", "2"], "not a multiple of logging_steps"),  # logged late
+        (["--load_in_4bit", "true"], "without use_peft"),  # quantized weights cannot be trained without LoRA
+    ],
+)
+def test_bad_settings_fail_before_model_load(tmp_path, shared_data, overrides, message):
+    with pytest.raises(ValueError, match=message):
+        run_main(tmp_path, shared_data, *overrides)
+    assert not (tmp_path / "out" / "log.jsonl").exists()
+
+
+def test_format_only_reward_set_needs_explicit_warn(tmp_path, shared_data, caplog):
+    with pytest.raises(ValueError, match="on_violation='warn'"):
+        validate.check_rewards(["gsm8k_format"], None)
+    validate.check_rewards(["gsm8k_format"], None, on_violation="warn")  # a hack study: trains, loudly
+    assert "REWARD HACK RISK" in caplog.text
+
+
+def test_dataset_without_answer_column(tmp_path, shared_data):
+    data = tmp_path / "questions_only.jsonl"
+    data.write_text(json.dumps({"question": "What is 1 + 1?"}) + "\n")
+    with pytest.raises(ValueError, match="no \\['answer'\\] column"):  # eval.tasks.load_rows names the gold field
+        run_main(tmp_path, shared_data, "--data", str(data))
+    with pytest.raises(ValueError, match="has no 'answer' column"):  # rows handed to the trainer
+        validate.check_answer_column(["prompt", "question"], "my_data.jsonl")
+
+
+def test_group_size_must_divide_the_generation_batch():
+    with pytest.raises(ValueError, match="Set steps_per_generation: 2"):
+        validate.check_group_size(num_generations=8, per_device_batch=4, num_processes=1, steps_per_generation=1)
+    with pytest.raises(ValueError, match="use >= 2"):
+        validate.check_group_size(num_generations=1, per_device_batch=4, num_processes=1, steps_per_generation=1)
+    validate.check_group_size(num_generations=8, per_device_batch=4, num_processes=2, steps_per_generation=1)
+
+
+def test_group_size_error_at_parse_time_says_what_to_change():
+    # TRL's GRPOConfig refuses this while the config is parsed; parse_or_explain adds the fix
+    args = ["--config", str(TINY_CONFIG), "--num_generations", "3"]
+    with pytest.raises(ValueError, match="divisible by num_generations.*\n.*steps_per_generation"):
+        validate.parse_or_explain(grpo.make_parser(), args)
+
+
+@pytest.mark.skipif(importlib.util.find_spec("vllm") is not None, reason="vllm installed here")
+def test_vllm_without_vllm_installed(tmp_path, shared_data):
+    with pytest.raises(ValueError, match="vllm is not installed"):
+        run_main(tmp_path, shared_data, "--use_vllm", "true")
+
+
+def test_vllm_without_gpu(monkeypatch):
+    import torch
+
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name: object())  # pretend vllm is installed
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    with pytest.raises(ValueError, match="no CUDA GPU"):
+        validate.check_vllm(True, "colocate")
+    validate.check_vllm(True, "server")  # server mode: generation runs on another machine
+
+
+def test_qlora_on_cpu_warns_but_runs(monkeypatch):
+    import torch
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    with pytest.warns(UserWarning, match="QLoRA on CPU"):
+        validate.check_quantization(load_in_4bit=True, load_in_8bit=False, use_peft=True)
+
+
+def test_redaction_of_secrets_in_the_resolved_config(tmp_path):
+    _, training_args, model_args = parse("--hub_token", "hf_secret_value")
+    config = validate.save_resolved_config(tmp_path / "c.json", training_args, model_args)
+    text = (tmp_path / "c.json").read_text()
+    assert "hf_secret_value" not in text and config["hub_token"] == "<redacted>"
+    assert config["max_completion_length"] == 16  # numbers under *token*-like keys are not secrets
