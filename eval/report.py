@@ -96,36 +96,34 @@ def compare_markdown(name_a: str, results_a: dict, name_b: str, results_b: dict,
 
 
 def plot_lengths(records: list[dict], path: str | Path, title: str = "completion length by correctness") -> Path:
-    """Histogram of completion lengths (tokens) of correct vs wrong samples, truncated ones hatched."""
+    """Length distributions (tokens) of correct vs wrong samples, each normalised to its own count so the shapes
+    compare, with their medians; the x axis stops at the 99th percentile (longer ones are counted in the legend)."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    import numpy as np
 
     samples = [s for r in records for s in sample_list(r) if s.get("n_tokens") is not None]
-    lengths = [s["n_tokens"] for s in samples]
-    bins = min(40, max(5, len(set(lengths))))
+    lengths = np.array([s["n_tokens"] for s in samples])
+    x_max = max(1.0, float(np.percentile(lengths, 99)))
+    edges = np.linspace(0, x_max, 41)
     fig, ax = plt.subplots(figsize=(7, 4), dpi=100)
-    groups = [
-        ("correct", [s["n_tokens"] for s in samples if s["correct"]], "tab:green"),
-        ("wrong", [s["n_tokens"] for s in samples if not s["correct"]], "tab:red"),
-    ]
-    edges = None
-    for label, values, colour in groups:
-        if values:
-            _, edges, _ = ax.hist(
-                values, bins=bins if edges is None else edges, range=(0, max(lengths)),
-                alpha=0.55, color=colour, label=f"{label} (n={len(values)})",
-            )  # fmt: skip
-    truncated = [s["n_tokens"] for s in samples if s.get("truncated")]
-    if truncated:
-        ax.hist(
-            truncated, bins=edges, histtype="step", hatch="//", color="black", label=f"truncated (n={len(truncated)})"
-        )
+    for label, correct, colour in (("correct", True, "tab:green"), ("wrong", False, "tab:red")):
+        values = np.array([s["n_tokens"] for s in samples if bool(s["correct"]) == correct])
+        if len(values) == 0:
+            continue
+        known = [s["truncated"] for s in samples if bool(s["correct"]) == correct and s.get("truncated") is not None]
+        beyond = int((values > x_max).sum())
+        legend = f"{label}: n={len(values)}, median {np.median(values):.0f}"
+        legend += f", truncated {sum(map(bool, known))}" if known else ""
+        legend += f", {beyond} beyond axis" if beyond else ""
+        ax.hist(np.clip(values, 0, x_max), bins=edges, density=True, alpha=0.5, color=colour, label=legend)
+        ax.axvline(float(np.median(values)), color=colour, linestyle="--", linewidth=1)
     ax.set_xlabel("completion length (tokens)")
-    ax.set_ylabel("samples")
+    ax.set_ylabel("share of samples per token (density)")
     ax.set_title(title)
-    ax.legend()
+    ax.legend(fontsize=8)
     fig.tight_layout()
     fig.savefig(path)
     plt.close(fig)

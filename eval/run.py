@@ -237,7 +237,8 @@ def write_outputs(out: Path, results: dict, records: list[dict]) -> None:
     (out / RESULTS_FILE).write_text(json.dumps(results, indent=2) + "\n")
     (out / "summary.md").write_text(summary_markdown(results))
     if results["length_tokens"]["all"] is not None:
-        plot_lengths(records, out / "lengths.png", title=f"{results['task']}: completion length by correctness")
+        source = Path(results["predictions"]).name if "predictions" in results else results.get("model", "")
+        plot_lengths(records, out / "lengths.png", title=f"{results['task']} {source}: length by correctness")
 
 
 def log_to_wandb(results: dict, records: list[dict], config: dict) -> None:
