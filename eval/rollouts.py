@@ -349,8 +349,11 @@ def main(argv: list[str] | None = None) -> None:
     elif args.command == "filter":
         records = read_rollouts(args.rollouts)
         kept, report = filter_by_pass_rate(records, args.low, args.high, args.group_size)
-        write_jsonl(grpo_rows(kept, records[0]["task"]) if records else [], args.out)
         _print_report(f"pass-rate filter -> {args.out}", report)
+        if not kept:
+            raise SystemExit(f"no problem has a pass rate in [{args.low}, {args.high}]: nothing written. Widen the "
+                             "range, or sample from a model nearer this data's level")  # fmt: skip
+        write_jsonl(grpo_rows(kept, records[0]["task"]), args.out)
     elif args.command == "reference":
         tokenizer = None
         if args.tokenizer:

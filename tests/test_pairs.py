@@ -17,7 +17,8 @@ def answer(text: str, correct: bool, n_tokens: int) -> dict:
 
 
 def rollout(pid: int, *completions: dict) -> dict:
-    return {"id": pid, "prompt": PROMPT, "completions": list(completions)}
+    pass_rate = sum(c["correct"] for c in completions) / len(completions)
+    return {"id": pid, "prompt": PROMPT, "completions": list(completions), "pass_rate": pass_rate}
 
 
 def texts(pairs: list[dict]) -> list[tuple[str, str]]:

@@ -125,6 +125,10 @@ def test_cli_sample_filter_pairs(tiny_model_dir, gsm8k_test, tmp_path, capsys):
     assert "kept: 2" in capsys.readouterr().out  # the whole range keeps every problem
     assert len((tmp_path / "edge.jsonl").read_text().splitlines()) == 2
 
+    with pytest.raises(SystemExit, match="no problem has a pass rate"):  # the random tiny model solves nothing
+        main(["filter", str(rollouts), "--out", str(tmp_path / "none.jsonl")])
+    assert not (tmp_path / "none.jsonl").exists()
+
     main(["pairs", str(rollouts), "--out", str(tmp_path / "pairs.jsonl")])
     report = capsys.readouterr().out
     assert "problems: 2" in report and "pairs:" in report
