@@ -87,6 +87,8 @@ class FakeJudgeServer:
                     return self._reply(500, {"error": "overloaded"})
                 if answer == "HTTP401":  # a careless server that echoes the key back
                     return self._reply(401, {"error": f"bad key {self.headers.get('Authorization')}"})
+                if answer == "NOISY":  # the same answer, a different score each time: 2, 8, 9, 2, ...
+                    return self._reply(200, chat("289"[(times_seen - 1) % 3]))
                 if answer == "GARBAGE":
                     return self._reply(200, chat("This answer looks plausible to me!"))
                 if answer == "NOT_JSON":

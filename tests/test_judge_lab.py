@@ -89,6 +89,15 @@ def test_judge_lab_on_tiny_model_logs_answers_tracker_and_never_the_key(tiny_mod
     final = read_jsonl(out / "steps.jsonl")[-1]
     assert final["after_training"] and math.isfinite(final["tracked"]["short_wrong"]["logp_policy"])
 
+    # the report command draws the run: a PNG and a markdown table with one row per step
+    from eval import lab_report
+
+    lab_report.main([str(out), "--out", str(tmp_path / "report")])
+    assert (tmp_path / "report" / "lab_report.png").read_bytes()[:4] == b"\x89PNG"
+    table = (tmp_path / "report" / "lab_report.md").read_text()
+    judge_means = [f"{r['mean_judge_score']:.3g}" for r in steps]
+    assert all(f"| {r['step']} | " in table for r in steps) and all(m in table for m in judge_means)
+
 
 @pytest.mark.integration
 def test_checker_lab_without_reference_model(tiny_model_dir, tmp_path):
@@ -139,3 +148,20 @@ def test_unreachable_judge_fails_before_the_model_loads(tmp_path):
     )
     with pytest.raises(ValueError, match="judge endpoint does not answer"):
         judge_lab.main(*args)
+
+
+def test_every_lab_config_parses_and_passes_the_lab_checks():
+    configs = sorted(CONFIGS.rglob("judge_lab_*.yaml"))
+    assert len(configs) == 6  # 2x2 GPU grid + 2 tiny
+    grid = {}
+    for config in configs:
+        args, training_args, _ = parse(config, "--use_cpu", "true")  # the GPU configs ask for bf16
+        judge_lab.check_lab(args, training_args)
+        assert training_args.num_generations == 8 and training_args.temperature == 1.0
+        if "tiny" not in config.parts:
+            differ = ("beta", "output_dir", "distributed_state")
+            settings = {k: v for k, v in vars(training_args).items() if k not in differ}
+            grid[(args.reward, training_args.beta)] = settings
+    assert set(grid) == {(r, b) for r in ("llm_judge", "answer_line_correctness") for b in (0.0, 0.04)}
+    first = next(iter(grid.values()))
+    assert all(settings == first for settings in grid.values())  # the four differ only in reward and beta

@@ -1,0 +1,33 @@
+"""The judge-noise probe against the local chat-completions server of tests/test_judge.py.
+
+Run: ``OMP_NUM_THREADS=1 .venv/bin/python -m pytest -q tests/test_judge_noise.py``.
+"""
+
+from __future__ import annotations
+
+import json
+
+from test_judge import FakeJudgeServer
+
+from eval import judge_noise
+
+
+def test_noise_probe_reports_distribution_and_changes(tmp_path, capsys):
+    answers = tmp_path / "answers.jsonl"
+    answers.write_text("\n".join(json.dumps({"answer": a}) for a in ["NOISY", "SCORE 7", "GARBAGE"]) + "\n")
+    out = tmp_path / "noise"
+    with FakeJudgeServer() as server:
+        result = judge_noise.main(
+            ["--judge_base_url", server.base_url, "--judge_model", "fake", "--answer", "NOISY", "--n", "9",
+             "--answers_file", str(answers), "--out", str(out)]
+        )  # fmt: skip
+    # the server answers NOISY with 2, 8, 9 in turn: nine requests give three of each
+    assert result["repeat"]["distribution"] == {"2": 3, "8": 3, "9": 3}
+    assert result["repeat"]["n_unscored"] == 0 and result["repeat"]["mean"] == 6.333
+    # scored twice: NOISY changes (its 10th and 11th requests: 2 then 8), SCORE 7 does not, GARBAGE is never scored
+    rows = {row["answer"]: (row["first"], row["second"]) for row in result["twice_scores"]}
+    assert rows == {"NOISY": (2.0, 8.0), "SCORE 7": (7.0, 7.0), "GARBAGE": (None, None)}
+    assert result["twice"] == {"n_answers": 3, "n_changed": 1, "n_unscored_pairs": 1, "mean_abs_change": 3.0}
+    assert json.loads((out / "judge_noise.json").read_text())["twice"]["n_changed"] == 1
+    assert "1 of 3 changed score" in (out / "judge_noise.md").read_text()
+    assert "1 changed" in capsys.readouterr().out
