@@ -1,0 +1,301 @@
+"""Run configs x seeds one after the other, then compare them from the recipes' own logs (no W&B needed).
+
+Each run goes to ``<out>/<config name>/seed<k>`` and is skipped when its ``report.json`` already exists, so an
+interrupted matrix continues where it stopped. The table reads what every recipe run writes: ``report.json``
+(held-out accuracy before and after training, lengths of correct and wrong answers) and ``log.jsonl`` (the
+monitors' ``monitor/...`` and TRL's ``reward`` per logging step). Per config, across seeds:
+
+- final held-out accuracy, mean ± sample std (and the mean accuracy before training);
+- mean length in tokens of correct and of wrong held-out answers after training;
+- degenerate-group share: groups whose answers are all right or all wrong (zero advantage, no signal);
+- training reward at the start and at the end, and the reward-accuracy gap (``monitor/reward_correctness_gap``: mean
+  reward minus the share of correct answers during training; it grows when the reward pays something else).
+
+    python -m lab.matrix --configs recipes/configs/lab/grpo_lab_default.yaml recipes/configs/lab/grpo_lab_dr_grpo.yaml \\
+        --seeds 0 1 2 --out runs/lab/matrix -- --max_steps 60
+    python -m lab.matrix --out runs/lab/matrix --table-only      # just (re)write the table and plots
+
+Everything after ``--`` is passed to every run (flags of the recipe, e.g. ``--model_name_or_path``).
+"""  # noqa: E501
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import math
+import statistics
+from dataclasses import dataclass
+from pathlib import Path
+
+RECIPE_PREFIXES = ("grpo", "dpo", "judge_lab")  # the config file name's prefix names the recipe module
+END_FRACTION = 0.25  # "end of training" = the last quarter of the logged steps
+
+
+@dataclass(frozen=True)
+class RunSummary:
+    """One run's numbers, read from its folder."""
+
+    config: str
+    seed: int
+    accuracy_before: float | None
+    accuracy_after: float | None
+    length_correct: float | None  # mean tokens of correct held-out answers after training
+    length_wrong: float | None
+    degenerate_share: float | None  # mean over the run's logged steps
+    reward_start: float | None  # mean of TRL's `reward` over the first quarter of logged steps
+    reward_end: float | None  # ... over the last quarter
+    gap_end: float | None  # monitor/reward_correctness_gap over the last quarter
+    steps: int
+
+
+def recipe_for(config: str | Path) -> str:
+    """The recipe module a config belongs to, from its file name prefix.
+
+    >>> recipe_for("recipes/configs/lab/grpo_lab_default.yaml")
+    'recipes.grpo'
+    >>> recipe_for("configs/sft.yaml")
+    Traceback (most recent call last):
+    ...
+    ValueError: config configs/sft.yaml: the file name must start with one of ('grpo', 'dpo', 'judge_lab') followed by '_' (it names the recipe)
+    """  # noqa: E501
+    name = Path(config).name
+    for prefix in RECIPE_PREFIXES:
+        if name.startswith(prefix + "_"):
+            return f"recipes.{prefix}"
+    raise ValueError(
+        f"config {config}: the file name must start with one of {RECIPE_PREFIXES} followed by '_' (it names the recipe)"
+    )
+
+
+def run_dir(out: str | Path, config: str | Path, seed: int) -> Path:
+    """``<out>/<config stem>/seed<seed>``.
+
+    >>> run_dir("runs/m", "recipes/configs/lab/grpo_lab_default.yaml", 2).as_posix()
+    'runs/m/grpo_lab_default/seed2'
+    """
+    return Path(out) / Path(config).stem / f"seed{seed}"
+
+
+def run_one(config: str | Path, seed: int, out_dir: Path, extra_args: list[str]) -> dict:
+    """Run one config with one seed in this process, through the recipe's own parser and main()."""
+    from recipes.validate import parse_or_explain
+
+    module = importlib.import_module(recipe_for(config))
+    argv = ["--config", str(config), "--seed", str(seed), "--output_dir", str(out_dir), *extra_args]
+    return module.main(*parse_or_explain(module.make_parser(), argv)[:3])
+
+
+def run_matrix(configs: list[str], seeds: list[int], out: str | Path, extra_args: list[str] = ()) -> list[Path]:
+    """Run every config with every seed (configs outer, seeds inner), skipping finished runs. Returns the folders."""
+    for config in configs:  # fail on a bad name before the first (long) run
+        recipe_for(config)
+        if not Path(config).exists():
+            raise FileNotFoundError(f"config {config} does not exist: pass paths like recipes/configs/lab/*.yaml")
+    folders = []
+    for config in configs:
+        for seed in seeds:
+            folder = run_dir(out, config, seed)
+            if (folder / "report.json").exists():
+                print(f"[matrix] {folder}: finished earlier, skipped")
+            else:
+                print(f"[matrix] running {config} seed {seed} -> {folder}")
+                run_one(config, seed, folder, list(extra_args))
+            folders.append(folder)
+    return folders
+
+
+# ------------------------------------------------------------------------------------------------ reading the logs
+def read_log(path: Path) -> list[dict]:
+    """The training log rows (JSON lines) that carry training metrics, in step order; [] if there is no log."""
+    if not path.exists():
+        return []
+    rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    return [r for r in rows if "reward" in r or any(k.startswith("monitor/") for k in r)]
+
+
+def _mean(values) -> float | None:
+    values = [v for v in values if v is not None and not (isinstance(v, float) and math.isnan(v))]
+    return statistics.fmean(values) if values else None
+
+
+def _window(rows: list[dict], key: str, start: bool) -> float | None:
+    values = [r[key] for r in rows if r.get(key) is not None]
+    if not values:
+        return None
+    n = max(1, math.ceil(len(values) * END_FRACTION))
+    return _mean(values[:n] if start else values[-n:])
+
+
+def _length(result: dict | None, which: str) -> float | None:
+    stats = ((result or {}).get("length_tokens") or {}).get(which)
+    return stats["mean"] if stats else None
+
+
+def summarize_run(folder: str | Path) -> RunSummary:
+    """Read one run folder (``report.json`` + ``log.jsonl``); missing pieces become None."""
+    folder = Path(folder)
+    report = json.loads((folder / "report.json").read_text()) if (folder / "report.json").exists() else {}
+    rows = read_log(folder / "log.jsonl")
+    before, after = report.get("before"), report.get("after")
+    accuracy_after = after["accuracy"] if after else _last(rows, "eval/accuracy")
+    return RunSummary(
+        config=folder.parent.name,
+        seed=int(folder.name.removeprefix("seed")) if folder.name.startswith("seed") else 0,
+        accuracy_before=before["accuracy"] if before else None,
+        accuracy_after=accuracy_after,
+        length_correct=_length(after, "correct"),
+        length_wrong=_length(after, "wrong"),
+        degenerate_share=_mean(r.get("monitor/degenerate_share") for r in rows),
+        reward_start=_window(rows, "reward", start=True),
+        reward_end=_window(rows, "reward", start=False),
+        gap_end=_window(rows, "monitor/reward_correctness_gap", start=False),
+        steps=max((r.get("step", 0) for r in rows), default=0),
+    )
+
+
+def _last(rows: list[dict], key: str) -> float | None:
+    values = [r[key] for r in rows if r.get(key) is not None]
+    return values[-1] if values else None
+
+
+def collect(out: str | Path) -> dict[str, list[RunSummary]]:
+    """Every run under ``out`` (``<config>/seed<k>`` folders with a log or a report), grouped by config."""
+    groups: dict[str, list[RunSummary]] = {}
+    for folder in sorted(Path(out).glob("*/seed*")):
+        if (folder / "report.json").exists() or (folder / "log.jsonl").exists():
+            run = summarize_run(folder)
+            groups.setdefault(run.config, []).append(run)
+    return groups
+
+
+def mean_std(values) -> tuple[float | None, float | None, int]:
+    """Mean, sample standard deviation (None for one value) and count of the non-missing values.
+
+    >>> mean_std([0.5, 0.6, None])
+    (0.55, 0.07071067811865474, 2)
+    """
+    values = [v for v in values if v is not None]
+    if not values:
+        return None, None, 0
+    return statistics.fmean(values), (statistics.stdev(values) if len(values) > 1 else None), len(values)
+
+
+def _fmt(value: float | None, digits: int = 3) -> str:
+    return "–" if value is None else f"{value:.{digits}f}"
+
+
+def _fmt_mean_std(values, digits: int = 3) -> str:
+    mean, std, n = mean_std(values)
+    if mean is None:
+        return "–"
+    return f"{mean:.{digits}f} ± {std:.{digits}f}" if std is not None else f"{mean:.{digits}f} (1 seed)"
+
+
+def comparison_table(groups: dict[str, list[RunSummary]]) -> str:
+    """The markdown comparison table, one row per config (values across seeds)."""
+    header = (
+        "| config | seeds | accuracy before | accuracy after (mean ± std) | length correct | length wrong | "
+        "degenerate groups | reward start → end | reward-accuracy gap (end) |"
+    )
+    lines = [header, "|" + "---|" * 9]
+    for config, runs in groups.items():
+        m = lambda attr, runs=runs: _mean(getattr(r, attr) for r in runs)  # noqa: E731
+        lines.append(
+            f"| {config} | {', '.join(str(r.seed) for r in runs)} | {_fmt(m('accuracy_before'))} | "
+            f"{_fmt_mean_std([r.accuracy_after for r in runs])} | {_fmt(m('length_correct'), 1)} | "
+            f"{_fmt(m('length_wrong'), 1)} | {_fmt(m('degenerate_share'), 2)} | "
+            f"{_fmt(m('reward_start'))} → {_fmt(m('reward_end'))} | {_fmt(m('gap_end'))} |"
+        )
+    return "\n".join(lines)
+
+
+def plot_matrix(out: str | Path, groups: dict[str, list[RunSummary]]) -> list[Path]:
+    """``accuracy.png`` (final accuracy per config, error bars = std across seeds) and ``curves.png`` (training
+    reward and held-out accuracy during training, mean across seeds)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    out = Path(out)
+    names = list(groups)
+    fig, ax = plt.subplots(figsize=(max(5, 1.6 * len(names)), 3.5))
+    after = [mean_std(r.accuracy_after for r in groups[n]) for n in names]
+    before = [_mean(r.accuracy_before for r in groups[n]) for n in names]
+    ax.bar(names, [a[0] or 0 for a in after], yerr=[a[1] or 0 for a in after], capsize=4, label="after")
+    ax.scatter(names, [b if b is not None else math.nan for b in before], color="black", zorder=3, label="before")
+    ax.set_ylabel("held-out accuracy")
+    ax.set_ylim(0, 1)
+    ax.legend()
+    plt.setp(ax.get_xticklabels(), rotation=20, ha="right")
+    fig.tight_layout()
+    accuracy_png = out / "accuracy.png"
+    fig.savefig(accuracy_png, dpi=100)
+    plt.close(fig)
+
+    fig, (ax_reward, ax_acc) = plt.subplots(1, 2, figsize=(10, 3.5))
+    for name in names:
+        for ax, key in ((ax_reward, "reward"), (ax_acc, "eval/accuracy")):
+            steps, values = _mean_curve(
+                [read_log(out / name / f"seed{r.seed}" / "log.jsonl") for r in groups[name]], key
+            )
+            if steps:
+                ax.plot(steps, values, marker=".", label=name)
+    ax_reward.set(title="training reward (mean across seeds)", xlabel="step")
+    ax_acc.set(title="held-out accuracy during training", xlabel="step")
+    ax_reward.legend(fontsize=7)
+    fig.tight_layout()
+    curves_png = out / "curves.png"
+    fig.savefig(curves_png, dpi=100)
+    plt.close(fig)
+    return [accuracy_png, curves_png]
+
+
+def _mean_curve(logs: list[list[dict]], key: str) -> tuple[list[int], list[float]]:
+    by_step: dict[int, list[float]] = {}
+    for rows in logs:
+        for r in rows:
+            if r.get(key) is not None:
+                by_step.setdefault(r["step"], []).append(r[key])
+    steps = sorted(by_step)
+    return steps, [statistics.fmean(by_step[s]) for s in steps]
+
+
+def write_table(out: str | Path, plots: bool = True) -> Path:
+    """Write ``<out>/matrix.md`` (the table, plus the plots unless ``plots=False``); return its path."""
+    out = Path(out)
+    groups = collect(out)
+    if not groups:
+        raise FileNotFoundError(
+            f"no runs under {out}: expected <config>/seed<k>/ folders with report.json or log.jsonl"
+        )
+    text = ["# Matrix: configs x seeds", "", comparison_table(groups), ""]
+    if plots:
+        for png in plot_matrix(out, groups):
+            text.append(f"![{png.stem}]({png.name})")
+    path = out / "matrix.md"
+    path.write_text("\n".join(text) + "\n")
+    return path
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--configs", nargs="*", default=[], help="config YAML paths")
+    parser.add_argument("--seeds", nargs="*", type=int, default=[0])
+    parser.add_argument("--out", default="runs/lab/matrix")
+    parser.add_argument("--table-only", action="store_true", help="only (re)write the table and plots")
+    argv = list(argv) if argv is not None else __import__("sys").argv[1:]
+    extra = argv[argv.index("--") + 1 :] if "--" in argv else []
+    args = parser.parse_args(argv[: argv.index("--")] if "--" in argv else argv)
+    if not args.table_only:
+        if not args.configs:
+            parser.error("give --configs (or --table-only to re-read finished runs)")
+        run_matrix(args.configs, args.seeds, args.out, extra)
+    path = write_table(args.out)
+    print(path.read_text())
+    print(f"matrix table: {path}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,91 @@
+"""The matrix runner's table, read from synthetic run folders shaped like the GRPO recipe's outputs.
+
+OMP_NUM_THREADS=1 .venv/bin/python -m pytest -q tests/test_lab_matrix.py
+"""
+
+import json
+import statistics
+
+import pytest
+
+from lab import matrix
+
+
+def fake_run(root, config, seed, before, after, rewards, gaps, degenerate, length_correct=12.0, length_wrong=20.0):
+    """A run folder as recipes/grpo.py leaves it: report.json (evals before/after) and log.jsonl (one row per log)."""
+    folder = root / config / f"seed{seed}"
+    folder.mkdir(parents=True)
+
+    def result(acc):
+        lengths = {"correct": {"n": 1, "mean": length_correct, "median": length_correct},
+                   "wrong": {"n": 1, "mean": length_wrong, "median": length_wrong}}  # fmt: skip
+        return {"accuracy": acc, "n": 200, "length_tokens": lengths}
+
+    (folder / "report.json").write_text(json.dumps({"before": result(before), "after": result(after)}))
+    rows = [{"step": 0, "probe/violations": 0}]  # the probe row logged at the start carries no training metrics
+    for i, (reward, gap, deg) in enumerate(zip(rewards, gaps, degenerate, strict=True)):
+        rows.append({"step": 5 * (i + 1), "reward": reward, "monitor/reward_correctness_gap": gap,
+                     "monitor/degenerate_share": deg, "eval/accuracy": after})  # fmt: skip
+    (folder / "log.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return folder
+
+
+@pytest.fixture
+def matrix_dir(tmp_path):
+    # config a: two seeds, rewards rise; 8 log rows so the first/last quarter are 2 rows each
+    fake_run(tmp_path, "grpo_lab_a", 0, 0.30, 0.50, [0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8], [0.1] * 8, [0.5] * 8)
+    fake_run(tmp_path, "grpo_lab_a", 1, 0.30, 0.60, [0.1] * 8, [0.2] * 8, [0.3] * 8)
+    # config b: one seed (no std), a gap that grows: reward pays something other than correctness
+    fake_run(tmp_path, "grpo_lab_b", 0, 0.30, 0.20, [0.5] * 8, [0.0] * 6 + [0.4, 0.6], [0.9] * 8, length_wrong=31.0)
+    return tmp_path
+
+
+def test_summaries_read_the_recipe_outputs(matrix_dir):
+    groups = matrix.collect(matrix_dir)
+    assert list(groups) == ["grpo_lab_a", "grpo_lab_b"]
+    a0, a1 = groups["grpo_lab_a"]
+    assert (a0.seed, a0.accuracy_before, a0.accuracy_after, a0.steps) == (0, 0.30, 0.50, 40)
+    assert a0.reward_start == pytest.approx(0.15) and a0.reward_end == pytest.approx(0.75)  # first/last 2 of 8
+    assert a0.degenerate_share == 0.5 and a1.gap_end == pytest.approx(0.2)
+    (b,) = groups["grpo_lab_b"]
+    assert b.gap_end == pytest.approx(0.5) and b.length_wrong == 31.0
+
+
+def test_table_has_mean_and_std_across_seeds(matrix_dir):
+    table = matrix.comparison_table(matrix.collect(matrix_dir))
+    row_a = next(line for line in table.splitlines() if line.startswith("| grpo_lab_a"))
+    assert f"0.550 ± {statistics.stdev([0.5, 0.6]):.3f}" in row_a  # 0.550 ± 0.071
+    assert "| 0, 1 |" in row_a and "| 0.40 |" in row_a  # degenerate share: mean of 0.5 and 0.3
+    row_b = next(line for line in table.splitlines() if line.startswith("| grpo_lab_b"))
+    assert "0.200 (1 seed)" in row_b and "| 31.0 |" in row_b and "0.500 → 0.500" in row_b
+
+
+def test_write_table_makes_markdown_and_plots(matrix_dir):
+    path = matrix.write_table(matrix_dir)
+    text = path.read_text()
+    assert "grpo_lab_a" in text and "![accuracy](accuracy.png)" in text
+    assert (matrix_dir / "accuracy.png").stat().st_size > 0 and (matrix_dir / "curves.png").stat().st_size > 0
+
+
+def test_run_without_report_falls_back_to_the_logged_accuracy(tmp_path):
+    folder = fake_run(tmp_path, "grpo_lab_c", 0, 0.1, 0.42, [0.1] * 4, [0.0] * 4, [0.0] * 4)
+    (folder / "report.json").unlink()  # e.g. a run killed before its final evaluation
+    (run,) = matrix.collect(tmp_path)["grpo_lab_c"]
+    assert run.accuracy_after == 0.42 and run.accuracy_before is None
+
+
+@pytest.mark.parametrize(
+    "configs, message",
+    [
+        (["recipes/configs/lab/sft_lab.yaml"], "must start with one of"),  # no recipe for this prefix
+        (["recipes/configs/lab/grpo_lab_missing.yaml"], "does not exist"),  # a typo in the path
+    ],
+)
+def test_bad_configs_fail_before_any_run(tmp_path, configs, message):
+    with pytest.raises((ValueError, FileNotFoundError), match=message):
+        matrix.run_matrix(configs, [0], tmp_path)
+
+
+def test_empty_folder_says_what_is_expected(tmp_path):
+    with pytest.raises(FileNotFoundError, match="no runs under"):
+        matrix.write_table(tmp_path)

@@ -1,0 +1,85 @@
+"""The lab's SFT warm start, shrunk to seconds: it trains with TRL's SFTTrainer, stops on the held-out threshold,
+and a second call with the same settings reuses the cached folder.
+
+    OMP_NUM_THREADS=1 .venv/bin/python -m pytest -q tests/test_lab_warmstart.py
+"""
+
+import json
+
+import pytest
+
+from lab.problems import Difficulty
+from lab.warmstart import WarmStartSettings, lab_tokenizer, sft_rows, warm_start
+
+# A model and run small enough for a unit test; the lab's real settings are WarmStartSettings() defaults.
+TINY = dict(
+    vocab_size=300,  # small: the byte alphabet, special tokens and a few merges
+    hidden_size=32,
+    num_layers=1,
+    num_attention_heads=2,
+    num_key_value_heads=1,
+    intermediate_size=64,
+    n_train=64,
+    batch_size=8,
+    learning_rate=1e-2,  # large: three steps must visibly move the weights
+    warmup_steps=0,
+    max_new_tokens=8,
+)
+
+
+def test_few_sft_steps_train_save_and_cache(tmp_path):
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from lab.tiny_model import build_model
+
+    settings = WarmStartSettings(**TINY, max_steps=3, eval_every=3, eval_n=4, stop_at_accuracy=1.0)
+    out = warm_start(settings, tmp_path)  # real held-out evaluation through eval.run.evaluate
+    record = json.loads((out / "warmstart.json").read_text())
+    assert out.name == f"warmstart-{settings.key()}"
+    assert record["steps"] == 3 and [c["step"] for c in record["curve"]] == [3]
+    assert not record["reached_threshold"]  # a 3-step model does not solve everything
+    trained = AutoModelForCausalLM.from_pretrained(out)
+    tokenizer = AutoTokenizer.from_pretrained(out)
+    initial = build_model(tokenizer, hidden_size=32, num_layers=1, seed=0, num_attention_heads=2,
+                          num_key_value_heads=1, intermediate_size=64)  # fmt: skip
+    assert not torch.equal(trained.model.embed_tokens.weight, initial.model.embed_tokens.weight)
+
+    calls = []
+    again = warm_start(settings, tmp_path, accuracy_fn=lambda *a: calls.append(a) or 0.0)
+    assert again == out and calls == []  # reused from the cache: no training, no evaluation
+
+
+def test_stops_at_the_first_evaluation_over_the_threshold(tmp_path):
+    accuracies = iter([0.1, 0.5, 0.9])  # evaluations at steps 1, 2, 3; the threshold 0.4 is crossed at step 2
+    settings = WarmStartSettings(**TINY, max_steps=10, eval_every=1, eval_n=4, stop_at_accuracy=0.4)
+    out = warm_start(settings, tmp_path, accuracy_fn=lambda *a: next(accuracies))
+    record = json.loads((out / "warmstart.json").read_text())
+    assert record["steps"] == 2 and record["heldout_accuracy"] == 0.5 and record["reached_threshold"]
+
+
+def test_sft_rows_are_prompt_completion_with_the_gsm8k_prompt():
+    from eval.tasks import get_task
+
+    row = sft_rows([{"question": "Tom has 3 apples.", "answer": "#### 3"}])[0]
+    assert row["prompt"] == get_task("gsm8k").prompt("Tom has 3 apples.")  # the prompt eval and GRPO use
+    assert row["completion"] == [{"role": "assistant", "content": "#### 3"}]
+
+
+def test_tokenizer_keeps_chat_words_whole_and_digits_single():
+    tok = lab_tokenizer(WarmStartSettings(difficulty=Difficulty(max_number=20)))
+    assert tok.tokenize("assistant") == ["assistant"]
+    assert tok.tokenize("123") == ["1", "2", "3"]
+
+
+@pytest.mark.parametrize(
+    "bad, message",
+    [
+        (dict(stop_at_accuracy=0.0), "stop_at_accuracy"),  # a threshold every model meets
+        (dict(stop_at_accuracy=1.5), "stop_at_accuracy"),  # a threshold no model meets
+        (dict(eval_every=0), "eval_every"),  # never evaluated, never stops
+    ],
+)
+def test_bad_settings_fail_before_any_training(bad, message):
+    with pytest.raises(ValueError, match=message):
+        WarmStartSettings(**bad)
