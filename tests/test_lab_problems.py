@@ -1,6 +1,6 @@
 """The lab's problem generator: deterministic per seed, correct worked solutions, a held-out set kept out of training.
 
-    OMP_NUM_THREADS=1 .venv/bin/python -m pytest -q tests/test_lab_problems.py
+OMP_NUM_THREADS=1 .venv/bin/python -m pytest -q tests/test_lab_problems.py
 """
 
 import random
