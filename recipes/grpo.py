@@ -42,7 +42,33 @@ class GRPOScriptArguments:
     monitor_eval_limit: int = field(default=32, metadata={"help": "problems in each monitor eval"})
     probe_problems: int = field(default=4, metadata={"help": "problems the hack probes are built from (0: skip)"})
     build_tiny_model: bool = field(default=False, metadata={"help": "build lab.tiny_model at model path if missing"})
+    use_vllm_if_available: bool = field(
+        default=False, metadata={"help": "generate with vLLM (vllm_mode) when it is installed and a GPU is present"}
+    )
     resume: bool = field(default=True, metadata={"help": "resume from the last checkpoint in output_dir"})
+
+
+def check_args(script_args, training_args, model_args):
+    """Every check that needs no model (recipes/validate.py); returns the training and held-out tasks."""
+    from eval.tasks import get_task
+
+    if script_args.use_vllm_if_available:
+        training_args.use_vllm = validate.vllm_usable(training_args.vllm_mode)
+    task, eval_task = get_task(script_args.task), get_task(script_args.eval_task)
+    validate.check_loss(training_args.loss_type, training_args.scale_rewards)
+    validate.check_group_size(
+        training_args.num_generations,
+        training_args.per_device_train_batch_size,
+        training_args.world_size,
+        training_args.steps_per_generation,
+    )
+    names, weights = script_args.reward_funcs, training_args.reward_weights
+    validate.check_rewards(names, weights, on_violation=script_args.reward_check)
+    validate.check_reward_task(names, task.answer_style)
+    validate.check_vllm(training_args.use_vllm, training_args.vllm_mode)
+    validate.check_quantization(model_args.load_in_4bit, model_args.load_in_8bit, model_args.use_peft)
+    validate.check_steps(script_args.monitor_eval_steps, training_args.logging_steps)
+    return task, eval_task
 
 
 def main(script_args, training_args, model_args):
@@ -51,24 +77,12 @@ def main(script_args, training_args, model_args):
 
     from eval.monitors import JsonlLogCallback, MonitorCallback, RewardMonitor, make_monitored_trainer_class
     from eval.run import evaluate
-    from eval.tasks import get_task, load_rows, to_prompt_rows
+    from eval.tasks import load_rows, to_prompt_rows
     from rewards import get_reward, reward_info
 
     # Validate everything that can be checked without a model
     args, names, weights = script_args, script_args.reward_funcs, training_args.reward_weights
-    task, eval_task = get_task(args.task), get_task(args.eval_task)
-    validate.check_loss(training_args.loss_type, training_args.scale_rewards)
-    validate.check_group_size(
-        training_args.num_generations,
-        training_args.per_device_train_batch_size,
-        training_args.world_size,
-        training_args.steps_per_generation,
-    )
-    validate.check_rewards(names, weights, on_violation=args.reward_check)
-    validate.check_reward_task(names, task.answer_style)
-    validate.check_vllm(training_args.use_vllm, training_args.vllm_mode)
-    validate.check_quantization(model_args.load_in_4bit, model_args.load_in_8bit, model_args.use_peft)
-    validate.check_steps(args.monitor_eval_steps, training_args.logging_steps)
+    task, eval_task = check_args(script_args, training_args, model_args)
 
     # Data: the prompt builder eval uses, so train and eval prompts match
     rows = load_rows(task, args.data)

@@ -134,6 +134,15 @@ def check_vllm(use_vllm: bool, vllm_mode: str = "colocate") -> None:
         raise ValueError("use_vllm is true but this machine has no CUDA GPU: set use_vllm: false to generate with HF")
 
 
+def vllm_usable(vllm_mode: str = "colocate") -> bool:
+    """True when ``check_vllm`` would accept ``use_vllm: true`` here (for configs that use vLLM only when they can)."""
+    try:
+        check_vllm(True, vllm_mode)
+    except ValueError:
+        return False
+    return True
+
+
 def check_quantization(load_in_4bit: bool, load_in_8bit: bool, use_peft: bool) -> None:
     """QLoRA needs LoRA adapters; on CPU bitsandbytes works but is very slow, so warn and go on."""
     if not (load_in_4bit or load_in_8bit):

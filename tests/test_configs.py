@@ -1,0 +1,81 @@
+"""Every YAML under recipes/configs (recursively) parses with the recipe its file-name prefix names and names only
+known rewards; GRPO configs also pass the recipe's pre-model checks and carry their exact launch command.
+
+    OMP_NUM_THREADS=1 .venv/bin/python -m pytest -q tests/test_configs.py
+
+GPU configs set ``bf16: true``, which TRL refuses on a machine without a GPU; they are parsed with ``--use_cpu true``
+added (bf16 then autocasts), the only override.
+"""
+
+import importlib
+import importlib.util
+from pathlib import Path
+
+import pytest
+import yaml
+
+from rewards import get_reward
+
+ROOT = Path(__file__).resolve().parents[1]
+CONFIGS = sorted((ROOT / "recipes" / "configs").rglob("*.yaml")) + sorted((ROOT / "recipes" / "configs").rglob("*.yml"))
+RECIPES = {"grpo_": "recipes.grpo", "dpo_": "recipes.dpo", "judge_lab_": "recipes.judge_lab"}  # prefix -> module
+MATRIX_KEYS = {"loss_type", "beta", "scale_rewards", "output_dir"}  # what may differ inside the GSM8K matrix
+
+
+def recipe_for(path: Path) -> str:
+    matches = [module for prefix, module in RECIPES.items() if path.name.startswith(prefix)]
+    if not matches:
+        pytest.fail(f"{path.relative_to(ROOT)}: file name must start with one of {sorted(RECIPES)} to name its recipe")
+    return matches[0]
+
+
+def parse(path: Path):
+    module_name = recipe_for(path)
+    if importlib.util.find_spec(module_name) is None:
+        pytest.skip(f"{module_name} does not exist yet")
+    module = importlib.import_module(module_name)
+    parser = module.make_parser()
+    fields = {f for dataclass_type in parser.dataclass_types for f in dataclass_type.__dataclass_fields__}
+    extra = ["--use_cpu", "true"] if "use_cpu" in fields else []
+    return module, parser.parse_args_and_config(["--config", str(path), *extra])
+
+
+def test_configs_exist():
+    names = {p.relative_to(ROOT / "recipes" / "configs").as_posix() for p in CONFIGS}
+    for model in ("qwen2.5-0.5b-instruct", "qwen2.5-1.5b-instruct"):
+        for variant in ("grpo_lora_b0.04", "grpo_lora_b0", "grpo_lora_drgrpo_b0.04", "grpo_lora_drgrpo_b0"):
+            assert f"gsm8k/{model}/{variant}.yaml" in names
+    assert "tiny/grpo_cpu.yaml" in names
+
+
+@pytest.mark.parametrize("path", CONFIGS, ids=lambda p: p.relative_to(ROOT / "recipes" / "configs").as_posix())
+def test_config_parses_with_its_recipe_and_names_known_rewards(path):
+    module, parsed = parse(path)
+    for args in parsed:
+        for name in getattr(args, "reward_funcs", None) or []:
+            get_reward(name)  # raises for an unknown name
+    if module.__name__ == "recipes.grpo":
+        module.check_args(*parsed)  # the recipe's checks that run before any model load
+        relative = path.relative_to(ROOT).as_posix()
+        assert f"python -m recipes.grpo --config {relative}" in path.read_text(), "header must give the exact command"
+
+
+def load(path: Path) -> dict:
+    return yaml.safe_load(path.read_text())
+
+
+@pytest.mark.parametrize("model", ["qwen2.5-0.5b-instruct", "qwen2.5-1.5b-instruct"])
+def test_gsm8k_matrix_differs_only_in_loss_and_beta(model):
+    folder = ROOT / "recipes" / "configs" / "gsm8k" / model
+    runs = {
+        name: load(folder / f"{name}.yaml")
+        for name in ("grpo_lora_b0.04", "grpo_lora_b0", "grpo_lora_drgrpo_b0.04", "grpo_lora_drgrpo_b0")
+    }
+    reference = runs["grpo_lora_b0.04"]
+    for name, config in runs.items():
+        differing = {k for k in reference.keys() | config.keys() if reference.get(k) != config.get(k)}
+        assert differing <= MATRIX_KEYS, f"{name} differs in {differing - MATRIX_KEYS}"
+        assert config["seed"] == reference["seed"] and "data_seed" in config  # same seed and data order
+        expected = ("dr_grpo", "none") if "drgrpo" in name else ("grpo", "group")
+        assert (config["loss_type"], config["scale_rewards"]) == expected
+        assert config["beta"] == (0.04 if name.endswith("b0.04") else 0)
