@@ -34,6 +34,8 @@ def read_jsonl(path: Path) -> list[dict]:
 @pytest.mark.integration
 def test_judge_lab_on_tiny_model_logs_answers_tracker_and_never_the_key(tiny_model_dir, tmp_path, monkeypatch, capfd):
     monkeypatch.setenv(KEY_ENV, SENTINEL_KEY)
+    monkeypatch.setenv("WANDB_MODE", "offline")  # W&B writes its run files locally: grepped below with the rest
+    monkeypatch.setenv("WANDB_DIR", str(tmp_path / "run"))
     log_file = tmp_path / "run.log"
     handler = logging.FileHandler(log_file)
     logging.getLogger().addHandler(handler)
@@ -45,7 +47,7 @@ def test_judge_lab_on_tiny_model_logs_answers_tracker_and_never_the_key(tiny_mod
                     TINY_JUDGE,
                     *("--output_dir", str(out), "--model_name_or_path", str(tiny_model_dir)),
                     *("--judge_backend", "openai", "--judge_base_url", server.base_url, "--judge_model", "fake"),
-                    *("--judge_api_key_env", KEY_ENV, "--judge_timeout_s", "5"),
+                    *("--judge_api_key_env", KEY_ENV, "--judge_timeout_s", "5", "--report_to", "wandb"),
                 )
             )
     finally:
@@ -53,6 +55,7 @@ def test_judge_lab_on_tiny_model_logs_answers_tracker_and_never_the_key(tiny_mod
         handler.close()
     assert set(server.auth_headers) == {f"Bearer {SENTINEL_KEY}"}  # the key was used ...
     written = [p for p in out.rglob("*") if p.is_file()] + [log_file]
+    assert any(p.suffix == ".wandb" for p in written)  # the offline W&B run (config, metrics, tables) is among them
     for path in written:  # ... and is in no file the run wrote, nor in what it printed
         assert SENTINEL_KEY.encode() not in path.read_bytes(), path
     printed = capfd.readouterr()
