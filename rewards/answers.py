@@ -30,6 +30,8 @@ from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
 
 GSM8K_MARKER = "####"
+MAX_SEGMENT_CHARS = 500  # what follows a marker on its line; more is prose, and scanning it all is quadratic
+MAX_NUMBER_CHARS = 100  # longer digit strings are not answers (and overflow Decimal arithmetic)
 BOX_COMMANDS = ("\\boxed", "\\fbox")
 # A number as models write it: sign, thousands separators, decimals, optional currency sign.
 NUMBER_RE = re.compile(r"-?\$?\s?-?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?")
@@ -73,6 +75,8 @@ def normalize_number(raw: str) -> str | None:
     ('18', '1000', '-3', None)
     """
     s = normalize_text(raw).strip().rstrip(".").replace("$", "").replace(",", "").replace(" ", "")
+    if len(s) > MAX_NUMBER_CHARS:
+        return None
     if s.count("-") > 1 or ("-" in s and not s.startswith("-")):
         return None
     try:
@@ -81,10 +85,13 @@ def normalize_number(raw: str) -> str | None:
         return None
     if not d.is_finite():
         return None
-    d = d.normalize()
-    if d == d.to_integral_value():
-        return str(d.quantize(Decimal(1)))
-    return format(d, "f")
+    try:
+        d = d.normalize()
+        if d == d.to_integral_value():
+            return str(d.quantize(Decimal(1)))
+        return format(d, "f")
+    except InvalidOperation:  # 1e999 and the like: beyond Decimal's precision, not an answer
+        return None
 
 
 def _single_number(segment: str) -> tuple[str | None, str]:
@@ -112,8 +119,10 @@ def _extract_gsm8k(text: str) -> Answer:
     last_end, segment = -1, ""
     for pos in positions:
         start = pos + len(GSM8K_MARKER)
-        line_end = text.find("\n", start)
-        line_end = len(text) if line_end == -1 else line_end
+        line_end = text.find("\n", start, start + MAX_SEGMENT_CHARS)
+        line_end = min(len(text), start + MAX_SEGMENT_CHARS) if line_end == -1 else line_end
+        next_marker = text.find(GSM8K_MARKER, start, line_end)
+        line_end = line_end if next_marker == -1 else next_marker
         segment = text[start:line_end]
         # "#### 18 dollars" is fine; only the first line after the marker counts.
         values.append(_single_number(segment))
@@ -132,6 +141,7 @@ def find_boxed(text: str) -> list[tuple[str, int, int]]:
     >>> [c for c, _, _ in find_boxed("\\\\boxed{\\\\frac{1}{2}} and \\\\fbox{3} and \\\\boxed{4")]
     ['\\\\frac{1}{2}', '3']
     """
+    closing = _matching_braces(text)
     found = []
     for command in BOX_COMMANDS:
         start = 0
@@ -141,22 +151,25 @@ def find_boxed(text: str) -> list[tuple[str, int, int]]:
             while i < len(text) and text[i] == " ":
                 i += 1
             if i < len(text) and text[i] == "{":
-                depth, j = 0, i
-                while j < len(text):
-                    if text[j] == "{":
-                        depth += 1
-                    elif text[j] == "}":
-                        depth -= 1
-                        if depth == 0:
-                            break
-                    j += 1
-                if depth == 0 and j < len(text):
+                j = closing.get(i, -1)
+                if j != -1:
                     found.append((text[i + 1 : j].strip(), pos, j + 1))
             elif i > pos + len(command) and i < len(text):  # "\boxed 5": one token after a space
-                m = re.match(r"[^\s$]+", text[i:])
+                m = re.match(r"[^\s$]+", text[i : i + MAX_SEGMENT_CHARS])
                 if m:
                     found.append((m.group(0), pos, i + m.end()))
     return sorted(found, key=lambda f: f[1])
+
+
+def _matching_braces(text: str) -> dict[int, int]:
+    """Index of each ``{`` -> index of its matching ``}``, in one pass (unmatched ones are absent)."""
+    stack, closing = [], {}
+    for match in re.finditer(r"[{}]", text):
+        if match.group() == "{":
+            stack.append(match.start())
+        elif stack:
+            closing[stack.pop()] = match.start()
+    return closing
 
 
 def _canonical_box(content: str) -> str:
@@ -166,7 +179,7 @@ def _canonical_box(content: str) -> str:
 
 
 HEDGE_GAP_CHARS = 40  # two different boxes this close are a list of candidates ("hedge"), further apart a conflict
-MAX_DISTINCT_BOXES = 4  # more different boxes than this are not compared with math-verify: they conflict anyway
+MAX_DISTINCT_BOXES = 2  # more different boxes than this are not compared with math-verify: they conflict anyway
 
 
 PLACEHOLDER_RE = re.compile(r"\\phantom\{[^{}]*\}|\\(?:h|v)space\{[^{}]*\}|\\(?:q?quad|square|Box)\b|\\[,;:! ]|[~_\s]")

@@ -1,0 +1,154 @@
+"""Print the hack-probe matrix: every probe (rows) scored by every reward set (columns), per task.
+
+Each cell is the probe's mean weighted total score over a seeded sample of real problems; a ``!`` marks a cell that
+breaks its probe kind's rule (see ``rewards.probes``). Run it before trusting a new reward set:
+
+    python -m rewards.probe                                   # default sets, 50 GSM8K + 50 MATH-500 problems
+    python -m rewards.probe --json > probes.json              # the same, machine-readable
+    python -m rewards.probe --rewards "{task}_correctness:1,{task}_format:0.5" --rewards number_anywhere
+    python -m rewards.probe --data gsm8k=path/to/test.jsonl --data math=path/to/math.jsonl --n 20
+
+A reward set is ``name[:weight],name[:weight],...``; ``{task}`` stands for ``gsm8k`` or ``math``. Exit status: 0
+when the default correctness + format set (if shown) breaks no rule, 1 otherwise.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import sys
+from pathlib import Path
+
+from rewards.answers import gsm8k_gold
+from rewards.probes import PROBES, REFERENCES, probe_scores
+from rewards.registry import reward_info
+
+DATA_ROOT = Path(__file__).resolve().parents[2] / "shared" / "data"
+DEFAULT_DATA = {"gsm8k": DATA_ROOT / "gsm8k" / "test.jsonl", "math": DATA_ROOT / "math500" / "test.jsonl"}
+DEFAULT_SETS = {
+    "correct+format": "{task}_correctness:1,{task}_format:1",
+    "format_only": "{task}_format:1",
+    "number_anywhere": "number_anywhere:1",
+    "correct+format+anywhere": "{task}_correctness:1,{task}_format:1,number_anywhere:1",
+}
+CLEAN_SETS = ("correct+format",)
+
+
+def parse_reward_set(spec: str, task: str) -> tuple[list[str], list[float]]:
+    """``"{task}_correctness:1,{task}_format:0.5"`` -> (names, weights), every name checked against the registry.
+
+    >>> parse_reward_set("{task}_correctness:1,{task}_format:0.5", "math")
+    (['math_correctness', 'math_format'], [1.0, 0.5])
+    """
+    names, weights = [], []
+    for item in spec.split(","):
+        name, _, weight = item.strip().partition(":")
+        name = name.strip().replace("{task}", task)
+        reward_info(name)  # unknown names fail here with the list of known ones
+        try:
+            weights.append(float(weight) if weight else 1.0)
+        except ValueError:
+            raise ValueError(f"bad weight {weight!r} for {name} in reward set {spec!r}: write name:1.0") from None
+        names.append(name)
+    return names, weights
+
+
+def load_problems(path: Path, n: int, seed: int) -> list[dict]:
+    """A seeded sample of ``n`` problems ``{"question", "answer"}`` from a GSM8K- or MATH-style JSON Lines file."""
+    if not path.exists():
+        raise FileNotFoundError(f"data file {path} not found: pass --data TASK=PATH with a .jsonl file")
+    rows = [json.loads(line) for line in path.open() if line.strip()]
+    problems = []
+    for row in rows:
+        question = row.get("question", row.get("problem"))
+        gold = row.get("answer")
+        if question is None or gold is None:
+            continue
+        gold = str(gold)
+        problems.append({"question": question, "answer": gsm8k_gold(gold) if "####" in gold else gold})
+    if not problems:
+        raise ValueError(f"{path} has no rows with 'question' (or 'problem') and 'answer' fields")
+    return random.Random(seed).sample(problems, min(n, len(problems)))
+
+
+def probe_matrix(sets: dict[str, str], data: dict[str, Path], n: int, seed: int) -> dict:
+    """``{task: {set_name: {"rewards": [...], "weights": [...], "scores": probe_scores(...)}}}``."""
+    matrix = {}
+    for task, path in data.items():
+        problems = load_problems(path, n, seed)
+        matrix[task] = {}
+        for set_name, spec in sets.items():
+            names, weights = parse_reward_set(spec, task)
+            scores = probe_scores(names, weights, task, problems)
+            matrix[task][set_name] = {
+                "rewards": names,
+                "weights": weights,
+                "n_problems": len(problems),
+                "scores": scores,
+            }
+    return matrix
+
+
+def format_matrix(matrix: dict) -> str:
+    """The matrix as text: one table per task, ``!`` after a score that breaks its probe's rule."""
+    lines = []
+    for task, sets in matrix.items():
+        set_names = list(sets)
+        n = next(iter(sets.values()))["n_problems"]
+        width = max(12, *(len(s) for s in set_names))
+        lines.append(f"\n{task} ({n} problems; ! = breaks the rule of its kind)")
+        for set_name, entry in sets.items():
+            terms = " + ".join(f"{w:g}*{r}" for r, w in zip(entry["rewards"], entry["weights"], strict=True))
+            lines.append(f"  {set_name}: {terms}")
+        lines.append(f"{'probe':32s} {'kind':16s} " + " ".join(f"{s:>{width}s}" for s in set_names))
+        for probe in list(REFERENCES) + list(PROBES):
+            kind = sets[set_names[0]]["scores"][probe]["kind"]
+            cells = []
+            for s in set_names:
+                cell = sets[s]["scores"][probe]
+                cells.append(f"{cell['score']:.3f}{'!' if cell['violation'] else ' '}".rjust(width))
+            lines.append(f"{probe:32s} {kind:16s} " + " ".join(cells))
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--rewards", action="append", help="a reward set name[:weight],...; repeat for several")
+    parser.add_argument("--data", action="append", default=[], help="TASK=PATH (.jsonl), TASK in gsm8k, math")
+    parser.add_argument("--n", type=int, default=50, help="problems sampled per task")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--json", action="store_true", help="print the matrix as JSON")
+    args = parser.parse_args(argv)
+
+    data = dict(DEFAULT_DATA)
+    for item in args.data:
+        task, sep, path = item.partition("=")
+        if not sep or task not in DEFAULT_DATA:
+            parser.error(f"--data {item!r}: write gsm8k=PATH or math=PATH")
+        data[task] = Path(path)
+    if args.data:
+        data = {t: p for t, p in data.items() if any(d.startswith(f"{t}=") for d in args.data)}
+    if args.n < 1:
+        parser.error("--n must be at least 1")
+    sets = {spec: spec for spec in args.rewards} if args.rewards else dict(DEFAULT_SETS)
+    try:
+        matrix = probe_matrix(sets, data, args.n, args.seed)
+    except (ValueError, TypeError, FileNotFoundError) as e:
+        parser.error(str(e))
+    print(json.dumps(matrix, indent=1) if args.json else format_matrix(matrix))
+    clean = [s for s in CLEAN_SETS if s in sets]
+    broken = [
+        (task, s, probe)
+        for task in matrix
+        for s in clean
+        for probe, cell in matrix[task][s]["scores"].items()
+        if cell["violation"]
+    ]
+    for task, s, probe in broken:
+        print(f"VIOLATION in the default set {s!r} ({task}): probe {probe}", file=sys.stderr)
+    return 1 if broken else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
