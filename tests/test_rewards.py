@@ -1,0 +1,195 @@
+"""Rewards: TRL's contract, the weight check, and robustness (never raise, never hang, any thread).
+
+Run: OMP_NUM_THREADS=1 .venv/bin/python -m pytest -q tests/test_rewards.py
+"""
+
+import logging
+import pickle
+import subprocess
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from rewards import check_reward_weights, get_reward, reward_names
+from rewards.correctness import CorrectnessReward
+from rewards.format import FormatReward
+from rewards.verify import answers_match, is_correct, warm_up
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def conversation(text):
+    return [{"role": "assistant", "content": text}]
+
+
+TRL_CALL_CASES = [
+    # name, completion, gold, expected score
+    ("gsm8k_correctness", "3 + 5 = 8\n#### 8", "8", 1.0),  # correct, plain completion
+    ("gsm8k_correctness", conversation("3 + 5 = 8\n#### 8"), "8", 1.0),  # correct, conversational completion
+    ("gsm8k_correctness", conversation(None), "8", 0.0),  # None content scores 0, never raises
+    ("gsm8k_correctness", "#### 9", "8", 0.0),  # wrong
+    ("gsm8k_correctness", "#### 8", None, None),  # gold missing: None, TRL skips it
+    ("gsm8k_correctness", "#### 8", "  ", None),  # blank gold: None
+    ("math_correctness", "\\boxed{\\dfrac{2}{4}}", "\\frac{1}{2}", 1.0),  # equivalent via math-verify
+    ("math_correctness", "\\boxed{20\\%}", "20", 1.0),  # a unit around a plain-number gold
+    ("math_correctness", "\\boxed{1200\\%}", "12", 0.0),  # not math-verify's percent leniency (12 == 1200%)
+    ("math_correctness", "\\boxed{-2 \\text{ or } -12}", "-2 \\text{ or } -12", 1.0),  # gold that lists solutions
+    ("math_correctness", "Evaluate $(1+2i)6-3i$.", "6+9i", 0.0),  # restated question (math-verify credits it)
+    ("gsm8k_format", "3 + 5 = 8\n#### 8", "8", 0.1),  # one marker at the end
+    ("gsm8k_format", "#### 8\nand then a long tail of text that goes on and on", "8", 0.0),  # not at the end
+    ("math_format", "so $\\boxed{3}$.", "3", 0.1),  # a closing $ and period may follow
+    ("number_anywhere", "I think 17, or maybe 18", "18", 0.5),  # hackable on purpose: the gold anywhere
+    ("number_anywhere", "#### 18", "\\frac{1}{2}", None),  # not a number gold: cannot score
+]
+
+
+@pytest.mark.parametrize("name, completion, gold, expected", TRL_CALL_CASES)
+def test_trl_contract(name, completion, gold, expected):
+    reward = get_reward(name)
+    # TRL passes prompts, completion ids, every dataset column and logging hooks as keyword arguments
+    scores = reward(
+        prompts=[[{"role": "user", "content": "q"}]],
+        completions=[completion],
+        completion_ids=[[1, 2]],
+        answer=[gold],
+        question=["q"],
+        trainer_state=None,
+        log_extra=lambda *a: None,
+        log_metric=lambda *a: None,
+    )
+    assert scores == [expected]
+
+
+@pytest.mark.parametrize("name", ["gsm8k_correctness", "math_correctness", "number_anywhere"])
+def test_mismatched_lengths_raise(name):
+    with pytest.raises(ValueError):  # zip(strict=True): a batch/gold mismatch is a bug upstream, not a score
+        get_reward(name)(["#### 1", "#### 2"], answer=["1"])
+
+
+def test_missing_answer_column_is_a_clear_error():
+    with pytest.raises(ValueError, match="needs the dataset's 'answer' column"):
+        get_reward("gsm8k_correctness")(["#### 1"], solution=["1"])
+
+
+@pytest.mark.parametrize("name", sorted(reward_names()))
+def test_registered_rewards_have_names_and_pickle(name):
+    reward = get_reward(name)
+    assert reward.__name__.endswith("_reward")  # TRL logs rewards/<__name__>/mean
+    assert pickle.loads(pickle.dumps(reward)).__name__ == reward.__name__
+
+
+def test_factories_are_configurable_and_picklable():
+    bonus = pickle.loads(pickle.dumps(FormatReward("math", bonus=0.25)))
+    assert bonus(["\\boxed{3}"]) == [0.25]
+    strict = pickle.loads(pickle.dumps(CorrectnessReward("gsm8k", answer_line=True)))
+    assert strict(["A: 18"], answer=["18"]) == [1.0]
+    with pytest.raises(ValueError, match="format bonus must be"):
+        FormatReward("gsm8k", bonus=-1)
+
+
+WEIGHT_CASES = [
+    # names, weights, refused?
+    (["gsm8k_correctness", "gsm8k_format"], None, False),  # 0.1 bonus vs 1.0: fine
+    (["gsm8k_correctness", "gsm8k_format"], [1.0, 9.0], False),  # 0.9 < 1.0: still fine
+    (["gsm8k_correctness", "gsm8k_format"], [1.0, 10.0], True),  # 1.0 == 1.0: a wrong answer pays as much
+    (["gsm8k_format"], None, True),  # format only: the classic hack
+    (["number_anywhere"], None, True),  # partial credit only
+    (["math_correctness", "math_format", "number_anywhere"], None, False),  # 0.6 < 1.0
+    (["math_correctness", "number_anywhere"], [0.5, 1.0], True),  # 0.5 >= 0.5
+    (["gsm8k_correctness", "gsm8k_format"], [1.0, -5.0], False),  # a negative format weight pays nothing
+]
+
+
+@pytest.mark.parametrize("names, weights, refused", WEIGHT_CASES)
+def test_check_reward_weights(names, weights, refused, caplog):
+    if refused:
+        with pytest.raises(ValueError, match="can pay a wrong answer"):
+            check_reward_weights(names, weights)
+        with caplog.at_level(logging.WARNING):
+            check_reward_weights(names, weights, on_violation="warn")
+        assert "REWARD HACK RISK" in caplog.text
+    else:
+        check_reward_weights(names, weights)
+
+
+BAD_WEIGHT_CALLS = [
+    ((["gsm8k_correctness"], [1.0, 2.0]), "one weight per reward"),  # lengths differ
+    (([], None), "empty reward set"),  # nothing to train on
+    ((["gsm8k_corectness"], None), "known rewards are"),  # typo in a name
+    ((["gsm8k_correctness"], None, "ignore"), "on_violation"),  # unknown mode
+]
+
+
+@pytest.mark.parametrize("args, message", BAD_WEIGHT_CALLS)
+def test_check_reward_weights_bad_input(args, message):
+    with pytest.raises(ValueError, match=message):
+        check_reward_weights(*args)
+
+
+PATHOLOGICAL = [
+    ("x" * 1_000_000, "8"),  # 1 MB of text
+    ("\\boxed{}" * 2_000, "8"),  # 16 KB of repeated empty boxes
+    ("\\boxed{9^{9^{9^{9}}}}", "8"),  # a power tower
+    ("\\boxed{9^{9^{9^{9}}}}", "2^{2^{2^{2}}}"),  # a power tower against a gold that nests too (worker budget)
+    ("\\boxed{" + "(" * 300 + ")" * 300 + "}", "8"),  # deeply nested parentheses
+    ("{{{{\\boxed{8", "8"),  # unbalanced braces
+    ("#### ٨", "8"),  # Arabic-Indic digit
+    ("\\boxed{" + "1+" * 400 + "1}", "401"),  # a long sum
+    ("\\boxed{\\frac{1}{0}}", "8"),  # division by zero
+    ("", "8"),  # empty
+]
+
+
+@pytest.mark.parametrize("completion, gold", PATHOLOGICAL, ids=range(len(PATHOLOGICAL)))
+def test_pathological_completions_score_fast_in_threads(completion, gold):
+    warm_up()
+    rewards = [get_reward("gsm8k_correctness"), get_reward("math_correctness"), get_reward("math_format")]
+    with ThreadPoolExecutor(max_workers=3) as pool:  # math-verify's own SIGALRM timeouts fail outside main
+        start = time.perf_counter()
+        futures = [pool.submit(r, [completion] * 2, answer=[gold] * 2) for r in rewards]
+        scores = [f.result(timeout=20) for f in futures]
+        elapsed = time.perf_counter() - start
+    assert all(s in (0.0, 0.1, 1.0) for batch in scores for s in batch)
+    assert elapsed < 3.0
+
+
+def test_runaway_comparison_times_out_scores_zero_and_warns(caplog):
+    warm_up(1)
+    with caplog.at_level(logging.WARNING):
+        start = time.perf_counter()
+        matched = answers_match("9^{9^{9}}", "2^{2^{2}}", task="math", timeout=0.3)  # sympy would run for ages
+        elapsed = time.perf_counter() - start
+    assert matched is False
+    assert elapsed < 1.5
+    assert "exceeded" in caplog.text
+    assert answers_match("\\frac{1}{2}", "0.5", task="math")  # the pool still works afterwards
+
+
+def test_many_threads_agree_with_one():
+    cases = [("\\boxed{\\frac{%d}{2}}" % i, str(i / 2)) for i in range(40)]
+    serial = [is_correct(c, g, "math") for c, g in cases]
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        threaded = list(pool.map(lambda cg: is_correct(cg[0], cg[1], "math"), cases))
+    assert serial == threaded == [True] * 40
+
+
+def test_works_when_main_is_stdin():
+    # multiprocessing's spawn re-imports __main__ and breaks for stdin scripts and notebooks; our worker does not
+    script = "from rewards.verify import is_correct\nprint(is_correct('\\\\boxed{\\\\frac{1}{2}}', '0.5', 'math'))\n"
+    out = subprocess.run(
+        [sys.executable, "-"], input=script, text=True, capture_output=True, cwd=ROOT, timeout=60, check=True
+    )
+    assert out.stdout.strip() == "True"
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.text(max_size=200), st.sampled_from(["8", "\\frac{1}{2}", "x^2+1", "(1,2)"]))
+def test_rewards_never_raise_on_arbitrary_text(text, gold):
+    for name in ("gsm8k_correctness", "math_correctness", "gsm8k_format", "math_format", "number_anywhere"):
+        (score,) = get_reward(name)([conversation(text)], answer=[gold])
+        assert score is None or 0.0 <= score <= 1.0
