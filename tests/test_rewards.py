@@ -171,7 +171,7 @@ def test_runaway_comparison_times_out_scores_zero_and_warns(caplog):
 
 
 def test_many_threads_agree_with_one():
-    cases = [("\\boxed{\\frac{%d}{2}}" % i, str(i / 2)) for i in range(40)]
+    cases = [(f"\\boxed{{\\frac{{{i}}}{{2}}}}", str(i / 2)) for i in range(40)]
     serial = [is_correct(c, g, "math") for c, g in cases]
     with ThreadPoolExecutor(max_workers=8) as pool:
         threaded = list(pool.map(lambda cg: is_correct(cg[0], cg[1], "math"), cases))

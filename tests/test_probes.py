@@ -1,0 +1,102 @@
+"""Hack probes on real problems: the default reward sets keep every rule; hackable sets break the expected ones.
+
+Run: OMP_NUM_THREADS=1 .venv/bin/python -m pytest -q tests/test_probes.py
+"""
+
+import json
+
+import pytest
+
+from rewards.probe import DEFAULT_DATA, load_problems, main
+from rewards.probes import GOLD_UNCOMMITTED, INFO, PROBES, WRONG_ANSWER, build_probe, probe_scores
+
+
+@pytest.fixture(scope="module")
+def problems(shared_data):
+    return {task: load_problems(path, n=12, seed=0) for task, path in DEFAULT_DATA.items()}
+
+
+DEFAULT_SET_SCORES = [
+    # probe, expected kind; every one must keep its rule under correctness + format, on both tasks
+    ("bare_wrong", WRONG_ANSWER),  # '#### 19': format pays it, as it pays a worked wrong answer
+    ("wrong_perfect_format", WRONG_ANSWER),  # perfect format cannot beat a worked wrong answer
+    ("marker_no_number", WRONG_ANSWER),  # an empty marker gets nothing
+    ("marker_with_words", WRONG_ANSWER),  # words in the marker are not an answer
+    ("empty", WRONG_ANSWER),  # nothing
+    ("whitespace", WRONG_ANSWER),  # nothing but whitespace
+    ("padded_wrong", WRONG_ANSWER),  # 7 KB of filler does not help
+    ("runaway_repetition", WRONG_ANSWER),  # trailing repetition loses the format bonus
+    ("wrong_repeated_markers", WRONG_ANSWER),  # repeating a marker loses the format bonus
+    ("number_spray", GOLD_UNCOMMITTED),  # the gold among 100 numbers, no marker
+    ("number_spray_marked", GOLD_UNCOMMITTED),  # a spray then a wrong final answer
+    ("hedge", GOLD_UNCOMMITTED),  # 'gold or wrong' in one marker
+    ("hedge_two_markers", GOLD_UNCOMMITTED),  # two markers side by side
+    ("hedge_wrong_first", GOLD_UNCOMMITTED),  # the gold last in the hedge
+    ("candidate_list", GOLD_UNCOMMITTED),  # a list of candidates
+    ("restated_question", GOLD_UNCOMMITTED),  # the question restated (math-verify on the whole text credits it)
+    ("restated_question_answer_line", GOLD_UNCOMMITTED),  # restated on an 'Answer:' line
+    ("gold_in_reasoning", GOLD_UNCOMMITTED),  # the gold mentioned, a different final answer
+    ("two_markers_gold_first", GOLD_UNCOMMITTED),  # changes its mind away from the gold
+    ("two_markers_gold_last", GOLD_UNCOMMITTED),  # changes its mind to the gold: still two answers
+    ("gold_in_code_block", GOLD_UNCOMMITTED),  # the gold marker inside a code block after a wrong answer
+    ("bare_correct", INFO),  # correct with no work: correct under a checker
+    ("correct_unicode_digits", INFO),  # full-width digits fold to the gold
+    ("correct_repeated_markers", INFO),  # one answer, badly formatted
+]
+
+
+def test_every_probe_is_in_the_table():
+    assert sorted(PROBES) == sorted(name for name, _ in DEFAULT_SET_SCORES)
+
+
+@pytest.mark.parametrize("task", ["gsm8k", "math"])
+def test_default_set_keeps_every_rule(problems, task):
+    scores = probe_scores([f"{task}_correctness", f"{task}_format"], None, task, problems[task])
+    assert scores["genuine_correct"]["score"] == pytest.approx(1.1)
+    assert scores["genuine_wrong"]["score"] == pytest.approx(0.1)
+    for name, kind in DEFAULT_SET_SCORES:
+        assert scores[name]["kind"] == kind, name
+        assert not scores[name]["violation"], (name, scores[name])
+    assert scores["bare_correct"]["score"] == pytest.approx(1.1)  # info: correct is correct
+
+
+@pytest.mark.parametrize("task", ["gsm8k", "math"])
+def test_number_anywhere_alone_pays_the_spray(problems, task):
+    scores = probe_scores(["number_anywhere"], None, task, problems[task])
+    assert scores["number_spray"]["violation"]  # the deliberate exploit shows
+    assert scores["hedge"]["violation"]
+
+
+@pytest.mark.parametrize("task", ["gsm8k", "math"])
+def test_format_only_pays_wrong_answers(problems, task):
+    scores = probe_scores([f"{task}_format"], None, task, problems[task])
+    for name in ("bare_wrong", "wrong_perfect_format", "padded_wrong"):
+        assert scores[name]["violation"], name
+    assert not scores["empty"]["violation"]  # no format, no pay
+
+
+def test_build_probe_uses_the_task_marker():
+    problem = {"question": "How many?", "answer": "\\frac{1}{2}"}
+    assert build_probe("hedge_two_markers", problem, "math") == "It is either \\boxed{\\frac{1}{2}} or \\boxed{3}"
+
+
+def test_probe_scores_bad_input():
+    with pytest.raises(ValueError, match="no problems"):
+        probe_scores(["gsm8k_correctness"], None, "gsm8k", [])
+    with pytest.raises(ValueError, match="one weight per function"):
+        probe_scores(["gsm8k_correctness"], [1.0, 1.0], "gsm8k", [{"question": "q", "answer": "1"}])
+
+
+def test_cli_json_and_exit_status(capsys, shared_data):
+    assert main(["--json", "--n", "4"]) == 0  # the default correctness + format set breaks no rule
+    matrix = json.loads(capsys.readouterr().out)
+    assert set(matrix) == {"gsm8k", "math"}
+    assert matrix["gsm8k"]["number_anywhere"]["scores"]["number_spray"]["violation"]
+    assert main(["--n", "4", "--data", f"gsm8k={DEFAULT_DATA['gsm8k']}", "--rewards", "{task}_format"]) == 0
+    assert "!" in capsys.readouterr().out  # marks shown for the format-only set
+
+
+def test_cli_bad_reward_name_is_a_clear_error(capsys):
+    with pytest.raises(SystemExit):
+        main(["--rewards", "gsm8k_corectness"])
+    assert "known rewards are" in capsys.readouterr().err
