@@ -72,11 +72,11 @@ def mathcoder_text(row):
 # MathCoder id -> (MathCoder's label, ours, why we differ). MathCoder's checker reads the last turn (often a bare
 # number or a code output); ours reads the one committed final answer (the boxes, all of which must agree).
 MATHCODER_DISAGREEMENTS = {
-    77: (True, False, "boxes 4.5 then 5: two different committed answers are no answer (theirs takes the last)"),
+    77: (True, False, "boxes 550 then 5: two different committed answers are no answer (theirs takes the last)"),
     109: (False, True, "boxed 50 six times, then a crashing re-check; their extraction read the traceback"),
     253: (True, False, "the only box says 82; the 73 they credit is a trailing code output, never committed"),
     416: (False, True, "boxed 350 (correct), then wandered off re-checking; theirs read '500-' from the tail"),
-    426: (True, False, "two different boxes (a wrong one, then 150 after 'verification'): no single answer"),
+    426: (True, False, "boxes 180 then 150 after a re-check: two different committed answers are no answer"),
     433: (True, False, "no box at all; theirs takes the bare last number 30 (a last-number fallback we refuse)"),
     985: (False, True, "boxed \\$342 (correct), then a verification printed 0.0, which they read"),
     1104: (False, True, "boxed 90 (correct), then a check printed False; theirs extracted nothing"),
