@@ -111,6 +111,8 @@ class _WorkerPool:
             while self._n_alive < min(n or self._size, self._size):
                 self._idle.append(_Worker())
                 self._n_alive += 1
+            for worker in self._idle:
+                worker.wait_ready()
 
     def _take(self) -> _Worker:
         with self._cond:

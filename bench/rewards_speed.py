@@ -1,0 +1,125 @@
+"""How fast do the correctness rewards score realistic completions, next to bare math-verify on the same inputs?
+
+    OMP_NUM_THREADS=1 .venv/bin/python -m bench.rewards_speed            # or: make bench
+    OMP_NUM_THREADS=1 .venv/bin/python -m bench.rewards_speed --n 200 --threads 4
+
+Inputs (from ../shared/data/model_outputs, nothing generated): Qwen2.5-Math chain-of-thought samples on MATH
+(scored by ``math_correctness``), GPT-3 GSM8K solutions with their ``A: N`` line rewritten as ``#### N`` (scored
+by ``gsm8k_correctness``), plus a few runaway completions (16 KB of repetition, a power tower, 2,000 boxes).
+"Bare math-verify" is what many recipes do: ``verify(parse(gold), parse(whole completion))`` in the main thread
+with math-verify's own (SIGALRM) timeouts, which is also why it cannot run in a thread pool. Every timed pass starts
+cold: our result cache cleared, fresh math-verify workers (started before the clock), sympy's cache cleared.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import re
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+from rewards import get_reward
+from rewards import verify as verify_module
+
+DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "model_outputs"
+
+
+def realistic_completions(n: int, seed: int) -> list[tuple[str, str, str]]:
+    """``n`` (task, completion, gold) triples from real model outputs, plus runaway ones, shuffled."""
+    rng = random.Random(seed)
+    math_rows = [json.loads(line) for line in (DATA / "math_cot_100_qwen25math_samples.jsonl").open()]
+    math_items = [("math", code, row["answer"]) for row in math_rows for code in row["code"]]
+    gsm_rows = [json.loads(line) for line in (DATA / "gsm8k_gpt3_example_solutions.jsonl").open()]
+    gsm_items = []
+    for row in gsm_rows:
+        gold = row["ground_truth"].rsplit("A:", 1)[-1].strip()
+        for key in ("6b_finetuning", "175b_verification"):
+            gsm_items.append(("gsm8k", re.sub(r"\nA:\s*(\S+)\s*$", r"\n#### \1", row[key]["solution"]), gold))
+    items = rng.sample(math_items, n // 2) + rng.sample(gsm_items, n - n // 2)
+    runaway = [
+        ("math", "Let me recompute. " * 900 + "\\boxed{42}", "42"),  # 16 KB of repetition, then an answer
+        ("math", "So the value is \\boxed{9^{9^{9^{9}}}}", "3"),  # a power tower
+        ("math", "\\boxed{1}" * 2_000, "1"),  # 2,000 boxes
+        ("gsm8k", "The answer is 5 " * 1_000 + "\n#### 5", "5"),  # 16 KB of repetition
+    ]
+    items += runaway
+    rng.shuffle(items)
+    return items
+
+
+def ours(item) -> float:
+    task, completion, gold = item
+    return get_reward(f"{task}_correctness")([completion], answer=[gold])[0]
+
+
+def bare_math_verify(item) -> bool:
+    from math_verify import parse, verify
+
+    _, completion, gold = item
+    return bool(verify(parse(f"${gold}$"), parse(completion)))
+
+
+def timed_pass(items, score, threads: int) -> tuple[float, float]:
+    """(completions per second, slowest single completion in seconds)."""
+    # Every pass starts cold: no cached results, fresh math-verify workers, an empty sympy cache here.
+    from sympy.core.cache import clear_cache
+
+    verify_module._CACHE.clear()
+    verify_module._POOL.close()
+    verify_module.warm_up()
+    clear_cache()
+
+    def one(item):
+        start = time.perf_counter()
+        score(item)
+        return time.perf_counter() - start
+
+    start = time.perf_counter()
+    if threads == 1:
+        durations = [one(item) for item in items]
+    else:
+        with ThreadPoolExecutor(max_workers=threads) as pool:
+            durations = list(pool.map(one, items))
+    return len(items) / (time.perf_counter() - start), max(durations)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--n", type=int, default=400, help="realistic completions (runaway ones are added)")
+    parser.add_argument("--threads", type=int, default=4, help="thread-pool size for the threaded pass")
+    parser.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args()
+
+    items = realistic_completions(args.n, args.seed)
+    start = time.perf_counter()
+    verify_module.warm_up()
+    startup = time.perf_counter() - start
+    ordinary = [item for item in items if len(item[1]) < 8_000]
+    print(f"{len(items)} completions ({len(items) - len(ordinary)} runaway); worker start-up {startup:.2f} s")
+    print(f"{'scorer':42s} {'completions/s':>14s} {'slowest (s)':>12s}")
+    results = {}
+    for name, score, threads, subset in [
+        ("bare math-verify, 1 thread, ordinary only", bare_math_verify, 1, ordinary),
+        ("ours, 1 thread, ordinary only", ours, 1, ordinary),
+        ("bare math-verify, 1 thread, all", bare_math_verify, 1, items),
+        ("ours, 1 thread, all", ours, 1, items),
+        (f"ours, {args.threads} threads, all", ours, args.threads, items),
+    ]:
+        rate, slowest = timed_pass(subset, score, threads)
+        results[name] = rate
+        print(f"{name:42s} {rate:14.0f} {slowest:12.3f}")
+    print(
+        f"ratio ours/bare, ordinary, 1 thread: "
+        f"{results['ours, 1 thread, ordinary only'] / results['bare math-verify, 1 thread, ordinary only']:.1f}x; "
+        f"all, 1 thread: {results['ours, 1 thread, all'] / results['bare math-verify, 1 thread, all']:.1f}x; "
+        f"all, {args.threads} threads vs bare 1 thread: "
+        f"{results[f'ours, {args.threads} threads, all'] / results['bare math-verify, 1 thread, all']:.1f}x"
+    )
+    print(f"ours, {args.threads} threads: {60 * results[f'ours, {args.threads} threads, all']:.0f} completions/minute")
+
+
+if __name__ == "__main__":
+    main()
