@@ -325,10 +325,10 @@ class MonitorCallback(TrainerCallback):
             return
         self.pending |= held_out_metrics(model, processing_class, **self.eval_kwargs)
 
-    def pop_pending(self, step: int) -> dict:
-        """Metrics waiting for the next log; also writes the top-reward table of the window."""
+    def pop_pending(self, step: int, main_process: bool = True) -> dict:
+        """Metrics waiting for the next log; the main process also writes the top-reward table of the window."""
         rows = self.monitor.pop_top()
-        if rows:
+        if rows and main_process:
             path = Path(self.output_dir) / "top_completions.jsonl"
             path.parent.mkdir(parents=True, exist_ok=True)
             with path.open("a") as f:
@@ -390,7 +390,7 @@ def make_monitored_trainer_class(base):
 
         def log(self, logs: dict[str, float], start_time: float | None = None) -> None:
             if self.monitor_callback is not None and self.model.training:
-                logs.update(self.monitor_callback.pop_pending(self.state.global_step))
+                logs.update(self.monitor_callback.pop_pending(self.state.global_step, self.is_world_process_zero()))
             super().log(logs, start_time)
 
     MonitoredTrainer.__name__ = f"Monitored{base.__name__}"

@@ -142,10 +142,11 @@ def main(script_args, training_args, model_args):
     trainer.monitor_callback = monitor_callback
 
     # Evaluate before, train (resuming after a kill), save, evaluate after
-    report = {"run_name": training_args.run_name, "output_dir": str(out)}
+    is_main = trainer.accelerator.is_main_process  # every process generates (ZeRO-3 needs all); one writes
+    report = {"run_name": training_args.run_name, "output_dir": str(out), "processes": training_args.world_size}
     if args.eval_limit:
         report["before"] = evaluate(trainer.model, trainer.processing_class, eval_task.name, limit=args.eval_limit,
-                                    out_dir=out / "eval_before", **eval_kwargs)  # fmt: skip
+                                    out_dir=out / "eval_before" if is_main else None, **eval_kwargs)  # fmt: skip
     last = get_last_checkpoint(str(out)) if args.resume and out.is_dir() else None
     if last:
         print(f"resuming from {last}")
@@ -153,8 +154,8 @@ def main(script_args, training_args, model_args):
     trainer.save_model(str(out))
     if args.eval_limit:
         report["after"] = evaluate(trainer.model, trainer.processing_class, eval_task.name, limit=args.eval_limit,
-                                   out_dir=out / "eval_after", **eval_kwargs)  # fmt: skip
-    if trainer.accelerator.is_main_process:
+                                   out_dir=out / "eval_after" if is_main else None, **eval_kwargs)  # fmt: skip
+    if is_main:
         (out / "report.json").write_text(json.dumps(report, indent=1, default=str))
         print(summary(report, out))
     trainer.end()  # finishes the W&B run (flushes offline files) and the process group
