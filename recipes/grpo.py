@@ -149,7 +149,10 @@ def main(script_args, training_args, model_args):
                                     out_dir=out / "eval_before" if is_main else None, **eval_kwargs)  # fmt: skip
     last = get_last_checkpoint(str(out)) if args.resume and out.is_dir() else None
     if last:
-        print(f"resuming from {last}")
+        print(f"resuming from {last}")  # the logs below continue the killed run's files
+    elif is_main:  # a fresh run replaces the previous run's logs in this folder, as it replaces its weights
+        for stale in ("log.jsonl", "top_completions.jsonl"):
+            (out / stale).unlink(missing_ok=True)
     trainer.train(resume_from_checkpoint=training_args.resume_from_checkpoint or last)
     trainer.save_model(str(out))
     if args.eval_limit:

@@ -144,3 +144,14 @@ def test_wandb_offline_run_has_identity_and_redacted_config(
     assert os.environ["WANDB_RUN_GROUP"] == group and "rewards=toy_even_length" in os.environ["WANDB_TAGS"]
     config = json.loads((out / "resolved_config.json").read_text())
     assert config["run_name"] == f"{group}-s0"
+
+
+@pytest.mark.slow
+def test_benchmarks_run_end_to_end():
+    # the overhead benchmark at toy size, and the GPU benchmark's code path on CPU (--smoke)
+    from bench import grpo_gpu, grpo_overhead
+
+    result = grpo_overhead.main(["--rounds", "1", "--steps", "3", "--warmup", "1", "--eval_limit", "2"])
+    assert result["steps_timed_each"] == 2 and result["ratio_monitored_over_plain"] > 0
+    (row,) = grpo_gpu.main(["--smoke"])
+    assert row["plain_s_per_step"] > 0 and row["monitored_s_per_step"] > 0
