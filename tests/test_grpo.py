@@ -155,3 +155,15 @@ def test_benchmarks_run_end_to_end():
     assert result["steps_timed_each"] == 2 and result["ratio_monitored_over_plain"] > 0
     (row,) = grpo_gpu.main(["--smoke"])
     assert row["plain_s_per_step"] > 0 and row["monitored_s_per_step"] > 0
+
+
+@pytest.mark.integration
+def test_qlora_runs_on_cpu_with_a_warning(tiny_model_dir, shared_data, tmp_path, toy_reward):
+    # bitsandbytes 4-bit works on CPU (slowly): the recipe warns and trains the LoRA adapters
+    out = tmp_path / "run"
+    overrides = ["--use_peft", "true", "--lora_r", "4", "--load_in_4bit", "true", "--monitor_eval_steps", "0"]
+    overrides += ["--reward_funcs", toy_reward, "--reward_weights", "1.0", "--learning_rate", "0.05"]
+    with pytest.warns(UserWarning, match="QLoRA on CPU"):
+        run_recipe(tiny_model_dir, shared_data, out, *overrides)
+    lora_b = [t for name, t in load_file(out / "adapter_model.safetensors").items() if "lora_B" in name]
+    assert lora_b and any(t.abs().max() > 0 for t in lora_b)
