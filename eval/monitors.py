@@ -115,7 +115,7 @@ def group_metrics(groups: Sequence[Sequence[Sample]]) -> dict[str, float]:
         "monitor/length_truncated": _mean([s.n_tokens for s in samples if s.truncated]),
         "monitor/truncated_rate": _mean([float(s.truncated) for s in samples]),
         "monitor/duplicate_share": _mean(duplicate),
-        "monitor/collapsed_group_share": _mean([float(d == 1.0) for d in duplicate if len(groups) > 0]),
+        "monitor/collapsed_group_share": _mean([float(d == 1.0) for d in duplicate]),
     }
 
 
