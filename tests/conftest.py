@@ -30,3 +30,17 @@ def tiny_model_dir(tmp_path_factory) -> Path:
     from lab.tiny_model import save_tiny_model
 
     return save_tiny_model(tmp_path_factory.mktemp("tiny_model"))
+
+
+@pytest.fixture(autouse=True)
+def _fresh_wandb_session():
+    """W&B keeps one process-wide session whose settings (WANDB_DIR, mode) freeze at the first run; tests that
+    log to W&B each need their own, or a later test's offline run lands in an earlier test's folder."""
+    yield
+    import sys
+
+    if "wandb" in sys.modules:
+        import wandb
+
+        wandb.finish()
+        wandb.teardown()
