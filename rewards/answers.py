@@ -223,7 +223,7 @@ def _extract_math(text: str) -> Answer:
             return Answer(None, reason, "boxed", len(boxes), end, content)
         from rewards.verify import TIME_BUDGET_S, answers_match  # late import: verify imports this module
 
-        budget = TIME_BUDGET_S / MAX_DISTINCT_BOXES
+        budget = TIME_BUDGET_S / len(others)  # the whole completion stays within one comparison's budget
         if not all(answers_match(other, content, task="math", timeout=budget) for other in others):
             return Answer(None, reason, "boxed", len(boxes), end, content)
     return Answer(content, "ok", "boxed", len(boxes), end, content)

@@ -11,12 +11,10 @@ from eval.run import score_predictions
 from eval.scoring import score_completion
 
 RUNAWAY = "Let me compute 18 again. " * 2000 + "18"
-# Reference solutions that may not re-score as correct, with the reason (see docs/eval.md).
-KNOWN_UNSCORABLE = {
-    # "$d = \\boxed{15\\frac{39}{40}},$ or $\\boxed{\\frac{639}{40}}$": two boxes; the extractor accepts them only if
-    # math-verify says they agree within a 0.2 s budget, which its first (cold) comparison can exceed -> "hedge".
-    ("math500", 451),
-}
+# Reference solutions that cannot re-score as correct, with the reason (see docs/eval.md). None today: MATH-500
+# row 451 ("$d = \\boxed{15\\frac{39}{40}},$ or $\\boxed{\\frac{639}{40}}$") has two boxes that math-verify must
+# find equal within the completion's time budget, which the extractor now gives whole to that one comparison.
+KNOWN_UNSCORABLE: set[tuple[str, int]] = set()
 
 
 @pytest.mark.parametrize(
