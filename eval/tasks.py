@@ -87,6 +87,7 @@ def get_task(name: str) -> Task:
 
 
 def is_local(path_or_hub: str) -> bool:
+    """A local file (by suffix, or because it exists); anything else is read as a hub id."""
     return Path(path_or_hub).suffix in (".jsonl", ".json") or Path(path_or_hub).exists()
 
 
@@ -98,6 +99,10 @@ def load_rows(task: Task, data: str | None = None, split: str | None = None):
     from datasets import load_dataset
 
     source = data or task.hub_id
+    if not source:
+        raise ValueError(
+            f"task {task.name!r} has no hub copy: pass --data with a local .jsonl of it (here: ../{task.local_default})"
+        )
     if is_local(source):
         path = Path(source)
         if not path.exists():

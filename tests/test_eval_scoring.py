@@ -128,3 +128,10 @@ def test_score_input_errors_are_clear(tmp_path, content, fields, error):
     else:
         with pytest.raises((ValueError, FileNotFoundError), match=error):
             score_predictions("gsm8k", predictions, tmp_path / "out", **fields)
+
+
+def test_task_without_hub_copy_asks_for_a_local_file():
+    from eval.tasks import get_task, load_rows
+
+    with pytest.raises(ValueError, match="no hub copy: pass --data"):
+        load_rows(get_task("math_train"))
