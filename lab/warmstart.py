@@ -54,11 +54,11 @@ class WarmStartSettings:
     batch_size: int = 32  # half of the feasibility run's 64: sequences here are longer (chat template + instruction)
     learning_rate: float = 1e-3  # tiny models from scratch want a large step
     warmup_steps: int = 50
-    max_steps: int = 1500  # give up after this many steps even below the threshold
+    max_steps: int = 2000  # give up after this many steps even below the threshold
     # stopping rule
     eval_every: int = 50  # steps between held-out evaluations
     eval_n: int = 200  # held-out problems per evaluation (the whole fixed held-out set)
-    stop_at_accuracy: float = 0.25  # stop at the first evaluation at or above this (aim: 20-60% for GRPO)
+    stop_at_accuracy: float = 0.3  # stop at the first evaluation at or above this (aim: 20-60% for GRPO)
     max_new_tokens: int = 32  # the longest solution (2 steps) is ~25 tokens
 
     def __post_init__(self):
@@ -113,10 +113,12 @@ def heldout_accuracy(model, tokenizer, heldout_path: Path, limit: int, max_new_t
     from eval.run import evaluate
 
     was_training = model.training
-    result = evaluate(
-        model, tokenizer, TASK, data=str(heldout_path), limit=limit, max_new_tokens=max_new_tokens, batch_size=64
-    )
-    model.train(was_training)
+    model.eval()
+    try:
+        result = evaluate(model, tokenizer, TASK, data=str(heldout_path), limit=limit, max_new_tokens=max_new_tokens,
+                          batch_size=100, progress=False)  # fmt: skip
+    finally:
+        model.train(was_training)
     return float(result["accuracy"])
 
 

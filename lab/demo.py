@@ -1,0 +1,190 @@
+"""The CPU lab demo (`make demo`): GRPO that measurably teaches a tiny model, and the controls that prove it.
+
+1. Warm start: a ~1.4M-parameter Qwen2 taught by SFT until it solves a modest share of held-out problems
+   (``lab.warmstart``; cached, so a second demo starts from it at once).
+2. From that same start, one GRPO run per config (``recipes/configs/lab/``), each through the GRPO recipe with its
+   monitors and JSON-lines log:
+   - ``grpo_lab_default``: correctness + a small format bonus. Held-out accuracy should rise clearly.
+   - ``grpo_lab_random``: a reward that pays at random. Accuracy must not rise (the gain is the signal's).
+   - ``grpo_lab_format_only``: a hackable reward. Reward goes up while accuracy stays flat or falls; the hack
+     probes name what the reward pays for.
+   - ``grpo_lab_dr_grpo``: Dr. GRPO with the default rewards: accuracy and wrong-answer length next to grpo's.
+3. A report (``report.md`` + PNGs) putting them side by side, with the seed and the exact commands.
+
+    OMP_NUM_THREADS=2 python -m lab.demo                 # the short version (what `make demo` runs)
+    OMP_NUM_THREADS=2 python -m lab.demo --steps 200     # the full version (docs/lab.md has both timings)
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import shlex
+import sys
+import time
+from pathlib import Path
+
+from lab import matrix
+from lab.warmstart import DEFAULT_CACHE_ROOT, LAB_ROOT, WarmStartSettings, prepare_lab
+
+CONFIG_DIR = Path("recipes/configs/lab")
+DEMO_CONFIGS = ["grpo_lab_default", "grpo_lab_random", "grpo_lab_format_only", "grpo_lab_dr_grpo"]
+DEFAULT_STEPS = 40  # per GRPO run in the short demo; most of the gain comes in the first ~50 steps
+TARGET_GAIN = 0.15  # the issue's target for the default reward set, in accuracy points / 100
+
+
+def main(argv: list[str] | None = None) -> Path:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--seed", type=int, default=0, help="seed of the warm start and of every GRPO run")
+    parser.add_argument("--steps", type=int, default=DEFAULT_STEPS, help="GRPO steps per run")
+    parser.add_argument("--configs", nargs="*", default=DEMO_CONFIGS, help="config names under recipes/configs/lab")
+    parser.add_argument("--out", default=None, help="report folder (default runs/lab/demo/<time>)")
+    parser.add_argument("--cache-root", default=str(DEFAULT_CACHE_ROOT))
+    args = parser.parse_args(argv)
+    logging.basicConfig(format="%(message)s")
+    logging.getLogger("lab").setLevel(logging.INFO)  # the warm start's held-out accuracy as it trains
+    configs = [CONFIG_DIR / f"{name}.yaml" for name in args.configs]
+    missing = [str(c) for c in configs if not c.exists()]
+    if missing:
+        parser.error(
+            f"configs not found: {missing}; the lab's configs are {sorted(p.stem for p in CONFIG_DIR.glob('*.yaml'))}"
+        )
+    out = Path(args.out or LAB_ROOT / "demo" / time.strftime("%Y%m%d-%H%M%S"))
+    out.mkdir(parents=True, exist_ok=True)
+    started = time.monotonic()
+
+    # 1. Warm start (cached) and the lab's data
+    t0 = time.monotonic()
+    paths = prepare_lab(WarmStartSettings(seed=args.seed), args.cache_root)
+    warm = json.loads((paths["model"] / "warmstart.json").read_text())
+    warm_seconds = time.monotonic() - t0
+    print(
+        f"[demo] warm start {paths['model']}: held-out accuracy {warm['heldout_accuracy']} at SFT step {warm['steps']}"
+    )
+
+    # 2. One GRPO run per config, all from the same start, through the recipe (lab.matrix runs it in-process)
+    extra = ["--model_name_or_path", str(paths["model"]), "--data", str(paths["train"]),
+             "--eval_data", str(paths["heldout"]), "--max_steps", str(args.steps)]  # fmt: skip
+    seconds = {}
+    for config in configs:
+        t0 = time.monotonic()
+        matrix.run_matrix([str(config)], [args.seed], out, extra)
+        seconds[config.stem] = time.monotonic() - t0
+
+    # 3. The report
+    report = write_report(out, args, warm, paths, extra, seconds, warm_seconds, time.monotonic() - started)
+    print(f"\n[demo] report: {report}  ({time.monotonic() - started:.0f} s in all)")
+    return report
+
+
+def write_report(out: Path, args, warm: dict, paths: dict, extra, seconds, warm_seconds, total) -> Path:
+    """``report.md`` with the headline numbers, the controls, grpo vs dr_grpo, the table, plots and commands."""
+    groups = matrix.collect(out)
+    runs = {name: rs[0] for name, rs in groups.items()}
+    pngs = matrix.plot_matrix(out, groups)
+    warm_png = plot_warm_start(warm, out / "warmstart.png")
+    lines = [f"# CPU lab demo (seed {args.seed}, {args.steps} GRPO steps per run)", ""]
+    lines += [f"Warm start: {warm['params']:,}-parameter Qwen2, SFT stopped at step {warm['steps']} with held-out "
+              f"accuracy {warm['heldout_accuracy']:.3f} (threshold {warm['settings']['stop_at_accuracy']}; "
+              f"{warm['seconds']:.0f} s to train, {warm_seconds:.0f} s in this demo: "
+              f"{'reused from the cache' if warm_seconds < 0.5 * warm['seconds'] else 'trained now'}).",
+              ""]  # fmt: skip
+    lines += findings(runs, out)
+    lines += ["", "## All runs", "", matrix.comparison_table(groups), ""]
+    lines += ["Accuracy: greedy, on the 200-problem held-out set. Lengths: mean tokens of held-out answers after "
+              "training. Degenerate groups: share of GRPO groups all right or all wrong. Gap: mean training reward "
+              "minus share of correct training answers, over the last quarter of steps.", ""]  # fmt: skip
+    lines += [f"![{p.stem}]({p.name})" for p in [*pngs, warm_png]]
+    lines += ["", "## Time", ""]
+    lines += [f"- {name}: {s:.0f} s" for name, s in seconds.items()]
+    lines += [f"- warm start in this demo: {warm_seconds:.0f} s; whole demo: {total:.0f} s", ""]
+    lines += ["## Reproduce", "", "```",
+              f"OMP_NUM_THREADS=2 python -m lab.demo --seed {args.seed} --steps {args.steps}",
+              "# the same, step by step:",
+              f"python -m lab.warmstart --seed {args.seed}"]  # fmt: skip
+    for name in runs:
+        cmd = ["python", "-m", "recipes.grpo", "--config", str(CONFIG_DIR / f"{name}.yaml"), "--seed", str(args.seed),
+               "--output_dir", str(out / name / f"seed{args.seed}"), *extra]  # fmt: skip
+        lines.append(shlex.join(cmd))
+    lines += [f"python -m lab.matrix --out {out} --table-only", "```", "",
+              f"Each run's folder holds report.json, log.jsonl (monitors), probes.json, eval_before/ and eval_after/. "
+              f"Command line of this demo: `{shlex.join(sys.argv)}`."]  # fmt: skip
+    path = out / "report.md"
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def findings(runs: dict, out: Path) -> list[str]:
+    """The experiment's verdicts in words, each from the measured numbers (a missing run is said to be missing)."""
+    lines = ["## What happened", ""]
+
+    def acc(name):
+        r = runs.get(name)
+        return (r.accuracy_before, r.accuracy_after) if r and r.accuracy_after is not None else (None, None)
+
+    before, after = acc("grpo_lab_default")
+    if after is not None:
+        gain = after - before
+        verdict = "meets" if gain >= TARGET_GAIN else "MISSES"
+        lines.append(f"- **Default rewards (grpo)**: held-out accuracy {before:.3f} → {after:.3f} "
+                     f"({gain * 100:+.1f} points; {verdict} the +{TARGET_GAIN * 100:.0f}-point target).")  # fmt: skip
+    before, after = acc("grpo_lab_random")
+    if after is not None:
+        verdict = "did not rise, as it must" if after <= before + 0.035 else "ROSE: the default gain may not be signal"
+        lines.append(f"- **Random reward (control)**: {before:.3f} → {after:.3f}: accuracy {verdict} "
+                     "(tolerance: one standard error, 3.5 points).")  # fmt: skip
+    hack = runs.get("grpo_lab_format_only")
+    if hack and hack.accuracy_after is not None:
+        rose = hack.reward_end is not None and hack.reward_start is not None and hack.reward_end > hack.reward_start
+        flat = hack.accuracy_after <= hack.accuracy_before + 0.035
+        signature = "the hacking signature" if rose and flat else "NOT the hacking signature in this run"
+        lines.append(f"- **Format-only reward (hackable)**: training reward {hack.reward_start:.3f} → "
+                     f"{hack.reward_end:.3f}, held-out accuracy {hack.accuracy_before:.3f} → "
+                     f"{hack.accuracy_after:.3f}: {signature}.")  # fmt: skip
+        lines += probe_lines(out / "grpo_lab_format_only" / f"seed{hack.seed}" / "probes.json")
+    a, b = runs.get("grpo_lab_default"), runs.get("grpo_lab_dr_grpo")
+    if a and b and a.accuracy_after is not None and b.accuracy_after is not None:
+        lines.append(f"- **grpo vs dr_grpo**: accuracy {a.accuracy_after:.3f} vs {b.accuracy_after:.3f}; mean length "
+                     f"of wrong answers {_tokens(a.length_wrong)} vs {_tokens(b.length_wrong)} tokens, of correct "
+                     f"ones {_tokens(a.length_correct)} vs {_tokens(b.length_correct)}.")  # fmt: skip
+    return lines
+
+
+def probe_lines(path: Path) -> list[str]:
+    """The hack probes that the run's reward set pays at least as well as a genuine answer (from probes.json)."""
+    if not path.exists():
+        return ["  - (no probes.json: the recipe ran without probe problems)"]
+    probes = json.loads(path.read_text())
+    correct = probes["genuine_correct"]["score"]
+    hits = [(n, p) for n, p in probes.items() if p.get("violation")]
+    if not hits:
+        return [f"  - hack probes: none passes under this reward set (genuine correct scores {correct:.3f})"]
+    return [f"  - hack probe `{n}` scores {p['score']:.3f} vs genuine correct {correct:.3f}: {p['description']}"
+            for n, p in hits]  # fmt: skip
+
+
+def _tokens(value: float | None) -> str:
+    return "–" if value is None else f"{value:.1f}"
+
+
+def plot_warm_start(warm: dict, path: Path) -> Path:
+    """Held-out accuracy against SFT step: flat for a while, then the jump the stopping rule waits for."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(5, 3))
+    ax.plot([c["step"] for c in warm["curve"]], [c["accuracy"] for c in warm["curve"]], marker=".")
+    ax.axhline(warm["settings"]["stop_at_accuracy"], color="gray", linestyle="--", label="stop threshold")
+    ax.set(xlabel="SFT step", ylabel="held-out accuracy", title="warm start", ylim=(0, 1))
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    return path
+
+
+if __name__ == "__main__":
+    main()
