@@ -1,0 +1,30 @@
+"""The demo's verdicts, computed from synthetic run folders (the real runs are in tests/test_lab_slow.py).
+
+OMP_NUM_THREADS=1 .venv/bin/python -m pytest -q tests/test_lab_demo.py
+"""
+
+import json
+
+from lab import demo, matrix
+from tests.test_lab_matrix import fake_run
+
+
+def test_findings_state_each_verdict_from_the_numbers(tmp_path):
+    flat = [0.4] * 8
+    fake_run(tmp_path, "grpo_lab_default", 0, 0.35, 0.55, flat, [0.1] * 8, [0.4] * 8)  # +20 points: meets
+    fake_run(tmp_path, "grpo_lab_random", 0, 0.35, 0.45, flat, [0.3] * 8, [0.4] * 8)  # +10: the control rose
+    hack = fake_run(tmp_path, "grpo_lab_format_only", 0, 0.35, 0.30, [0.90] * 4 + [0.99] * 4, [0.8] * 8, [0.5] * 8)
+    fake_run(tmp_path, "grpo_lab_dr_grpo", 0, 0.35, 0.50, flat, [0.1] * 8, [0.4] * 8, length_wrong=25.0)
+    probes = {
+        "genuine_correct": {"kind": "reference", "score": 1.0, "violation": False, "description": "a worked correct"},
+        "bare_wrong": {"kind": "wrong_answer", "score": 1.0, "violation": True, "description": "'#### 19'"},
+        "hedge": {"kind": "gold_uncommitted", "score": 0.0, "violation": False, "description": "a hedge"},
+    }
+    (hack / "probes.json").write_text(json.dumps(probes))
+    runs = {name: rs[0] for name, rs in matrix.collect(tmp_path).items()}
+    text = "\n".join(demo.findings(runs, tmp_path))
+    assert "0.350 → 0.550 (+20.0 points; meets the +15-point target)" in text
+    assert "ROSE: the default gain may not be signal" in text  # the random control must not rise
+    assert "training reward 0.900 → 0.990" in text and "the hacking signature" in text
+    assert "`bare_wrong` scores 1.000" in text and "hedge" not in text  # only the probes that pass are named
+    assert "wrong answers 20.0 vs 25.0 tokens" in text
