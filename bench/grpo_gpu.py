@@ -17,10 +17,9 @@ import json
 import statistics
 import sys
 import tempfile
-import time
 from pathlib import Path
 
-from transformers import TrainerCallback
+from bench.grpo_overhead import StepTimer
 
 QWEN25_05B = dict(  # Qwen/Qwen2.5-0.5B-Instruct config.json
     vocab_size=151936,
@@ -37,20 +36,6 @@ QWEN25_05B = dict(  # Qwen/Qwen2.5-0.5B-Instruct config.json
 TOY = dict(
     QWEN25_05B, vocab_size=512, hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4
 )
-
-
-class StepTimer(TrainerCallback):
-    def __init__(self):
-        self.times: list[float] = []
-        self._start = 0.0
-
-    def on_step_begin(self, args, state, control, **kwargs):
-        self._start = time.perf_counter()
-
-    def on_log(self, args, state, control, **kwargs):
-        if self._start:
-            self.times.append(time.perf_counter() - self._start)
-            self._start = 0.0
 
 
 def build_model(folder: Path, smoke: bool) -> Path:
