@@ -27,8 +27,10 @@ lint: venv
 demo: venv
 	OMP_NUM_THREADS=2 $(PY) -m lab.demo
 
-bench: venv
+bench: venv  # CPU benchmarks; bench.grpo_gpu needs a CUDA GPU
 	$(PY) -m bench.rewards_speed
+	$(PY) -m bench.eval_speed
+	$(PY) -m bench.grpo_overhead
 
 clean:
 	rm -rf runs outputs
