@@ -19,6 +19,7 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from lab.rewards import random_reward
 from rewards.correctness import gsm8k_correctness_reward, math_correctness_reward
 from rewards.format import DEFAULT_BONUS, gsm8k_format_reward, math_format_reward
 from rewards.judge import JudgeReward, answer_line_correctness_reward
@@ -45,6 +46,7 @@ REGISTRY: dict[str, RewardInfo] = {
     "gsm8k_format": RewardInfo(gsm8k_format_reward, "format", DEFAULT_BONUS),
     "math_format": RewardInfo(math_format_reward, "format", DEFAULT_BONUS),
     "number_anywhere": RewardInfo(number_anywhere_reward, "partial", PARTIAL_CREDIT),  # deliberately hackable
+    "lab_random": RewardInfo(random_reward, "partial", 1.0),  # the CPU lab's control: pays 0/1 at random
     "answer_line_correctness": RewardInfo(answer_line_correctness_reward, "correctness", 1.0),  # judge lab checker
     "llm_judge": RewardInfo(JudgeReward(), "judge", 1.0),  # configured by LEASH_JUDGE_* env vars (rewards/judge.py)
 }
@@ -71,7 +73,7 @@ def get_reward(name: str) -> Callable:
     >>> get_reward("gsm8k_corectness")
     Traceback (most recent call last):
     ...
-    ValueError: unknown reward 'gsm8k_corectness': known rewards are ['answer_line_correctness', 'gsm8k_correctness', 'gsm8k_format', 'llm_judge', 'math_correctness', 'math_format', 'number_anywhere']
+    ValueError: unknown reward 'gsm8k_corectness': known rewards are ['answer_line_correctness', 'gsm8k_correctness', 'gsm8k_format', 'lab_random', 'llm_judge', 'math_correctness', 'math_format', 'number_anywhere']
     """  # noqa: E501
     return reward_info(name).func
 
@@ -124,12 +126,20 @@ def check_reward_weights(names: list[str], weights: list[float] | None = None, o
                 others.append(name)
     if other_pay < correct_pay:
         return
-    message = (
-        f"reward set {names} with weights {weights}: the non-correctness terms can pay a wrong answer "
-        f"{_fmt(other_pay)} but correctness pays only {_fmt(correct_pay)} more for a correct one. "
-        f"Lower the weights of {', '.join(others) or 'the other terms'} (or raise the correctness weight) so that "
-        f"{_fmt(other_pay)} < {_fmt(correct_pay)}, or pass on_violation='warn' to train anyway."
-    )
+    if correct_pay == 0:
+        message = (
+            f"reward set {names} with weights {weights} has no correctness term, so nothing tells a right answer "
+            f"from a wrong one and its terms can pay a wrong answer {_fmt(other_pay)}. Add a correctness reward "
+            f"(e.g. gsm8k_correctness) with a weight above {_fmt(other_pay)}, or pass on_violation='warn' "
+            f"(reward_check: warn in a recipe config) to train this set anyway."
+        )
+    else:
+        message = (
+            f"reward set {names} with weights {weights}: the non-correctness terms can pay a wrong answer "
+            f"{_fmt(other_pay)} but correctness pays only {_fmt(correct_pay)} more for a correct one. "
+            f"Lower the weights of {', '.join(others) or 'the other terms'} (or raise the correctness weight) so "
+            f"that {_fmt(other_pay)} < {_fmt(correct_pay)}, or pass on_violation='warn' to train anyway."
+        )
     if on_violation == "error":
         raise ValueError(message)
     logger.warning("REWARD HACK RISK: %s", message)

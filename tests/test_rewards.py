@@ -193,3 +193,10 @@ def test_rewards_never_raise_on_arbitrary_text(text, gold):
     for name in ("gsm8k_correctness", "math_correctness", "gsm8k_format", "math_format", "number_anywhere"):
         (score,) = get_reward(name)([conversation(text)], answer=[gold])
         assert score is None or 0.0 <= score <= 1.0
+
+
+def test_reward_set_without_correctness_says_to_add_one():
+    # format only: nothing separates right from wrong answers; the message names the fix, not "1 < 0"
+    with pytest.raises(ValueError, match="has no correctness term") as err:
+        check_reward_weights(["gsm8k_format"], [1.0])
+    assert "Add a correctness reward" in str(err.value)
