@@ -122,7 +122,7 @@ def plot_lengths(records: list[dict], path: str | Path, title: str = "completion
         ax.axvline(float(np.median(values)), color=colour, linestyle="--", linewidth=1)
     ax.set_xlabel("completion length (tokens)")
     ax.set_ylabel("share of samples per token (density)")
-    ax.set_title(title)
+    ax.set_title(title, fontsize=10, wrap=True)  # long file names must not run off the figure
     ax.legend(fontsize=8)
     fig.tight_layout()
     fig.savefig(path)
