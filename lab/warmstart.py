@@ -26,7 +26,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from lab.problems import Difficulty, heldout_problems, train_problems, write_jsonl
-from lab.tiny_model import build_model, build_tokenizer, default_corpus
+from lab.tiny_model import CHAT_TEMPLATE, build_model, build_tokenizer, default_corpus
 
 logger = logging.getLogger(__name__)
 
@@ -73,7 +73,12 @@ class WarmStartSettings:
         >>> WarmStartSettings().key() == WarmStartSettings().key() != WarmStartSettings(seed=1).key()
         True
         """
-        return hashlib.sha1(json.dumps(asdict(self), sort_keys=True).encode()).hexdigest()[:12]
+        # The prompt the model is trained on is part of what it learned: a changed instruction or chat template
+        # must not silently reuse a model warm-started on the old one.
+        from eval.tasks import get_task
+
+        prompt = {"instruction": get_task(TASK).instruction, "chat_template": CHAT_TEMPLATE}
+        return hashlib.sha1(json.dumps({**asdict(self), **prompt}, sort_keys=True).encode()).hexdigest()[:12]
 
 
 def lab_tokenizer(settings: WarmStartSettings):

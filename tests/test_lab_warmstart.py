@@ -83,3 +83,15 @@ def test_tokenizer_keeps_chat_words_whole_and_digits_single():
 def test_bad_settings_fail_before_any_training(bad, message):
     with pytest.raises(ValueError, match=message):
         WarmStartSettings(**bad)
+
+
+def test_cache_key_changes_with_the_prompt(monkeypatch):
+    # a model warm-started on one instruction must not be reused for another (the cache is keyed by settings+prompt)
+    from dataclasses import replace
+
+    from eval import tasks
+    from lab.warmstart import TASK, WarmStartSettings
+
+    before = WarmStartSettings().key()
+    monkeypatch.setitem(tasks.TASKS, TASK, replace(tasks.TASKS[TASK], instruction="End with #### and the number."))
+    assert WarmStartSettings().key() != before
