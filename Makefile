@@ -15,7 +15,7 @@ venv: .venv/.installed
 	touch $@
 
 test: venv
-	$(PY) -m pytest -q tests rewards eval lab
+	$(PY) -m pytest -q tests rewards eval lab recipes
 
 test-slow: venv
 	$(PY) -m pytest -q -m slow tests

@@ -135,20 +135,23 @@ def main(script_args, training_args, model_args):
 
     # Validate everything that can be checked without a model, data included
     args = script_args
-    if not args.data:
-        raise ValueError("no data: set data: to a rollouts file (python -m eval.rollouts sample), pairs or a hub set")
-    check_dpo_loss(training_args.loss_type, training_args.loss_weights)
-    eval_task = get_task(args.eval_task)
-    validate.check_quantization(model_args.load_in_4bit, model_args.load_in_8bit, model_args.use_peft)
-    pairs, pair_report = load_preference_dataset(
-        args.data,
-        split=args.data_split,
-        max_pairs_per_problem=args.max_pairs_per_problem or None,
-        length_tolerance=args.length_tolerance,
-        seed=training_args.seed,
-    )
-    if pair_report:
-        print("pairs built from the rollouts: " + json.dumps(pair_report))
+    with validate.config_errors():  # bad input stops here, before any model loads (one line on the CLI)
+        if not args.data:
+            raise ValueError(
+                "no data: set data: to a rollouts file (python -m eval.rollouts sample), pairs or a hub set"
+            )
+        check_dpo_loss(training_args.loss_type, training_args.loss_weights)
+        eval_task = get_task(args.eval_task)
+        validate.check_quantization(model_args.load_in_4bit, model_args.load_in_8bit, model_args.use_peft)
+        pairs, pair_report = load_preference_dataset(
+            args.data,
+            split=args.data_split,
+            max_pairs_per_problem=args.max_pairs_per_problem or None,
+            length_tolerance=args.length_tolerance,
+            seed=training_args.seed,
+        )
+        if pair_report:
+            print("pairs built from the rollouts: " + json.dumps(pair_report))
 
     # Run identity for W&B grouping, and the resolved config (secrets redacted) beside the outputs
     adapter = "qlora" if model_args.load_in_4bit else "lora" if model_args.use_peft else "full"
@@ -238,4 +241,4 @@ def make_parser():
 
 
 if __name__ == "__main__":
-    main(*validate.parse_or_explain(make_parser()))
+    validate.run_cli(make_parser, main)

@@ -82,12 +82,13 @@ def main(script_args, training_args, model_args):
 
     # Validate everything that can be checked without a model
     args, names, weights = script_args, script_args.reward_funcs, training_args.reward_weights
-    task, eval_task = check_args(script_args, training_args, model_args)
+    with validate.config_errors():  # bad input stops here, before any model loads (one line on the CLI)
+        task, eval_task = check_args(script_args, training_args, model_args)
 
-    # Data: the prompt builder eval uses, so train and eval prompts match
-    rows = load_rows(task, args.data)
-    rows = to_prompt_rows(task, rows.select(range(min(args.train_limit, len(rows)))) if args.train_limit else rows)
-    validate.check_answer_column(rows.column_names, args.data or task.hub_id)
+        # Data: the prompt builder eval uses, so train and eval prompts match
+        rows = load_rows(task, args.data)
+        rows = to_prompt_rows(task, rows.select(range(min(args.train_limit, len(rows)))) if args.train_limit else rows)
+        validate.check_answer_column(rows.column_names, args.data or task.hub_id)
 
     # Rewards, wrapped by the monitor (same names, so TRL's rewards/<name>/mean keys do not change)
     funcs = [get_reward(name) for name in names]
@@ -186,4 +187,4 @@ def make_parser():
 
 
 if __name__ == "__main__":
-    main(*validate.parse_or_explain(make_parser()))
+    validate.run_cli(make_parser, main)

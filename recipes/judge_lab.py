@@ -86,22 +86,23 @@ def main(script_args, training_args, model_args):
 
     # Validate everything that can be checked without the policy model
     args = script_args
-    check_lab(args, training_args)
-    validate.check_loss(training_args.loss_type, training_args.scale_rewards)
-    validate.check_rewards([args.reward], training_args.reward_weights, on_violation="warn")  # hackable on purpose
-    validate.check_vllm(training_args.use_vllm, training_args.vllm_mode)
-    if args.reward == "llm_judge":
-        reward = make_judge_reward(
-            args.judge_backend, args.judge_model, args.judge_base_url, args.judge_api_key_env,
-            **({"max_concurrency": args.judge_max_concurrency, "timeout_s": args.judge_timeout_s,
-                "max_retries": args.judge_max_retries} if args.judge_backend == "openai" else {}),
-        )  # fmt: skip
-        if args.judge_backend == "openai":  # one request now, so a wrong URL or model fails before the model loads
-            [probe] = reward.client.score_many([judge_messages("What is 2 + 2?", "2 + 2 = 4\nAnswer: 4")])
-            if probe.error:
-                raise ValueError(f"the judge endpoint does not answer: {probe.error}. Start it (docs/judge_lab.md)")
-    else:
-        reward = get_reward(args.reward)
+    with validate.config_errors():  # bad input stops here, before any model loads (one line on the CLI)
+        check_lab(args, training_args)
+        validate.check_loss(training_args.loss_type, training_args.scale_rewards)
+        validate.check_rewards([args.reward], training_args.reward_weights, on_violation="warn")  # hackable on purpose
+        validate.check_vllm(training_args.use_vllm, training_args.vllm_mode)
+        if args.reward == "llm_judge":
+            reward = make_judge_reward(
+                args.judge_backend, args.judge_model, args.judge_base_url, args.judge_api_key_env,
+                **({"max_concurrency": args.judge_max_concurrency, "timeout_s": args.judge_timeout_s,
+                    "max_retries": args.judge_max_retries} if args.judge_backend == "openai" else {}),
+            )  # fmt: skip
+            if args.judge_backend == "openai":  # one request now, so a wrong URL or model fails before the model loads
+                [probe] = reward.client.score_many([judge_messages("What is 2 + 2?", "2 + 2 = 4\nAnswer: 4")])
+                if probe.error:
+                    raise ValueError(f"the judge endpoint does not answer: {probe.error}. Start it (docs/judge_lab.md)")
+        else:
+            reward = get_reward(args.reward)
 
     # One prompt; the tracker and the per-step answer log hook into TRL's callbacks and reward-side logging
     rows = lab_dataset(args.question, args.gold_answer)
@@ -150,4 +151,4 @@ def make_parser():
 
 
 if __name__ == "__main__":
-    main(*validate.parse_or_explain(make_parser()))
+    validate.run_cli(make_parser, main)

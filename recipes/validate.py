@@ -21,8 +21,10 @@ import importlib.util
 import json
 import logging
 import re
+import sys
 import warnings
 from collections.abc import Sequence
+from contextlib import contextmanager
 from pathlib import Path
 
 logger = logging.getLogger(__name__)
@@ -248,3 +250,37 @@ def save_resolved_config(path: str | Path, *dataclass_objects) -> dict:
     Path(path).parent.mkdir(parents=True, exist_ok=True)
     Path(path).write_text(json.dumps(config, indent=1, sort_keys=True))
     return config
+
+
+class ConfigError(ValueError):
+    """Bad input (config, data, reward set) found before any model is loaded; the CLI prints it as one line."""
+
+
+@contextmanager
+def config_errors():
+    """Re-raise the ValueError/FileNotFoundError of a recipe's checks as ``ConfigError``.
+
+    >>> with config_errors():
+    ...     raise FileNotFoundError("data file x.jsonl does not exist")
+    Traceback (most recent call last):
+    ...
+    recipes.validate.ConfigError: data file x.jsonl does not exist
+    """
+    try:
+        yield
+    except ConfigError:
+        raise
+    except (ValueError, FileNotFoundError) as error:
+        raise ConfigError(str(error)) from error
+
+
+def run_cli(make_parser, main) -> None:
+    """A recipe's command line: YAML + flags, then ``main``; bad input exits with ``error: ...`` and status 2
+    instead of a traceback (errors after the model is loaded keep their traceback)."""
+    try:
+        with config_errors():
+            args = parse_or_explain(make_parser())
+        main(*args)
+    except ConfigError as error:
+        print(f"error: {error}", file=sys.stderr)
+        sys.exit(2)

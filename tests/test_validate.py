@@ -115,3 +115,27 @@ def test_redaction_of_secrets_in_the_resolved_config(tmp_path):
     text = (tmp_path / "c.json").read_text()
     assert "hf_secret_value" not in text and config["hub_token"] == "<redacted>"
     assert config["max_completion_length"] == 16  # numbers under *token*-like keys are not secrets
+
+
+@pytest.mark.parametrize(
+    "recipe, flags, message",
+    [
+        # unknown loss type: one line naming the valid ones, exit status 2, no traceback
+        ("recipes.grpo", ["--config", "recipes/configs/tiny/grpo_cpu.yaml", "--loss_type", "drgrpo"], "dr_grpo"),
+        # a missing data file, in the DPO recipe
+        ("recipes.dpo", ["--config", "recipes/configs/tiny/dpo_cpu.yaml", "--data", "missing.jsonl"], "missing.jsonl"),
+        # a missing config file
+        ("recipes.grpo", ["--config", "missing.yaml"], "missing.yaml"),
+    ],
+)
+def test_cli_prints_bad_input_as_one_line(recipe, flags, message):
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    done = subprocess.run([sys.executable, "-m", recipe, *flags], cwd=root, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2
+    assert "Traceback" not in done.stderr
+    error_lines = [line for line in done.stderr.splitlines() if line.startswith("error: ")]
+    assert len(error_lines) == 1 and message in error_lines[0], done.stderr[-2000:]
