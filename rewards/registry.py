@@ -19,7 +19,7 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from lab.rewards import random_reward
+from rewards.control import random_reward
 from rewards.correctness import gsm8k_correctness_reward, math_correctness_reward
 from rewards.format import DEFAULT_BONUS, gsm8k_format_reward, math_format_reward
 from rewards.judge import JudgeReward, answer_line_correctness_reward

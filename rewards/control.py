@@ -1,4 +1,4 @@
-"""Control rewards for the lab: signals that carry NO information about correctness, on purpose.
+"""Control rewards (the CPU lab uses them): signals that carry NO information about correctness, on purpose.
 
 - ``random_reward``: 0 or 1 at random, independent of the completion. If GRPO with it improved held-out accuracy,
   the "gain" of a real run would be extra steps or noise, not the reward's signal; with it, accuracy must not rise.
@@ -37,7 +37,7 @@ def random_reward(completions, trainer_state=None, **kwargs) -> list[float]:
     step = getattr(trainer_state, "global_step", 0)
     scores = []
     for position, completion in enumerate(completions):
-        text = json.dumps(completion, sort_keys=True, default=str)  # plain or conversational, no import of rewards/
+        text = json.dumps(completion, sort_keys=True, default=str)  # plain or conversational alike
         digest = hashlib.sha256(f"{step}|{position}|{text}".encode()).digest()
         scores.append(float(digest[0] & 1))
     return scores
