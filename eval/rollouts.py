@@ -36,6 +36,8 @@ import logging
 import os
 from pathlib import Path
 
+from eval.run import iter_jsonl
+
 logger = logging.getLogger(__name__)
 
 ROLLOUTS_FILE = "rollouts.jsonl"
@@ -89,18 +91,10 @@ def read_rollouts(path: str | Path) -> list[dict]:
     if not path.exists():
         raise FileNotFoundError(f"rollouts file {path} does not exist: write it with `python -m eval.rollouts sample`")
     records = []
-    with open(path, encoding="utf-8") as f:
-        for n, line in enumerate(f, start=1):
-            if not line.strip():
-                continue
-            try:
-                records.append(json.loads(line))
-            except json.JSONDecodeError as err:
-                raise ValueError(f"{path} line {n} is not JSON: rerun `python -m eval.rollouts sample`") from err
-            if "completions" not in records[-1] or "pass_rate" not in records[-1]:
-                raise ValueError(
-                    f"{path} line {n} has no completions/pass_rate: not a file from `eval.rollouts sample`"
-                )
+    for n, record in iter_jsonl(path, "rerun `python -m eval.rollouts sample`"):
+        if "completions" not in record or "pass_rate" not in record:
+            raise ValueError(f"{path} line {n} has no completions/pass_rate: not a file from `eval.rollouts sample`")
+        records.append(record)
     return records
 
 

@@ -266,27 +266,32 @@ def log_to_wandb(results: dict, records: list[dict], config: dict) -> None:
     run.finish()
 
 
+def iter_jsonl(path: Path, not_json_hint: str):
+    """(line number, object) for each non-blank line of a JSONL file; a corrupt line raises ValueError naming it."""
+    with open(path, encoding="utf-8") as f:
+        for n, line in enumerate(f, start=1):
+            if not line.strip():
+                continue
+            try:
+                yield n, json.loads(line)
+            except json.JSONDecodeError as e:
+                raise ValueError(f"{path} line {n} is not JSON ({e}): {not_json_hint}") from e
+
+
 def read_predictions(path: str | Path, completion_field: str, gold_field: str) -> list[dict]:
     """Rows of a predictions JSONL, checked for the two fields before anything else runs."""
     path = Path(path)
     if not path.exists():
         raise FileNotFoundError(f"predictions file {path} does not exist: pass --predictions with a .jsonl path")
     rows = []
-    with open(path, encoding="utf-8") as f:
-        for n, line in enumerate(f, start=1):
-            if not line.strip():
-                continue
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError as e:
-                raise ValueError(f"{path} line {n} is not JSON ({e}): each line must be one JSON object") from e
-            missing = [k for k in (completion_field, gold_field) if k not in row]
-            if missing:
-                raise ValueError(
-                    f"{path} line {n} has no {missing} field(s) (it has {sorted(row)}): "
-                    "name the fields with --completion-field / --gold-field"
-                )
-            rows.append(row)
+    for n, row in iter_jsonl(path, "each line must be one JSON object"):
+        missing = [k for k in (completion_field, gold_field) if k not in row]
+        if missing:
+            raise ValueError(
+                f"{path} line {n} has no {missing} field(s) (it has {sorted(row)}): "
+                "name the fields with --completion-field / --gold-field"
+            )
+        rows.append(row)
     if not rows:
         raise ValueError(f"predictions file {path} holds no rows")
     return rows
