@@ -31,12 +31,10 @@ happens with probability p^G + (1-p)^G, so problems far from 50% mostly waste co
 from __future__ import annotations
 
 import argparse
-import json
 import logging
-import os
 from pathlib import Path
 
-from eval.run import iter_jsonl
+from eval.run import iter_jsonl, write_jsonl
 
 logger = logging.getLogger(__name__)
 
@@ -118,18 +116,6 @@ def grpo_rows(records: list[dict], task_name: str) -> list[dict]:
         }
         for r in records
     ]
-
-
-def write_jsonl(rows: list[dict], path: str | Path) -> Path:
-    """Write rows as JSON lines, atomically (a kill leaves the old file or the new one, never half of one)."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "w", encoding="utf-8") as f:
-        for row in rows:
-            f.write(json.dumps(row, ensure_ascii=False) + "\n")
-    os.replace(tmp, path)
-    return path
 
 
 def rollout_records(samples: list[dict], task_name: str) -> list[dict]:

@@ -278,6 +278,18 @@ def iter_jsonl(path: Path, not_json_hint: str):
                 raise ValueError(f"{path} line {n} is not JSON ({e}): {not_json_hint}") from e
 
 
+def write_jsonl(rows: list[dict], path: str | Path) -> Path:
+    """Write rows as JSON lines, atomically (a kill leaves the old file or the new one, never half of one)."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    with open(tmp, "w", encoding="utf-8") as f:
+        for row in rows:
+            f.write(json.dumps(row, ensure_ascii=False) + "\n")
+    os.replace(tmp, path)
+    return path
+
+
 def read_predictions(path: str | Path, completion_field: str, gold_field: str) -> list[dict]:
     """Rows of a predictions JSONL, checked for the two fields before anything else runs."""
     path = Path(path)

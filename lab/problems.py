@@ -25,6 +25,8 @@ import random
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from eval.run import write_jsonl
+
 HELDOUT_SEED = 1_000_003  # the held-out set's own seed, never used for training data
 HELDOUT_SIZE = 200
 MAX_CONSECUTIVE_REPEATS = 2000  # draws in a row that repeat a problem before giving up: the story space is used up
@@ -119,14 +121,6 @@ def _distinct(rng: random.Random, difficulty: Difficulty, n: int, exclude: set[s
         if len(rows) == n:
             return rows
     raise ValueError(f"could not draw {n} distinct problems at {difficulty}: raise max_number or max_steps")
-
-
-def write_jsonl(rows: list[dict], path: str | Path) -> Path:
-    """Write rows as JSON lines (what ``eval.tasks.load_rows`` reads for the ``gsm8k`` task)."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text("".join(json.dumps(row) + "\n" for row in rows))
-    return path
 
 
 def write_lab_data(out_dir: str | Path, n_train: int = 5000, seed: int = 0, difficulty: Difficulty = Difficulty()):

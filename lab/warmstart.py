@@ -25,7 +25,8 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from lab.problems import Difficulty, heldout_problems, train_problems, write_jsonl
+from eval.run import write_jsonl
+from lab.problems import Difficulty, heldout_problems, train_problems
 from lab.tiny_model import CHAT_TEMPLATE, build_model, build_tokenizer, default_corpus
 
 logger = logging.getLogger(__name__)
