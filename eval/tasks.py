@@ -78,6 +78,17 @@ TASKS["math_train"] = Task(
         "local_default": "shared/data/math_train/train.jsonl",
     }
 )
+# The CPU lab's generated problems (lab/problems.py): GSM8K-shaped answers, a short instruction (the tiny model learns
+# the format from its SFT data; every prompt token costs compute in SFT and GRPO). Local files only.
+TASKS["lab"] = Task(
+    **{
+        **TASKS["gsm8k"].__dict__,
+        "name": "lab",
+        "hub_id": "",
+        "instruction": "End with #### and the number.",
+        "local_default": "",  # written by `python -m lab.warmstart` to runs/lab/data/{train,heldout}.jsonl
+    }
+)
 
 
 def get_task(name: str) -> Task:
@@ -100,9 +111,8 @@ def load_rows(task: Task, data: str | None = None, split: str | None = None):
 
     source = data or task.hub_id
     if not source:
-        raise ValueError(
-            f"task {task.name!r} has no hub copy: pass --data with a local .jsonl of it (here: ../{task.local_default})"
-        )
+        where = f"../{task.local_default}" if task.local_default else "`python -m lab.warmstart` writes runs/lab/data"
+        raise ValueError(f"task {task.name!r} has no hub copy: pass --data with a local .jsonl of it (here: {where})")
     if is_local(source):
         path = Path(source)
         if not path.exists():

@@ -53,7 +53,7 @@ def default_corpus() -> list[str]:
     return lines * 20
 
 
-def build_tokenizer(vocab_size: int = 400, corpus: list[str] | None = None):
+def build_tokenizer(vocab_size: int = 400, corpus: list[str] | None = None, chat_template: str = CHAT_TEMPLATE):
     """A byte-level BPE tokenizer with Qwen-style special tokens and chat template."""
     from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers, trainers
     from transformers import PreTrainedTokenizerFast
@@ -77,7 +77,7 @@ def build_tokenizer(vocab_size: int = 400, corpus: list[str] | None = None):
         tokenizer_object=tok,
         eos_token="<|im_end|>",
         pad_token="<|endoftext|>",
-        chat_template=CHAT_TEMPLATE,
+        chat_template=chat_template,
         padding_side="left",  # decoder-only generation pads on the left
     )
 

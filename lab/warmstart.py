@@ -31,7 +31,14 @@ from lab.tiny_model import CHAT_TEMPLATE, build_model, build_tokenizer, default_
 
 logger = logging.getLogger(__name__)
 
-TASK = "gsm8k"  # the lab's problems are GSM8K-shaped: same prompt, rewards and extractor as the real benchmark
+TASK = "lab"  # GSM8K-shaped answers (same rewards and extractor as the benchmark), a short instruction
+# Qwen's chat template without its default system prompt: 11 tokens of every sequence, ~10% of SFT and GRPO compute.
+LAB_CHAT_TEMPLATE = CHAT_TEMPLATE.replace(
+    "{% if loop.first and message['role'] != 'system' %}"
+    "{{ '<|im_start|>system\nYou are a helpful assistant.<|im_end|>\n' }}"
+    "{% endif %}",
+    "",
+)
 DEFAULT_CACHE_ROOT = Path("runs/lab/cache")
 LAB_ROOT = Path("runs/lab")  # where the lab configs look: runs/lab/warmstart (link) and runs/lab/data/*.jsonl
 GRPO_TRAIN_SIZE = 2000  # prompts for GRPO (8 per step): far more than a lab run uses
@@ -78,7 +85,7 @@ class WarmStartSettings:
         # must not silently reuse a model warm-started on the old one.
         from eval.tasks import get_task
 
-        prompt = {"instruction": get_task(TASK).instruction, "chat_template": CHAT_TEMPLATE}
+        prompt = {"instruction": get_task(TASK).instruction, "chat_template": LAB_CHAT_TEMPLATE}
         return hashlib.sha1(json.dumps({**asdict(self), **prompt}, sort_keys=True).encode()).hexdigest()[:12]
 
 
@@ -93,14 +100,16 @@ def lab_tokenizer(settings: WarmStartSettings):
 
     task = get_task(TASK)
     rows = train_problems(2000, seed=settings.seed, difficulty=settings.difficulty)
-    tok = build_tokenizer(settings.vocab_size)  # only to render the template; retrained below
+    tok = build_tokenizer(
+        settings.vocab_size, chat_template=LAB_CHAT_TEMPLATE
+    )  # only to render the template; retrained below
     texts = [
         tok.apply_chat_template(
             [*task.prompt(r["question"]), {"role": "assistant", "content": r["answer"]}], tokenize=False
         )
         for r in rows
     ]
-    return build_tokenizer(settings.vocab_size, corpus=default_corpus() + texts)
+    return build_tokenizer(settings.vocab_size, corpus=default_corpus() + texts, chat_template=LAB_CHAT_TEMPLATE)
 
 
 def sft_rows(problems: list[dict]) -> list[dict]:

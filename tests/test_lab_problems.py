@@ -64,10 +64,18 @@ def test_bad_settings_fail_with_a_fix():
         heldout_problems(Difficulty(min_steps=1, max_steps=1, max_number=2), n=5000)  # 3,920 stories exist
 
 
-def test_written_files_load_as_the_gsm8k_task(tmp_path):
+@pytest.mark.parametrize("task_name", ["lab", "gsm8k_train"])  # the lab's prompt; GSM8K's reads them as well
+def test_written_files_load_as_a_gsm8k_shaped_task(tmp_path, task_name):
     from eval.tasks import get_task, load_rows, to_prompt_rows
 
     train, heldout = write_lab_data(tmp_path, n_train=20)
-    rows = to_prompt_rows(get_task("gsm8k_train"), load_rows(get_task("gsm8k_train"), str(train)))
+    rows = to_prompt_rows(get_task(task_name), load_rows(get_task(task_name), str(train)))
     assert len(rows) == 20 and rows[0]["answer"] == train_problems(20)[0]["final"]
-    assert len(load_rows(get_task("gsm8k"), str(heldout))) == 200
+    assert len(load_rows(get_task(task_name), str(heldout))) == 200
+
+
+def test_lab_task_has_no_hub_copy():
+    from eval.tasks import get_task, load_rows
+
+    with pytest.raises(ValueError, match="no hub copy: pass --data"):
+        load_rows(get_task("lab"))

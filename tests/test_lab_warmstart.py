@@ -5,6 +5,7 @@ and a second call with the same settings reuses the cached folder.
 """
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -58,12 +59,36 @@ def test_stops_at_the_first_evaluation_over_the_threshold(tmp_path):
     assert record["steps"] == 2 and record["heldout_accuracy"] == 0.5 and record["reached_threshold"]
 
 
-def test_sft_rows_are_prompt_completion_with_the_gsm8k_prompt():
+def test_sft_rows_are_prompt_completion_with_the_lab_prompt():
     from eval.tasks import get_task
 
     row = sft_rows([{"question": "Tom has 3 apples.", "answer": "#### 3"}])[0]
-    assert row["prompt"] == get_task("gsm8k").prompt("Tom has 3 apples.")  # the prompt eval and GRPO use
+    assert row["prompt"] == get_task("lab").prompt("Tom has 3 apples.")  # the prompt the lab configs' eval/GRPO use
     assert row["completion"] == [{"role": "assistant", "content": "#### 3"}]
+
+
+def test_lab_configs_prompt_as_the_warm_start_was_trained():
+    import yaml
+
+    from lab.warmstart import TASK
+
+    for config in Path("recipes/configs/lab").glob("grpo_lab_*.yaml"):
+        values = yaml.safe_load(config.read_text())
+        assert (values["task"], values["eval_task"]) == (TASK, TASK), config
+
+
+def test_lab_prompt_is_short_and_has_no_system_turn():
+    # every prompt token is paid for in SFT and in each GRPO step: the lab's template drops Qwen's default system turn
+    from eval.tasks import get_task
+
+    tok = lab_tokenizer(WarmStartSettings(difficulty=Difficulty(max_number=20)))
+    text = tok.apply_chat_template(
+        get_task("lab").prompt("Tom has 3 apples."), tokenize=False, add_generation_prompt=True
+    )
+    assert (
+        text
+        == "<|im_start|>user\nTom has 3 apples.\n\nEnd with #### and the number.<|im_end|>\n<|im_start|>assistant\n"
+    )
 
 
 def test_tokenizer_keeps_chat_words_whole_and_digits_single():
@@ -93,5 +118,5 @@ def test_cache_key_changes_with_the_prompt(monkeypatch):
     from lab.warmstart import TASK, WarmStartSettings
 
     before = WarmStartSettings().key()
-    monkeypatch.setitem(tasks.TASKS, TASK, replace(tasks.TASKS[TASK], instruction="End with #### and the number."))
+    monkeypatch.setitem(tasks.TASKS, TASK, replace(tasks.TASKS[TASK], instruction="Write #### then the answer."))
     assert WarmStartSettings().key() != before
