@@ -24,7 +24,11 @@ import argparse
 import importlib
 import json
 import math
+import os
 import statistics
+import subprocess
+import sys
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -86,22 +90,59 @@ def run_one(config: str | Path, seed: int, out_dir: Path, extra_args: list[str])
     return module.main(*parse_or_explain(module.make_parser(), argv)[:3])
 
 
-def run_matrix(configs: list[str], seeds: list[int], out: str | Path, extra_args: list[str] = ()) -> list[Path]:
-    """Run every config with every seed (configs outer, seeds inner), skipping finished runs. Returns the folders."""
+def run_subprocess(config: str | Path, seed: int, out_dir: Path, extra_args: list[str], threads: int):
+    """Start one run as its own process with ``threads`` torch threads; its output goes to ``<out_dir>/run.log``."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    cmd = [sys.executable, "-m", recipe_for(config), "--config", str(config), "--seed", str(seed),
+           "--output_dir", str(out_dir), *extra_args]  # fmt: skip
+    env = os.environ | {"OMP_NUM_THREADS": str(threads), "MKL_NUM_THREADS": str(threads)}
+    with open(out_dir / "run.log", "w") as log:
+        return subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT)
+
+
+def run_matrix(
+    configs: list[str], seeds: list[int], out: str | Path, extra_args: list[str] = (), jobs: int = 1
+) -> list[Path]:
+    """Run every config with every seed (configs outer, seeds inner), skipping finished runs. Returns the folders.
+
+    ``jobs=1`` runs them one after the other in this process. ``jobs=N`` runs up to N at once, each in its own
+    process with ``cpu_count // N`` torch threads (on a CPU shared by small models, N one-thread runs get more done
+    than one N-thread run; ``bench/matrix_jobs.py`` measures it); each run's output goes to its ``run.log``.
+    """
+    if jobs < 1:
+        raise ValueError(f"jobs must be >= 1, got {jobs}")
     for config in configs:  # fail on a bad name before the first (long) run
         recipe_for(config)
         if not Path(config).exists():
             raise FileNotFoundError(f"config {config} does not exist: pass paths like recipes/configs/lab/*.yaml")
-    folders = []
+    folders, todo = [], []
     for config in configs:
         for seed in seeds:
             folder = run_dir(out, config, seed)
+            folders.append(folder)
             if (folder / "report.json").exists():
                 print(f"[matrix] {folder}: finished earlier, skipped")
             else:
-                print(f"[matrix] running {config} seed {seed} -> {folder}")
-                run_one(config, seed, folder, list(extra_args))
-            folders.append(folder)
+                todo.append((config, seed, folder))
+    if jobs == 1:
+        for config, seed, folder in todo:
+            print(f"[matrix] running {config} seed {seed} -> {folder}")
+            run_one(config, seed, folder, list(extra_args))
+        return folders
+    threads = max(1, (os.cpu_count() or 1) // jobs)
+    running, failed = [], []
+    while todo or running:
+        while todo and len(running) < jobs:
+            config, seed, folder = todo.pop(0)
+            print(f"[matrix] starting {config} seed {seed} -> {folder} ({threads} thread(s); log: {folder}/run.log)")
+            running.append((run_subprocess(config, seed, folder, list(extra_args), threads), folder))
+        time.sleep(0.5)
+        for proc, folder in [r for r in running if r[0].poll() is not None]:
+            running.remove((proc, folder))
+            if proc.returncode != 0:
+                failed.append(f"{folder} (exit {proc.returncode}; see {folder}/run.log)")
+    if failed:
+        raise RuntimeError(f"{len(failed)} run(s) failed: {', '.join(failed)}")
     return folders
 
 
@@ -285,13 +326,16 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--seeds", nargs="*", type=int, default=[0])
     parser.add_argument("--out", default="runs/lab/matrix")
     parser.add_argument("--table-only", action="store_true", help="only (re)write the table and plots")
+    parser.add_argument("--jobs", type=int, default=1, help="runs at once, each its own process (default 1: in turn)")
     argv = list(argv) if argv is not None else __import__("sys").argv[1:]
     extra = argv[argv.index("--") + 1 :] if "--" in argv else []
     args = parser.parse_args(argv[: argv.index("--")] if "--" in argv else argv)
     if not args.table_only:
         if not args.configs:
             parser.error("give --configs (or --table-only to re-read finished runs)")
-        run_matrix(args.configs, args.seeds, args.out, extra)
+        if args.jobs < 1:
+            parser.error(f"--jobs must be >= 1, got {args.jobs}")
+        run_matrix(args.configs, args.seeds, args.out, extra, jobs=args.jobs)
     path = write_table(args.out)
     print(path.read_text())
     print(f"matrix table: {path}")

@@ -5,6 +5,7 @@ OMP_NUM_THREADS=1 .venv/bin/python -m pytest -q tests/test_lab_matrix.py
 
 import json
 import statistics
+from pathlib import Path
 
 import pytest
 
@@ -89,3 +90,32 @@ def test_bad_configs_fail_before_any_run(tmp_path, configs, message):
 def test_empty_folder_says_what_is_expected(tmp_path):
     with pytest.raises(FileNotFoundError, match="no runs under"):
         matrix.write_table(tmp_path)
+
+
+def test_jobs_run_at_once_in_their_own_processes_and_a_failure_names_its_log(tmp_path, tiny_model_dir, shared_data):
+    """Two real 1-step GRPO runs at once, plus one whose config is refused: the good ones finish, the error names
+    the bad run's log. The subprocesses get the split thread count."""
+    bad = tmp_path / "grpo_bad.yaml"  # a group size that does not divide the batch: refused before the model loads
+    bad.write_text(
+        Path("recipes/configs/tiny/grpo_cpu.yaml").read_text().replace("num_generations: 4", "num_generations: 3")
+    )
+    configs = ["recipes/configs/tiny/grpo_cpu.yaml", "recipes/configs/tiny/grpo_cpu_lora_drgrpo.yaml", str(bad)]
+    extra = ["--model_name_or_path", str(tiny_model_dir), "--max_steps", "1", "--eval_limit", "2",
+             "--monitor_eval_steps", "0", "--probe_problems", "0"]  # fmt: skip
+    out = tmp_path / "m"
+    with pytest.raises(RuntimeError, match=r"1 run\(s\) failed: .*grpo_bad/seed0 \(exit 2; see .*run.log\)"):
+        matrix.run_matrix(configs, [0], out, extra, jobs=2)
+    for name in ("grpo_cpu", "grpo_cpu_lora_drgrpo"):
+        assert (out / name / "seed0" / "report.json").exists()
+        assert "train log (JSON lines)" in (out / name / "seed0" / "run.log").read_text()
+    assert "num_generations" in (out / "grpo_bad" / "seed0" / "run.log").read_text()
+    # a rerun skips the finished runs and retries only the failed one
+    finished = {p: p.stat().st_mtime_ns for p in out.glob("*/seed0/report.json")}
+    with pytest.raises(RuntimeError, match="grpo_bad"):
+        matrix.run_matrix(configs, [0], out, extra, jobs=2)
+    assert {p: p.stat().st_mtime_ns for p in out.glob("*/seed0/report.json")} == finished
+
+
+def test_jobs_must_be_positive(tmp_path):
+    with pytest.raises(ValueError, match="jobs must be >= 1"):
+        matrix.run_matrix(["recipes/configs/tiny/grpo_cpu.yaml"], [0], tmp_path, jobs=0)
