@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import os
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -72,6 +73,7 @@ def check_args(script_args, training_args, model_args):
 
 
 def main(script_args, training_args, model_args):
+    started = time.monotonic()
     from transformers.trainer_utils import get_last_checkpoint
     from trl import GRPOTrainer, get_peft_config, get_quantization_config
 
@@ -159,6 +161,7 @@ def main(script_args, training_args, model_args):
     if args.eval_limit:
         report["after"] = evaluate(trainer.model, trainer.processing_class, eval_task.name, limit=args.eval_limit,
                                    out_dir=out / "eval_after" if is_main else None, **eval_kwargs)  # fmt: skip
+    report["seconds"] = round(time.monotonic() - started, 1)  # the whole run: evals, training, saving
     if is_main:
         (out / "report.json").write_text(json.dumps(report, indent=1, default=str))
         print(summary(report, out))
