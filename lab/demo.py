@@ -3,7 +3,8 @@
 1. Warm start: a ~1.4M-parameter Qwen2 taught by SFT until it solves a modest share of held-out problems
    (``lab.warmstart``; cached, so a second demo starts from it at once).
 2. From that same start, one GRPO run per config (``recipes/configs/lab/``), each through the GRPO recipe with its
-   monitors and JSON-lines log:
+   monitors and JSON-lines log, two at a time (``lab.matrix`` with ``--jobs 2``: two processes, one thread each on
+   2 cores, which gets more done than one run with two threads):
    - ``grpo_lab_default``: correctness + a small format bonus. Held-out accuracy should rise clearly.
    - ``grpo_lab_random``: a reward that pays at random. Accuracy must not rise (the gain is the signal's).
    - ``grpo_lab_format_only``: a hackable reward. Reward goes up while accuracy stays flat or falls; the hack
@@ -11,8 +12,8 @@
    - ``grpo_lab_dr_grpo``: Dr. GRPO with the default rewards: accuracy and wrong-answer length next to grpo's.
 3. A report (``report.md`` + PNGs) putting them side by side, with the seed and the exact commands.
 
-    OMP_NUM_THREADS=2 python -m lab.demo                 # the short version (what `make demo` runs)
-    OMP_NUM_THREADS=2 python -m lab.demo --steps 200     # the full version (docs/lab.md has both timings)
+    OMP_NUM_THREADS=2 python -m lab.demo                 # what `make demo` runs (120 steps per run, 2 at a time)
+    OMP_NUM_THREADS=2 python -m lab.demo --seed 1 --configs grpo_lab_default grpo_lab_random   # another seed
 """
 
 from __future__ import annotations

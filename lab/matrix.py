@@ -135,12 +135,18 @@ def run_matrix(
         while todo and len(running) < jobs:
             config, seed, folder = todo.pop(0)
             print(f"[matrix] starting {config} seed {seed} -> {folder} ({threads} thread(s); log: {folder}/run.log)")
-            running.append((run_subprocess(config, seed, folder, list(extra_args), threads), folder))
+            proc = run_subprocess(config, seed, folder, list(extra_args), threads)
+            running.append((proc, folder, time.monotonic()))
         time.sleep(0.5)
-        for proc, folder in [r for r in running if r[0].poll() is not None]:
-            running.remove((proc, folder))
+        for proc, folder, started in [r for r in running if r[0].poll() is not None]:
+            running.remove((proc, folder, started))
             if proc.returncode != 0:
                 failed.append(f"{folder} (exit {proc.returncode}; see {folder}/run.log)")
+                print(f"[matrix] FAILED {folder}: exit {proc.returncode}, see {folder}/run.log")
+            else:
+                run = summarize_run(folder)
+                accuracy = f"held-out accuracy {run.accuracy_before} -> {run.accuracy_after}"
+                print(f"[matrix] finished {folder} in {time.monotonic() - started:.0f} s: {accuracy}")
     if failed:
         raise RuntimeError(f"{len(failed)} run(s) failed: {', '.join(failed)}")
     return folders

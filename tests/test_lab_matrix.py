@@ -4,6 +4,7 @@ OMP_NUM_THREADS=1 .venv/bin/python -m pytest -q tests/test_lab_matrix.py
 """
 
 import json
+import os
 import statistics
 from pathlib import Path
 
@@ -92,7 +93,9 @@ def test_empty_folder_says_what_is_expected(tmp_path):
         matrix.write_table(tmp_path)
 
 
-def test_jobs_run_at_once_in_their_own_processes_and_a_failure_names_its_log(tmp_path, tiny_model_dir, shared_data):
+def test_jobs_run_at_once_in_their_own_processes_and_a_failure_names_its_log(
+    tmp_path, tiny_model_dir, shared_data, capsys
+):
     """Two real 1-step GRPO runs at once, plus one whose config is refused: the good ones finish, the error names
     the bad run's log. The subprocesses get the split thread count."""
     bad = tmp_path / "grpo_bad.yaml"  # a group size that does not divide the batch: refused before the model loads
@@ -109,6 +112,12 @@ def test_jobs_run_at_once_in_their_own_processes_and_a_failure_names_its_log(tmp
         assert (out / name / "seed0" / "report.json").exists()
         assert "train log (JSON lines)" in (out / name / "seed0" / "run.log").read_text()
     assert "num_generations" in (out / "grpo_bad" / "seed0" / "run.log").read_text()
+    printed = capsys.readouterr().out
+    assert (
+        printed.count("[matrix] finished") == 2
+        and "[matrix] FAILED" in printed
+        and f"({max(1, os.cpu_count() // 2)} thread(s);" in printed
+    )
     # a rerun skips the finished runs and retries only the failed one
     finished = {p: p.stat().st_mtime_ns for p in out.glob("*/seed0/report.json")}
     with pytest.raises(RuntimeError, match="grpo_bad"):

@@ -8,40 +8,39 @@ from pathlib import Path
 
 import pytest
 
-from lab.matrix import run_one, summarize_run
+from lab.matrix import run_dir, run_matrix, summarize_run
 from lab.warmstart import WarmStartSettings, prepare_lab
 
 ROOT = Path(__file__).resolve().parents[1]
 CONFIGS = ROOT / "recipes" / "configs" / "lab"
 SEED = 0
-STEPS = 150  # GRPO steps per run; the short demo's 40 gave only +5.5 points (docs/lab.md)
-MIN_GAIN = 0.08  # held-out accuracy (fraction) the default rewards must add; measured +0.135 at 150 steps, seed 0
+STEPS = 120  # GRPO steps per run, as in `make demo`
+MIN_GAIN = 0.12  # held-out accuracy (fraction) the default rewards must add; measured +0.19 at 120 steps, seed 0
 NOISE = 0.035  # one standard error of a 200-problem accuracy near 50%
 
 pytestmark = pytest.mark.slow
 
 
 @pytest.fixture(scope="module")
-def lab(tmp_path_factory):
+def runs(tmp_path_factory):
+    """Both runs at once, as the demo runs them (two processes, cpu_count // 2 threads each)."""
     paths = prepare_lab(WarmStartSettings(seed=SEED), ROOT / "runs" / "lab" / "cache", tmp_path_factory.mktemp("lab"))
     extra = ["--model_name_or_path", str(paths["model"]), "--data", str(paths["train"]),
              "--eval_data", str(paths["heldout"]), "--max_steps", str(STEPS)]  # fmt: skip
-    return extra, tmp_path_factory.mktemp("runs")
+    out = tmp_path_factory.mktemp("runs")
+    configs = [CONFIGS / "grpo_lab_default.yaml", CONFIGS / "grpo_lab_format_only.yaml"]
+    run_matrix([str(c) for c in configs], [SEED], out, extra, jobs=2)
+    return {c.stem: summarize_run(run_dir(out, c, SEED)) for c in configs}
 
 
-def test_default_rewards_improve_heldout_accuracy(lab):
-    extra, runs = lab
-    folder = runs / "grpo_lab_default" / f"seed{SEED}"
-    report = run_one(CONFIGS / "grpo_lab_default.yaml", SEED, folder, extra)
-    before, after = report["before"]["accuracy"], report["after"]["accuracy"]
+def test_default_rewards_improve_heldout_accuracy(runs):
+    run = runs["grpo_lab_default"]
+    before, after = run.accuracy_before, run.accuracy_after
     assert after - before >= MIN_GAIN, f"held-out accuracy {before:.3f} -> {after:.3f}, expected +{MIN_GAIN}"
 
 
-def test_hackable_reward_raises_reward_not_accuracy(lab):
-    extra, runs = lab
-    folder = runs / "grpo_lab_format_only" / f"seed{SEED}"
-    run_one(CONFIGS / "grpo_lab_format_only.yaml", SEED, folder, extra)
-    run = summarize_run(folder)
+def test_hackable_reward_raises_reward_not_accuracy(runs):
+    run = runs["grpo_lab_format_only"]
     assert run.reward_end > run.reward_start, f"format reward {run.reward_start:.3f} -> {run.reward_end:.3f}"
     assert run.accuracy_after <= run.accuracy_before + NOISE, (
         f"accuracy rose {run.accuracy_before:.3f} -> {run.accuracy_after:.3f} under a format-only reward"
