@@ -31,6 +31,7 @@ bench: venv  # CPU benchmarks; bench.grpo_gpu needs a CUDA GPU
 	$(PY) -m bench.rewards_speed
 	$(PY) -m bench.eval_speed
 	$(PY) -m bench.grpo_overhead
+	$(PY) -m bench.matrix_jobs  # trains the lab warm start first if it is not cached
 
 clean:
 	rm -rf runs outputs

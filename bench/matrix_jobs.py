@@ -1,8 +1,8 @@
 """Wall time of the lab's GRPO runs one after the other (one process, all cores' threads) vs two at once
 (``lab.matrix --jobs 2``: two processes, cpu_count // 2 threads each), same configs, same steps, measured in one run.
 
-    .venv/bin/python -m bench.matrix_jobs                 # ~5 minutes on a 2-core machine (warm start cached)
-    .venv/bin/python -m bench.matrix_jobs --steps 10      # quick look
+    .venv/bin/python -m bench.matrix_jobs                 # the demo's 120 steps: ~6 minutes on 2 cores
+    .venv/bin/python -m bench.matrix_jobs --steps 30      # quick look (~2 minutes; start-up weighs more)
 
 It uses the lab's warm start (``lab.warmstart``; trained first if not cached, ~4 minutes) and two of its configs,
 without held-out evaluations or probes, so the ratio is the training's. ``--rounds 2`` alternates the two ways twice
@@ -23,7 +23,7 @@ CONFIGS = ["recipes/configs/lab/grpo_lab_default.yaml", "recipes/configs/lab/grp
 
 def main(argv: list[str] | None = None) -> dict:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--steps", type=int, default=30, help="GRPO steps per run")
+    parser.add_argument("--steps", type=int, default=120, help="GRPO steps per run (the demo's: 120)")
     parser.add_argument("--rounds", type=int, default=1)
     args = parser.parse_args(argv)
 

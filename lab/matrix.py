@@ -106,7 +106,7 @@ def run_matrix(
     """Run every config with every seed (configs outer, seeds inner), skipping finished runs. Returns the folders.
 
     ``jobs=1`` runs them one after the other in this process. ``jobs=N`` runs up to N at once, each in its own
-    process with ``cpu_count // N`` torch threads (on a CPU shared by small models, N one-thread runs get more done
+    process with ``cpu_count // N`` torch threads (for small models on a few cores, N one-thread runs can get more done
     than one N-thread run; ``bench/matrix_jobs.py`` measures it); each run's output goes to its ``run.log``.
     """
     if jobs < 1:
@@ -131,22 +131,28 @@ def run_matrix(
         return folders
     threads = max(1, (os.cpu_count() or 1) // jobs)
     running, failed = [], []
-    while todo or running:
-        while todo and len(running) < jobs:
-            config, seed, folder = todo.pop(0)
-            print(f"[matrix] starting {config} seed {seed} -> {folder} ({threads} thread(s); log: {folder}/run.log)")
-            proc = run_subprocess(config, seed, folder, list(extra_args), threads)
-            running.append((proc, folder, time.monotonic()))
-        time.sleep(0.5)
-        for proc, folder, started in [r for r in running if r[0].poll() is not None]:
-            running.remove((proc, folder, started))
-            if proc.returncode != 0:
-                failed.append(f"{folder} (exit {proc.returncode}; see {folder}/run.log)")
-                print(f"[matrix] FAILED {folder}: exit {proc.returncode}, see {folder}/run.log")
-            else:
-                run = summarize_run(folder)
-                accuracy = f"held-out accuracy {run.accuracy_before} -> {run.accuracy_after}"
-                print(f"[matrix] finished {folder} in {time.monotonic() - started:.0f} s: {accuracy}")
+    try:
+        while todo or running:
+            while todo and len(running) < jobs:
+                config, seed, folder = todo.pop(0)
+                print(
+                    f"[matrix] starting {config} seed {seed} -> {folder} ({threads} thread(s); log: {folder}/run.log)"
+                )
+                proc = run_subprocess(config, seed, folder, list(extra_args), threads)
+                running.append((proc, folder, time.monotonic()))
+            time.sleep(0.5)
+            for proc, folder, started in [r for r in running if r[0].poll() is not None]:
+                running.remove((proc, folder, started))
+                if proc.returncode != 0:
+                    failed.append(f"{folder} (exit {proc.returncode}; see {folder}/run.log)")
+                    print(f"[matrix] FAILED {folder}: exit {proc.returncode}, see {folder}/run.log")
+                else:
+                    run = summarize_run(folder)
+                    accuracy = f"held-out accuracy {run.accuracy_before} -> {run.accuracy_after}"
+                    print(f"[matrix] finished {folder} in {time.monotonic() - started:.0f} s: {accuracy}")
+    finally:  # an error or Ctrl-C here must not leave runs going on in the background
+        for proc, _, _ in running:
+            proc.terminate()
     if failed:
         raise RuntimeError(f"{len(failed)} run(s) failed: {', '.join(failed)}")
     return folders
@@ -333,7 +339,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--out", default="runs/lab/matrix")
     parser.add_argument("--table-only", action="store_true", help="only (re)write the table and plots")
     parser.add_argument("--jobs", type=int, default=1, help="runs at once, each its own process (default 1: in turn)")
-    argv = list(argv) if argv is not None else __import__("sys").argv[1:]
+    argv = list(argv) if argv is not None else sys.argv[1:]
     extra = argv[argv.index("--") + 1 :] if "--" in argv else []
     args = parser.parse_args(argv[: argv.index("--")] if "--" in argv else argv)
     if not args.table_only:

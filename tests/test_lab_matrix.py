@@ -128,3 +128,23 @@ def test_jobs_run_at_once_in_their_own_processes_and_a_failure_names_its_log(
 def test_jobs_must_be_positive(tmp_path):
     with pytest.raises(ValueError, match="jobs must be >= 1"):
         matrix.run_matrix(["recipes/configs/tiny/grpo_cpu.yaml"], [0], tmp_path, jobs=0)
+
+
+def test_an_error_while_jobs_run_stops_the_runs_still_going(tmp_path, monkeypatch):
+    class FakeRun:  # a subprocess.Popen stand-in: the first finishes at once, the second never does
+        def __init__(self, done):
+            self.returncode, self.terminated = (0 if done else None), False
+
+        def poll(self):
+            return self.returncode
+
+        def terminate(self):
+            self.terminated = True
+
+    started = []
+    monkeypatch.setattr(matrix, "run_subprocess", lambda *a: started.append(FakeRun(done=not started)) or started[-1])
+    monkeypatch.setattr(matrix, "summarize_run", lambda folder: 1 / 0)  # reading the finished run fails
+    configs = ["recipes/configs/tiny/grpo_cpu.yaml", "recipes/configs/tiny/grpo_cpu_lora_drgrpo.yaml"]
+    with pytest.raises(ZeroDivisionError):
+        matrix.run_matrix(configs, [0], tmp_path, jobs=2)
+    assert [run.terminated for run in started] == [False, True]
