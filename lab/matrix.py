@@ -51,6 +51,7 @@ class RunSummary:
     reward_end: float | None  # ... over the last quarter
     gap_end: float | None  # monitor/reward_correctness_gap over the last quarter
     steps: int
+    seconds: float | None = None  # the run's wall time, evaluations included (report.json)
 
 
 def recipe_for(config: str | Path) -> str:
@@ -204,6 +205,7 @@ def summarize_run(folder: str | Path) -> RunSummary:
         reward_end=_window(rows, "reward", start=False),
         gap_end=_window(rows, "monitor/reward_correctness_gap", start=False),
         steps=max((r.get("step", 0) for r in rows), default=0),
+        seconds=report.get("seconds"),
     )
 
 

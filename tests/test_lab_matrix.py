@@ -23,7 +23,7 @@ def fake_run(root, config, seed, before, after, rewards, gaps, degenerate, lengt
                    "wrong": {"n": 1, "mean": length_wrong, "median": length_wrong}}  # fmt: skip
         return {"accuracy": acc, "n": 200, "length_tokens": lengths}
 
-    (folder / "report.json").write_text(json.dumps({"before": result(before), "after": result(after)}))
+    (folder / "report.json").write_text(json.dumps({"before": result(before), "after": result(after), "seconds": 12.5}))
     rows = [{"step": 0, "probe/violations": 0}]  # the probe row logged at the start carries no training metrics
     for i, (reward, gap, deg) in enumerate(zip(rewards, gaps, degenerate, strict=True)):
         rows.append({"step": 5 * (i + 1), "reward": reward, "monitor/reward_correctness_gap": gap,
@@ -46,7 +46,7 @@ def test_summaries_read_the_recipe_outputs(matrix_dir):
     groups = matrix.collect(matrix_dir)
     assert list(groups) == ["grpo_lab_a", "grpo_lab_b"]
     a0, a1 = groups["grpo_lab_a"]
-    assert (a0.seed, a0.accuracy_before, a0.accuracy_after, a0.steps) == (0, 0.30, 0.50, 40)
+    assert (a0.seed, a0.accuracy_before, a0.accuracy_after, a0.steps, a0.seconds) == (0, 0.30, 0.50, 40, 12.5)
     assert a0.reward_start == pytest.approx(0.15) and a0.reward_end == pytest.approx(0.75)  # first/last 2 of 8
     assert a0.degenerate_share == 0.5 and a1.gap_end == pytest.approx(0.2)
     (b,) = groups["grpo_lab_b"]
