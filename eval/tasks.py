@@ -24,7 +24,7 @@ class Task:
     question_field: str
     gold_field: str  # the field the final answer is read from
     instruction: str  # appended to the question; asks for the format the rewards check
-    local_default: str  # path relative to the project's parent folder, used by tests and the demo
+    local_copy: str  # where a local copy is (relative to the repo root), named when a task has no hub copy
 
     def gold(self, row: dict) -> str:
         raw = row[self.gold_field]
@@ -46,7 +46,7 @@ TASKS: dict[str, Task] = {
         gold_field="answer",
         instruction="Solve the problem step by step. At the end, write the final answer as a number on its own "
         "line after '####', like this:\n#### 42",
-        local_default="shared/data/gsm8k/test.jsonl",
+        local_copy="../shared/data/gsm8k/test.jsonl",
     ),
     "math500": Task(
         name="math500",
@@ -57,7 +57,7 @@ TASKS: dict[str, Task] = {
         question_field="problem",
         gold_field="answer",
         instruction="Solve the problem step by step. Put your final answer within \\boxed{}.",
-        local_default="shared/data/math500/test.jsonl",
+        local_copy="../shared/data/math500/test.jsonl",
     ),
 }
 # Training sets use the same prompts and answer styles as their benchmark.
@@ -66,7 +66,7 @@ TASKS["gsm8k_train"] = Task(
         **TASKS["gsm8k"].__dict__,
         "name": "gsm8k_train",
         "hub_split": "train",
-        "local_default": "shared/data/gsm8k/train.jsonl",
+        "local_copy": "../shared/data/gsm8k/train.jsonl",
     }
 )
 TASKS["math_train"] = Task(
@@ -75,7 +75,7 @@ TASKS["math_train"] = Task(
         "name": "math_train",
         "hub_id": "",
         "hub_split": "train",
-        "local_default": "shared/data/math_train/train.jsonl",
+        "local_copy": "../shared/data/math_train/train.jsonl",
     }
 )
 # The CPU lab's generated problems (lab/problems.py): GSM8K-shaped answers, a short instruction (the tiny model learns
@@ -86,7 +86,7 @@ TASKS["lab"] = Task(
         "name": "lab",
         "hub_id": "",
         "instruction": "End with #### and the number.",
-        "local_default": "",  # written by `python -m lab.warmstart` to runs/lab/data/{train,heldout}.jsonl
+        "local_copy": "runs/lab/data/{train,heldout}.jsonl, written by `python -m lab.warmstart`",
     }
 )
 
@@ -111,8 +111,9 @@ def load_rows(task: Task, data: str | None = None, split: str | None = None):
 
     source = data or task.hub_id
     if not source:
-        where = f"../{task.local_default}" if task.local_default else "`python -m lab.warmstart` writes runs/lab/data"
-        raise ValueError(f"task {task.name!r} has no hub copy: pass --data with a local .jsonl of it (here: {where})")
+        raise ValueError(
+            f"task {task.name!r} has no hub copy: pass --data with a local .jsonl of it (here: {task.local_copy})"
+        )
     if is_local(source):
         path = Path(source)
         if not path.exists():
