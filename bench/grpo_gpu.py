@@ -19,7 +19,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from bench.grpo_overhead import StepTimer
+from bench.grpo_overhead import StepTimer, make_config
 
 QWEN25_05B = dict(  # Qwen/Qwen2.5-0.5B-Instruct config.json
     vocab_size=151936,
@@ -69,32 +69,15 @@ def rows(n: int):
 def run_one(model_dir: Path, out: Path, kind: str, group_size: int, length: int, steps: int, smoke: bool) -> dict:
     import torch
     from peft import LoraConfig
-    from trl import GRPOConfig, GRPOTrainer
+    from trl import GRPOTrainer
 
     from eval.monitors import JsonlLogCallback, MonitorCallback, RewardMonitor, make_monitored_trainer_class
     from rewards import get_reward
 
     names, weights = ["gsm8k_correctness", "gsm8k_format"], [1.0, 1.0]
     funcs = [get_reward(n) for n in names]
-    config = GRPOConfig(
-        output_dir=str(out),
-        use_cpu=smoke,
-        bf16=not smoke,
-        loss_type="grpo",
-        beta=0.0,
-        scale_rewards="group",
-        num_generations=group_size,
-        per_device_train_batch_size=2 * group_size,  # 2 prompts per step
-        max_completion_length=length,
-        learning_rate=1e-5,
-        max_steps=steps,
-        logging_steps=1,
-        save_strategy="no",
-        gradient_checkpointing=False,
-        report_to="none",
-        disable_tqdm=True,
-        seed=0,
-    )
+    config = make_config(out, steps, group_size, length, use_cpu=smoke, bf16=not smoke, learning_rate=1e-5,
+                         lr_scheduler_type="linear")  # fmt: skip
     peft = LoraConfig(r=16, lora_alpha=32, target_modules="all-linear", task_type="CAUSAL_LM")
     timer = StepTimer()
     if torch.cuda.is_available():
