@@ -30,6 +30,7 @@ from pathlib import Path
 from transformers import TrainerCallback
 
 from rewards.judge import answer_line_correctness_reward
+from rewards.totals import weighted_totals
 
 LAB_INSTRUCTION = "Finish your reply with a line 'Answer: <number>'."
 
@@ -218,9 +219,7 @@ class LabStepLogger(TrainerCallback):
         buffer = self.trainer._logs  # TRL's completions-table buffer: the latest generation batch
         names = list(buffer["rewards"])
         weights = self.trainer.reward_weights.tolist()
-        per_func = torch.tensor([list(buffer["rewards"][n]) for n in names]).T  # [B, n_funcs]
-        total = (per_func * torch.tensor(weights)).nansum(dim=1)
-        total[torch.isnan(per_func).all(dim=1)] = float("nan")  # unscorable, as TRL marks it
+        total = torch.tensor(weighted_totals([list(buffer["rewards"][n]) for n in names], weights))  # [B], as TRL
         group = self.trainer.num_generations
         grouped = total.view(-1, group)  # [prompts, G]
         extra = buffer["extra"]

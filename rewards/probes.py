@@ -12,7 +12,7 @@ that a sound reward set must keep:
 - ``info``: listed for information, no rule. A correct answer with no work (``#### 18``) is simply correct under a
   checker; that is why a format-only reward, which pays ``#### 7`` the same, is the dangerous one.
 
-``probe_scores`` returns each probe's mean weighted total score (as TRL sums it: ``None`` counts 0) over the given
+``probe_scores`` returns each probe's mean weighted total score (as TRL sums it, ``rewards.totals``) over the given
 problems, next to the two references ``genuine_correct`` and ``genuine_wrong``.
 
 >>> from rewards import get_reward
@@ -27,11 +27,12 @@ problems, next to the two references ``genuine_correct`` and ``genuine_wrong``.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from rewards.answers import normalize_number
+from rewards.totals import mean_total
+from rewards.totals import weighted_totals as _sum_weighted
 from rewards.verify import answers_match
 
 WRONG_ANSWER, GOLD_UNCOMMITTED, INFO, REFERENCE = "wrong_answer", "gold_uncommitted", "info", "reference"
@@ -226,20 +227,13 @@ def _as_callable(reward) -> Callable:
 
 def weighted_totals(
     reward_funcs: Sequence, weights: Sequence[float] | None, completions: list[str], answers: list[str]
-):
-    """Per-completion weighted total, as TRL sums it (a ``None`` score counts as 0)."""
+) -> list[float]:
+    """Per-completion weighted total, as TRL sums it (``rewards.totals``): a ``None`` score counts 0 next to another
+    function's score; a completion that every function scores ``None`` is unscorable (NaN, not 0)."""
     funcs = [_as_callable(f) for f in reward_funcs]
-    weights = [1.0] * len(funcs) if weights is None else list(weights)
-    if len(weights) != len(funcs):
-        raise ValueError(f"{len(funcs)} reward functions but {len(weights)} weights: give one weight per function")
     prompts = [[{"role": "user", "content": ""}] for _ in completions]
-    totals = [0.0] * len(completions)
-    for func, weight in zip(funcs, weights, strict=True):
-        scores = func(prompts=prompts, completions=completions, answer=answers)
-        for i, score in enumerate(scores):
-            if score is not None and not math.isnan(score):
-                totals[i] += weight * score
-    return totals
+    scores = [func(prompts=prompts, completions=completions, answer=answers) for func in funcs]
+    return _sum_weighted(scores, weights)
 
 
 def probe_scores(reward_funcs: list, weights: list[float] | None, task: str, problems: list[dict]) -> dict[str, dict]:
@@ -265,7 +259,7 @@ def probe_scores(reward_funcs: list, weights: list[float] | None, task: str, pro
     completions = [REFERENCES[n](t) if n in REFERENCES else PROBES[n][1](t) for n in names for t in texts]
     totals = weighted_totals(reward_funcs, weights, completions, answers * len(names))
     n = len(texts)
-    means = {name: sum(totals[i * n : (i + 1) * n]) / n for i, name in enumerate(names)}
+    means = {name: mean_total(totals[i * n : (i + 1) * n]) for i, name in enumerate(names)}
     correct, wrong = means["genuine_correct"], means["genuine_wrong"]
     result = {
         name: {"kind": REFERENCE, "score": means[name], "rule": RULES[REFERENCE], "violation": False, "description": d}

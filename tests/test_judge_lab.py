@@ -168,3 +168,29 @@ def test_every_lab_config_parses_and_passes_the_lab_checks():
     assert set(grid) == {(r, b) for r in ("llm_judge", "answer_line_correctness") for b in (0.0, 0.04)}
     first = next(iter(grid.values()))
     assert all(settings == first for settings in grid.values())  # the four differ only in reward and beta
+
+
+def test_step_record_totals_weigh_each_reward_and_leave_a_failed_judge_out():
+    # TRL's buffer after one step: 2 prompts x G=2, two reward functions weighted 10.0 and 0.5 (not the default 1.0);
+    # the judge failed (NaN in every function) on the third answer
+    import types
+
+    import torch
+
+    from eval.lab_tracker import LabStepLogger
+
+    nan = float("nan")
+    trainer = types.SimpleNamespace(
+        reward_weights=torch.tensor([10.0, 0.5]),
+        num_generations=2,
+        _logs={
+            "rewards": {"llm_judge": [1.0, 0.0, nan, 0.5], "answer_format": [0.1, 0.1, nan, nan]},
+            "completion": ["Answer: 17", "Answer: 3", "?", "Answer: 16"],
+            "advantages": [0.7, -0.7, 0.0, 0.0],
+            "extra": {},
+        },
+    )
+    record = LabStepLogger("unused.jsonl").attach(trainer).step_record(1, {})
+    assert [a["reward"] for a in record["answers"]] == pytest.approx([10.05, 0.05, None, 5.0])
+    assert record["mean_reward"] == pytest.approx((10.05 + 0.05 + 5.0) / 3)  # TRL's `reward`: the failed one left out
+    assert record["group_mean"] == pytest.approx([5.05, 5.0])

@@ -4,6 +4,7 @@ Run: OMP_NUM_THREADS=1 .venv/bin/python -m pytest -q tests/test_probes.py
 """
 
 import json
+import math
 
 import pytest
 
@@ -100,3 +101,72 @@ def test_cli_bad_reward_name_is_a_clear_error(capsys):
     with pytest.raises(SystemExit):
         main(["--rewards", "gsm8k_corectness"])
     assert "known rewards are" in capsys.readouterr().err
+
+
+# --- the weighted total, as TRL 1.16 forms it (rewards.totals serves probes, monitors and the judge lab) ---
+TRL_TOTAL_LINES = [  # the lines of GRPOTrainer._generate_and_score_completions that rewards.totals reproduces
+    "unscorable_mask = torch.isnan(rewards_per_func).all(dim=1)",
+    "rewards = (rewards_per_func * self.reward_weights.to(rewards_per_func.device).unsqueeze(0)).nansum(dim=1)",
+    "rewards[unscorable_mask] = torch.nan  # exclude unscorable rows from the logged reward stats",
+    'self._metrics[mode]["reward"].append(torch.nanmean(rewards).item())',
+]
+
+
+def trl_total_and_reward(scores_per_func, weights):
+    """TRL's own computation, line for line (TRL_TOTAL_LINES; None becomes NaN as in _calculate_rewards)."""
+    import torch
+
+    rows = [[torch.nan if s is None else s for s in row] for row in zip(*scores_per_func, strict=True)]
+    rewards_per_func = torch.tensor(rows, dtype=torch.float32)  # [B, n_funcs]
+    reward_weights = torch.tensor(weights, dtype=torch.float32)
+    unscorable_mask = torch.isnan(rewards_per_func).all(dim=1)
+    rewards = (rewards_per_func * reward_weights.unsqueeze(0)).nansum(dim=1)
+    rewards[unscorable_mask] = torch.nan
+    return rewards.tolist(), torch.nanmean(rewards).item()
+
+
+def test_trl_still_forms_the_total_as_rewards_totals_assumes():
+    import inspect
+
+    from trl import GRPOTrainer
+
+    source = inspect.getsource(GRPOTrainer._generate_and_score_completions)
+    for line in TRL_TOTAL_LINES:
+        assert line in source, f"TRL changed how it sums rewards: {line!r} is gone; update rewards/totals.py"
+
+
+def test_weighted_totals_match_trl_including_an_all_none_row():
+    from rewards.totals import mean_total, weighted_totals
+
+    scores_per_func = [
+        [1.0, None, None, 0.0, float("nan")],  # a correctness reward: None when it cannot score
+        [0.1, 0.1, None, None, 0.1],  # a format bonus; row 2: every function gave None (a failed judge)
+    ]
+    weights = [10.0, 0.5]  # not 1.0: an unweighted sum would show
+    ours = weighted_totals(scores_per_func, weights)
+    trl_totals, trl_reward = trl_total_and_reward(scores_per_func, weights)
+    assert ours[:2] + ours[3:] == pytest.approx(trl_totals[:2] + trl_totals[3:], rel=1e-6)
+    assert math.isnan(ours[2]) and math.isnan(trl_totals[2])  # unscorable, not 0
+    assert mean_total(ours) == pytest.approx(trl_reward, rel=1e-6)
+    assert mean_total(ours) == pytest.approx((10.05 + 0.05 + 0.0 + 0.05) / 4)  # a 0 for row 2 would give /5
+
+
+def test_probe_totals_apply_weights_and_leave_unscorable_rows_out():
+    from rewards.probes import weighted_totals
+
+    def judge_down(completions, **kwargs):  # a judge that never answers
+        return [None] * len(completions)
+
+    def gsm8k_correctness(completions, answer, **kwargs):
+        return [float(c.endswith(a)) for c, a in zip(completions, answer, strict=True)]
+
+    completions, answers = ["#### 8", "#### 9"], ["8", "8"]
+    assert weighted_totals([gsm8k_correctness, "gsm8k_format"], [10.0, 0.5], completions, answers) == pytest.approx(
+        [10.05, 0.05]
+    )
+    assert all(math.isnan(t) for t in weighted_totals([judge_down], [10.0], completions, answers))
+    problem = [{"question": "Tom has 3 apples and buys 5 more. How many now?", "answer": "8"}]
+    scores = probe_scores([judge_down], [10.0], "gsm8k", problem)
+    assert math.isnan(scores["bare_wrong"]["score"]) and not scores["bare_wrong"]["violation"]  # no score, no hack
+    weighted = probe_scores(["gsm8k_correctness", "gsm8k_format"], [10.0, 0.5], "gsm8k", problem)
+    assert weighted["genuine_correct"]["score"] == pytest.approx(10.05)
