@@ -1,7 +1,8 @@
 """The CPU lab demo (`make demo`): GRPO that measurably teaches a tiny model, and the controls that prove it.
 
-1. Warm start: a ~1.4M-parameter Qwen2 taught by SFT until it solves a modest share of held-out problems
-   (``lab.warmstart``; cached, so a second demo starts from it at once).
+1. Warm start: a ~1.4M-parameter Qwen2 taught by SFT until it solves a modest share of VALIDATION problems
+   (``lab.warmstart``; cached, so a second demo starts from it at once). The held-out set that measures every
+   run's accuracy before and after is not read until the warm start has stopped.
 2. From that same start, one GRPO run per config (``recipes/configs/lab/``), each through the GRPO recipe with its
    monitors and JSON-lines log, two at a time (``lab.matrix`` with ``--jobs 2``: two processes, one thread each on
    2 cores: at 120 steps 21% faster than two runs in turn with two threads, ``bench/matrix_jobs.py``):
@@ -46,7 +47,7 @@ def main(argv: list[str] | None = None) -> Path:
     parser.add_argument("--cache-root", default=str(DEFAULT_CACHE_ROOT))
     args = parser.parse_args(argv)
     logging.basicConfig(format="%(message)s")
-    logging.getLogger("lab").setLevel(logging.INFO)  # the warm start's held-out accuracy as it trains
+    logging.getLogger("lab").setLevel(logging.INFO)  # the warm start's validation accuracy as it trains
     configs = [CONFIG_DIR / f"{name}.yaml" for name in args.configs]
     missing = [str(c) for c in configs if not c.exists()]
     if args.jobs < 1:
@@ -65,7 +66,8 @@ def main(argv: list[str] | None = None) -> Path:
     warm = json.loads((paths["model"] / "warmstart.json").read_text())
     warm_seconds = time.monotonic() - t0
     print(
-        f"[demo] warm start {paths['model']}: held-out accuracy {warm['heldout_accuracy']} at SFT step {warm['steps']}"
+        f"[demo] warm start {paths['model']}: SFT stopped at step {warm['steps']} with validation accuracy "
+        f"{warm['validation_accuracy']}; held-out accuracy {warm['heldout_accuracy']}"
     )
 
     # 2. One GRPO run per config, all from the same start, through the recipe (lab.matrix runs it in-process)
@@ -88,8 +90,10 @@ def write_report(out: Path, args, warm: dict, paths: dict, extra, seconds, warm_
     pngs = matrix.plot_matrix(out, groups)
     warm_png = plot_warm_start(warm, out / "warmstart.png")
     lines = [f"# CPU lab demo (seed {args.seed}, {args.steps} GRPO steps per run)", ""]
-    lines += [f"Warm start: {warm['params']:,}-parameter Qwen2, SFT stopped at step {warm['steps']} with held-out "
-              f"accuracy {warm['heldout_accuracy']:.3f} (threshold {warm['settings']['stop_at_accuracy']}; "
+    lines += [f"Warm start: {warm['params']:,}-parameter Qwen2, SFT stopped at step {warm['steps']} with validation "
+              f"accuracy {warm['validation_accuracy']:.3f} (threshold {warm['settings']['stop_at_accuracy']}, on "
+              f"{warm['settings']['validation_n']} validation problems); held-out accuracy of that model "
+              f"{warm['heldout_accuracy']:.3f} (the held-out set is read only after the stop; "
               f"{warm['seconds']:.0f} s to train, {warm_seconds:.0f} s in this demo: "
               f"{'reused from the cache' if warm_seconds < 0.5 * warm['seconds'] else 'trained now'}).",
               ""]  # fmt: skip
@@ -173,16 +177,20 @@ def _tokens(value: float | None) -> str:
 
 
 def plot_warm_start(warm: dict, path: Path) -> Path:
-    """Held-out accuracy against SFT step: flat for a while, then the jump the stopping rule waits for."""
+    """Validation accuracy against SFT step (flat for a while, then the jump the stopping rule waits for), and the
+    held-out accuracy of the model it stopped at."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots(figsize=(5, 3))
-    ax.plot([c["step"] for c in warm["curve"]], [c["accuracy"] for c in warm["curve"]], marker=".")
+    steps = [c["step"] for c in warm["curve"]]
+    ax.plot(steps, [c["validation_accuracy"] for c in warm["curve"]], marker=".", label="validation")
+    if warm["heldout_accuracy"] is not None:
+        ax.scatter([warm["steps"]], [warm["heldout_accuracy"]], color="black", zorder=3, label="held-out, at the stop")
     ax.axhline(warm["settings"]["stop_at_accuracy"], color="gray", linestyle="--", label="stop threshold")
-    ax.set(xlabel="SFT step", ylabel="held-out accuracy", title="warm start", ylim=(0, 1))
+    ax.set(xlabel="SFT step", ylabel="accuracy", title="warm start", ylim=(0, 1))
     ax.legend()
     fig.tight_layout()
     fig.savefig(path, dpi=100)

@@ -3,8 +3,12 @@
 Each problem is a short story about someone's items changing by additions and subtractions; the solution
 writes one equation per step and ends with ``#### N``, exactly like a GSM8K answer, so the lab runs through the
 ``gsm8k`` task, its prompt, its rewards and its extractor unchanged. The difficulty knob is the number of steps
-(operations) and the size of the numbers. The held-out set has its own seed and is excluded from every training
-set generated for the same difficulty, so held-out accuracy measures generalisation, not recall.
+(operations) and the size of the numbers. Three splits, each from its own seed, never share a question:
+
+- the held-out set (``heldout_problems``, 200) measures accuracy before and after training, and nothing else;
+- the validation set (``validation_problems``) is what the SFT warm start checks for its stopping rule, so the
+  held-out set never chooses a checkpoint;
+- training sets (``train_problems``, SFT and GRPO alike) leave out every held-out and every validation question.
 
 >>> p = make_problem(random.Random(3), Difficulty(min_steps=2, max_steps=2, max_number=20))
 >>> print(p["question"])
@@ -14,7 +18,7 @@ Ava has 18 stamps. Ava gives away 16 stamps. Then Ava gets 16 more stamps. How m
 2 + 16 = 18
 #### 18
 
-    python -m lab.problems runs/lab/data       # writes train.jsonl (5,000 rows) and heldout.jsonl (200 rows)
+    python -m lab.problems runs/lab/data   # train.jsonl (5,000 rows), validation.jsonl and heldout.jsonl (200 each)
 """
 
 from __future__ import annotations
@@ -29,6 +33,8 @@ from eval.run import write_jsonl
 
 HELDOUT_SEED = 1_000_003  # the held-out set's own seed, never used for training data
 HELDOUT_SIZE = 200
+VALIDATION_SEED = 2_000_003  # the validation set's own seed: the warm start's stopping rule reads it, nothing trains
+VALIDATION_SIZE = 200
 MAX_CONSECUTIVE_REPEATS = 2000  # draws in a row that repeat a problem before giving up: the story space is used up
 
 NAMES = ["Tom", "Mia", "Sam", "Ava", "Leo", "Zoe", "Ben", "Ivy", "Max", "Eva", "Jack", "Lily", "Noah", "Emma"]
@@ -88,18 +94,39 @@ def heldout_problems(difficulty: Difficulty = Difficulty(), n: int = HELDOUT_SIZ
     return _distinct(random.Random(HELDOUT_SEED), difficulty, n, exclude=set())
 
 
-def train_problems(n: int, seed: int = 0, difficulty: Difficulty = Difficulty(), heldout_n: int = HELDOUT_SIZE):
-    """``n`` training problems for ``seed``, none of whose questions is in the held-out set.
-
-    Training problems may repeat one another (the story space is finite for small numbers), never a held-out one.
+def validation_problems(
+    difficulty: Difficulty = Difficulty(), n: int = VALIDATION_SIZE, heldout_n: int = HELDOUT_SIZE
+) -> list[dict]:
+    """The fixed validation set: ``n`` distinct problems drawn with ``VALIDATION_SEED``, none in the held-out set.
 
     >>> held = {p["question"] for p in heldout_problems()}
-    >>> any(p["question"] in held for p in train_problems(2000, seed=0))
+    >>> any(p["question"] in held for p in validation_problems())
     False
     """
-    if seed == HELDOUT_SEED:
-        raise ValueError(f"seed {seed} is the held-out set's seed: pick any other training seed")
     exclude = {p["question"] for p in heldout_problems(difficulty, heldout_n)}
+    return _distinct(random.Random(VALIDATION_SEED), difficulty, n, exclude=exclude)
+
+
+def train_problems(
+    n: int,
+    seed: int = 0,
+    difficulty: Difficulty = Difficulty(),
+    heldout_n: int = HELDOUT_SIZE,
+    validation_n: int = VALIDATION_SIZE,
+):
+    """``n`` training problems for ``seed``, none of whose questions is in the held-out or the validation set.
+
+    Training problems may repeat one another (the story space is finite for small numbers), never a held-out or a
+    validation one.
+
+    >>> kept_out = {p["question"] for p in heldout_problems() + validation_problems()}
+    >>> any(p["question"] in kept_out for p in train_problems(2000, seed=0))
+    False
+    """
+    if seed in (HELDOUT_SEED, VALIDATION_SEED):
+        raise ValueError(f"seed {seed} is the held-out or the validation set's seed: pick any other training seed")
+    exclude = {p["question"] for p in heldout_problems(difficulty, heldout_n)}
+    exclude |= {p["question"] for p in validation_problems(difficulty, validation_n, heldout_n)}
     rng, rows = random.Random(seed), []
     while len(rows) < n:
         problem = make_problem(rng, difficulty)
@@ -124,12 +151,14 @@ def _distinct(rng: random.Random, difficulty: Difficulty, n: int, exclude: set[s
 
 
 def write_lab_data(out_dir: str | Path, n_train: int = 5000, seed: int = 0, difficulty: Difficulty = Difficulty()):
-    """Write ``train.jsonl``, ``heldout.jsonl`` and ``difficulty.json`` to ``out_dir``; return the two data paths."""
+    """Write ``train.jsonl``, ``validation.jsonl``, ``heldout.jsonl`` and ``difficulty.json`` to ``out_dir``; return
+    the paths of the three data files."""
     out = Path(out_dir)
     train = write_jsonl(train_problems(n_train, seed, difficulty), out / "train.jsonl")
+    validation = write_jsonl(validation_problems(difficulty), out / "validation.jsonl")
     heldout = write_jsonl(heldout_problems(difficulty), out / "heldout.jsonl")
     (out / "difficulty.json").write_text(json.dumps({**asdict(difficulty), "seed": seed, "n_train": n_train}))
-    return train, heldout
+    return train, validation, heldout
 
 
 def main() -> None:
@@ -142,8 +171,8 @@ def main() -> None:
     parser.add_argument("--max-number", type=int, default=50)
     args = parser.parse_args()
     difficulty = Difficulty(args.min_steps, args.max_steps, args.max_number)
-    train, heldout = write_lab_data(args.out_dir, args.n_train, args.seed, difficulty)
-    print(f"wrote {train} and {heldout}")
+    train, validation, heldout = write_lab_data(args.out_dir, args.n_train, args.seed, difficulty)
+    print(f"wrote {train}, {validation} and {heldout}")
 
 
 if __name__ == "__main__":

@@ -3,12 +3,14 @@
 GRPO learns only from groups whose completions differ in reward, so the starting policy must solve some problems
 and miss others: a random model gets every group all-wrong (no signal), a converged one all-right. The warm start
 trains with TRL's ``SFTTrainer`` (loss on the completion only) on generated problems and STOPS as soon as
-held-out accuracy reaches a threshold (``stop_at_accuracy``): the step at which a tiny model "gets it" varies with
-the seed (it sits near chance for a few hundred steps, then jumps), so a fixed step count would land anywhere
-from 5% to 70%.
+accuracy on the VALIDATION set reaches a threshold (``stop_at_accuracy``): the step at which a tiny model "gets it"
+varies with the seed (it sits near chance for a few hundred steps, then jumps), so a fixed step count would land
+anywhere from 5% to 70%. The held-out set, which measures the lab's before/after accuracy, plays no part in the
+choice: it is evaluated once, after the stop, and recorded beside the validation accuracy.
 
-The result is cached under ``<cache_root>/warmstart-<hash of the settings>``; a second run with the same settings
-reuses it. ``warmstart.json`` in that folder records the settings, the accuracy curve and the time it took.
+The result is cached under ``<cache_root>/warmstart-<hash of the settings, the prompt and the splits>``; a second
+run with the same settings reuses it. ``warmstart.json`` in that folder records the settings, the validation curve,
+``validation_accuracy`` at the stop, ``heldout_accuracy`` of the saved model and the time it took.
 
     python -m lab.warmstart     # trains or reuses the warm start, links runs/lab/warmstart, writes runs/lab/data
     python -m lab.warmstart --seed 1 --stop-at-accuracy 0.4
@@ -26,7 +28,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from eval.run import write_jsonl
-from lab.problems import Difficulty, heldout_problems, train_problems
+from lab import problems
+from lab.problems import Difficulty, heldout_problems, train_problems, validation_problems
 from lab.tiny_model import CHAT_TEMPLATE, build_model, build_tokenizer, default_corpus
 
 logger = logging.getLogger(__name__)
@@ -63,10 +66,11 @@ class WarmStartSettings:
     learning_rate: float = 1e-3  # tiny models from scratch want a large step
     warmup_steps: int = 50
     max_steps: int = 2000  # give up after this many steps even below the threshold
-    # stopping rule
-    eval_every: int = 50  # steps between held-out evaluations
-    eval_n: int = 200  # held-out problems per evaluation (the whole fixed held-out set)
-    stop_at_accuracy: float = 0.3  # stop at the first evaluation at or above this (aim: 20-60% for GRPO)
+    # stopping rule: on the validation set; the held-out set is evaluated once, after the stop
+    eval_every: int = 50  # steps between validation evaluations
+    validation_n: int = 200  # validation problems per evaluation (as many as the held-out set: the same noise)
+    heldout_n: int = 200  # held-out problems: the final evaluation here, and GRPO's before/after (lab/problems.py)
+    stop_at_accuracy: float = 0.3  # stop at the first validation accuracy at or above this (aim: 20-60% for GRPO)
     max_new_tokens: int = 32  # the longest solution (2 steps) is ~25 tokens
 
     def __post_init__(self):
@@ -82,11 +86,15 @@ class WarmStartSettings:
         True
         """
         # The prompt the model is trained on is part of what it learned: a changed instruction or chat template
-        # must not silently reuse a model warm-started on the old one.
+        # must not silently reuse a model warm-started on the old one. Nor may a change of the splits (their seeds, or
+        # which one the stopping rule reads): the SFT data leaves them out, and the stop depends on them.
         from eval.tasks import get_task
 
         prompt = {"instruction": get_task(TASK).instruction, "chat_template": LAB_CHAT_TEMPLATE}
-        return hashlib.sha1(json.dumps({**asdict(self), **prompt}, sort_keys=True).encode()).hexdigest()[:12]
+        splits = {"heldout_seed": problems.HELDOUT_SEED, "validation_seed": problems.VALIDATION_SEED,
+                  "stop_on": "validation"}  # fmt: skip
+        key = {**asdict(self), **prompt, "splits": splits}
+        return hashlib.sha1(json.dumps(key, sort_keys=True).encode()).hexdigest()[:12]
 
 
 def lab_tokenizer(settings: WarmStartSettings):
@@ -99,7 +107,7 @@ def lab_tokenizer(settings: WarmStartSettings):
     from eval.tasks import get_task
 
     task = get_task(TASK)
-    rows = train_problems(2000, seed=settings.seed, difficulty=settings.difficulty)
+    rows = train_problems(2000, settings.seed, settings.difficulty, settings.heldout_n, settings.validation_n)
     tok = build_tokenizer(
         settings.vocab_size, chat_template=LAB_CHAT_TEMPLATE
     )  # only to render the template; retrained below
@@ -123,14 +131,14 @@ def sft_rows(problems: list[dict]) -> list[dict]:
     ]
 
 
-def heldout_accuracy(model, tokenizer, heldout_path: Path, limit: int, max_new_tokens: int) -> float:
-    """Greedy held-out accuracy through the same evaluation the recipes use (``eval.run.evaluate``)."""
+def greedy_accuracy(model, tokenizer, data_path: Path, limit: int, max_new_tokens: int) -> float:
+    """Greedy accuracy on the problems in ``data_path``, through the recipes' evaluation (``eval.run.evaluate``)."""
     from eval.run import evaluate
 
     was_training = model.training
     model.eval()
     try:
-        result = evaluate(model, tokenizer, TASK, data=str(heldout_path), limit=limit, max_new_tokens=max_new_tokens,
+        result = evaluate(model, tokenizer, TASK, data=str(data_path), limit=limit, max_new_tokens=max_new_tokens,
                           batch_size=100, progress=False)  # fmt: skip
     finally:
         model.train(was_training)
@@ -142,8 +150,9 @@ def warm_start(
 ) -> Path:
     """Train (or reuse from the cache) the warm start for ``settings``; return its folder.
 
-    ``accuracy_fn(model, tokenizer, heldout_path, limit, max_new_tokens) -> float`` defaults to
-    ``heldout_accuracy``.
+    ``accuracy_fn(model, tokenizer, data_path, limit, max_new_tokens) -> float`` defaults to ``greedy_accuracy``.
+    The stopping rule calls it on ``validation.jsonl`` every ``eval_every`` steps; after the stop it is called once on
+    ``heldout.jsonl``.
     """
     out = Path(cache_root) / f"warmstart-{settings.key()}"
     if (out / "warmstart.json").exists():
@@ -154,10 +163,12 @@ def warm_start(
     from transformers import TrainerCallback
     from trl import SFTConfig, SFTTrainer
 
-    accuracy_fn = accuracy_fn or heldout_accuracy
+    accuracy_fn = accuracy_fn or greedy_accuracy
     tmp = out.with_name(out.name + ".tmp")
     shutil.rmtree(tmp, ignore_errors=True)
-    heldout_path = write_jsonl(heldout_problems(settings.difficulty, settings.eval_n), tmp / "heldout.jsonl")
+    validation = validation_problems(settings.difficulty, settings.validation_n, settings.heldout_n)
+    validation_path = write_jsonl(validation, tmp / "validation.jsonl")
+    heldout_path = write_jsonl(heldout_problems(settings.difficulty, settings.heldout_n), tmp / "heldout.jsonl")
     tokenizer = lab_tokenizer(settings)
     model = build_model(
         tokenizer,
@@ -168,17 +179,19 @@ def warm_start(
         num_key_value_heads=settings.num_key_value_heads,
         intermediate_size=settings.intermediate_size,
     )
-    dataset = Dataset.from_list(sft_rows(train_problems(settings.n_train, settings.seed, settings.difficulty)))
+    train = train_problems(settings.n_train, settings.seed, settings.difficulty, settings.heldout_n,
+                           settings.validation_n)  # fmt: skip
+    dataset = Dataset.from_list(sft_rows(train))
     curve: list[dict] = []
     started = time.monotonic()
 
-    class StopOnHeldoutAccuracy(TrainerCallback):
+    class StopOnValidationAccuracy(TrainerCallback):
         def on_step_end(self, args, state, control, **kwargs):
             if state.global_step % settings.eval_every and state.global_step < settings.max_steps:
                 return
-            acc = accuracy_fn(model, tokenizer, heldout_path, settings.eval_n, settings.max_new_tokens)
-            curve.append({"step": state.global_step, "accuracy": acc, "seconds": time.monotonic() - started})
-            logger.info("warm start step %d: held-out accuracy %.3f", state.global_step, acc)
+            acc = accuracy_fn(model, tokenizer, validation_path, settings.validation_n, settings.max_new_tokens)
+            curve.append({"step": state.global_step, "validation_accuracy": acc, "seconds": time.monotonic() - started})
+            logger.info("warm start step %d: validation accuracy %.3f", state.global_step, acc)
             if acc >= settings.stop_at_accuracy:
                 control.should_training_stop = True
 
@@ -208,29 +221,34 @@ def warm_start(
         args=config,
         train_dataset=dataset,
         processing_class=tokenizer,
-        callbacks=[StopOnHeldoutAccuracy()],
+        callbacks=[StopOnValidationAccuracy()],
     )
     trainer.train()
+    final = curve[-1] if curve else {"step": 0, "validation_accuracy": None}
+    stop_accuracy = final["validation_accuracy"]
+    # The held-out set is read once, after the stop, by the model the stopping rule chose: it chose nothing.
+    heldout_acc = accuracy_fn(model, tokenizer, heldout_path, settings.heldout_n, settings.max_new_tokens)
+    logger.info("warm start stopped at step %d: held-out accuracy %.3f", final["step"], heldout_acc)
     model.save_pretrained(tmp)
     tokenizer.save_pretrained(tmp)
     shutil.rmtree(tmp / "trainer", ignore_errors=True)
-    final = curve[-1] if curve else {"step": 0, "accuracy": None}
     record = {
         "settings": asdict(settings),
         "params": model.num_parameters(),
         "steps": final["step"],
-        "heldout_accuracy": final["accuracy"],
-        "reached_threshold": final["accuracy"] is not None and final["accuracy"] >= settings.stop_at_accuracy,
+        "validation_accuracy": stop_accuracy,  # at the stop: what the stopping rule saw
+        "heldout_accuracy": heldout_acc,  # of the saved model, measured once after the stop
+        "reached_threshold": stop_accuracy is not None and stop_accuracy >= settings.stop_at_accuracy,
         "seconds": round(time.monotonic() - started, 1),
         "curve": curve,
     }
     (tmp / "warmstart.json").write_text(json.dumps(record, indent=1))
     if not record["reached_threshold"]:
         logger.warning(
-            "warm start stopped at max_steps=%d with held-out accuracy %s < %s: raise max_steps or lower "
+            "warm start stopped at max_steps=%d with validation accuracy %s < %s: raise max_steps or lower "
             "stop_at_accuracy",
             settings.max_steps,
-            final["accuracy"],
+            stop_accuracy,
             settings.stop_at_accuracy,
         )
     shutil.rmtree(out, ignore_errors=True)
@@ -242,7 +260,8 @@ def prepare_lab(
     settings: WarmStartSettings = WarmStartSettings(), cache_root: str | Path = DEFAULT_CACHE_ROOT, root=LAB_ROOT
 ) -> dict[str, Path]:
     """The warm start (trained or reused), linked at ``<root>/warmstart``, and the GRPO data the lab configs read:
-    ``<root>/data/train.jsonl`` (fresh problems, seed + 1) and ``<root>/data/heldout.jsonl`` (the fixed held-out set).
+    ``<root>/data/train.jsonl`` (fresh problems, seed + 1, none in the held-out or validation set) and
+    ``<root>/data/heldout.jsonl`` (the fixed held-out set).
     """
     model_dir = warm_start(settings, cache_root)
     root = Path(root)
@@ -251,8 +270,9 @@ def prepare_lab(
     if link.is_symlink() or link.exists():
         link.unlink()
     link.symlink_to(model_dir.resolve(), target_is_directory=True)
-    heldout = heldout_problems(settings.difficulty, settings.eval_n)
-    train = train_problems(GRPO_TRAIN_SIZE, settings.seed + 1, settings.difficulty, heldout_n=settings.eval_n)
+    heldout = heldout_problems(settings.difficulty, settings.heldout_n)
+    train = train_problems(GRPO_TRAIN_SIZE, settings.seed + 1, settings.difficulty, settings.heldout_n,
+                           settings.validation_n)  # fmt: skip
     return {
         "model": model_dir,
         "link": link,
@@ -272,7 +292,8 @@ def main() -> None:
     settings = WarmStartSettings(seed=args.seed, stop_at_accuracy=args.stop_at_accuracy, max_steps=args.max_steps)
     paths = prepare_lab(settings, args.cache_root)
     record = json.loads((paths["model"] / "warmstart.json").read_text())
-    print(f"warm start: {paths['model']} (step {record['steps']}, held-out accuracy {record['heldout_accuracy']})")
+    print(f"warm start: {paths['model']} (step {record['steps']}, validation accuracy {record['validation_accuracy']} "
+          f"at the stop, held-out accuracy {record['heldout_accuracy']})")  # fmt: skip
     print(f"linked at {paths['link']}; GRPO data: {paths['train']}, held-out: {paths['heldout']}")
 
 

@@ -28,3 +28,18 @@ def test_findings_state_each_verdict_from_the_numbers(tmp_path):
     assert "training reward 0.900 → 0.990" in text and "the hacking signature" in text
     assert "`bare_wrong` scores 1.000" in text and "hedge" not in text  # only the probes that pass are named
     assert "wrong answers 20.0 vs 25.0 tokens" in text
+
+
+def test_report_names_validation_at_the_stop_and_heldout_apart(tmp_path):
+    # a warm-start record as lab.warmstart writes it: the two accuracies differ, so a swapped field shows
+    import types
+
+    fake_run(tmp_path, "grpo_lab_default", 0, 0.33, 0.50, [0.4] * 8, [0.1] * 8, [0.4] * 8)
+    curve = [{"step": 700, "validation_accuracy": 0.2}, {"step": 750, "validation_accuracy": 0.315}]
+    warm = {"params": 1_405_248, "steps": 750, "validation_accuracy": 0.315, "heldout_accuracy": 0.33,
+            "seconds": 200.0, "settings": {"stop_at_accuracy": 0.3, "validation_n": 200}, "curve": curve}  # fmt: skip
+    args = types.SimpleNamespace(seed=0, steps=120, jobs=2)
+    report = demo.write_report(tmp_path, args, warm, {}, [], {"GRPO runs": 1.0}, 0.1, 2.0).read_text()
+    assert "stopped at step 750 with validation accuracy 0.315 (threshold 0.3, on 200 validation problems)" in report
+    assert "held-out accuracy of that model 0.330" in report
+    assert (tmp_path / "warmstart.png").exists()

@@ -1,5 +1,5 @@
-"""The lab's SFT warm start, shrunk to seconds: it trains with TRL's SFTTrainer, stops on the held-out threshold,
-and a second call with the same settings reuses the cached folder.
+"""The lab's SFT warm start, shrunk to seconds: it trains with TRL's SFTTrainer, stops on a VALIDATION threshold (the
+held-out set is read once, after the stop), and a second call with the same settings reuses the cached folder.
 
     OMP_NUM_THREADS=1 .venv/bin/python -m pytest -q tests/test_lab_warmstart.py
 """
@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from lab.problems import Difficulty
+from lab.problems import Difficulty, heldout_problems, validation_problems
 from lab.warmstart import WarmStartSettings, lab_tokenizer, sft_rows, warm_start
 
 # A model and run small enough for a unit test; the lab's real settings are WarmStartSettings() defaults.
@@ -34,12 +34,16 @@ def test_few_sft_steps_train_save_and_cache(tmp_path):
 
     from lab.tiny_model import build_model
 
-    settings = WarmStartSettings(**TINY, max_steps=3, eval_every=3, eval_n=4, stop_at_accuracy=1.0)
-    out = warm_start(settings, tmp_path)  # real held-out evaluation through eval.run.evaluate
+    settings = WarmStartSettings(**TINY, max_steps=3, eval_every=3, validation_n=5, heldout_n=4, stop_at_accuracy=1.0)
+    out = warm_start(settings, tmp_path)  # real greedy evaluations through eval.run.evaluate
     record = json.loads((out / "warmstart.json").read_text())
     assert out.name == f"warmstart-{settings.key()}"
     assert record["steps"] == 3 and [c["step"] for c in record["curve"]] == [3]
     assert not record["reached_threshold"]  # a 3-step model does not solve everything
+    assert 0.0 <= record["validation_accuracy"] <= 1.0 and 0.0 <= record["heldout_accuracy"] <= 1.0
+    read = lambda name: [json.loads(line) for line in (out / name).read_text().splitlines()]  # noqa: E731
+    assert read("validation.jsonl") == validation_problems(settings.difficulty, 5, heldout_n=4)
+    assert read("heldout.jsonl") == heldout_problems(settings.difficulty, 4)
     trained = AutoModelForCausalLM.from_pretrained(out)
     tokenizer = AutoTokenizer.from_pretrained(out)
     initial = build_model(tokenizer, hidden_size=32, num_layers=1, seed=0, num_attention_heads=2,
@@ -51,12 +55,23 @@ def test_few_sft_steps_train_save_and_cache(tmp_path):
     assert again == out and calls == []  # reused from the cache: no training, no evaluation
 
 
-def test_stops_at_the_first_evaluation_over_the_threshold(tmp_path):
-    accuracies = iter([0.1, 0.5, 0.9])  # evaluations at steps 1, 2, 3; the threshold 0.4 is crossed at step 2
-    settings = WarmStartSettings(**TINY, max_steps=10, eval_every=1, eval_n=4, stop_at_accuracy=0.4)
-    out = warm_start(settings, tmp_path, accuracy_fn=lambda *a: next(accuracies))
+def test_stops_on_validation_and_reads_heldout_once_after_the_stop(tmp_path):
+    # validation evaluations at steps 1, 2, 3...: the threshold 0.4 is crossed at step 2. The held-out set scores 0.95
+    # whenever it is read, so a rule that looked at it would stop at step 1.
+    validation = iter([0.1, 0.5, 0.9])
+    calls = []
+
+    def accuracy(model, tokenizer, data_path, limit, max_new_tokens):
+        calls.append((data_path.name, limit))
+        return 0.95 if data_path.name == "heldout.jsonl" else next(validation)
+
+    settings = WarmStartSettings(**TINY, max_steps=10, eval_every=1, validation_n=6, heldout_n=4, stop_at_accuracy=0.4)
+    out = warm_start(settings, tmp_path, accuracy_fn=accuracy)
     record = json.loads((out / "warmstart.json").read_text())
-    assert record["steps"] == 2 and record["heldout_accuracy"] == 0.5 and record["reached_threshold"]
+    assert calls == [("validation.jsonl", 6), ("validation.jsonl", 6), ("heldout.jsonl", 4)]
+    assert record["steps"] == 2 and record["validation_accuracy"] == 0.5 and record["reached_threshold"]
+    assert record["heldout_accuracy"] == 0.95
+    assert [c["validation_accuracy"] for c in record["curve"]] == [0.1, 0.5]
 
 
 def test_sft_rows_are_prompt_completion_with_the_lab_prompt():
@@ -120,3 +135,18 @@ def test_cache_key_changes_with_the_prompt(monkeypatch):
     before = WarmStartSettings().key()
     monkeypatch.setitem(tasks.TASKS, TASK, replace(tasks.TASKS[TASK], instruction="Write #### then the answer."))
     assert WarmStartSettings().key() != before
+
+
+@pytest.mark.parametrize("seed_name", ["VALIDATION_SEED", "HELDOUT_SEED"])
+def test_cache_key_changes_with_the_splits(monkeypatch, seed_name):
+    # a warm start stopped on one validation set (and trained on data that leaves out one pair of sets) must not be
+    # reused for another: the splits' seeds are part of the key
+    from lab import problems
+
+    before = WarmStartSettings().key()
+    monkeypatch.setattr(problems, seed_name, getattr(problems, seed_name) + 1)
+    assert WarmStartSettings().key() != before
+
+
+def test_cache_key_changes_with_the_validation_size():
+    assert WarmStartSettings(validation_n=100).key() != WarmStartSettings().key()
