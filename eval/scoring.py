@@ -13,16 +13,13 @@ True
 True
 >>> score_completion("", "8", "gsm8k")["empty"]
 True
+>>> score_completion("so \\\\boxed{-2 \\\\text{ or } -12}", "-2 \\\\text{ or } -12", "math")["correct"]  # a hedged gold
+True
 """
 
 from __future__ import annotations
 
-import logging
-
-from rewards.answers import extract_answer
-from rewards.verify import answers_match
-
-logger = logging.getLogger(__name__)
+from rewards.verify import check
 
 ANSWER_STYLES = ("gsm8k", "math")
 
@@ -41,7 +38,7 @@ def answer_style(task_name: str) -> str:
 
 
 def score_completion(completion: str | None, gold: str | None, task_name: str) -> dict:
-    """How one completion scores against the gold final answer.
+    """How one completion scores against the gold final answer (``rewards.verify.check``, as the rewards).
 
     Args:
         completion: the model's text (None counts as empty).
@@ -50,23 +47,23 @@ def score_completion(completion: str | None, gold: str | None, task_name: str) -
 
     Returns:
         ``correct`` (bool), ``extracted`` (the committed final answer or None), ``reason`` (``ok``, ``no_marker``,
-        ``empty``, ``hedge``, ``conflicting_markers``, ``error``), ``format_ok`` (a single well-formed final answer
-        was found), ``empty`` (the completion is blank or its final marker holds nothing), ``n_markers``.
+        ``empty``, ``hedge``, ``conflicting_markers``; ``timeout`` or ``checker_error`` when the comparison gave no
+        verdict; ``error``), ``format_ok`` (a single well-formed final answer was found), ``empty`` (the completion
+        is blank or its final marker holds nothing), ``n_markers``, ``timeout`` (the comparison ran out of time even
+        after its retry: ``correct`` is then False, and a rerun on an idle machine may differ).
     """
     style = answer_style(task_name)
     text = completion or ""
-    try:
-        answer = extract_answer(text, task=style)
-        correct = answers_match(answer.value, None if gold is None else str(gold), task=style)
-        extracted, reason, n_markers = answer.value, answer.reason, answer.n_markers
-    except Exception:  # noqa: BLE001 - scoring must never crash an eval on one odd completion
-        logger.warning("scoring failed on a completion of %d chars; scored as wrong", len(text), exc_info=True)
-        correct, extracted, reason, n_markers = False, None, "error", 0
+    result = check(text, None if gold is None else str(gold), task=style)
+    answer = result.answer
+    # A hedged gold ("-2 \\text{ or } -12") is matched by the same list, which the extractor calls a hedge.
+    extracted = answer.raw if result.correct and answer.value is None else answer.value
     return {
-        "correct": bool(correct),
+        "correct": result.correct,
         "extracted": extracted,
-        "reason": reason,
+        "reason": result.reason,
         "format_ok": extracted is not None,
-        "empty": not text.strip() or reason == "empty",
-        "n_markers": n_markers,
+        "empty": not text.strip() or result.reason == "empty",
+        "n_markers": answer.n_markers,
+        "timeout": result.timeout,
     }

@@ -51,7 +51,9 @@ class Answer:
     """What a completion answered: ``value`` is None when it did not commit to one answer (see ``reason``)."""
 
     value: str | None
-    reason: str  # "ok", "no_marker", "empty", "hedge", "conflicting_markers", "too_long"
+    # "ok", "no_marker", "empty", "hedge", "conflicting_markers"; "timeout" or "checker_error" when comparing the
+    # boxes with each other gave no verdict (rewards.verify)
+    reason: str
     marker: str | None = None  # "####", "boxed", "answer_line"
     n_markers: int = 0
     end: int = -1  # index in the completion just past the final answer (for format checks)
@@ -221,11 +223,14 @@ def _extract_math(text: str) -> Answer:
         reason = "hedge" if start - boxes[-2][2] <= HEDGE_GAP_CHARS else "conflicting_markers"
         if len(others) > MAX_DISTINCT_BOXES:
             return Answer(None, reason, "boxed", len(boxes), end, content)
-        from rewards.verify import TIME_BUDGET_S, answers_match  # late import: verify imports this module
+        from rewards.verify import NO_VERDICT_REASONS, TIME_BUDGET_S, Verdict, compare_answers  # verify imports us
 
         budget = TIME_BUDGET_S / len(others)  # the whole completion stays within one comparison's budget
-        if not all(answers_match(other, content, task="math", timeout=budget) for other in others):
-            return Answer(None, reason, "boxed", len(boxes), end, content)
+        for other in others:
+            verdict = compare_answers(other, content, task="math", timeout=budget)
+            if verdict is not Verdict.EQUAL:  # a timeout is no verdict: said as such, not as a hedge
+                reason = NO_VERDICT_REASONS.get(verdict, reason)
+                return Answer(None, reason, "boxed", len(boxes), end, content)
     return Answer(content, "ok", "boxed", len(boxes), end, content)
 
 

@@ -4,24 +4,40 @@ GSM8K answers are numbers and compare as decimals (``18.00 == 18``). MATH answer
 strings and plain numbers, then with math-verify -- the one place where model text becomes an expression.
 math-verify's own timeouts use ``signal.alarm``, which only works in the main thread, so here it runs in a small
 pool of worker processes (``rewards/_verify_worker.py``, started with ``subprocess``: no multiprocessing, so it
-works when ``__main__`` is a notebook, stdin or ``python -c``). A comparison that exceeds its time budget is
-interrupted inside the worker, or the worker is killed and replaced in the background; either way it counts as
-"not correct" and is logged. Nothing here raises on model output.
+works when ``__main__`` is a notebook, stdin or ``python -c``).
+
+A comparison has four outcomes (``Verdict``): equal, not equal, ``timeout`` and ``checker_error``. Only the first two
+are verdicts, and only they are cached. The time budget is a real bound: waiting for a free worker and starting one
+count inside it. A comparison that runs out of time is retried once with ``RETRY_FACTOR`` times the budget; if
+that runs out too, it is given up as a ``timeout`` (counted by ``timeout_count()``, logged, never cached as a
+verdict). A worker that fails to start or dies is a ``checker_error``, not a timeout. Either way the answer is not
+paid: rewards score it 0 with a logged warning (TRL's contract), eval reports the reason. Nothing here raises on
+model output.
+
+math-verify compares numbers with tolerances that let distinct very small or very large values match
+(``\\frac{1}{20!}`` vs ``\\frac{1}{21!}``); the worker re-checks every numeric "equal" exactly. A ``\\pm`` answer
+against a gold without one, and malformed LaTeX that math-verify reads as a prefix (``4\\sqrt(2)`` read as ``4``),
+are not equal.
 
 >>> answers_match("18.00", "18", task="gsm8k")
 True
 >>> answers_match("\\\\frac{1}{2}", "0.5", task="math")
 True
+>>> answers_match("\\\\frac{1}{21!}", "\\\\frac{1}{20!}", task="math"), answers_match("4\\\\sqrt(2)", "4", task="math")
+(False, False)
 >>> is_correct("so 3 + 5 = 8\\n#### 8", "8")
 True
 >>> is_correct("#### 17 or 18", "17")
 False
+>>> check("so \\\\boxed{4}", "4", task="math").reason
+'ok'
 """
 
 from __future__ import annotations
 
 import atexit
 import contextlib
+import enum
 import json
 import logging
 import os
@@ -32,29 +48,55 @@ import sys
 import threading
 import time
 from collections import OrderedDict
+from dataclasses import dataclass
 from decimal import Decimal
 from pathlib import Path
 
-from rewards.answers import _canonical_box, _is_hedge, extract_answer, normalize_number
+from rewards.answers import Answer, _canonical_box, _is_hedge, extract_answer, normalize_number
 
 logger = logging.getLogger(__name__)
 
-TIME_BUDGET_S = 0.8  # one math-verify comparison; past it the answer counts as wrong
+TIME_BUDGET_S = 0.8  # one math-verify comparison, waiting for and starting a worker included
+RETRY_FACTOR = 4  # a comparison that ran out of time is retried once with this many times the budget
+TIMEOUT_MEMO_S = 30.0  # a pair that was just given up is not retried for this long (a GRPO group repeats answers)
 MAX_ANSWER_CHARS = 500  # an extracted answer longer than this is not a maths answer
 MAX_WORKERS = max(1, min(4, os.cpu_count() or 1))  # parallel comparisons when rewards are called from threads
-WORKER_START_TIMEOUT_S = 60.0  # importing math-verify takes ~0.6 s; a loaded machine can be much slower
+WORKER_START_TIMEOUT_S = 60.0  # warm_up's wait: importing math-verify takes ~0.6 s, a loaded machine much longer
 CACHE_SIZE = 65_536  # GRPO groups repeat the same (gold, answer) pairs many times
 # A plain decimal number ("18", "-0.50", "1,000"): MATH answers like this compare as decimals, without math-verify.
 PLAIN_NUMBER_RE = re.compile(r"-?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?")
-# What may surround a number and not change it: "\\$342", "20.0\\%", "45^\\circ", "12 \\text{ cm}".
+# What may surround a number and not change it: "\\$342", "20.0\\%", "45^\\circ", "12 \\text{ cm}". DOTALL: an
+# answer may span lines, and must still match (a None here was an internal exception path).
 UNITS_AROUND_NUMBER_RE = re.compile(
     r"^(?:\\\$|\$|\\,|\s)*(?P<number>.*?)"
-    r"(?:\\%|%|\^\s*\{?\\circ\}?|\\(?:text|mbox|mathrm)\{\s*[A-Za-z][A-Za-z .]*\}|\\[,;! ]|\s)*$"
+    r"(?:\\%|%|\^\s*\{?\\circ\}?|\\(?:text|mbox|mathrm)\{\s*[A-Za-z][A-Za-z .]*\}|\\[,;! ]|\s)*$",
+    re.DOTALL,
 )
 # An exponent holding an exponent (9^{9^{9^9}}, 9^9^9): sympy would evaluate astronomically large numbers. Not
 # polynomials: "x^4 - x^3 + x^2" has no nesting. Such a prediction is skipped unless the gold nests too.
 POWER_TOWER_RE = re.compile(r"\^\s*\{[^{}]*\^|\^\s*\d+\s*\^")
+# "\pm 3" is two answers; math-verify pays some forms of it ("\sqrt{9}=\pm 3", "3\pm") against the gold "3".
+PLUS_MINUS_RE = re.compile(r"\\pm(?![a-zA-Z])|\\mp(?![a-zA-Z])|[±∓]")
+# A root or fraction without a braced (or one-token) argument: math-verify reads "4\sqrt(2)" and "4\frac(1)(2)" as 4.
+MALFORMED_LATEX_RE = re.compile(r"\\(?:sqrt|[dt]?frac)(?![a-zA-Z])(?!\s*[{\[0-9a-zA-Z\\])")
 _WORKER_SCRIPT = str(Path(__file__).with_name("_verify_worker.py"))
+
+
+class Verdict(enum.Enum):
+    """The outcome of one comparison. Only ``EQUAL`` and ``NOT_EQUAL`` are verdicts (and cached)."""
+
+    EQUAL = "equal"
+    NOT_EQUAL = "not_equal"
+    TIMEOUT = "timeout"  # ran out of time even after the retry: no verdict
+    CHECKER_ERROR = "checker_error"  # a worker failed to start or died: no verdict
+
+    @classmethod
+    def of(cls, equal: bool) -> Verdict:
+        return cls.EQUAL if equal else cls.NOT_EQUAL
+
+
+class _WorkerGone(Exception):
+    """The worker process exited or wrote something that is not a reply."""
 
 
 class _Worker:
@@ -72,23 +114,33 @@ class _Worker:
         self.ready = False
 
     def _read_line(self, timeout: float) -> dict | None:
+        """The next reply, or None when none came within ``timeout``. Raises ``_WorkerGone`` on EOF or garbage."""
         ready, _, _ = select.select([self.proc.stdout], [], [], max(timeout, 0.0))
         if not ready:
             return None
         line = self.proc.stdout.readline()
-        return json.loads(line) if line else None
+        try:
+            reply = json.loads(line)
+        except ValueError:
+            reply = None
+        if not isinstance(reply, dict):
+            raise _WorkerGone(f"worker exited (code {self.proc.poll()}) or wrote {line[:80]!r}")
+        return reply
 
-    def wait_ready(self) -> bool:
+    def wait_ready(self, timeout: float) -> bool:
+        """True once the worker has started; False while it is still starting. Raises ``_WorkerGone``."""
         if not self.ready:
-            self.ready = (self._read_line(WORKER_START_TIMEOUT_S) or {}).get("ready", False)
+            reply = self._read_line(timeout)
+            if reply is not None and not reply.get("ready"):
+                raise _WorkerGone(f"worker said {reply!r} instead of ready")
+            self.ready = reply is not None
         return self.ready
 
-    def compare(self, gold: str, pred: str, timeout: float) -> bool | None:
-        """True/False, or None when the worker did not answer within ``timeout`` (the caller then kills it)."""
+    def compare(self, gold: str, pred: str, timeout: float) -> dict | None:
+        """The worker's reply, or None when it did not answer within ``timeout`` (the caller then kills it)."""
         self.proc.stdin.write(json.dumps({"gold": gold, "pred": pred, "budget": 0.75 * timeout}) + "\n")
         self.proc.stdin.flush()
-        reply = self._read_line(timeout)
-        return None if reply is None else reply.get("result")
+        return self._read_line(timeout)
 
     def kill(self) -> None:
         self.proc.kill()
@@ -96,7 +148,11 @@ class _Worker:
 
 
 class _WorkerPool:
-    """Up to ``MAX_WORKERS`` workers shared by all threads; a killed worker is replaced in the background."""
+    """Up to ``MAX_WORKERS`` workers shared by all threads; a killed worker is replaced in the background.
+
+    ``compare`` counts everything against its budget: waiting for a free worker, starting one, the comparison. A
+    worker still starting when the budget runs out is kept (it goes on starting for the next caller).
+    """
 
     def __init__(self, size: int):
         self._size = size
@@ -111,17 +167,33 @@ class _WorkerPool:
             while self._n_alive < min(n or self._size, self._size):
                 self._idle.append(_Worker())
                 self._n_alive += 1
-            for worker in self._idle:
-                worker.wait_ready()
+            for worker in list(self._idle):
+                try:
+                    worker.wait_ready(WORKER_START_TIMEOUT_S)
+                except _WorkerGone:
+                    logger.warning("a math-verify worker failed to start", exc_info=True)
+                    self._idle.remove(worker)
+                    self._n_alive -= 1
 
-    def _take(self) -> _Worker:
+    def _take(self, deadline: float) -> _Worker | None:
+        """A free worker (maybe one still starting), a new one, or None when none is free before ``deadline``."""
         with self._cond:
             while not self._idle and self._n_alive >= self._size:
-                self._cond.wait()
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    return None
+                self._cond.wait(remaining)
             if self._idle:
-                return self._idle.pop()
+                ready = [w for w in self._idle if w.ready]  # prefer a started worker
+                worker = ready[-1] if ready else self._idle[-1]
+                self._idle.remove(worker)
+                return worker
             self._n_alive += 1
-        return _Worker()
+        try:
+            return _Worker()
+        except Exception:
+            self._give_back(None)
+            raise
 
     def _give_back(self, worker: _Worker | None) -> None:
         with self._cond:
@@ -131,24 +203,38 @@ class _WorkerPool:
                 self._idle.append(worker)
             self._cond.notify()
 
-    def compare(self, gold: str, pred: str, timeout: float) -> bool | None:
-        worker = self._take()
+    def compare(self, gold: str, pred: str, timeout: float) -> Verdict:
+        deadline = time.monotonic() + timeout
         try:
-            if not worker.wait_ready():
-                raise RuntimeError("math-verify worker did not start")
-            start = time.perf_counter()
-            result = worker.compare(gold, pred, timeout)
-            if result is None and time.perf_counter() - start >= timeout:
-                worker.kill()  # stuck past its own alarm: replace it, starting the new one now
+            worker = self._take(deadline)
+        except Exception:  # noqa: BLE001 - the OS refused to start a process: not a timeout
+            logger.warning("could not start a math-verify worker", exc_info=True)
+            return Verdict.CHECKER_ERROR
+        if worker is None:
+            return Verdict.TIMEOUT  # no worker free within the budget
+        try:
+            if not worker.wait_ready(deadline - time.monotonic()):
+                self._give_back(worker)  # still starting: it keeps starting for the next caller
+                return Verdict.TIMEOUT
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                self._give_back(worker)
+                return Verdict.TIMEOUT
+            reply = worker.compare(gold, pred, remaining)
+            if reply is None:  # stuck past its own alarm: replace it, starting the new one now
+                worker.kill()
                 worker = _Worker()
+                self._give_back(worker)
+                return Verdict.TIMEOUT
             self._give_back(worker)
-            return result
-        except Exception:  # noqa: BLE001 - a broken pipe or a dead worker: drop it, count as not equal
-            logger.warning("math-verify worker failed; restarting it", exc_info=True)
+            result = reply.get("result")
+            return Verdict.TIMEOUT if result is None else Verdict.of(bool(result))
+        except Exception:  # noqa: BLE001 - a broken pipe or a dead worker: drop it; no verdict
+            logger.warning("a math-verify worker failed; dropping it", exc_info=True)
             with contextlib.suppress(Exception):
                 worker.kill()
             self._give_back(None)
-            return None
+            return Verdict.CHECKER_ERROR
 
     def close(self) -> None:
         with self._cond:
@@ -160,8 +246,28 @@ class _WorkerPool:
 
 
 _POOL = _WorkerPool(MAX_WORKERS)
-_CACHE: OrderedDict[tuple[str, str], bool] = OrderedDict()
+_CACHE: OrderedDict[tuple[str, str], Verdict] = OrderedDict()  # verdicts only, never a timeout
+_GIVEN_UP: dict[tuple[str, str], float] = {}  # pair -> when it was given up as a timeout
 _CACHE_LOCK = threading.Lock()
+_TIMEOUTS = 0
+
+
+def timeout_count() -> int:
+    """Comparisons given up as timeouts (after the retry) in this process so far. Thread-safe.
+
+    A monitor reads it before and after a batch; the difference is the batch's number of timed-out comparisons.
+    """
+    with _CACHE_LOCK:
+        return _TIMEOUTS
+
+
+def _count_timeout(key: tuple[str, str]) -> None:
+    global _TIMEOUTS
+    with _CACHE_LOCK:
+        _TIMEOUTS += 1
+        _GIVEN_UP[key] = time.monotonic()
+        if len(_GIVEN_UP) > CACHE_SIZE:
+            _GIVEN_UP.pop(next(iter(_GIVEN_UP)))
 
 
 def warm_up(n_workers: int | None = None) -> None:
@@ -169,58 +275,127 @@ def warm_up(n_workers: int | None = None) -> None:
     _POOL.warm_up(n_workers)
 
 
-def _math_verify(gold: str, pred: str, timeout: float) -> bool:
+def _math_verify(gold: str, pred: str, timeout: float) -> Verdict:
     key = (gold, pred)
     with _CACHE_LOCK:
         if key in _CACHE:
             _CACHE.move_to_end(key)
             return _CACHE[key]
-    result = _POOL.compare(gold, pred, timeout)
-    if result is None:
-        logger.warning("math-verify exceeded %.2fs on %.60r vs gold %.60r; scored as wrong", timeout, pred, gold)
-    result = bool(result)
-    with _CACHE_LOCK:  # timeouts are cached too: the same runaway answer should not cost the budget twice
-        _CACHE[key] = result
-        if len(_CACHE) > CACHE_SIZE:
-            _CACHE.popitem(last=False)
-    return result
+        recently_given_up = time.monotonic() - _GIVEN_UP.get(key, -TIMEOUT_MEMO_S) < TIMEOUT_MEMO_S
+    if recently_given_up:
+        _count_timeout(key)
+        return Verdict.TIMEOUT
+    verdict = _POOL.compare(gold, pred, timeout)
+    if verdict in (Verdict.TIMEOUT, Verdict.CHECKER_ERROR):  # a loaded machine or a replaced worker: once more
+        verdict = _POOL.compare(gold, pred, RETRY_FACTOR * timeout)
+    if verdict is Verdict.TIMEOUT:
+        _count_timeout(key)
+        logger.warning(
+            "math-verify timed out twice (%.2fs, then %.2fs) on %.60r vs gold %.60r: no verdict, not paid",
+            timeout,
+            RETRY_FACTOR * timeout,
+            pred,
+            gold,
+        )
+    elif verdict is Verdict.CHECKER_ERROR:
+        logger.warning("math-verify workers failed on %.60r vs gold %.60r: no verdict, not paid", pred, gold)
+    else:
+        with _CACHE_LOCK:
+            _CACHE[key] = verdict
+            if len(_CACHE) > CACHE_SIZE:
+                _CACHE.popitem(last=False)
+    return verdict
 
 
-def answers_match(pred: str | None, gold: str | None, task: str = "gsm8k", timeout: float = TIME_BUDGET_S) -> bool:
-    """True when the extracted answer ``pred`` equals ``gold``. Never raises, never exceeds ``timeout`` by much.
+def compare_answers(pred: str | None, gold: str | None, task: str = "gsm8k", timeout: float = TIME_BUDGET_S) -> Verdict:
+    """Is the extracted answer ``pred`` equal to ``gold``? A ``Verdict``; never raises on model output.
 
-    >>> answers_match("3", "\\\\frac{6}{2}", task="math"), answers_match("9^{9^{9^{9}}}", "1", task="math")
-    (True, False)
+    The whole comparison takes at most ``timeout * (1 + RETRY_FACTOR)`` (plus process start-up after a kill).
+
+    >>> compare_answers("3", "\\\\frac{6}{2}", task="math").value, compare_answers("\\\\pm 3", "3", task="math").value
+    ('equal', 'not_equal')
     """
     if not pred or not gold:
-        return False
+        return Verdict.NOT_EQUAL
     if task == "gsm8k":
         pred_number = normalize_number(pred)
-        return pred_number is not None and pred_number == normalize_number(gold)
+        return Verdict.of(pred_number is not None and pred_number == normalize_number(gold))
     if len(pred) > MAX_ANSWER_CHARS or (POWER_TOWER_RE.search(pred) and not POWER_TOWER_RE.search(gold)):
         logger.warning("answer skipped as pathological (%d chars): %.60r", len(pred), pred)
-        return False
+        return Verdict.NOT_EQUAL
     if _canonical_box(pred) == _canonical_box(gold):
-        return True
+        return Verdict.EQUAL
     if PLAIN_NUMBER_RE.fullmatch(gold.strip()):
         # A plain-number gold (all of GSM8K, most of MATH) compares as a decimal once units are stripped from the
         # prediction. Deliberately stricter than math-verify, which reads "1200\\%" as 12.
         pred_number = UNITS_AROUND_NUMBER_RE.fullmatch(pred).group("number").strip()
         if PLAIN_NUMBER_RE.fullmatch(pred_number):
-            return Decimal(pred_number.replace(",", "")) == Decimal(gold.strip().replace(",", ""))
+            return Verdict.of(Decimal(pred_number.replace(",", "")) == Decimal(gold.strip().replace(",", "")))
+    if PLUS_MINUS_RE.search(pred) and not PLUS_MINUS_RE.search(gold) and "," not in gold:
+        return Verdict.NOT_EQUAL  # two values against one ("-3, 3" lists both, and may equal "\pm 3")
+    if MALFORMED_LATEX_RE.search(pred):
+        return Verdict.NOT_EQUAL
     return _math_verify(gold, pred, timeout)
 
 
-def is_correct(completion: str | None, gold: str | None, task: str = "gsm8k", answer_line: bool = False) -> bool:
-    """True when the completion's committed final answer equals the gold answer. Never raises."""
+def answers_match(pred: str | None, gold: str | None, task: str = "gsm8k", timeout: float = TIME_BUDGET_S) -> bool:
+    """True when the extracted answer ``pred`` equals ``gold`` (a timeout is not a match). Never raises.
+
+    >>> answers_match("3", "\\\\frac{6}{2}", task="math"), answers_match("9^{9^{9^{9}}}", "1", task="math")
+    (True, False)
+    """
+    return compare_answers(pred, gold, task, timeout) is Verdict.EQUAL
+
+
+@dataclass(frozen=True)
+class Check:
+    """One completion checked against its gold: the extracted ``answer`` and the comparison's outcome.
+
+    ``reason`` is the extractor's (``ok``, ``hedge``, ...) unless the comparison gave no verdict (``timeout``,
+    ``checker_error``) or scoring failed (``error``).
+    """
+
+    answer: Answer
+    verdict: Verdict
+    reason: str
+
+    @property
+    def correct(self) -> bool:
+        return self.verdict is Verdict.EQUAL
+
+    @property
+    def timeout(self) -> bool:
+        return self.reason == "timeout"
+
+
+NO_VERDICT_REASONS = {Verdict.TIMEOUT: "timeout", Verdict.CHECKER_ERROR: "checker_error"}
+
+
+def check(completion: str | None, gold: str | None, task: str = "gsm8k", answer_line: bool = False) -> Check:
+    """Extract the completion's committed final answer and compare it with ``gold``. Never raises.
+
+    The one judgement behind the correctness rewards (``is_correct``) and eval's ``score_completion``.
+    """
     try:
         answer = extract_answer(completion, task=task, answer_line=answer_line)
-        if answer.reason == "hedge" and task == "math" and gold and _is_hedge(gold):
+        if answer.reason in NO_VERDICT_REASONS.values():  # comparing the boxes with each other gave no verdict
+            verdict = Verdict.TIMEOUT if answer.reason == "timeout" else Verdict.CHECKER_ERROR
+        elif answer.reason == "hedge" and task == "math" and gold and _is_hedge(gold):
             # The gold itself lists solutions ("-2 \\text{ or } -12", MATH train): compare the list as written.
-            return answers_match(answer.raw, gold, task=task)
-        return answers_match(answer.value, gold, task=task)
+            verdict = compare_answers(answer.raw, gold, task=task)
+        else:
+            verdict = compare_answers(answer.value, gold, task=task)
+        return Check(answer, verdict, NO_VERDICT_REASONS.get(verdict, answer.reason))
     except Exception:  # noqa: BLE001 - a reward must never raise on model output
         logger.warning(
             "scoring failed on a completion of %d chars; scored as wrong", len(completion or ""), exc_info=True
         )
-        return False
+        return Check(Answer(None, "error"), Verdict.NOT_EQUAL, "error")
+
+
+def is_correct(completion: str | None, gold: str | None, task: str = "gsm8k", answer_line: bool = False) -> bool:
+    """True when the completion's committed final answer equals the gold answer. Never raises.
+
+    A comparison that gives no verdict (a timeout, a failed worker) is not correct; it is logged as a warning.
+    """
+    return check(completion, gold, task, answer_line).correct
