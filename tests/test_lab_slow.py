@@ -1,7 +1,9 @@
 """Opt-in regression runs of the CPU lab (`make test-slow`, or `pytest -m slow tests/test_lab_slow.py`).
 
-They train for real: the warm start (cached under runs/lab/cache, so only the first run pays for it) and short GRPO
-runs of the lab configs through the recipe, with a fixed seed. docs/lab.md has their measured times.
+They train for real, for two seeds: each seed's warm start (cached under runs/lab/cache, so only the first run pays
+for it; it stops on the validation split, never on the held-out set) and short GRPO runs of the lab configs through
+the recipe, two at a time as in the demo. Per seed: the default rewards must gain, the random-reward control must
+not. Seed 0 also runs the format-only config for the hack signature. docs/lab.md has their measured times and numbers.
 """
 
 from pathlib import Path
@@ -13,33 +15,50 @@ from lab.warmstart import WarmStartSettings, prepare_lab
 
 ROOT = Path(__file__).resolve().parents[1]
 CONFIGS = ROOT / "recipes" / "configs" / "lab"
-SEED = 0
+SEEDS = [0, 1]  # each its own warm start and GRPO sampling
 STEPS = 120  # GRPO steps per run, as in `make demo`
-MIN_GAIN = 0.12  # held-out accuracy (fraction) the default rewards must add; measured +0.19 at 120 steps, seed 0
-NOISE = 0.035  # one standard error of a 200-problem accuracy near 50%
+# Margins, in accuracy fractions on the 200 held-out problems. One standard error of such an accuracy near 50% is
+# 3.5 points; a before -> after difference of the same problems has about the same noise again (docs/lab.md).
+MIN_GAIN = 0.10  # the default rewards must add at least this (about three standard errors)
+NOISE = 0.035  # the controls must not rise by more than one standard error
 
 pytestmark = pytest.mark.slow
 
 
-@pytest.fixture(scope="module")
-def runs(tmp_path_factory):
-    """Both runs at once, as the demo runs them (two processes, cpu_count // 2 threads each)."""
-    paths = prepare_lab(WarmStartSettings(seed=SEED), ROOT / "runs" / "lab" / "cache", tmp_path_factory.mktemp("lab"))
+@pytest.fixture(scope="module", params=SEEDS, ids=lambda seed: f"seed{seed}")
+def runs(request, tmp_path_factory):
+    """One seed's runs, all from that seed's warm start, two at once (two processes, cpu_count // 2 threads each)."""
+    seed = request.param
+    lab = tmp_path_factory.mktemp(f"lab{seed}")
+    paths = prepare_lab(WarmStartSettings(seed=seed), ROOT / "runs" / "lab" / "cache", lab)
     extra = ["--model_name_or_path", str(paths["model"]), "--data", str(paths["train"]),
              "--eval_data", str(paths["heldout"]), "--max_steps", str(STEPS)]  # fmt: skip
-    out = tmp_path_factory.mktemp("runs")
-    configs = [CONFIGS / "grpo_lab_default.yaml", CONFIGS / "grpo_lab_format_only.yaml"]
-    run_matrix([str(c) for c in configs], [SEED], out, extra, jobs=2)
-    return {c.stem: summarize_run(run_dir(out, c, SEED)) for c in configs}
+    out = tmp_path_factory.mktemp(f"runs{seed}")
+    names = ["grpo_lab_default", "grpo_lab_random"] + (["grpo_lab_format_only"] if seed == SEEDS[0] else [])
+    configs = [CONFIGS / f"{name}.yaml" for name in names]
+    run_matrix([str(c) for c in configs], [seed], out, extra, jobs=2)
+    return {c.stem: summarize_run(run_dir(out, c, seed)) for c in configs}
 
 
 def test_default_rewards_improve_heldout_accuracy(runs):
     run = runs["grpo_lab_default"]
     before, after = run.accuracy_before, run.accuracy_after
-    assert after - before >= MIN_GAIN, f"held-out accuracy {before:.3f} -> {after:.3f}, expected +{MIN_GAIN}"
+    assert after - before >= MIN_GAIN, (
+        f"seed {run.seed}: held-out accuracy {before:.3f} -> {after:.3f}, expected at least +{MIN_GAIN}"
+    )
+
+
+def test_random_reward_does_not_improve_heldout_accuracy(runs):
+    # the control: the same steps with a reward that carries no signal must not gain, or the default's gain is not
+    # the signal's
+    run = runs["grpo_lab_random"]
+    before, after = run.accuracy_before, run.accuracy_after
+    assert after <= before + NOISE, f"seed {run.seed}: random reward took accuracy {before:.3f} -> {after:.3f}"
 
 
 def test_hackable_reward_raises_reward_not_accuracy(runs):
+    if "grpo_lab_format_only" not in runs:
+        pytest.skip(f"the format-only run is checked on seed {SEEDS[0]} only (time)")
     run = runs["grpo_lab_format_only"]
     assert run.reward_end > run.reward_start, f"format reward {run.reward_start:.3f} -> {run.reward_end:.3f}"
     assert run.accuracy_after <= run.accuracy_before + NOISE, (
