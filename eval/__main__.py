@@ -26,6 +26,24 @@ from eval.tasks import TASKS, get_task
 BENCHMARKS = ("gsm8k", "math500")
 
 
+def confidence_level(text: str) -> float:
+    """``--ci-level``: a fraction strictly between 0 and 1 (0.95, not 95)."""
+    from eval.metrics import normal_quantile
+
+    try:
+        level = float(text)
+        normal_quantile(level)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from e
+    return level
+
+
+def add_ci_level(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--ci-level", type=confidence_level, default=0.95, help="confidence level of the intervals (default 0.95)"
+    )
+
+
 def make_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="python -m eval", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -53,6 +71,7 @@ def make_parser() -> argparse.ArgumentParser:
     run.add_argument(
         "--wandb", action="store_true", help="log summary and samples table to W&B (WANDB_MODE=offline works)"
     )
+    add_ci_level(run)
     run.add_argument("--out", required=True, help="output folder; an unfinished run there is resumed")
 
     score = sub.add_parser("score", help="score stored completions (no model)")
@@ -62,11 +81,13 @@ def make_parser() -> argparse.ArgumentParser:
     score.add_argument("--gold-field", help="field holding the gold answer (default: the task's, 'answer')")
     score.add_argument("--tokenizer", help="tokenizer folder or hub id to count completion tokens")
     score.add_argument("--wandb", action="store_true")
+    add_ci_level(score)
     score.add_argument("--out", required=True)
 
     compare = sub.add_parser("compare", help="before/after table of two output folders")
     compare.add_argument("dir_a")
     compare.add_argument("dir_b")
+    add_ci_level(compare)
     return parser
 
 
@@ -180,6 +201,7 @@ def cmd_run(args) -> dict:
         backend=args.backend,
         run_info={"model": args.model, "adapter": args.adapter},
         wandb=args.wandb,
+        ci_level=args.ci_level,
     )
     print((Path(args.out) / "summary.md").read_text())
     return results
@@ -201,6 +223,7 @@ def cmd_score(args) -> dict:
         completion_field=args.completion_field,
         gold_field=args.gold_field,
         tokenizer=tokenizer,
+        ci_level=args.ci_level,
     )
     if args.wandb:
         lines = (Path(args.out) / SAMPLES_FILE).read_text(encoding="utf-8").splitlines()
@@ -227,7 +250,8 @@ def cmd_compare(args) -> str:
     results_b, records_b = read_run(args.dir_b)
     if results_a["task"] != results_b["task"]:
         raise ValueError(f"cannot compare task {results_a['task']!r} with {results_b['task']!r}")
-    text = compare_markdown(args.dir_a, results_a, args.dir_b, results_b, compare_records(records_a, records_b))
+    diff = compare_records(records_a, records_b, level=args.ci_level)
+    text = compare_markdown(args.dir_a, results_a, args.dir_b, results_b, diff)
     print(text)
     return text
 

@@ -1,13 +1,15 @@
-"""Metrics over scored samples: accuracy with a 95% interval, pass@k, length by correctness, format/truncation rates.
+"""Metrics over scored samples: accuracy with a confidence interval, pass@k, length by correctness, format,
+truncation and timeout rates.
 
-Confidence intervals:
+Confidence intervals, at the level ``level`` (default 0.95; results carry it as ``ci_level`` next to ``ci``):
 
 - one answer per problem (K = 1): the **Wilson score interval** for a binomial proportion -- it stays inside
   [0, 1] and keeps its coverage near 0% and 100%, where the normal ("Wald") interval collapses to a point;
 - K > 1 samples per problem: samples of one problem are not independent, so the interval is a **percentile
   bootstrap over problems** (10,000 resamples, fixed seed) of the per-problem mean;
 - a difference between two runs (``compare``): a **paired bootstrap over the problems both runs answered**,
-  or Newcombe's hybrid score interval (from two Wilson intervals) when the runs share no problems.
+  or, when the runs share no problems, Newcombe's hybrid score interval (from two Wilson intervals) for K = 1 and
+  a bootstrap over each run's problems, resampled independently, for K > 1.
 
 pass@k is the unbiased estimator of Chen et al. 2021 (Codex paper, eq. 1): ``1 - C(n-c, k) / C(n, k)`` per problem
 for n samples of which c are correct, averaged over problems.
@@ -24,18 +26,39 @@ import math
 import statistics
 from collections import Counter, defaultdict
 
-Z95 = 1.959963984540054  # two-sided 95% normal quantile
+CI_LEVEL = 0.95
 BOOTSTRAP_RESAMPLES = 10_000
 
 
-def wilson_interval(k: int, n: int, z: float = Z95) -> tuple[float, float]:
-    """Wilson score interval for k successes in n trials (``(0, 1)`` when n is 0).
+def normal_quantile(level: float) -> float:
+    """The two-sided normal quantile z of a confidence level (1.96 for 0.95).
+
+    >>> round(normal_quantile(0.95), 4), round(normal_quantile(0.9), 4)
+    (1.96, 1.6449)
+    """
+    if not 0 < level < 1:
+        raise ValueError(f"a confidence level is a fraction between 0 and 1 (0.95 for 95%), got {level}")
+    return statistics.NormalDist().inv_cdf(0.5 + level / 2)
+
+
+def level_label(level: float) -> str:
+    """How a report names a level: ``95%``, ``90%``, ``99.5%``.
+
+    >>> level_label(0.95), level_label(0.9), level_label(0.995)
+    ('95%', '90%', '99.5%')
+    """
+    return f"{100 * level:g}%"
+
+
+def wilson_interval(k: int, n: int, level: float = CI_LEVEL) -> tuple[float, float]:
+    """Wilson score interval for k successes in n trials at confidence ``level`` (``(0, 1)`` when n is 0).
 
     >>> wilson_interval(0, 10)[0], round(wilson_interval(0, 10)[1], 4)
     (0.0, 0.2775)
     """
     if n == 0:
         return 0.0, 1.0
+    z = normal_quantile(level)
     p = k / n
     denom = 1 + z * z / n
     centre = (p + z * z / (2 * n)) / denom
@@ -63,8 +86,10 @@ def pass_at_k(n: int, c: int, k: int) -> float:
     return 1.0 - prod
 
 
-def bootstrap_ci(values: list[float], seed: int = 0, resamples: int = BOOTSTRAP_RESAMPLES) -> tuple[float, float]:
-    """95% percentile bootstrap interval of the mean of ``values``.
+def bootstrap_ci(
+    values: list[float], seed: int = 0, resamples: int = BOOTSTRAP_RESAMPLES, level: float = CI_LEVEL
+) -> tuple[float, float]:
+    """Percentile bootstrap interval of the mean of ``values`` at confidence ``level``.
 
     >>> bootstrap_ci([1.0, 1.0, 1.0])
     (1.0, 1.0)
@@ -73,22 +98,23 @@ def bootstrap_ci(values: list[float], seed: int = 0, resamples: int = BOOTSTRAP_
 
     if not values:
         return 0.0, 1.0
+    normal_quantile(level)  # the same check of the level as the other intervals
     data = np.asarray(values, dtype=float)
     rng = np.random.default_rng(seed)
     means = data[rng.integers(0, len(data), size=(resamples, len(data)))].mean(axis=1)
-    low, high = np.percentile(means, [2.5, 97.5])
+    low, high = np.percentile(means, [50 * (1 - level), 50 * (1 + level)])
     return float(low), float(high)
 
 
-def newcombe_difference(k_a: int, n_a: int, k_b: int, n_b: int) -> tuple[float, float, float]:
-    """Difference p_b - p_a of two independent proportions and its Newcombe (1998, method 10) 95% interval.
+def newcombe_difference(k_a: int, n_a: int, k_b: int, n_b: int, level: float = CI_LEVEL) -> tuple[float, float, float]:
+    """Difference p_b - p_a of two independent proportions and its Newcombe (1998, method 10) interval at ``level``.
 
     >>> [round(x, 4) for x in newcombe_difference(5, 10, 5, 10)]
     [0.0, -0.3725, 0.3725]
     """
     p_a, p_b = k_a / n_a, k_b / n_b
-    l_a, u_a = wilson_interval(k_a, n_a)
-    l_b, u_b = wilson_interval(k_b, n_b)
+    l_a, u_a = wilson_interval(k_a, n_a, level)
+    l_b, u_b = wilson_interval(k_b, n_b, level)
     d = p_b - p_a
     low = d - math.sqrt((p_b - l_b) ** 2 + (u_a - p_a) ** 2)
     high = d + math.sqrt((u_b - p_b) ** 2 + (p_a - l_a) ** 2)
@@ -117,23 +143,25 @@ def length_stats(lengths: list[int]) -> dict | None:
     return {"n": len(lengths), "mean": statistics.fmean(lengths), "median": float(statistics.median(lengths))}
 
 
-def accuracy_block(records: list[dict], seed: int = 0) -> dict:
-    """n, n_correct, accuracy and its 95% interval for problem records (Wilson when K = 1, bootstrap when K > 1)."""
+def accuracy_block(records: list[dict], seed: int = 0, level: float = CI_LEVEL) -> dict:
+    """n, n_correct, accuracy and its interval at ``level`` for problem records (Wilson when K = 1, bootstrap when
+    K > 1)."""
     samples = [s for r in records for s in sample_list(r)]
     n_correct = sum(bool(s["correct"]) for s in samples)
     k = max((len(sample_list(r)) for r in records), default=1)
     if k == 1:
-        low, high = wilson_interval(n_correct, len(samples))
+        low, high = wilson_interval(n_correct, len(samples), level)
         method = "wilson"
     else:
-        low, high = bootstrap_ci([problem_score(r) for r in records], seed=seed)
+        low, high = bootstrap_ci([problem_score(r) for r in records], seed=seed, level=level)
         method = "bootstrap over problems"
     return {
         "n": len(records),
         "n_samples": len(samples),
         "n_correct": n_correct,
         "accuracy": n_correct / len(samples) if samples else 0.0,
-        "ci95": [low, high],
+        "ci": [low, high],
+        "ci_level": level,
         "ci_method": method,
     }
 
@@ -143,16 +171,33 @@ def _rate(samples: list[dict], key: str) -> float | None:
     return sum(known) / len(known) if known else None
 
 
-def summarize(records: list[dict], seed: int = 0) -> dict:
+def timed_out(records: list[dict]) -> list[dict]:
+    """``{"index", "sample"}`` of each sample whose scoring ran out of time (``timeout`` true; records written before
+    scoring reported timeouts have no such field and count as not timed out).
+
+    >>> timed_out([{"index": 3, "timeout": True}, {"index": 4, "samples": [{"timeout": False}, {"timeout": True}]}])
+    [{'index': 3, 'sample': 0}, {'index': 4, 'sample': 1}]
+    """
+    return [
+        {"index": r.get("index"), "sample": j}
+        for r in records
+        for j, s in enumerate(sample_list(r))
+        if s.get("timeout", False)
+    ]
+
+
+def summarize(records: list[dict], seed: int = 0, level: float = CI_LEVEL) -> dict:
     """The metrics of results.json for scored problem records (see the module docstring for the intervals).
 
-    Each record holds ``correct``, ``format_ok``, ``empty``, ``reason``, ``n_tokens`` (or None) and ``truncated``
-    (or None), either directly (K = 1) or in a ``samples`` list; optional ``subject`` and ``level`` give the
-    per-group breakdowns.
+    Each record holds ``correct``, ``format_ok``, ``empty``, ``reason``, ``n_tokens`` (or None), ``truncated``
+    (or None) and ``timeout`` (scoring ran out of time; absent = False), either directly (K = 1) or in a
+    ``samples`` list; optional ``subject`` and ``level`` give the per-group breakdowns. A timed-out sample counts
+    as wrong; ``timeout_rate`` is their share of all samples and ``timeouts`` lists them (problem index, sample
+    index), so that two scorings of one file can be told apart by what timed out, not by chance.
     """
     samples = [s for r in records for s in sample_list(r)]
     k = max((len(sample_list(r)) for r in records), default=1)
-    result = accuracy_block(records, seed=seed)
+    result = accuracy_block(records, seed=seed, level=level)
     result["num_samples"] = k
     if k > 1:
         result["pass_at_k"] = {
@@ -170,13 +215,17 @@ def summarize(records: list[dict], seed: int = 0) -> dict:
     result["format_rate"] = _rate(samples, "format_ok")
     result["empty_rate"] = _rate(samples, "empty")
     result["truncation_rate"] = _rate(samples, "truncated")
+    result["timeouts"] = timed_out(records)
+    result["timeout_rate"] = len(result["timeouts"]) / len(samples) if samples else 0.0
     result["reasons"] = dict(Counter(s["reason"] for s in samples).most_common())
     for field in ("subject", "level"):
         if any(r.get(field) is not None for r in records):
             groups = defaultdict(list)
             for r in records:
                 groups[str(r.get(field))].append(r)
-            result[f"by_{field}"] = {name: accuracy_block(group, seed=seed) for name, group in sorted(groups.items())}
+            result[f"by_{field}"] = {
+                name: accuracy_block(group, seed=seed, level=level) for name, group in sorted(groups.items())
+            }
     return result
 
 
@@ -190,14 +239,15 @@ def _powers_of_two_up_to(k: int) -> list[int]:
     return ks + [k]
 
 
-def compare_records(records_a: list[dict], records_b: list[dict], seed: int = 0) -> dict:
-    """Accuracy difference B - A with a 95% interval: paired bootstrap over shared problems, else Newcombe."""
+def compare_records(records_a: list[dict], records_b: list[dict], seed: int = 0, level: float = CI_LEVEL) -> dict:
+    """Accuracy difference B - A with an interval at ``level``: a paired bootstrap over the shared problems; when
+    the runs share none, Newcombe's interval (K = 1 in both) or a bootstrap over each run's problems (K > 1)."""
     by_index_a = {r["index"]: problem_score(r) for r in records_a}
     by_index_b = {r["index"]: problem_score(r) for r in records_b}
     shared = sorted(set(by_index_a) & set(by_index_b))
     if shared:
         diffs = [by_index_b[i] - by_index_a[i] for i in shared]
-        low, high = bootstrap_ci(diffs, seed=seed)
+        low, high = bootstrap_ci(diffs, seed=seed, level=level)
         a = [by_index_a[i] for i in shared]
         b = [by_index_b[i] for i in shared]
         return {
@@ -205,18 +255,41 @@ def compare_records(records_a: list[dict], records_b: list[dict], seed: int = 0)
             "accuracy_a": statistics.fmean(a),
             "accuracy_b": statistics.fmean(b),
             "difference": statistics.fmean(diffs),
-            "ci95": [low, high],
+            "ci": [low, high],
+            "ci_level": level,
             "ci_method": "paired bootstrap over shared problems",
             "only_a_correct": sum(x > y for x, y in zip(a, b, strict=True)),
             "only_b_correct": sum(y > x for x, y in zip(a, b, strict=True)),
         }
-    acc_a, acc_b = accuracy_block(records_a), accuracy_block(records_b)
-    d, low, high = newcombe_difference(acc_a["n_correct"], acc_a["n_samples"], acc_b["n_correct"], acc_b["n_samples"])
+    acc_a, acc_b = accuracy_block(records_a, level=level), accuracy_block(records_b, level=level)
+    if acc_a["n_samples"] == acc_a["n"] and acc_b["n_samples"] == acc_b["n"]:
+        d, low, high = newcombe_difference(acc_a["n_correct"], acc_a["n"], acc_b["n_correct"], acc_b["n"], level)
+        method = "Newcombe hybrid score (independent samples)"
+    else:  # samples of one problem are not independent: resample problems, each run on its own
+        d = acc_b["accuracy"] - acc_a["accuracy"]
+        low, high = _unpaired_bootstrap(list(by_index_a.values()), list(by_index_b.values()), seed, level)
+        method = "bootstrap over each run's problems (independent runs)"
     return {
         "n_shared": 0,
         "accuracy_a": acc_a["accuracy"],
         "accuracy_b": acc_b["accuracy"],
         "difference": d,
-        "ci95": [low, high],
-        "ci_method": "Newcombe hybrid score (independent samples)",
+        "ci": [low, high],
+        "ci_level": level,
+        "ci_method": method,
     }
+
+
+def _unpaired_bootstrap(
+    scores_a: list[float], scores_b: list[float], seed: int, level: float, resamples: int = BOOTSTRAP_RESAMPLES
+) -> tuple[float, float]:
+    """Percentile interval of mean(B) - mean(A), resampling the problems of A and of B independently."""
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    means = {}
+    for name, scores in (("a", scores_a), ("b", scores_b)):
+        data = np.asarray(scores, dtype=float)
+        means[name] = data[rng.integers(0, len(data), size=(resamples, len(data)))].mean(axis=1)
+    low, high = np.percentile(means["b"] - means["a"], [50 * (1 - level), 50 * (1 + level)])
+    return float(low), float(high)

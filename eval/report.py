@@ -8,7 +8,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from eval.metrics import sample_list
+from eval.metrics import level_label, sample_list
+
+MAX_LISTED_TIMEOUTS = 20  # summary.md lists this many timed-out samples; results.json holds them all
 
 
 def format_pct(x: float | None) -> str:
@@ -17,6 +19,25 @@ def format_pct(x: float | None) -> str:
 
 def format_ci(ci) -> str:
     return f"[{100 * ci[0]:.1f}, {100 * ci[1]:.1f}]"
+
+
+def ci_label(block: dict) -> str:
+    """``95% CI`` for a results (or comparison) dict, from the level its interval was computed at.
+
+    >>> ci_label({"ci": [0.1, 0.2], "ci_level": 0.9})
+    '90% CI'
+    """
+    return f"{level_label(block['ci_level'])} CI"
+
+
+def format_timeouts(timeouts: list[dict], limit: int = MAX_LISTED_TIMEOUTS) -> str:
+    """Timed-out samples as ``problem/sample`` pairs, the first ``limit`` of them.
+
+    >>> format_timeouts([{"index": 3, "sample": 0}, {"index": 7, "sample": 2}], limit=1)
+    '3/0 (and 1 more)'
+    """
+    listed = ", ".join(f"{t['index']}/{t['sample']}" for t in timeouts[:limit])
+    return listed + (f" (and {len(timeouts) - limit} more)" if len(timeouts) > limit else "")
 
 
 def _length_cell(stats: dict | None) -> str:
@@ -30,8 +51,8 @@ def summary_markdown(results: dict) -> str:
         "",
         "| metric | value |",
         "|---|---|",
-        f"| accuracy | {format_pct(results['accuracy'])} {format_ci(results['ci95'])} "
-        f"95% CI ({results['ci_method']}) |",
+        f"| accuracy | {format_pct(results['accuracy'])} {format_ci(results['ci'])} "
+        f"{ci_label(results)} ({results['ci_method']}) |",
         f"| problems (n) / samples | {results['n']} / {results['n_samples']} |",
         f"| n_correct | {results['n_correct']} |",
     ]
@@ -48,12 +69,17 @@ def summary_markdown(results: dict) -> str:
         f"| truncation rate (no EOS within budget) | {format_pct(results['truncation_rate'])} |",
         f"| answer extraction | {', '.join(f'{k}: {v}' for k, v in results['reasons'].items())} |",
     ]
+    if results.get("timeout_rate"):
+        lines += [
+            f"| scoring timeout rate (scored as wrong) | {format_pct(results['timeout_rate'])} |",
+            f"| timed out (problem/sample) | {format_timeouts(results['timeouts'])} |",
+        ]
     for field in ("subject", "level"):
         groups = results.get(f"by_{field}")
         if groups:
-            lines += ["", f"| {field} | n | accuracy | 95% CI |", "|---|---|---|---|"]
+            lines += ["", f"| {field} | n | accuracy | {ci_label(results)} |", "|---|---|---|---|"]
             lines += [
-                f"| {name} | {g['n']} | {format_pct(g['accuracy'])} | {format_ci(g['ci95'])} |"
+                f"| {name} | {g['n']} | {format_pct(g['accuracy'])} | {format_ci(g['ci'])} |"
                 for name, g in groups.items()
             ]
     settings = {k: results.get(k) for k in ("model", "adapter", "data", "max_new_tokens", "temperature", "seed")}
@@ -62,7 +88,8 @@ def summary_markdown(results: dict) -> str:
 
 
 def compare_markdown(name_a: str, results_a: dict, name_b: str, results_b: dict, diff: dict) -> str:
-    """A before/after table: accuracy difference with its interval, lengths, format and truncation rates."""
+    """A before/after table: accuracy difference with its interval, lengths, format, truncation and timeout
+    rates (n/a for a run written before timeouts were counted)."""
 
     def row(label, a, b, fmt=format_pct):
         return f"| {label} | {fmt(a)} | {fmt(b)} |"
@@ -85,8 +112,9 @@ def compare_markdown(name_a: str, results_a: dict, name_b: str, results_b: dict,
         row("format rate", results_a["format_rate"], results_b["format_rate"]),
         row("empty-answer rate", results_a["empty_rate"], results_b["empty_rate"]),
         row("truncation rate", results_a["truncation_rate"], results_b["truncation_rate"]),
+        row("scoring timeout rate", results_a.get("timeout_rate"), results_b.get("timeout_rate")),
         "",
-        f"B - A accuracy: {100 * d:+.1f} points, 95% CI {format_ci(diff['ci95'])} ({diff['ci_method']}"
+        f"B - A accuracy: {100 * d:+.1f} points, {ci_label(diff)} {format_ci(diff['ci'])} ({diff['ci_method']}"
         + (f", {diff['n_shared']} shared problems" if diff["n_shared"] else "")
         + ")",
     ]

@@ -21,7 +21,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from eval.generate import check_backend, generate
-from eval.metrics import summarize
+from eval.metrics import CI_LEVEL, summarize
 from eval.scoring import score_completion
 from eval.tasks import Task, get_task, load_rows
 
@@ -32,7 +32,7 @@ logger = logging.getLogger(__name__)
 DEFAULT_MAX_NEW_TOKENS = {"gsm8k": 1024, "math": 2048}
 DEFAULT_BATCH_SIZE = 16
 SAMPLES_FILE, RESULTS_FILE, CONFIG_FILE = "samples.jsonl", "results.json", "run_config.json"
-# Settings that change what a sample is; a resumed run must match them (the limit may grow).
+# Settings that change what a sample is; a resumed run must match them (the limit may grow or shrink).
 RESUME_KEYS = ("task", "data", "seed", "max_new_tokens", "temperature", "num_samples", "model", "adapter", "backend")
 
 
@@ -102,14 +102,22 @@ def read_samples(path: Path) -> dict[int, dict]:
 
 
 def _check_resume(out: Path, config: dict) -> None:
-    path = out / CONFIG_FILE
-    if path.exists():
-        old = json.loads(path.read_text())
-        changed = {k: (old.get(k), config.get(k)) for k in RESUME_KEYS if old.get(k) != config.get(k)}
-        if changed and (out / SAMPLES_FILE).exists():
+    """Refuse to add samples to a folder whose samples were made with other settings (any of ``RESUME_KEYS``), or
+    with settings it does not record; then record this run's settings there."""
+    path, samples = out / CONFIG_FILE, out / SAMPLES_FILE
+    fix = f"pass another --out folder, or delete {out} to start over"
+    if samples.exists() and samples.stat().st_size > 0:
+        if not path.exists():
             raise ValueError(
-                f"{out} holds samples of a run with other settings {changed} (old, new): "
-                "use a new --out folder or delete the old one"
+                f"{out} holds {SAMPLES_FILE} but no {CONFIG_FILE}, so the settings that made those samples are "
+                f"unknown (an `eval score` folder?): {fix}"
+            )
+        old = json.loads(path.read_text())
+        changed = [f"{k} was {old.get(k)!r}, now {config.get(k)!r}" for k in RESUME_KEYS if old.get(k) != config.get(k)]
+        if changed:
+            raise ValueError(
+                f"{out} holds samples of a run with other settings ({'; '.join(changed)}); a resumed run must keep "
+                f"them: {fix}"
             )
     path.write_text(json.dumps(config, indent=2) + "\n")
 
@@ -145,6 +153,7 @@ def evaluate(
     run_info: dict | None = None,
     progress: bool = True,
     wandb: bool = False,
+    ci_level: float = CI_LEVEL,
 ) -> dict:
     """Generate, score and summarise a task for an already-loaded model; returns the results.json dict.
 
@@ -160,6 +169,7 @@ def evaluate(
         num_samples, temperature: K samples per problem at this temperature (pass@k is reported when K > 1).
         run_info: extra settings recorded in results.json and checked on resume (e.g. model and adapter names).
         wandb: also log the summary and a samples table to Weights & Biases (WANDB_MODE=offline works).
+        ci_level: confidence level of the accuracy interval (results.json ``ci`` and ``ci_level``).
     """
     task = get_task(task_name)
     check_backend(backend)
@@ -222,7 +232,7 @@ def evaluate(
             sink.close()
 
     records = [done[p["index"]] for p in problems]
-    results = {**config, **summarize(records, seed=seed)}
+    results = {**config, **summarize(records, seed=seed, level=ci_level)}
     if out is not None:
         write_outputs(out, results, records)
     if wandb:
@@ -232,8 +242,14 @@ def evaluate(
 
 def write_outputs(out: Path, results: dict, records: list[dict]) -> None:
     """results.json, summary.md and lengths.png (samples.jsonl is written as the run goes)."""
-    from eval.report import plot_lengths, summary_markdown
+    from eval.report import format_timeouts, plot_lengths, summary_markdown
 
+    if results["timeouts"]:
+        logger.warning(
+            "%s: %d of %d samples ran out of scoring time and count as wrong (problem/sample: %s); another scoring "
+            "may grade them otherwise",
+            out, len(results["timeouts"]), results["n_samples"], format_timeouts(results["timeouts"]),
+        )  # fmt: skip
     (out / RESULTS_FILE).write_text(json.dumps(results, indent=2) + "\n")
     (out / "summary.md").write_text(summary_markdown(results))
     if results["length_tokens"]["all"] is not None:
@@ -255,12 +271,12 @@ def log_to_wandb(results: dict, records: list[dict], config: dict) -> None:
             flat[f"length_tokens/{name}/mean"] = stats["mean"]
     run.summary.update(flat)
     columns = ["index", "sample", "question", "gold", "completion", "extracted", "correct", "n_tokens", "truncated"]
-    table = wandb.Table(columns=columns)
+    table = wandb.Table(columns=[*columns, "timeout"])
     for r in records:
         for j, s in enumerate(sample_list(r)):
             table.add_data(
                 r["index"], j, r["question"], r["gold"], s["completion"], s["extracted"], s["correct"],
-                s.get("n_tokens"), s.get("truncated"),
+                s.get("n_tokens"), s.get("truncated"), s.get("timeout", False),
             )  # fmt: skip
     run.log({"samples": table, **flat})
     run.finish()
@@ -336,6 +352,7 @@ def score_predictions(
     completion_field: str = "completion",
     gold_field: str | None = None,
     tokenizer=None,
+    ci_level: float = CI_LEVEL,
 ) -> dict:
     """Re-score stored completions (no model): samples.jsonl in input order, one line per input line.
 
@@ -344,12 +361,15 @@ def score_predictions(
     boolean ``correct``. ``gold_field`` defaults to the task's (``answer``); a GSM8K gold holding a full solution
     is read after its ``####``. ``tokenizer`` (optional) counts completion tokens; otherwise an ``n_tokens`` field
     is used if present. A ``truncated`` field, or ``finish_reason == "length"`` (vLLM/OpenAI), marks truncation.
+    Samples whose scoring ran out of time are listed in results.json (``timeouts``) and logged: a second scoring of
+    the same file differs, if at all, only in those.
     """
     base = get_task(task_name)
     task = replace(base, gold_field=gold_field or base.gold_field)
     rows = read_predictions(predictions, completion_field, task.gold_field)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
+    (out / CONFIG_FILE).unlink(missing_ok=True)  # the folder no longer holds a run that `eval run` could resume
     records = []
     with open(out / SAMPLES_FILE, "w", encoding="utf-8") as sink:
         for i, row in enumerate(rows):
@@ -383,6 +403,6 @@ def score_predictions(
                 record["samples"] = samples
             records.append(record)
             sink.write(json.dumps(record, ensure_ascii=False) + "\n")
-    results = {"task": task.name, "predictions": str(predictions), **summarize(records)}
+    results = {"task": task.name, "predictions": str(predictions), **summarize(records, level=ci_level)}
     write_outputs(out, results, records)
     return results

@@ -5,6 +5,7 @@ OMP_NUM_THREADS=1 .venv/bin/python -m pytest -q tests/test_eval_metrics.py
 
 import itertools
 import math
+import statistics
 
 import pytest
 
@@ -16,10 +17,11 @@ from eval.metrics import (
     summarize,
     wilson_interval,
 )
+from eval.report import compare_markdown, summary_markdown
 
 
-def sample(correct, n_tokens=10, truncated=False, reason="ok", format_ok=True, empty=False):
-    return {
+def sample(correct, n_tokens=10, truncated=False, reason="ok", format_ok=True, empty=False, timeout=None):
+    s = {
         "correct": correct,
         "n_tokens": n_tokens,
         "truncated": truncated,
@@ -27,6 +29,19 @@ def sample(correct, n_tokens=10, truncated=False, reason="ok", format_ok=True, e
         "format_ok": format_ok,
         "empty": empty,
     }
+    if timeout is not None:  # records scored before timeouts were reported have no such field
+        s["timeout"] = timeout
+    return s
+
+
+def binomial_quantile(n: int, p: float, q: float) -> int:
+    """Smallest x with P(Binomial(n, p) <= x) >= q, by summing the exact probabilities."""
+    cdf = 0.0
+    for x in range(n + 1):
+        cdf += math.comb(n, x) * p**x * (1 - p) ** (n - x)
+        if cdf >= q:
+            return x
+    return n
 
 
 @pytest.mark.parametrize(
@@ -55,6 +70,57 @@ def test_wilson_interval_known_value():
     # Textbook value (Newcombe 1998, table I: 81/263 -> 0.2553 to 0.3662).
     low, high = wilson_interval(81, 263)
     assert (round(low, 4), round(high, 4)) == (0.2553, 0.3662)
+
+
+def test_wilson_interval_at_90_percent_is_the_90_percent_interval():
+    # By hand, 8 of 10 at 90%: z = 1.644854, z^2 = 2.705543, p = 0.8, denominator 1 + z^2/n = 1.270554;
+    # centre (0.8 + z^2/20) / 1.270554 = 0.935277 / 1.270554 = 0.736117;
+    # half-width z * sqrt(0.8 * 0.2 / 10 + z^2 / 400) / 1.270554 = 1.644854 * 0.150876 / 1.270554 = 0.195325;
+    # -> [0.5408, 0.9314]. (At 95% it is [0.4902, 0.9433], the module's doctest.)
+    low, high = wilson_interval(8, 10, level=0.9)
+    assert (round(low, 4), round(high, 4)) == (0.5408, 0.9314)
+    low95, high95 = wilson_interval(8, 10)
+    assert low95 < low and high < high95
+
+
+@pytest.mark.parametrize("level", [0.9, 0.95])
+def test_bootstrap_ci_percentiles_are_the_binomial_quantiles_of_the_level(level):
+    # Resampling n values of which c are 1 gives a mean distributed exactly as Binomial(n, c/n) / n, so the
+    # percentile interval must sit on that distribution's (1 -+ level) / 2 quantiles (to one step, 1/n, for the
+    # 10,000 resamples' noise). At n = 400 the 90% and 95% quantiles lie 2-3 steps apart, so a 90% interval
+    # reported as 95% (or the reverse) fails.
+    n, c = 400, 120
+    low, high = bootstrap_ci([1.0] * c + [0.0] * (n - c), seed=3, level=level)
+    expected_low = binomial_quantile(n, c / n, (1 - level) / 2) / n
+    expected_high = binomial_quantile(n, c / n, (1 + level) / 2) / n
+    assert low == pytest.approx(expected_low, abs=1 / n)
+    assert high == pytest.approx(expected_high, abs=1 / n)
+
+
+def test_reported_level_is_the_computed_level():
+    # 40 problems, 13 correct: the 90% interval is narrower than the 95% one, by the ratio of the normal quantiles
+    # for Wilson to within a few per cent; results and summary.md name the level that was computed.
+    records = [{"index": i, **sample(i < 13)} for i in range(40)]
+    r90, r95 = ({"task": "gsm8k", **summarize(records, level=level)} for level in (0.9, 0.95))
+    assert (r90["ci_level"], r95["ci_level"]) == (0.9, 0.95)
+    assert r90["ci"] == list(wilson_interval(13, 40, level=0.9))
+    width90, width95 = r90["ci"][1] - r90["ci"][0], r95["ci"][1] - r95["ci"][0]
+    assert width90 / width95 == pytest.approx(1.6449 / 1.9600, rel=0.03)
+    assert "90% CI" in summary_markdown(r90) and "95% CI" not in summary_markdown(r90)
+    assert "95% CI" in summary_markdown(r95)
+    # K > 1 (bootstrap) and the per-subject blocks carry the level too
+    multi = [{"index": i, "subject": "AB"[i % 2], "samples": [sample(i < 13), sample(i < 20)]} for i in range(40)]
+    m90, m95 = summarize(multi, level=0.9), summarize(multi, level=0.95)
+    assert m90["ci"][1] - m90["ci"][0] < m95["ci"][1] - m95["ci"][0]
+    assert m90["by_subject"]["A"]["ci_level"] == 0.9
+
+
+@pytest.mark.parametrize("level", [0.0, 1.0, 95])
+def test_impossible_levels_are_refused(level):
+    with pytest.raises(ValueError, match="confidence level"):
+        wilson_interval(3, 10, level=level)
+    with pytest.raises(ValueError, match="confidence level"):
+        bootstrap_ci([0.0, 1.0], level=level)
 
 
 @pytest.mark.parametrize("n, c, k", [(5, 2, 1), (5, 2, 2), (5, 2, 3), (8, 1, 4), (8, 0, 2), (8, 8, 8), (10, 3, 7)])
@@ -91,7 +157,7 @@ def test_summarize_single_sample_metrics():
     ]
     r = summarize(records)
     assert (r["n"], r["n_correct"], r["accuracy"]) == (4, 2, 0.5)
-    assert r["ci95"] == list(wilson_interval(2, 4)) and r["ci_method"] == "wilson"
+    assert r["ci"] == list(wilson_interval(2, 4)) and r["ci_method"] == "wilson"
     assert r["length_tokens"]["correct"] == {"n": 2, "mean": 20.0, "median": 20.0}
     assert r["length_tokens"]["wrong"] == {"n": 2, "mean": 75.0, "median": 75.0}
     assert r["truncated_share"] == {"correct": 0.0, "wrong": 0.5}
@@ -125,21 +191,111 @@ def test_summarize_multi_sample_pass_at_k_and_bootstrap():
 
 
 def test_compare_paired_counts_and_interval():
-    a = [{"index": i, **sample(i < 5)} for i in range(20)]
+    # A has 24 problems, B 20 of them (B was run with a smaller --limit): only the 20 shared ones are compared.
+    a = [{"index": i, **sample(i < 5 or i >= 20)} for i in range(24)]
     b = [{"index": i, **sample(i < 9 and i != 0)} for i in range(20)]
     d = compare_records(a, b)
     assert d["n_shared"] == 20
+    assert (d["accuracy_a"], d["accuracy_b"]) == (5 / 20, 8 / 20)
     assert d["difference"] == pytest.approx((8 - 5) / 20)
     assert (d["only_a_correct"], d["only_b_correct"]) == (1, 4)
-    assert d["ci95"][0] < d["difference"] < d["ci95"][1]
+    assert d["ci"][0] < d["difference"] < d["ci"][1]
 
 
-def test_compare_unpaired_uses_newcombe():
-    a = [{"index": i, **sample(i < 5)} for i in range(10)]
-    b = [{"index": 100 + i, **sample(i < 8)} for i in range(10)]
+@pytest.mark.parametrize("level", [0.9, 0.95])
+def test_compare_paired_interval_matches_normal_theory(level):
+    # 400 shared problems; B - A per problem: +1 on 60, -1 on 20, 0 on 320. The bootstrap interval of the mean
+    # difference must match mean +- z * sd / sqrt(n) (the central limit theorem holds well at n = 400).
+    n = 400
+    a = [{"index": i, **sample(60 <= i < 80 or i >= 300)} for i in range(n)]
+    b = [{"index": i, **sample(i < 60 or i >= 300)} for i in range(n)]
+    d = compare_records(a, b, seed=5, level=level)
+    diffs = [1.0] * 60 + [-1.0] * 20 + [0.0] * 320
+    z = statistics.NormalDist().inv_cdf(0.5 + level / 2)
+    half = z * statistics.pstdev(diffs) / math.sqrt(n)
+    assert d["difference"] == pytest.approx(0.1) and d["ci_level"] == level
+    assert d["ci"][0] == pytest.approx(0.1 - half, abs=0.004)
+    assert d["ci"][1] == pytest.approx(0.1 + half, abs=0.004)
+
+
+@pytest.mark.parametrize(
+    "k_a, n_a, k_b, n_b, expected",
+    [
+        # Newcombe (1998), table II, method 10, written as p1 - p2 there and B - A here (B = his p1):
+        (48, 80, 56, 70, (0.2000, 0.0524, 0.3339)),  # 56/70 - 48/80: unequal n, unequal accuracy
+        (3, 10, 9, 10, (0.6000, 0.1705, 0.8090)),  # 9/10 - 3/10
+        (2, 7, 6, 7, (0.5714, 0.0582, 0.8062)),  # 6/7 - 2/7
+        (0, 29, 5, 56, (0.0893, -0.0381, 0.1926)),  # 5/56 - 0/29: a zero count, unequal n
+    ],
+)
+def test_newcombe_difference_matches_published_values(k_a, n_a, k_b, n_b, expected):
+    assert tuple(round(x, 4) for x in newcombe_difference(k_a, n_a, k_b, n_b)) == expected
+
+
+def test_compare_unpaired_runs_of_unequal_size_use_newcombe():
+    # A: 48 of 80 problems, B: 56 of 70 other problems (Newcombe's example (a), so the interval is known).
+    a = [{"index": i, **sample(i < 48)} for i in range(80)]
+    b = [{"index": 100 + i, **sample(i < 56)} for i in range(70)]
     d = compare_records(a, b)
     assert d["n_shared"] == 0 and d["ci_method"].startswith("Newcombe")
-    assert d["difference"] == pytest.approx(0.3)
-    assert [d["difference"], *d["ci95"]] == list(newcombe_difference(5, 10, 8, 10))
-    # Newcombe's interval is wider than zero and contains the point estimate
-    assert d["ci95"][0] < 0.3 < d["ci95"][1]
+    assert (d["accuracy_a"], d["accuracy_b"]) == (0.6, 0.8)
+    assert round(d["difference"], 4) == 0.2
+    assert [round(x, 4) for x in d["ci"]] == [0.0524, 0.3339]
+    # at 90% it is Newcombe's formula on the two 90% Wilson intervals, written out here from their definitions
+    d90 = compare_records(a, b, level=0.9)
+    z = statistics.NormalDist().inv_cdf(0.95)
+
+    def wilson(k, n):  # centre -+ half-width of the Wilson score interval
+        p, z2 = k / n, z * z
+        centre = (p + z2 / (2 * n)) / (1 + z2 / n)
+        half = z * math.sqrt(p * (1 - p) / n + z2 / (4 * n * n)) / (1 + z2 / n)
+        return centre - half, centre + half
+
+    (l_a, u_a), (l_b, u_b) = wilson(48, 80), wilson(56, 70)
+    low = 0.2 - math.sqrt((0.8 - l_b) ** 2 + (u_a - 0.6) ** 2)
+    high = 0.2 + math.sqrt((u_b - 0.8) ** 2 + (0.6 - l_a) ** 2)
+    assert d90["ci"] == pytest.approx([low, high], abs=1e-12)
+    assert d["ci"][0] < d90["ci"][0] < 0.2 < d90["ci"][1] < d["ci"][1]
+    assert "90% CI" in compare_markdown("a", summarize(a), "b", summarize(b), d90)
+
+
+def test_compare_unpaired_multi_sample_runs_resample_problems_not_samples():
+    # K = 4 samples per problem, 30 problems per run, no shared problem; each problem is all right or all wrong,
+    # so there are 30 independent outcomes per run, not 120: the interval must be as wide as for 30 vs 30 (Newcombe
+    # on problems), not as narrow as Newcombe on 120 vs 120 samples treated as independent.
+    a = [{"index": i, "samples": [sample(i < 12)] * 4} for i in range(30)]
+    b = [{"index": 100 + i, "samples": [sample(i < 18)] * 4} for i in range(30)]
+    d = compare_records(a, b, seed=2)
+    assert d["n_shared"] == 0 and d["ci_method"].startswith("bootstrap over each run")
+    assert d["difference"] == pytest.approx(0.2)
+    width = d["ci"][1] - d["ci"][0]
+    per_problem = newcombe_difference(12, 30, 18, 30)
+    per_sample = newcombe_difference(48, 120, 72, 120)
+    assert width == pytest.approx(per_problem[2] - per_problem[1], rel=0.1)
+    assert width > 1.5 * (per_sample[2] - per_sample[1])
+
+
+def test_timeouts_are_counted_listed_and_shown():
+    # K = 1: 5 problems; problem 1 timed out; problem 4 has no field (scored before timeouts were reported), so it
+    # did not time out.
+    single = [{"index": i, **sample(i == 0, timeout=i == 1)} for i in range(4)] + [{"index": 4, **sample(True)}]
+    r1 = summarize(single)
+    assert r1["timeouts"] == [{"index": 1, "sample": 0}] and r1["timeout_rate"] == pytest.approx(1 / 5)
+    # K = 3: 3 problems, sample 1 of problem 10 and sample 0 of problem 17 timed out: 2 of 9 samples.
+    multi = [
+        {"index": 10, "samples": [sample(True, timeout=False), sample(False, timeout=True), sample(True)]},
+        {"index": 17, "samples": [sample(False, timeout=True), sample(False, timeout=False), sample(False)]},
+        {"index": 20, "samples": [sample(False, timeout=False)] * 3},
+    ]
+    r = {"task": "math500", **summarize(multi)}
+    assert r["timeouts"] == [{"index": 10, "sample": 1}, {"index": 17, "sample": 0}]
+    assert r["timeout_rate"] == pytest.approx(2 / 9)
+    text = summary_markdown(r)
+    assert "| scoring timeout rate (scored as wrong) | 22.2% |" in text and "| 10/1, 17/0 |" in text
+    # none timed out: the rate is 0 and summary.md does not mention timeouts
+    clean = {"task": "math500", **summarize(single[:1] + single[2:])}
+    assert clean["timeout_rate"] == 0.0 and clean["timeouts"] == []
+    assert "timeout" not in summary_markdown(clean)
+    # compare shows both runs' rates
+    table = compare_markdown("a", clean, "b", r, compare_records(single, multi))
+    assert "| scoring timeout rate | 0.0% | 22.2% |" in table

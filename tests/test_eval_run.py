@@ -17,7 +17,8 @@ from pathlib import Path
 import pytest
 
 import eval.__main__ as cli
-from eval.run import evaluate, read_samples
+import eval.run
+from eval.run import CONFIG_FILE, RESUME_KEYS, SAMPLES_FILE, _check_resume, evaluate, read_samples, score_predictions
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = {"gsm8k": "gsm8k/test.jsonl", "math500": "math500/test.jsonl"}
@@ -42,7 +43,7 @@ def test_run_cli_writes_all_outputs(tiny_model_dir, shared_data, tmp_path, task)
     assert results["n"] == 10 and results["max_new_tokens"] == 8
     # An untrained model never stops within 8 tokens: truncation is measured, not assumed.
     assert results["truncation_rate"] == sum(s["truncated"] for s in samples) / 10
-    assert 0 <= results["ci95"][0] <= results["accuracy"] <= results["ci95"][1]
+    assert 0 <= results["ci"][0] <= results["accuracy"] <= results["ci"][1] and results["ci_level"] == 0.95
     assert (tmp_path / "lengths.png").read_bytes()[:4] == b"\x89PNG"
     assert "95% CI" in (tmp_path / "summary.md").read_text()
     if task == "math500":
@@ -79,10 +80,17 @@ def test_resume_after_torn_last_line_gives_each_problem_once(tiny_model_dir, sha
     assert resumed["accuracy"] == full["accuracy"] and resumed["length_tokens"] == full["length_tokens"]
 
 
-def test_resume_refuses_other_settings(tiny_model_dir, shared_data, tmp_path):
-    run_cli(tiny_model_dir, shared_data, "gsm8k", tmp_path)
-    with pytest.raises(SystemExit):
-        run_cli(tiny_model_dir, shared_data, "gsm8k", tmp_path, "--seed", "1")
+def test_resume_refuses_other_settings(tiny_model_dir, shared_data, tmp_path, capsys):
+    run_cli(tiny_model_dir, shared_data, "gsm8k", tmp_path, "--seed", "2")
+    before = (tmp_path / SAMPLES_FILE).read_text()
+    with pytest.raises(SystemExit) as exit_info:
+        run_cli(tiny_model_dir, shared_data, "gsm8k", tmp_path, "--seed", "2", "--max-new-tokens", "12")
+    assert exit_info.value.code == 2
+    assert "max_new_tokens was 8, now 12" in capsys.readouterr().err
+    assert (tmp_path / SAMPLES_FILE).read_text() == before  # nothing was added to the old run's samples
+    # the same settings with a larger --limit resume
+    run_cli(tiny_model_dir, shared_data, "gsm8k", tmp_path, "--seed", "2", "--limit", "12")
+    assert len(read_lines(tmp_path / SAMPLES_FILE)) == 12
 
 
 def test_kill_9_then_rerun_continues(tiny_model_dir, shared_data, tmp_path):
@@ -129,6 +137,123 @@ def lora_adapter(tiny_model_dir, tmp_path_factory):
 def test_run_with_lora_adapter(tiny_model_dir, shared_data, tmp_path, lora_adapter):
     run_cli(tiny_model_dir, shared_data, "gsm8k", tmp_path, "--adapter", str(lora_adapter))
     assert json.loads((tmp_path / "results.json").read_text())["adapter"] == str(lora_adapter)
+
+
+@pytest.fixture(scope="module")
+def sampled_run(tiny_model_dir, shared_data, lora_adapter, tmp_path_factory) -> Path:
+    """A finished `eval run` whose every resume setting differs from its default (adapter, seed 3, K = 2 at
+    temperature 0.7, budget 8), so that a setting the CLI failed to record would show."""
+    out = tmp_path_factory.mktemp("sampled_run")
+    extra = ["--adapter", str(lora_adapter), "--seed", "3", "--num-samples", "2", "--temperature", "0.7"]
+    run_cli(tiny_model_dir, shared_data, "gsm8k", out, *extra)
+    return out
+
+
+def test_run_records_every_resume_setting(sampled_run, tiny_model_dir, shared_data, lora_adapter):
+    config = json.loads((sampled_run / CONFIG_FILE).read_text())
+    expected = {
+        "model": str(tiny_model_dir),
+        "adapter": str(lora_adapter),
+        "backend": "hf",
+        "task": "gsm8k",
+        "data": str(shared_data / DATA["gsm8k"]),
+        "seed": 3,
+        "max_new_tokens": 8,
+        "temperature": 0.7,
+        "num_samples": 2,
+    }
+    assert set(RESUME_KEYS) == set(expected)
+    assert {k: config[k] for k in RESUME_KEYS} == expected
+
+
+@pytest.mark.parametrize(
+    "key, new",
+    [
+        ("model", "Qwen/Qwen2.5-0.5B-Instruct"),  # another model
+        ("adapter", None),  # the base model without the adapter
+        ("backend", "vllm"),
+        ("task", "math500"),
+        ("data", "openai/gsm8k"),  # the hub copy instead of the local file
+        ("seed", 4),
+        ("max_new_tokens", 16),
+        ("temperature", 1.0),
+        ("num_samples", 4),
+    ],
+)
+def test_resume_refuses_each_changed_setting(sampled_run, tmp_path, key, new):
+    import shutil
+
+    out = shutil.copytree(sampled_run, tmp_path / "run")
+    config = json.loads((out / CONFIG_FILE).read_text())
+    assert config[key] != new
+    with pytest.raises(ValueError) as error:
+        _check_resume(out, {**config, key: new})
+    message = str(error.value)
+    assert f"{key} was {config[key]!r}, now {new!r}" in message  # the key, the old and the new value
+    assert "another --out folder" in message and f"delete {out}" in message  # the fix
+    assert message.count(" was ") == 1  # only the setting that changed is named
+    assert json.loads((out / CONFIG_FILE).read_text()) == config  # the old run's settings are kept
+
+
+def test_resume_accepts_other_limit_and_a_folder_without_samples(sampled_run, tmp_path):
+    import shutil
+
+    out = shutil.copytree(sampled_run, tmp_path / "run")
+    config = json.loads((out / CONFIG_FILE).read_text())
+    _check_resume(out, {**config, "limit": 20, "batch_size": 3})  # not a resume setting: accepted
+    assert json.loads((out / CONFIG_FILE).read_text())["limit"] == 20
+    # killed before its first problem was written: an empty samples file holds nothing to mix with
+    (out / SAMPLES_FILE).write_text("")
+    _check_resume(out, {**config, "seed": 9})
+    assert json.loads((out / CONFIG_FILE).read_text())["seed"] == 9
+
+
+def test_resume_refuses_samples_of_unknown_settings(sampled_run, shared_data, tmp_path):
+    import shutil
+
+    # an `eval score` folder (samples, no run settings) ...
+    scored = tmp_path / "scored"
+    predictions = tmp_path / "preds.jsonl"
+    predictions.write_text('{"completion": "#### 18", "answer": "18"}\n')
+    score_predictions("gsm8k", predictions, scored)
+    config = json.loads((sampled_run / CONFIG_FILE).read_text())
+    with pytest.raises(ValueError, match=f"holds {SAMPLES_FILE} but no {CONFIG_FILE}.*another --out folder"):
+        _check_resume(scored, config)
+    # ... including one that `eval score` wrote over a run: the run's settings no longer describe its samples
+    out = shutil.copytree(sampled_run, tmp_path / "run")
+    score_predictions("gsm8k", predictions, out)
+    with pytest.raises(ValueError, match=f"no {CONFIG_FILE}"):
+        _check_resume(out, config)
+
+
+def test_score_lists_timeouts_and_two_scorings_differ_only_there(tmp_path, monkeypatch, caplog):
+    # 6 problems of K = 3 completions; the first scoring times out on sample 1 of problem 1, the second on sample 2
+    # of problem 4. Everything else must be scored the same, and each run lists what timed out.
+    rows = [{"completion": [f"#### {n}", f"#### {n + 10}", f"so #### {n}"], "answer": f"#### {n}"} for n in range(6)]
+    path = tmp_path / "preds.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    runs = []
+    for name, timing_out in (("first", {"#### 11"}), ("second", {"so #### 4"})):
+        real = eval.run.score_completion
+
+        def score(completion, gold, task_name, timing_out=timing_out, real=real):
+            result = real(completion, gold, task_name)
+            if completion in timing_out:
+                return {**result, "correct": False, "reason": "timeout", "timeout": True}
+            return {**result, "timeout": False}
+
+        monkeypatch.setattr(eval.run, "score_completion", score)
+        results = score_predictions("gsm8k", path, tmp_path / name)
+        monkeypatch.undo()
+        runs.append((results, read_lines(tmp_path / name / SAMPLES_FILE)))
+    (first, samples_1), (second, samples_2) = runs
+    assert first["timeouts"] == [{"index": 1, "sample": 1}] and first["timeout_rate"] == pytest.approx(1 / 18)
+    assert second["timeouts"] == [{"index": 4, "sample": 2}]
+    differing = {i for i, (x, y) in enumerate(zip(samples_1, samples_2, strict=True)) if x != y}
+    listed = {t["index"] for t in first["timeouts"] + second["timeouts"]}
+    assert differing == listed
+    assert "1/1" in (tmp_path / "first" / "summary.md").read_text()
+    assert "4/2" in caplog.text and "ran out of scoring time" in caplog.text
 
 
 @pytest.fixture(scope="module")
