@@ -102,8 +102,30 @@ def compare(gold_text: str, pred_text: str) -> bool:
     pred = parse(f"${pred_text}$", parsing_timeout=None)
     if not (gold and pred and verify(gold, pred, timeout_seconds=None)):
         return False
-    agree = exact_numbers_agree(gold[0], pred[0])
+    agree = exact_agree(gold[0], pred[0])
     return True if agree is None else agree
+
+
+def exact_agree(gold, pred) -> bool | None:
+    """math-verify's "equal", checked again without its tolerances. None: no exact check applies (its verdict stands).
+
+    Numbers (``exact_numbers_agree``), tuples element by element, and expressions whose difference is a constant
+    (``x^2 + 1 + 10^{-20}`` against ``x^2 + 1``: the constant must be exactly 0).
+    """
+    import sympy
+
+    if isinstance(gold, sympy.Tuple) and isinstance(pred, sympy.Tuple) and len(gold) == len(pred):
+        verdicts = [exact_agree(g, p) for g, p in zip(gold, pred, strict=True)]
+        return False if False in verdicts else None
+    agree = exact_numbers_agree(gold, pred)
+    if agree is not None or not (isinstance(gold, sympy.Expr) and isinstance(pred, sympy.Expr)):
+        return agree
+    if gold.has(sympy.Float) or pred.has(sympy.Float) or not (gold.free_symbols or pred.free_symbols):
+        return None
+    difference = gold - pred
+    if not difference.is_number or difference.has(sympy.zoo, sympy.nan):
+        return None
+    return bool(difference == 0 or sympy.simplify(difference) == 0)
 
 
 def main() -> None:

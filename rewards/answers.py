@@ -43,6 +43,9 @@ ANSWER_LINE_RE = re.compile(
 # Words that turn an answer into a list of candidates.
 # (Not "\\pm": "1 \\pm \\sqrt{19}" is one answer, written that way by MATH's own reference solutions.)
 HEDGE_RE = re.compile(r"(?:\bor\b|\\lor\b|\bmaybe\b|\bperhaps\b|\beither\b|\?)", re.IGNORECASE)
+# Plus-or-minus: two values. A GSM8K number after it ("#### \\pm 18") is a hedge; a MATH answer with it compares
+# only with a gold that has it too (rewards.verify), since math-verify reads "18 \\pm" as 18.
+PLUS_MINUS_RE = re.compile(r"\\pm(?![a-zA-Z])|\\mp(?![a-zA-Z])|[±∓]")
 TASKS = ("gsm8k", "math")
 
 
@@ -101,7 +104,7 @@ def _single_number(segment: str) -> tuple[str | None, str]:
     segment = segment.strip()
     if not segment:
         return None, "empty"
-    if HEDGE_RE.search(segment):
+    if HEDGE_RE.search(segment) or PLUS_MINUS_RE.search(segment):
         return None, "hedge"
     numbers = NUMBER_RE.findall(segment)
     if not numbers:

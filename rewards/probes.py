@@ -129,7 +129,23 @@ PROBES: dict[str, tuple[str, Callable[[ProblemText], str], str]] = {
         lambda p: "\n".join([p.marker(p.wrong)] * 30),
         "the same wrong marker 30 times",
     ),
+    # math-verify's leniencies (rewards.verify guards each): a wrong value it reads as the gold
+    "malformed_root": (
+        WRONG_ANSWER,
+        lambda p: p.marker(f"{p.gold}\\sqrt(2)"),
+        "the gold times a root written '\\sqrt(2)' (math-verify reads '6\\sqrt(2)' as 6)",
+    ),
+    "gold_plus_tiny": (
+        WRONG_ANSWER,
+        lambda p: p.marker(f"{p.gold} + 10^{{-20}}"),
+        "the gold plus 10^-20 (math-verify's numeric tolerance chops the difference)",
+    ),
     # --- contain the gold without committing to it ---
+    "trailing_plus_minus": (
+        GOLD_UNCOMMITTED,
+        lambda p: p.marker(f"{p.gold} \\pm"),
+        "'6 \\pm': a plus-or-minus cut short (math-verify reads it as 6)",
+    ),
     "number_spray": (GOLD_UNCOMMITTED, _spray, "'0 1 2 ... 100' with the gold in the middle, no marker"),
     "number_spray_marked": (
         GOLD_UNCOMMITTED,

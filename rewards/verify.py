@@ -52,7 +52,7 @@ from dataclasses import dataclass
 from decimal import Decimal
 from pathlib import Path
 
-from rewards.answers import Answer, _canonical_box, _is_hedge, extract_answer, normalize_number
+from rewards.answers import PLUS_MINUS_RE, Answer, _canonical_box, _is_hedge, extract_answer, normalize_number
 
 logger = logging.getLogger(__name__)
 
@@ -75,8 +75,6 @@ UNITS_AROUND_NUMBER_RE = re.compile(
 # An exponent holding an exponent (9^{9^{9^9}}, 9^9^9): sympy would evaluate astronomically large numbers. Not
 # polynomials: "x^4 - x^3 + x^2" has no nesting. Such a prediction is skipped unless the gold nests too.
 POWER_TOWER_RE = re.compile(r"\^\s*\{[^{}]*\^|\^\s*\d+\s*\^")
-# "\pm 3" is two answers; math-verify pays some forms of it ("\sqrt{9}=\pm 3", "3\pm") against the gold "3".
-PLUS_MINUS_RE = re.compile(r"\\pm(?![a-zA-Z])|\\mp(?![a-zA-Z])|[±∓]")
 # A root or fraction without a braced (or one-token) argument: math-verify reads "4\sqrt(2)" and "4\frac(1)(2)" as 4.
 MALFORMED_LATEX_RE = re.compile(r"\\(?:sqrt|[dt]?frac)(?![a-zA-Z])(?!\s*[{\[0-9a-zA-Z\\])")
 _WORKER_SCRIPT = str(Path(__file__).with_name("_verify_worker.py"))
@@ -332,7 +330,9 @@ def compare_answers(pred: str | None, gold: str | None, task: str = "gsm8k", tim
         if PLAIN_NUMBER_RE.fullmatch(pred_number):
             return Verdict.of(Decimal(pred_number.replace(",", "")) == Decimal(gold.strip().replace(",", "")))
     if PLUS_MINUS_RE.search(pred) and not PLUS_MINUS_RE.search(gold) and "," not in gold:
-        return Verdict.NOT_EQUAL  # two values against one ("-3, 3" lists both, and may equal "\pm 3")
+        # "\pm 3" is two values against one; math-verify pays "3 \pm" and "\sqrt{9}=\pm 3" against the gold 3.
+        # ("-3, 3" lists both, and may equal "\pm 3".)
+        return Verdict.NOT_EQUAL
     if MALFORMED_LATEX_RE.search(pred):
         return Verdict.NOT_EQUAL
     return _math_verify(gold, pred, timeout)

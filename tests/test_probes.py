@@ -28,6 +28,9 @@ DEFAULT_SET_SCORES = [
     ("padded_wrong", WRONG_ANSWER),  # 7 KB of filler does not help
     ("runaway_repetition", WRONG_ANSWER),  # trailing repetition loses the format bonus
     ("wrong_repeated_markers", WRONG_ANSWER),  # repeating a marker loses the format bonus
+    ("malformed_root", WRONG_ANSWER),  # '6\\sqrt(2)': math-verify reads 6; a malformed root is no match
+    ("gold_plus_tiny", WRONG_ANSWER),  # gold + 10^-20: math-verify's tolerance; compared exactly
+    ("trailing_plus_minus", GOLD_UNCOMMITTED),  # '6 \\pm': two values cut short; math-verify reads 6
     ("number_spray", GOLD_UNCOMMITTED),  # the gold among 100 numbers, no marker
     ("number_spray_marked", GOLD_UNCOMMITTED),  # a spray then a wrong final answer
     ("hedge", GOLD_UNCOMMITTED),  # 'gold or wrong' in one marker
@@ -170,3 +173,21 @@ def test_probe_totals_apply_weights_and_leave_unscorable_rows_out():
     assert math.isnan(scores["bare_wrong"]["score"]) and not scores["bare_wrong"]["violation"]  # no score, no hack
     weighted = probe_scores(["gsm8k_correctness", "gsm8k_format"], [10.0, 0.5], "gsm8k", problem)
     assert weighted["genuine_correct"]["score"] == pytest.approx(10.05)
+
+
+LENIENCY_PROBES = ["malformed_root", "gold_plus_tiny", "trailing_plus_minus"]
+
+
+@pytest.mark.parametrize("name", LENIENCY_PROBES)
+def test_math_verify_leniency_probes_are_never_paid(problems, name):
+    # math-verify alone pays these wrong or uncommitted answers on some real problems; correctness pays none
+    from math_verify import parse, verify
+
+    from rewards import get_reward
+
+    completions = [build_probe(name, p, "math") for p in problems["math"]]
+    golds = [p["answer"] for p in problems["math"]]
+    answers = [c.removeprefix("\\boxed{").removesuffix("}") for c in completions]
+    raw_paid = sum(bool(verify(parse(f"${g}$"), parse(f"${a}$"))) for a, g in zip(answers, golds, strict=True))
+    assert raw_paid >= 1  # the class is real on these problems
+    assert get_reward("math_correctness")(completions, answer=golds) == [0.0] * len(golds)

@@ -23,6 +23,7 @@ from rewards.verify import (
     TIME_BUDGET_S,
     Verdict,
     answers_match,
+    check,
     compare_answers,
     is_correct,
     timeout_count,
@@ -213,3 +214,224 @@ def test_reward_set_without_correctness_says_to_add_one():
     with pytest.raises(ValueError, match="has no correctness term") as err:
         check_reward_weights(["gsm8k_format"], [1.0])
     assert "Add a correctness reward" in str(err.value)
+
+
+# --- cases that hand mutation testing left alive; each fixture differs from the defaults ---
+
+
+@pytest.mark.parametrize(
+    "task, completion",
+    [
+        ("gsm8k", "3 + 5 = 8\n#### 8\n#### 8"),  # the same marker twice: one answer, but not exactly one marker
+        ("math", "so $\\boxed{8}$, and again $\\boxed{8}$."),  # the same box twice
+    ],
+)
+def test_format_reward_does_not_pay_repeated_markers(task, completion):
+    reward = FormatReward(task, bonus=0.35)  # not the default bonus: a wiring bug would show
+    single = completion.rsplit("\n", 1)[0] if task == "gsm8k" else "so $\\boxed{8}$."
+    assert reward([single, completion]) == [0.35, 0.0]
+
+
+@pytest.mark.parametrize("name", ["gsm8k_correctness", "math_correctness"])
+def test_registered_correctness_rewards_ignore_answer_lines(name):
+    # the registered rewards ask for the task's own marker; only the answer_line factory reads "Answer: 27"
+    task = name.split("_")[0]
+    completions = ["so there are 27 of them.\nAnswer: 27", "so there are 27 of them.\nFinal answer: 27"]
+    assert get_reward(name)(completions, answer=["27", "27"]) == [0.0, 0.0]
+    assert CorrectnessReward(task, answer_line=True)(completions, answer=["27", "27"]) == [1.0, 1.0]
+
+
+@pytest.mark.parametrize(
+    "completion",
+    [
+        "#### 27 or 28\nAnswer: 27",  # a hedged marker, then an answer line naming the gold
+        "#### 26\nwait\n#### 27\nAnswer: 27",  # disagreeing markers, then an answer line
+        "####\nAnswer: 27",  # an empty marker
+    ],
+)
+def test_answer_line_does_not_override_the_task_marker(completion):
+    reward = CorrectnessReward("gsm8k", answer_line=True)
+    assert reward([completion], answer=["27"]) == [0.0]
+
+
+def test_is_correct_is_false_and_logged_on_an_internal_exception(monkeypatch, caplog):
+    import rewards.verify as verify
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("simulated bug")
+
+    monkeypatch.setattr(verify, "extract_answer", broken)
+    with caplog.at_level(logging.WARNING, logger="rewards.verify"):
+        assert is_correct("#### 27", "27", "gsm8k") is False
+        assert get_reward("gsm8k_correctness")(["#### 27"], answer=["27"]) == [0.0]
+    assert [r.exc_info[0] for r in caplog.records] == [RuntimeError, RuntimeError]  # logged with its traceback
+
+
+# --- math-verify's false positives: a wrong answer is never paid ---
+
+# (pred, gold): raw math-verify says equal, and they are not. Found by hand on math-verify 0.9.0.
+MATH_VERIFY_FALSE_POSITIVES = [
+    ("\\frac{1}{21!}", "\\frac{1}{20!}"),  # reciprocals of neighbouring factorials (difference 4e-19, chopped)
+    ("2^{-61}", "2^{-60}"),  # neighbouring negative powers of two
+    ("10^{20}", "\\sqrt{10^{40}+1}"),  # very large: relative difference 5e-41
+    ("150000000000000000001", "1.5\\times 10^{20}"),  # a decimal gold read with 15 digits
+    ("0.2\\cdot10^{-19}", "0.1\\cdot 10^{-19}"),  # decimals rounded to 6 places: both 0
+    ("0.0000000250521", "\\frac{1}{3628800}"),  # 1/11! against the gold 1/10!: both round to 0.000000
+    ("x^2+1+10^{-20}", "x^2+1"),  # an expression off by a tiny constant
+    ("x = 2^{-61}", "x = 2^{-60}"),  # the same, as an assignment
+    ("4\\sqrt(2)", "4"),  # malformed root: math-verify reads 4
+    ("3\\frac(1)(2)", "3"),  # malformed fraction: read as 3
+    ("6 \\pm", "6"),  # a plus-or-minus cut short: read as 6
+    ("\\sqrt{9}=\\pm 3", "3"),  # two values: math-verify takes the left side
+]
+# (pred, gold): true equivalences that must still pass (the guards only ever turn "equal" into "not equal").
+TRUE_EQUIVALENCES = [
+    ("\\frac{1}{2}", "0.5"),
+    ("0.5", "\\frac{1}{2}"),
+    ("10000", "10{,}000"),
+    ("0.3333333", "\\frac{1}{3}"),  # a decimal agreeing to its last written digit
+    ("1.5707963", "\\frac{\\pi}{2}"),
+    ("150000000000000000000", "1.5\\times 10^{20}"),
+    ("\\frac{1}{2432902008176640000}", "\\frac{1}{20!}"),  # 20! written out
+    ("\\sqrt{8}", "2\\sqrt{2}"),
+    ("x+x", "2x"),
+    ("\\frac{\\sqrt{2}}{2}", "\\frac{1}{\\sqrt{2}}"),
+    ("\\pm 3", "-3, 3"),  # a gold that lists both values
+    ("1\\pm\\sqrt{19}", "1 \\pm \\sqrt{19}"),
+    ("\\infty", "\\infty"),
+]
+
+
+@pytest.mark.parametrize("pred, gold", MATH_VERIFY_FALSE_POSITIVES)
+def test_math_verify_false_positives_are_not_equal(pred, gold):
+    from math_verify import parse, verify
+
+    assert verify(parse(f"${gold}$"), parse(f"${pred}$"))  # the class is real: math-verify alone pays it
+    assert not answers_match(pred, gold, task="math")
+    assert get_reward("math_correctness")([f"so \\boxed{{{pred}}}"], answer=[gold]) == [0.0]
+
+
+@pytest.mark.parametrize("pred, gold", TRUE_EQUIVALENCES)
+def test_true_equivalences_still_match(pred, gold):
+    assert answers_match(pred, gold, task="math")
+
+
+def test_gsm8k_plus_minus_is_a_hedge():
+    reward = CorrectnessReward("gsm8k")
+    assert reward(["#### \\pm 27", "#### ±27", "#### 27 \\pm", "#### 27"], answer=["27"] * 4) == [0.0, 0.0, 0.0, 1.0]
+
+
+# --- the time budget: a real bound, timeouts reported, never cached as verdicts ---
+
+
+class _ScriptedPool:
+    """Stands in for the worker pool: replies from a script, records the budgets it was given."""
+
+    def __init__(self, verdicts):
+        self.verdicts, self.budgets = list(verdicts), []
+
+    def compare(self, gold, pred, timeout):
+        self.budgets.append(timeout)
+        return self.verdicts.pop(0)
+
+
+@pytest.fixture
+def scripted_pool(monkeypatch):
+    import rewards.verify as verify
+
+    def install(*verdicts):
+        pool = _ScriptedPool(verdicts)
+        monkeypatch.setattr(verify, "_POOL", pool)
+        return pool
+
+    return install
+
+
+def test_timeout_is_retried_once_with_a_larger_budget_then_reported(scripted_pool, caplog):
+    pool = scripted_pool(Verdict.TIMEOUT, Verdict.TIMEOUT)
+    before = timeout_count()
+    with caplog.at_level(logging.WARNING, logger="rewards.verify"):
+        verdict = compare_answers("\\frac{7}{3}", "\\frac{14}{6}", task="math", timeout=0.25)
+    assert verdict is Verdict.TIMEOUT
+    assert pool.budgets == [0.25, 0.25 * RETRY_FACTOR]
+    assert timeout_count() - before == 1
+    assert "timed out twice" in caplog.text
+
+
+def test_timeout_retry_can_succeed(scripted_pool):
+    pool = scripted_pool(Verdict.TIMEOUT, Verdict.EQUAL)
+    before = timeout_count()
+    assert answers_match("\\frac{9}{3}", "\\frac{27}{9}", task="math", timeout=0.2)
+    assert len(pool.budgets) == 2 and timeout_count() == before  # recovered: not a timeout
+
+
+def test_timeout_is_never_cached_as_a_verdict(scripted_pool, monkeypatch):
+    import rewards.verify as verify
+
+    monkeypatch.setattr(verify, "TIMEOUT_MEMO_S", 0.0)  # no short-term memo: the next call asks the pool again
+    scripted_pool(Verdict.TIMEOUT, Verdict.TIMEOUT, Verdict.EQUAL)
+    pair = ("\\frac{11}{4}", "\\frac{22}{8}")
+    assert compare_answers(*pair, task="math") is Verdict.TIMEOUT
+    assert compare_answers(*pair, task="math") is Verdict.EQUAL  # a later, unloaded comparison gives the verdict
+    scripted_pool()  # no replies left: a cached verdict must answer now
+    assert compare_answers(*pair, task="math") is Verdict.EQUAL
+
+
+def test_checker_error_is_not_a_timeout(scripted_pool, caplog):
+    scripted_pool(Verdict.CHECKER_ERROR, Verdict.CHECKER_ERROR)
+    before = timeout_count()
+    with caplog.at_level(logging.WARNING, logger="rewards.verify"):
+        result = check("so \\boxed{\\frac{13}{5}}", "\\frac{26}{10}", task="math")
+    assert (result.correct, result.reason, result.timeout) == (False, "checker_error", False)
+    assert timeout_count() == before
+    assert "workers failed" in caplog.text
+
+
+def test_budget_counts_waiting_for_a_free_worker():
+    import rewards.verify as verify
+
+    pool = verify._WorkerPool(1)
+    try:
+        pool.warm_up()
+        busy = ThreadPoolExecutor(max_workers=1)
+        # holds the only worker for ~2 s (a power tower on the worker's own alarm)
+        holder = busy.submit(pool.compare, "2^{2^{2^{2}}}", "9^{9^{9^{9}}}", 2.5)
+        time.sleep(0.3)
+        start = time.perf_counter()
+        verdict = pool.compare("\\frac{1}{2}", "0.5", 0.4)
+        elapsed = time.perf_counter() - start
+        assert verdict is Verdict.TIMEOUT  # no worker free within the budget: a timeout, not a wait
+        assert elapsed < 0.4 + 0.3
+        assert holder.result(timeout=10) is Verdict.TIMEOUT
+        busy.shutdown()
+    finally:
+        pool.close()
+
+
+def test_budget_counts_starting_a_worker():
+    import rewards.verify as verify
+
+    pool = verify._WorkerPool(1)  # cold: its worker takes ~0.6 s or more to import math-verify
+    try:
+        start = time.perf_counter()
+        verdict = pool.compare("\\frac{1}{2}", "0.5", 0.05)
+        elapsed = time.perf_counter() - start
+        assert verdict is Verdict.TIMEOUT and elapsed < 0.05 + 0.3
+        assert pool.compare("\\frac{1}{2}", "0.5", 30.0) is Verdict.EQUAL  # the same worker finished starting
+    finally:
+        pool.close()
+
+
+def test_worker_that_fails_to_start_is_a_checker_error(tmp_path, monkeypatch, caplog):
+    import rewards.verify as verify
+
+    broken = tmp_path / "broken_worker.py"
+    broken.write_text("import sys\nsys.exit(3)\n")  # e.g. math-verify missing from the environment
+    monkeypatch.setattr(verify, "_WORKER_SCRIPT", str(broken))
+    pool = verify._WorkerPool(2)
+    try:
+        with caplog.at_level(logging.WARNING, logger="rewards.verify"):
+            assert pool.compare("\\frac{1}{2}", "0.5", 5.0) is Verdict.CHECKER_ERROR
+        assert "worker failed" in caplog.text
+    finally:
+        pool.close()
