@@ -18,6 +18,9 @@ GSM8K_CASES = [
     ("#### 18 dollars", "18", "ok"),  # a unit after the number
     ("#### ０.５", "0.5", "ok"),  # full-width digits fold to ASCII (NFKC)
     ("#### 12\nmore text\n#### 12", "12", "ok"),  # the same answer twice is still one answer
+    ("#### \\pm 12", None, "hedge"),  # plus-or-minus: two values
+    ("#### ±12", None, "hedge"),  # the same, as one character
+    ("#### 12 \\pm", None, "hedge"),  # cut short after the sign
     ("#### 17 or 18", None, "hedge"),  # a hedge in the marker
     ("#### 17, 18", None, "hedge"),  # a candidate list
     ("#### 18?", None, "hedge"),  # a question, not an answer
@@ -126,3 +129,23 @@ def test_extractor_never_raises_on_arbitrary_text(text):
     for task in ("gsm8k", "math"):
         answer = extract_answer(text, task=task, answer_line=True)
         assert (answer.value is None) == (answer.reason != "ok")
+
+
+def test_boxes_that_cannot_be_compared_in_time_are_a_timeout(monkeypatch):
+    # two different-looking boxes far apart are compared; a comparison without verdict is said, not called a hedge
+    import rewards.verify as verify
+
+    class Pool:
+        def compare(self, gold, pred, budget):
+            return verify.Verdict.TIMEOUT
+
+    monkeypatch.setattr(verify, "_POOL", Pool())
+    monkeypatch.setattr(verify, "TIMEOUT_MEMO_S", 0.0)
+    text = "First \\boxed{\\frac{3}{4}}." + " Checking it again." * 5 + " So \\boxed{0.75}."
+    answer = extract_answer(text, task="math")
+    assert (answer.value, answer.reason) == (None, "timeout")
+    monkeypatch.setattr(verify, "_POOL", verify._WorkerPool(1))  # a real pool: the same boxes are one answer
+    try:
+        assert extract_answer(text, task="math").value == "0.75"
+    finally:
+        verify._POOL.close()

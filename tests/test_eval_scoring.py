@@ -135,3 +135,48 @@ def test_task_without_hub_copy_asks_for_a_local_file():
 
     with pytest.raises(ValueError, match="no hub copy: pass --data"):
         load_rows(get_task("math_train"))
+
+
+def test_every_sample_says_whether_it_timed_out():
+    s = score_completion("so \\boxed{\\frac{14}{6}}", "\\frac{7}{3}", "math500")
+    assert (s["correct"], s["reason"], s["timeout"]) == (True, "ok", False)
+
+
+@pytest.mark.parametrize(
+    "verdicts, reason, timeout",
+    [
+        (["timeout", "timeout"], "timeout", True),  # out of time twice: no verdict, reported as such
+        (["checker_error", "checker_error"], "checker_error", False),  # a worker failed: not a timeout
+    ],
+)
+def test_a_comparison_without_verdict_is_reported_not_scored_wrong(monkeypatch, verdicts, reason, timeout):
+    import rewards.verify as verify
+
+    class Pool:
+        def compare(self, gold, pred, budget):
+            return verify.Verdict(verdicts.pop(0))
+
+    monkeypatch.setattr(verify, "_POOL", Pool())
+    monkeypatch.setattr(verify, "TIMEOUT_MEMO_S", 0.0)  # each case asks the pool, whatever an earlier one gave up
+    s = score_completion("so \\boxed{\\frac{15}{4}}", "\\frac{30}{8}", "math500")
+    assert (s["correct"], s["reason"], s["timeout"]) == (False, reason, timeout)
+    assert s["extracted"] == "\\frac{15}{4}" and s["format_ok"]  # the answer was read; only the comparison failed
+
+
+def read_jsonl(path):
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def test_hedged_golds_score_as_the_reward_scores_them(shared_data):
+    # MATH train golds that list solutions ("-2 \\text{ or } -12"): eval and math_correctness are one judgement
+    from rewards import get_reward
+    from rewards.answers import _is_hedge
+
+    rows = [r for r in read_jsonl(shared_data / "math_train" / "train.jsonl") if r["answer"] and _is_hedge(r["answer"])]
+    assert len(rows) == 2
+    completions = [r["solution"] for r in rows] + [f"so \\boxed{{{r['answer'].split(' ')[0]}}}" for r in rows]
+    golds = [r["answer"] for r in rows] * 2
+    rewards = get_reward("math_correctness")(completions, answer=golds)
+    scored = [score_completion(c, g, "math")["correct"] for c, g in zip(completions, golds, strict=True)]
+    assert rewards == [1.0, 1.0, 0.0, 0.0]  # the full list is the answer; one of its values alone is not
+    assert scored == [r == 1.0 for r in rewards]
