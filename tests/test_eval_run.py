@@ -328,3 +328,43 @@ def test_wandb_offline_logs_summary_and_table(tiny_model_dir, shared_data, tmp_p
     run_cli(tiny_model_dir, shared_data, "gsm8k", tmp_path / "out", "--wandb")
     runs = list((tmp_path / "wandb").glob("offline-run-*"))
     assert len(runs) == 1 and list(runs[0].glob("*.wandb"))
+
+
+def test_wandb_gets_the_timeout_rate_and_a_timeout_column(monkeypatch):
+    # A stand-in wandb module records what log_to_wandb sends; 2 problems of K = 2, one sample timed out.
+    import types
+
+    from eval.metrics import summarize
+    from eval.run import log_to_wandb
+
+    sent = {}
+
+    class Run:
+        summary = {}
+
+        def log(self, data):
+            sent["log"] = data
+
+        def finish(self):
+            pass
+
+    class Table:
+        def __init__(self, columns):
+            self.columns, self.rows = columns, []
+
+        def add_data(self, *row):
+            self.rows.append(dict(zip(self.columns, row, strict=True)))
+
+    fake = types.SimpleNamespace(init=lambda **kwargs: Run(), Table=Table)
+    monkeypatch.setitem(sys.modules, "wandb", fake)
+    base = {"question": "q", "gold": "1", "extracted": None, "reason": "ok", "format_ok": True, "empty": False}
+    base |= {"n_tokens": 5, "truncated": False}
+    samples = [
+        [{**base, "completion": "a", "correct": True, "timeout": False}, {**base, "completion": "b", "correct": False}],
+        [{**base, "completion": "c", "correct": False, "timeout": True}, {**base, "completion": "d", "correct": True}],
+    ]
+    records = [{"index": i, "question": "q", "gold": "1", "samples": s} for i, s in enumerate(samples)]
+    results = {"task": "gsm8k", **summarize(records)}
+    log_to_wandb(results, records, {"task": "gsm8k"})
+    assert sent["log"]["timeout_rate"] == 0.25
+    assert [row["timeout"] for row in sent["log"]["samples"].rows] == [False, False, True, False]
