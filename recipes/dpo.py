@@ -11,9 +11,11 @@
 ``data`` is a rollouts file of ``python -m eval.rollouts sample`` (chosen = a correct answer, rejected = a wrong
 one to the same problem, built by ``eval.pairs``), a JSONL of pairs, or a hub preference data set with
 prompt/chosen/rejected columns. Everything that can fail is checked before a model is loaded. Metrics go to
-``report_to`` and always to ``<output_dir>/log.jsonl``. The first step is logged (``logging_first_step``) and its
-loss must be ln 2 = 0.6931 for the log-sigmoid losses, with rewards/chosen = rewards/rejected = 0, because the
-policy starts equal to the reference; the recipe warns loudly if not.
+``report_to`` and always to ``<output_dir>/log.jsonl``. The first step is always logged, whatever ``logging_steps``
+says (``FirstLossCheck`` asks for it), because the policy starts equal to the reference: rewards/chosen =
+rewards/rejected = 0, and the log-sigmoid losses are ln 2 = 0.6931 each, times their ``loss_weights``. With
+``use_weighting`` (WPO) the first loss depends on the model and the batch and is not predicted; the rewards still are.
+The recipe warns loudly when the first step shows a reference that is not the starting policy.
 """
 
 from __future__ import annotations
@@ -74,32 +76,64 @@ def check_dpo_loss(loss_types: list[str], loss_weights: list[float] | None) -> N
         raise ValueError(f"loss_weights {loss_weights} needs one weight per loss_type {loss_types}")
 
 
-def expected_first_loss(loss_types: list[str], loss_weights: list[float] | None, use_weighting: bool) -> float | None:
-    """The loss when policy == reference: ln 2 per log-sigmoid term; None when it depends on the data.
+def expected_first_loss(
+    loss_types: list[str], loss_weights: list[float] | None, use_weighting: bool
+) -> tuple[float | None, str]:
+    """The loss TRL reports when policy == reference, and how it follows; ``None`` (and why) when it cannot be known
+    without the model and the data.
 
-    >>> round(expected_first_loss(["sigmoid"], None, False), 4), expected_first_loss(["hinge"], None, False)
-    (0.6931, None)
+    TRL 1.16 sums ``loss_weights[i] * mean(per-pair loss of loss_type[i])``. At the start every log-ratio is 0, so each
+    log-sigmoid term (``sigmoid``, ``sigmoid_norm``, ``robust`` at any label smoothing) is ln 2 per pair.
+
+    >>> loss, how = expected_first_loss(["sigmoid", "robust"], [0.7, 0.2], False)
+    >>> round(loss, 4), how
+    (0.6238, 'ln 2 x (0.7 + 0.2)')
+    >>> expected_first_loss(["sigmoid"], [0.5], True)[0] is None
+    True
     """
-    if use_weighting or not set(loss_types) <= set(LN2_LOSSES):
-        return None
-    return math.log(2) * sum(loss_weights or [1.0] * len(loss_types))
+    weights = loss_weights or [1.0] * len(loss_types)
+    if use_weighting:
+        return None, (
+            "not predicted: use_weighting (WPO) multiplies each pair's loss by weights computed from the policy's own "
+            "token probabilities on that pair, so it depends on the model and the batch"
+        )
+    others = sorted(set(loss_types) - set(LN2_LOSSES))
+    if others:
+        return None, f"not predicted: loss_type {others} is not a log-sigmoid loss (not ln 2 at the start)"
+    return math.log(2) * sum(weights), "ln 2 x (" + " + ".join(f"{w:g}" for w in weights) + ")"
 
 
 class FirstLossCheck(TrainerCallback):
     """Warns loudly when the first step shows a reference that is not the starting policy.
 
-    At step 1 the policy is the reference, so the implicit rewards (rewards/chosen, rewards/rejected) are 0 and
-    the log-sigmoid loss is ln 2. Anything else means the reference was loaded differently (another checkpoint,
-    dtype, adapter or dropout). ``self.first_loss`` and ``self.ok`` hold the outcome.
+    At step 1 the policy is the reference, so the implicit rewards (rewards/chosen, rewards/rejected) are 0 and the
+    loss is ``expected_loss`` (``expected_first_loss``; ``None``: only the rewards are checked, ``note`` says why).
+    Anything else means the reference was loaded differently (another checkpoint, dtype, adapter or dropout).
+    The callback makes the trainer log step 1 whatever ``logging_steps`` is, so the loss it reads is step 1's alone.
+    ``self.first_loss`` and ``self.ok`` hold the outcome (``ok`` stays None when nothing could be checked: a run
+    resumed from a checkpoint starts past step 1, with a policy that is no longer the reference).
     """
 
-    def __init__(self, expected_loss: float | None, tolerance: float = FIRST_LOSS_TOLERANCE):
-        self.expected_loss, self.tolerance = expected_loss, tolerance
+    def __init__(self, expected_loss: float | None, note: str = "", tolerance: float = FIRST_LOSS_TOLERANCE):
+        self.expected_loss, self.note, self.tolerance = expected_loss, note, tolerance
         self.first_loss: float | None = None
         self.ok: bool | None = None
+        self.resumed_at: int | None = None
+        self._seen_step = False
+
+    def on_step_end(self, args, state, control, **kwargs):
+        if not self._seen_step and state.global_step > 1:
+            self.resumed_at = state.global_step
+            logger.info(
+                "first step seen is %d (resumed): the policy == reference check does not apply", state.global_step
+            )
+        self._seen_step = True
+        if state.global_step == 1:
+            control.should_log = True  # step 1's loss, not a mean over the first logging_steps steps
+        return control
 
     def on_log(self, args, state, control, logs=None, **kwargs):
-        if self.ok is not None or not logs or "loss" not in logs:
+        if self.ok is not None or self.resumed_at is not None or not logs or "loss" not in logs:
             return
         if state.global_step != 1:
             logger.warning("first loss logged at step %d, not 1: cannot check policy == reference", state.global_step)
@@ -112,7 +146,7 @@ class FirstLossCheck(TrainerCallback):
             if abs(logs.get(f"rewards/{side}", 0.0)) > self.tolerance
         ]
         if self.expected_loss is not None and abs(self.first_loss - self.expected_loss) > self.tolerance:
-            problems.insert(0, f"first loss {self.first_loss:.6f}, expected {self.expected_loss:.6f} (ln 2 per term)")
+            problems.insert(0, f"first loss {self.first_loss:.6f}, expected {self.expected_loss:.6f} ({self.note})")
         self.ok = not problems
         if problems:
             logger.warning(
@@ -120,8 +154,11 @@ class FirstLossCheck(TrainerCallback):
                 "trained (another checkpoint, dtype, adapter, quantization or dropout); the KL anchor is wrong.\n%s",
                 "!" * 100, "; ".join(problems), "!" * 100,
             )  # fmt: skip
+        elif self.expected_loss is None:
+            logger.info("first DPO loss %.6f (%s); implicit rewards 0: the reference is the starting policy",
+                        self.first_loss, self.note)  # fmt: skip
         else:
-            logger.info("first DPO loss %.6f: the reference is the starting policy", self.first_loss)
+            logger.info("first DPO loss %.6f = %s: the reference is the starting policy", self.first_loss, self.note)
 
 
 def main(script_args, training_args, model_args):
@@ -172,13 +209,12 @@ def main(script_args, training_args, model_args):
 
         save_tiny_model(model_args.model_name_or_path)
     training_args.model_init_kwargs = (training_args.model_init_kwargs or {}) | {"dtype": model_args.dtype}
-    training_args.logging_first_step = True  # the policy == reference check reads step 1
     tokenizer = AutoTokenizer.from_pretrained(model_args.model_name_or_path)
     if tokenizer.pad_token is None:
         tokenizer.pad_token = tokenizer.eos_token
     first_loss_check = FirstLossCheck(
-        expected_first_loss(training_args.loss_type, training_args.loss_weights, training_args.use_weighting)
-    )
+        *expected_first_loss(training_args.loss_type, training_args.loss_weights, training_args.use_weighting)
+    )  # it also makes the trainer log step 1, whatever logging_steps is
     trainer = DPOTrainer(
         model=model_args.model_name_or_path,
         args=training_args,
@@ -215,6 +251,7 @@ def main(script_args, training_args, model_args):
         trainer.log({"final_eval/accuracy_before": report["before"]["accuracy"],
                      "final_eval/accuracy_after": report["after"]["accuracy"]})  # fmt: skip
     report["first_loss"], report["first_loss_ok"] = first_loss_check.first_loss, first_loss_check.ok
+    report["first_loss_expected"], report["first_loss_note"] = first_loss_check.expected_loss, first_loss_check.note
     if trainer.accelerator.is_main_process:
         (out / "report.json").write_text(json.dumps(report, indent=1, default=str))
         print(summary(report, out))
@@ -225,7 +262,10 @@ def main(script_args, training_args, model_args):
 def summary(report: dict, out: Path) -> str:
     """Where things are, the first-loss check and accuracy before -> after."""
     lines = [f"run {report['run_name']}: {report['pairs']} pairs"]
-    lines.append(f"first loss {report['first_loss']} ({'ok' if report['first_loss_ok'] else 'CHECK FAILED, see log'})")
+    verdict = {True: "ok", False: "CHECK FAILED, see log", None: "not checked"}[report["first_loss_ok"]]
+    expected = report.get("first_loss_expected")
+    expected = "-" if expected is None else f"{expected:.6f}"
+    lines.append(f"first loss {report['first_loss']} ({verdict}; expected {expected}: {report.get('first_loss_note')})")
     if "before" in report and "after" in report:
         b, a = report["before"], report["after"]
         lines.append(f"held-out accuracy {b['accuracy']:.3f} -> {a['accuracy']:.3f} (n={a['n']})")

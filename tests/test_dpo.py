@@ -1,4 +1,4 @@
-"""The DPO recipe on the tiny model: the real tiny config, first loss ln 2, parameters that move, validation.
+"""The DPO recipe on the tiny model: the real configs, first-loss check, parameters that move, validation.
 
 OMP_NUM_THREADS=1 .venv/bin/python -m pytest -q tests/test_dpo.py
 """
@@ -7,16 +7,18 @@ import json
 import logging
 import math
 import types
+from pathlib import Path
 
 import pytest
 import torch
 from safetensors.torch import load_file
 
 from eval.rollouts import reference_rollouts, write_jsonl
-from recipes.dpo import FirstLossCheck, main, make_parser
+from recipes.dpo import FirstLossCheck, expected_first_loss, main, make_parser
 
 CONFIG = "recipes/configs/tiny/dpo_cpu.yaml"
 LORA_CONFIG = "recipes/configs/tiny/dpo_cpu_lora.yaml"
+GSM8K_CONFIGS = sorted(str(p) for p in Path("recipes/configs/gsm8k").glob("**/dpo*.yaml"))
 
 
 @pytest.fixture(scope="module")
@@ -131,3 +133,108 @@ def test_first_loss_check(caplog, step, logs, ok):
     assert bool(caplog.records) is not ok  # a warning exactly when the check fails
     check.on_log(None, state(step + 1), None, logs={"loss": 5.0})  # later logs do not re-run the check
     assert check.ok is ok
+
+
+def first_losses(folder):
+    """The logged training losses (not the end-of-training summary), with their steps."""
+    log = [json.loads(line) for line in (folder / "log.jsonl").read_text().splitlines()]
+    return [(r["step"], r["loss"]) for r in log if "loss" in r]
+
+
+@pytest.mark.parametrize("config", GSM8K_CONFIGS)
+def test_first_loss_is_checked_with_the_shipped_gsm8k_settings(tiny_model_dir, reference_pairs, tmp_path, config):
+    # The shipped GPU configs log every 5 steps and accumulate gradients: the check must still see step 1 alone.
+    # Only what a CPU and the tiny model need is overridden; logging_steps, gradient accumulation, LoRA, warmup,
+    # gradient checkpointing and the loss settings come from the YAML.
+    script_args, training_args, model_args = parse(
+        "--model_name_or_path", str(tiny_model_dir), "--build_tiny_model", "false", "--data", reference_pairs,
+        "--output_dir", str(tmp_path), "--max_steps", "1",  # one step: without the check's own log, none has "loss"
+        "--per_device_train_batch_size", "1",  # 1 pair per micro-batch, YAML's accumulation steps per step
+        "--dtype", "float32", "--use_cpu", "true", "--report_to", "none", "--eval_limit", "0",
+        "--max_length", "512", "--save_strategy", "no",
+        config=config,
+    )  # fmt: skip
+    assert training_args.logging_steps == 5 and training_args.gradient_accumulation_steps > 1  # not the defaults
+    assert not training_args.logging_first_step  # the YAML does not ask for step 1: the check must
+    report = main(script_args, training_args, model_args)
+    assert first_losses(tmp_path) == [(1, report["first_loss"])]
+    assert abs(report["first_loss"] - math.log(2)) < 1e-4 and report["first_loss_ok"] is True
+
+
+def test_first_loss_follows_loss_weights(tiny_model_dir, reference_pairs, tmp_path):
+    # two log-sigmoid losses weighted 0.7 and 0.2: the first loss is 0.9 ln 2, neither ln 2 nor 2 ln 2
+    args = parse(
+        "--model_name_or_path", str(tiny_model_dir), "--build_tiny_model", "false", "--data", reference_pairs,
+        "--output_dir", str(tmp_path), "--max_steps", "2", "--per_device_train_batch_size", "2",
+        "--eval_limit", "0", "--logging_steps", "3",  # step 1 is logged by the check, not by the schedule
+        "--loss_type", "sigmoid", "robust", "--loss_weights", "0.7", "0.2",
+        "--label_smoothing", "0.1",  # robust stays ln 2 per pair at the start, whatever the smoothing
+    )  # fmt: skip
+    report = main(*args)
+    assert abs(report["first_loss"] - 0.9 * math.log(2)) < 1e-4  # what TRL computed
+    assert abs(report["first_loss_expected"] - 0.9 * math.log(2)) < 1e-9  # what the check predicted
+    assert report["first_loss_ok"] is True
+    assert [step for step, _ in first_losses(tmp_path)] == [1]
+
+
+def test_use_weighting_checks_rewards_and_says_the_loss_is_not_predicted(tiny_model_dir, reference_pairs, tmp_path):
+    args = parse(
+        "--model_name_or_path", str(tiny_model_dir), "--build_tiny_model", "false", "--data", reference_pairs,
+        "--output_dir", str(tmp_path), "--max_steps", "1", "--per_device_train_batch_size", "2",
+        "--eval_limit", "0", "--logging_steps", "4", "--use_weighting", "true", "--loss_weights", "0.6",
+    )  # fmt: skip
+    report = main(*args)
+    assert report["first_loss_expected"] is None and "use_weighting" in report["first_loss_note"]
+    assert report["first_loss"] is not None and report["first_loss_ok"] is True  # the implicit rewards were 0
+    # WPO's weights come from the policy's token probabilities: 0.6 ln 2 is not what TRL computed
+    assert abs(report["first_loss"] - 0.6 * math.log(2)) > 1e-3
+
+
+@pytest.mark.parametrize(
+    "loss_types, weights, use_weighting, expected",
+    [
+        (["sigmoid"], None, False, math.log(2)),  # TRL's default
+        (["sigmoid", "robust"], [0.7, 0.2], False, 0.9 * math.log(2)),  # weighted sum of ln 2 terms
+        (["sigmoid_norm"], [2.5], False, 2.5 * math.log(2)),  # a weight above 1
+        (["sigmoid"], [0.6], True, None),  # WPO weights: depends on the model and the batch
+        (["sigmoid", "sft"], [1.0, 0.5], False, None),  # the SFT term is the model's NLL on the data
+        (["ipo"], None, False, None),  # not a log-sigmoid loss
+    ],
+)
+def test_expected_first_loss(loss_types, weights, use_weighting, expected):
+    value, note = expected_first_loss(loss_types, weights, use_weighting)
+    assert (value is None) is (expected is None) and note
+    if expected is not None:
+        assert abs(value - expected) < 1e-12
+    else:
+        assert note.startswith("not predicted")
+
+
+def test_check_asks_the_trainer_to_log_step_1_only():
+    from transformers import TrainerControl
+
+    check = FirstLossCheck(math.log(2))
+    first, later = TrainerControl(), TrainerControl()
+    check.on_step_end(None, state(1), first)
+    check.on_step_end(None, state(2), later)
+    assert first.should_log and not later.should_log
+
+
+def test_unpredicted_loss_still_checks_the_rewards(caplog):
+    ok = FirstLossCheck(None, "not predicted: use_weighting")
+    ok.on_log(None, state(1), None, logs={"loss": 0.41, "rewards/chosen": 0.0, "rewards/rejected": 0.0})
+    bad = FirstLossCheck(None, "not predicted: use_weighting")
+    with caplog.at_level(logging.WARNING, logger="recipes.dpo"):
+        bad.on_log(None, state(1), None, logs={"loss": 0.41, "rewards/chosen": 0.0, "rewards/rejected": -0.2})
+    assert ok.ok is True and bad.ok is False and "rewards/rejected" in caplog.text
+
+
+def test_resumed_run_is_not_checked(caplog):
+    # a run resumed at step 6 starts from a trained policy: no verdict, no false alarm
+    from transformers import TrainerControl
+
+    check = FirstLossCheck(math.log(2))
+    check.on_step_end(None, state(7), TrainerControl())
+    with caplog.at_level(logging.WARNING, logger="recipes.dpo"):
+        check.on_log(None, state(10), None, logs={"loss": 0.31})
+    assert check.ok is None and check.resumed_at == 7 and not caplog.records
