@@ -1,9 +1,13 @@
 """Generate completions for chat prompts: Hugging Face ``generate`` (batched, left-padded) or vLLM.
 
-Both backends apply the tokenizer's chat template with ``add_generation_prompt=True`` and use the same sampling:
+Both backends generate from the same token ids (``encode_prompts``: the tokenizer's chat template with
+``add_generation_prompt=True``, encoded without adding special tokens, since the template already writes the ones the
+model expects, e.g. a BOS) and use the same sampling:
 greedy when ``temperature == 0``, else pure temperature sampling (top-p 1, top-k off, no repetition penalty --
 the model's own ``generation_config`` sampling defaults are overridden so that runs compare across models).
-A generation is *truncated* when it stopped at ``max_new_tokens`` without an end-of-sequence token.
+A generation is *truncated* when it stopped at ``max_new_tokens`` without an end-of-sequence token. Generation
+never disturbs the caller's random state: seeding happens inside a fork of torch's RNG (``forked_rng``), so a
+trainer's sampling stream continues after a monitor eval as if the eval had not run.
 
 >>> from lab.tiny_model import build_model, build_tokenizer
 >>> tokenizer = build_tokenizer(); model = build_model(tokenizer)
@@ -15,9 +19,14 @@ A generation is *truncated* when it stopped at ``max_new_tokens`` without an end
 from __future__ import annotations
 
 import importlib.util
+from collections.abc import Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 BACKENDS = ("hf", "vllm")
+# Prompts per vLLM call: its scheduler batches hundreds of sequences itself, and a call waits for its slowest one, so
+# evaluate() hands it large chunks (results are written after each chunk; per-prompt seeds keep a resume exact).
+VLLM_PROMPTS_PER_CALL = 512
 
 
 @dataclass(frozen=True)
@@ -27,8 +36,9 @@ class Generation:
     truncated: bool  # hit max_new_tokens without an end-of-sequence token
 
 
-def check_backend(backend: str) -> None:
-    """Raise a clear error when ``backend`` is unknown or cannot run here (vLLM missing, no GPU).
+def check_backend(backend: str, adapter: str | None = None) -> None:
+    """Raise a clear error when ``backend`` is unknown or cannot run here (vLLM missing, no GPU), or when a LoRA
+    ``adapter`` is asked for with vLLM (the vllm backend loads the base model only; it would sample the base).
 
     >>> check_backend("hf")
     >>> check_backend("tgi")
@@ -38,6 +48,12 @@ def check_backend(backend: str) -> None:
     """
     if backend not in BACKENDS:
         raise ValueError(f"unknown backend {backend!r}: choose one of {BACKENDS}")
+    if backend == "vllm" and adapter:
+        raise ValueError(
+            f"--adapter {adapter} with --backend vllm: the vllm backend loads the base model only and would sample it, "
+            "not the adapter. Use --backend hf, or merge the adapter into the model first (peft merge_and_unload, "
+            "save_pretrained) and pass the merged folder as --model"
+        )
     if backend == "vllm":
         if importlib.util.find_spec("vllm") is None:
             raise RuntimeError("--backend vllm needs vLLM: `pip install vllm` on a CUDA machine, or use --backend hf")
@@ -56,6 +72,38 @@ def eos_token_ids(model, tokenizer) -> set[int]:
     if tokenizer.eos_token_id is not None:
         ids.add(tokenizer.eos_token_id)
     return ids
+
+
+def encode_prompts(tokenizer, prompts: list[list[dict]]) -> list[list[int]]:
+    """Token ids of each chat prompt, for both backends: the chat template with the generation prompt, encoded with
+    ``add_special_tokens=False`` (the template writes the special tokens; a tokenizer that adds BOS would add a second
+    one, as vLLM does when handed the text)."""
+    texts = [tokenizer.apply_chat_template(p, add_generation_prompt=True, tokenize=False) for p in prompts]
+    return tokenizer(texts, add_special_tokens=False)["input_ids"]
+
+
+@contextmanager
+def forked_rng(seed: int, device=None):
+    """Seed torch's CPU generator (and ``device``'s, when it is a CUDA device) inside a fork of their state: on
+    exit the caller's random streams continue exactly where they were (a trainer's sampling, per-rank seeds).
+
+    >>> import torch
+    >>> _ = torch.manual_seed(1); expected = torch.rand(2)
+    >>> _ = torch.manual_seed(1)
+    >>> with forked_rng(0):
+    ...     _ = torch.rand(3)
+    >>> torch.equal(torch.rand(2), expected)
+    True
+    """
+    import torch
+
+    cuda = [device] if device is not None and torch.device(device).type == "cuda" else []
+    with torch.random.fork_rng(devices=cuda):
+        torch.default_generator.manual_seed(seed)
+        for d in cuda:
+            with torch.cuda.device(d):
+                torch.cuda.manual_seed(seed)  # this device only: other GPUs of the machine are not touched
+        yield
 
 
 def _check_sampling(temperature: float, num_samples: int) -> None:
@@ -78,6 +126,7 @@ def generate(
     batch_size: int = 16,
     seed: int = 0,
     backend: str = "hf",
+    prompt_seeds: Sequence[int] | None = None,
 ) -> list[list[Generation]]:
     """``num_samples`` completions for each chat prompt, in prompt order.
 
@@ -89,8 +138,10 @@ def generate(
         temperature: 0 for greedy, else sampling temperature.
         num_samples: completions per prompt (needs temperature > 0 when above 1).
         batch_size: prompts per ``generate`` call (hf).
-        seed: torch / vLLM seed, set once per call.
+        seed: torch seed, set once per call (hf, inside ``forked_rng``); vLLM: prompt i gets ``seed + i``.
         backend: ``"hf"`` or ``"vllm"``.
+        prompt_seeds: vLLM only, one seed per prompt, so that a prompt's samples do not depend on which other
+            prompts share the call (``evaluate`` passes ``seed + problem index``: resuming gives the same samples).
     Returns:
         one list of ``num_samples`` ``Generation`` per prompt.
     """
@@ -98,13 +149,16 @@ def generate(
     check_backend(backend)
     if not prompts:
         return []
-    texts = [tokenizer.apply_chat_template(p, add_generation_prompt=True, tokenize=False) for p in prompts]
+    ids = encode_prompts(tokenizer, prompts)
     if backend == "vllm":
-        return _generate_vllm(model, texts, max_new_tokens, temperature, num_samples, seed)
-    return _generate_hf(model, tokenizer, texts, max_new_tokens, temperature, num_samples, batch_size, seed)
+        seeds = list(prompt_seeds) if prompt_seeds is not None else [seed + i for i in range(len(prompts))]
+        if len(seeds) != len(prompts):
+            raise ValueError(f"{len(seeds)} prompt_seeds for {len(prompts)} prompts: give one seed per prompt")
+        return _generate_vllm(model, ids, max_new_tokens, temperature, num_samples, seeds)
+    return _generate_hf(model, tokenizer, ids, max_new_tokens, temperature, num_samples, batch_size, seed)
 
 
-def _generate_hf(model, tokenizer, texts, max_new_tokens, temperature, num_samples, batch_size, seed):
+def _generate_hf(model, tokenizer, ids, max_new_tokens, temperature, num_samples, batch_size, seed):
     import torch
 
     eos_ids = eos_token_ids(model, tokenizer)
@@ -115,36 +169,33 @@ def _generate_hf(model, tokenizer, texts, max_new_tokens, temperature, num_sampl
         else {"do_sample": False, "temperature": None, "top_p": None, "top_k": None}
     )
     # Longest prompts first: batches hold prompts of similar length (less padding), and memory errors come early.
-    order = sorted(range(len(texts)), key=lambda i: -len(texts[i]))
-    results: list[list[Generation] | None] = [None] * len(texts)
+    order = sorted(range(len(ids)), key=lambda i: -len(ids[i]))
+    results: list[list[Generation] | None] = [None] * len(ids)
     padding_side = tokenizer.padding_side
     tokenizer.padding_side = "left"
     was_training = model.training
     model.eval()
-    torch.manual_seed(seed)
     try:
-        for start in range(0, len(order), batch_size):
-            batch = order[start : start + batch_size]
-            enc = tokenizer([texts[i] for i in batch], return_tensors="pt", padding=True, add_special_tokens=False).to(
-                model.device
-            )
-            with torch.no_grad():
-                out = model.generate(
-                    **enc,
-                    max_new_tokens=max_new_tokens,
-                    num_return_sequences=num_samples,
-                    eos_token_id=sorted(eos_ids),
-                    pad_token_id=pad_id,
-                    repetition_penalty=1.0,
-                    **sampling,
-                )
-            new_tokens = out[:, enc["input_ids"].shape[1] :].tolist()  # [B * K, T]
-            for row, i in enumerate(batch):
-                gens = [
-                    _to_generation(tokenizer, t, eos_ids)
-                    for t in new_tokens[row * num_samples : (row + 1) * num_samples]
-                ]
-                results[i] = gens
+        with forked_rng(seed, model.device):
+            for start in range(0, len(order), batch_size):
+                batch = order[start : start + batch_size]
+                enc = tokenizer.pad({"input_ids": [ids[i] for i in batch]}, return_tensors="pt").to(model.device)
+                with torch.no_grad():
+                    out = model.generate(
+                        **enc,
+                        max_new_tokens=max_new_tokens,
+                        num_return_sequences=num_samples,
+                        eos_token_id=sorted(eos_ids),
+                        pad_token_id=pad_id,
+                        repetition_penalty=1.0,
+                        **sampling,
+                    )
+                new_tokens = out[:, enc["input_ids"].shape[1] :].tolist()  # [B * K, T]
+                for row, i in enumerate(batch):
+                    results[i] = [
+                        _to_generation(tokenizer, t, eos_ids)
+                        for t in new_tokens[row * num_samples : (row + 1) * num_samples]
+                    ]
     finally:
         tokenizer.padding_side = padding_side
         model.train(was_training)
@@ -157,13 +208,15 @@ def _to_generation(tokenizer, tokens: list[int], eos_ids: set[int]) -> Generatio
     return Generation(tokenizer.decode(kept, skip_special_tokens=True), len(kept), end is None)
 
 
-def _generate_vllm(llm, texts, max_new_tokens, temperature, num_samples, seed):
+def _generate_vllm(llm, ids, max_new_tokens, temperature, num_samples, seeds):
     from vllm import SamplingParams
 
-    params = SamplingParams(
-        n=num_samples, temperature=temperature, top_p=1.0, top_k=-1, max_tokens=max_new_tokens, seed=seed
-    )
-    outputs = llm.generate(texts, params)
+    params = [
+        SamplingParams(n=num_samples, temperature=temperature, top_p=1.0, top_k=-1, max_tokens=max_new_tokens, seed=s)
+        for s in seeds
+    ]
+    # Token ids, not text: vLLM would encode a text prompt with the tokenizer's special tokens (a second BOS)
+    outputs = llm.generate([{"prompt_token_ids": prompt} for prompt in ids], params)
     return [
         [Generation(o.text, len(o.token_ids), o.finish_reason == "length") for o in request.outputs]
         for request in outputs

@@ -263,7 +263,7 @@ def main(argv: list[str] | None = None) -> None:
 
     sample = commands.add_parser("sample", help="sample and score K answers per problem")
     sample.add_argument("--model", required=True, help="hub id or local folder of a causal LM")
-    sample.add_argument("--adapter", default=None, help="a LoRA adapter folder to load on the model (hf backend)")
+    sample.add_argument("--adapter", default=None, help="a LoRA adapter folder to load on the model (hf backend only)")
     sample.add_argument("--task", default="gsm8k_train", help="a task of eval.tasks (gsm8k_train, math_train, ...)")
     sample.add_argument("--data", default=None, help="local .jsonl or hub id (default: the task's hub data)")
     sample.add_argument("--limit", type=int, default=None, help="only the first N problems")
@@ -304,7 +304,7 @@ def main(argv: list[str] | None = None) -> None:
         from eval.run import load_problems
         from eval.tasks import get_task
 
-        check_backend(args.backend)
+        check_backend(args.backend, args.adapter)  # vllm + adapter would sample the base model: refused here
         load_problems(get_task(args.task), args.data, args.limit)  # bad task, data or limit: fail before model load
         from eval.__main__ import load_model
 

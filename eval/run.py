@@ -20,7 +20,7 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
-from eval.generate import check_backend, generate
+from eval.generate import VLLM_PROMPTS_PER_CALL, check_backend, generate
 from eval.metrics import CI_LEVEL, summarize
 from eval.scoring import score_completion
 from eval.tasks import Task, get_task, load_rows
@@ -162,7 +162,9 @@ def evaluate(
         task_name: ``gsm8k`` or ``math500`` (any task of ``eval.tasks.TASKS``).
         data: local ``.jsonl`` or hub id (default: the task's hub set).
         limit: evaluate the first ``limit`` problems only.
-        seed: sampling seed (batch ``b`` uses ``seed + b``, so a resumed run samples as a fresh one would).
+        seed: sampling seed (hf: the batch starting at problem ``i`` uses ``seed + i``; vllm: problem ``i`` uses
+            ``seed + i``), so a resumed run samples as a fresh one would.
+        batch_size: problems per generation call (hf); vllm gets ``VLLM_PROMPTS_PER_CALL`` at once, at least.
         max_new_tokens: generation budget (default ``default_max_new_tokens(task_name)``).
         out_dir: where samples.jsonl, results.json, summary.md and lengths.png go; a folder holding part of the
             same run is resumed. None keeps everything in memory.
@@ -201,9 +203,10 @@ def evaluate(
     bar = tqdm(total=len(problems), initial=len(problems) - len(todo), unit="problem", disable=not progress)
     started, n_new = time.perf_counter(), 0
     sink = open(out / SAMPLES_FILE, "a", encoding="utf-8") if out is not None else None  # noqa: SIM115
+    step = batch_size if backend == "hf" else max(batch_size, VLLM_PROMPTS_PER_CALL)  # vLLM schedules big batches
     try:
-        for start in range(0, len(todo), batch_size):
-            batch = todo[start : start + batch_size]
+        for start in range(0, len(todo), step):
+            batch = todo[start : start + step]
             gens = generate(
                 model,
                 tokenizer,
@@ -214,6 +217,7 @@ def evaluate(
                 batch_size=batch_size,
                 seed=seed + batch[0]["index"],
                 backend=backend,
+                prompt_seeds=[seed + p["index"] for p in batch] if backend == "vllm" else None,
             )
             for problem, generations in zip(batch, gens, strict=True):
                 record = _score_record(problem, generations, task_name)

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from recipes import validate
+from recipes.model_args import model_init_kwargs
 
 
 @dataclass
@@ -44,7 +45,11 @@ class GRPOScriptArguments:
     probe_problems: int = field(default=4, metadata={"help": "problems the hack probes are built from (0: skip)"})
     build_tiny_model: bool = field(default=False, metadata={"help": "build lab.tiny_model at model path if missing"})
     use_vllm_if_available: bool = field(
-        default=False, metadata={"help": "generate with vLLM (vllm_mode) when it is installed and a GPU is present"}
+        default=False,
+        metadata={
+            "help": "generate with vLLM (vllm_mode) when it is installed and a GPU is present; an explicit "
+            "--use_vllm on the command line wins; a 4/8-bit model always generates with transformers"
+        },
     )
     resume: bool = field(default=True, metadata={"help": "resume from the last checkpoint in output_dir"})
 
@@ -53,8 +58,12 @@ def check_args(script_args, training_args, model_args):
     """Every check that needs no model (recipes/validate.py); returns the training and held-out tasks."""
     from eval.tasks import get_task
 
-    if script_args.use_vllm_if_available:
-        training_args.use_vllm = validate.vllm_usable(training_args.vllm_mode)
+    training_args.use_vllm, generation = validate.decide_vllm(
+        training_args.use_vllm, script_args.use_vllm_if_available, training_args.vllm_mode,
+        model_args.load_in_4bit, model_args.load_in_8bit,
+    )  # fmt: skip
+    print(generation)  # one line: which backend generates, and why
+    validate.check_precision(model_args.use_peft, model_args.dtype, validate.uses_deepspeed(training_args))
     task, eval_task = get_task(script_args.task), get_task(script_args.eval_task)
     validate.check_loss(training_args.loss_type, training_args.scale_rewards)
     validate.check_group_size(
@@ -117,7 +126,7 @@ def main(script_args, training_args, model_args):
         from lab.tiny_model import save_tiny_model
 
         save_tiny_model(model_args.model_name_or_path)
-    training_args.model_init_kwargs = (training_args.model_init_kwargs or {}) | {"dtype": model_args.dtype}
+    training_args.model_init_kwargs = model_init_kwargs(model_args, training_args.model_init_kwargs)
 
     # Trainer with the monitors: probes at the start, monitor/* every log, eval/* every monitor_eval_steps
     eval_kwargs = {"data": args.eval_data, "max_new_tokens": args.eval_max_new_tokens or

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from recipes import validate
+from recipes.model_args import model_init_kwargs
 
 LAB_REWARDS = ("llm_judge", "answer_line_correctness")
 
@@ -91,6 +92,7 @@ def main(script_args, training_args, model_args):
         validate.check_loss(training_args.loss_type, training_args.scale_rewards)
         validate.check_rewards([args.reward], training_args.reward_weights, on_violation="warn")  # hackable on purpose
         validate.check_vllm(training_args.use_vllm, training_args.vllm_mode)
+        validate.check_precision(model_args.use_peft, model_args.dtype, validate.uses_deepspeed(training_args))
         if args.reward == "llm_judge":
             reward = make_judge_reward(
                 args.judge_backend, args.judge_model, args.judge_base_url, args.judge_api_key_env,
@@ -120,7 +122,7 @@ def main(script_args, training_args, model_args):
         from lab.tiny_model import save_tiny_model
 
         save_tiny_model(model_args.model_name_or_path)
-    training_args.model_init_kwargs = (training_args.model_init_kwargs or {}) | {"dtype": model_args.dtype}
+    training_args.model_init_kwargs = model_init_kwargs(model_args, training_args.model_init_kwargs)
 
     step_logger = LabStepLogger(out / "steps.jsonl", tracker)
     for stale in (out / "steps.jsonl", out / "log.jsonl"):  # a rerun into the same folder starts fresh logs

@@ -20,6 +20,7 @@ import dataclasses
 import importlib.util
 import json
 import logging
+import os
 import re
 import sys
 import warnings
@@ -145,6 +146,84 @@ def vllm_usable(vllm_mode: str = "colocate") -> bool:
     return True
 
 
+QUANTIZED_VLLM_ISSUE = "huggingface/trl#4973"  # vLLM rejects the packed 4-bit weights TRL syncs (open, TRL 1.16)
+
+
+def decide_vllm(
+    use_vllm: bool, if_available: bool, vllm_mode: str, load_in_4bit: bool, load_in_8bit: bool
+) -> tuple[bool, str]:
+    """Whether GRPO generates with vLLM, and the one line that says why; decided before any model loads.
+
+    ``use_vllm_if_available`` turns vLLM on where it can run (``vllm_usable``). A 4-bit or 8-bit model always
+    generates with transformers: TRL 1.16 starts vLLM with bitsandbytes quantization and at the first weight sync
+    sends packed 4-bit weights that fail vLLM's shape check (8-bit it refuses outright).
+
+    >>> decide_vllm(True, False, "colocate", load_in_4bit=True, load_in_8bit=False)[0]
+    False
+    >>> decide_vllm(False, False, "colocate", False, False)
+    (False, 'generation: transformers (use_vllm is false)')
+    """
+    if if_available:
+        use_vllm = vllm_usable(vllm_mode)
+    if use_vllm and (load_in_4bit or load_in_8bit):
+        bits = 4 if load_in_4bit else 8
+        return False, (
+            f"generation: transformers, not vLLM: the model is loaded in {bits}-bit, and TRL's weight sync to vLLM "
+            f"fails on quantized weights ({QUANTIZED_VLLM_ISSUE})"
+        )
+    if use_vllm:
+        return True, f"generation: vLLM ({vllm_mode})"
+    why = "vllm not installed or no CUDA GPU" if if_available else "use_vllm is false"
+    return False, f"generation: transformers ({why})"
+
+
+def explicit_flags(argv: Sequence[str]) -> set[str]:
+    """Option names given on a command line, dashes read as underscores (``--use-vllm=false`` -> ``use_vllm``).
+
+    >>> sorted(explicit_flags(["--config", "c.yaml", "--use-vllm=false", "--seed", "1"]))
+    ['config', 'seed', 'use_vllm']
+    """
+    return {a[2:].split("=", 1)[0].replace("-", "_") for a in argv if a.startswith("--") and len(a) > 2}
+
+
+def let_explicit_flags_win(parsed, argv: Sequence[str]) -> None:
+    """An explicit ``--use_vllm`` on the command line beats ``use_vllm_if_available: true`` from the YAML: the
+    latter is switched off, so ``--use_vllm false`` generates with transformers even where vLLM could run."""
+    if "use_vllm" not in explicit_flags(argv):
+        return
+    for args in parsed:
+        if getattr(args, "use_vllm_if_available", False):
+            args.use_vllm_if_available = False
+            logger.info("--use_vllm given on the command line: it overrides use_vllm_if_available from the config")
+
+
+def check_precision(use_peft: bool, dtype: str | None, deepspeed: bool) -> None:
+    """Full fine-tuning keeps float32 master weights: loaded in float32 and trained under ``bf16: true`` autocast,
+    unless DeepSpeed holds float32 copies itself. AdamW's updates written straight into bf16 weights mostly round
+    away (a bf16 weight of 0.02 moves in steps of 1.2e-4; an lr of 1e-5 moves it by ~1e-5).
+
+    >>> check_precision(True, "bfloat16", False)   # LoRA: the adapters are float32 (peft), the base is frozen
+    >>> check_precision(False, "float32", False)
+    >>> check_precision(False, "bfloat16", False)
+    Traceback (most recent call last):
+    ...
+    ValueError: full fine-tuning with dtype bfloat16 and no DeepSpeed: AdamW would write its updates into bfloat16 weights, where most of them round away. Set dtype: float32 and keep bf16: true (float32 master weights, bf16 autocast), or train with DeepSpeed (it keeps float32 master weights), or use_peft: true
+    """  # noqa: E501
+    if use_peft or deepspeed or dtype in ("float32", None):
+        return
+    loads = "the checkpoint's dtype (bfloat16 for Qwen2.5)" if dtype == "auto" else dtype
+    raise ValueError(
+        f"full fine-tuning with dtype {dtype} and no DeepSpeed: AdamW would write its updates into {loads} "
+        "weights, where most of them round away. Set dtype: float32 and keep bf16: true (float32 master weights, "
+        "bf16 autocast), or train with DeepSpeed (it keeps float32 master weights), or use_peft: true"
+    )
+
+
+def uses_deepspeed(training_args) -> bool:
+    """True when DeepSpeed runs this training (a ``deepspeed`` config, or ``accelerate launch`` with DeepSpeed)."""
+    return bool(training_args.deepspeed) or os.environ.get("ACCELERATE_USE_DEEPSPEED", "").lower() == "true"
+
+
 def check_quantization(load_in_4bit: bool, load_in_8bit: bool, use_peft: bool) -> None:
     """QLoRA needs LoRA adapters; on CPU bitsandbytes works but is very slow, so warn and go on."""
     if not (load_in_4bit or load_in_8bit):
@@ -186,9 +265,12 @@ HINTS = {  # TRL/transformers errors raised while parsing a config -> what to ch
 
 
 def parse_or_explain(parser, args: Sequence[str] | None = None):
-    """``parser.parse_args_and_config(args)``, adding what to change to the errors TRL raises while building configs."""
+    """``parser.parse_args_and_config(args)``, adding what to change to the errors TRL raises while building configs;
+    a flag given on the command line wins over the config's automatic choices (``let_explicit_flags_win``)."""
     try:
-        return parser.parse_args_and_config(args)
+        parsed = parser.parse_args_and_config(args)
+        let_explicit_flags_win(parsed, sys.argv[1:] if args is None else args)
+        return parsed
     except ValueError as error:
         hint = next((h for key, h in HINTS.items() if key in str(error)), None)
         if hint is None:
