@@ -14,12 +14,14 @@ Three pieces, used together by ``recipes/grpo.py`` (and the JSON-lines logger by
   backend and the JSON-lines file like TRL's own metrics.
 - ``JsonlLogCallback(path)`` writes each logged dict as one JSON line, whatever ``report_to`` says.
 
-The arithmetic lives in small pure functions tested on hand-made groups:
+The arithmetic lives in small pure functions tested on hand-made groups (the degenerate-group formula and its
+predictor are in ``eval.degenerate``, shared with the rollouts filter; the weighted total is ``rewards.totals``, as TRL
+forms it):
 
 >>> expected_degenerate_share([0.5], group_size=4)  # 0.5**4 + 0.5**4
 0.125
 >>> groups = [[Sample(True, 1.1, 10), Sample(True, 1.1, 12)], [Sample(False, 0.1, 30), Sample(True, 1.0, 9)]]
->>> m = group_metrics(groups)
+>>> m = group_metrics(groups, group_size=2)
 >>> m["monitor/degenerate_share"], m["monitor/degenerate_all_correct_share"], m["monitor/correct_rate"]
 (0.5, 0.5, 0.75)
 >>> m["monitor/length_wrong"], round(m["monitor/reward_correctness_gap"], 4)
@@ -39,6 +41,9 @@ from pathlib import Path
 
 from transformers import TrainerCallback
 
+from eval.degenerate import SOURCES, DegeneratePredictor, expected_degenerate_share
+from rewards.totals import mean_total, weighted_totals
+
 logger = logging.getLogger(__name__)
 
 TOP_K = 20  # completions kept per logging window in the top-reward table
@@ -56,33 +61,23 @@ class Sample:
     text: str = ""
 
 
-def expected_degenerate_share(pass_rates: Sequence[float], group_size: int) -> float:
-    """Mean over groups of ``p**G + (1-p)**G``: the chance that a fresh group of G answers to a prompt with pass
-    rate p is all correct or all wrong (and so has zero advantage and teaches nothing).
-
-    >>> round(expected_degenerate_share([0.9], 4), 4), round(expected_degenerate_share([0.97], 4), 4)
-    (0.6562, 0.8853)
-    >>> round(expected_degenerate_share([0.9], 16), 4), expected_degenerate_share([0.0, 1.0], 8)
-    (0.1853, 1.0)
-    """
-    if group_size < 1:
-        raise ValueError(f"group_size must be >= 1, got {group_size}")
-    if not pass_rates:
-        return math.nan
-    return sum(p**group_size + (1 - p) ** group_size for p in pass_rates) / len(pass_rates)
-
-
 def _mean(values: Sequence[float]) -> float:
     return sum(values) / len(values) if values else math.nan
 
 
-def group_metrics(groups: Sequence[Sequence[Sample]]) -> dict[str, float]:
-    """The ``monitor/...`` metrics of one batch of groups (each group: the G completions for one prompt).
+def group_metrics(groups: Sequence[Sequence[Sample]], group_size: int | None = None) -> dict[str, float]:
+    """The observed ``monitor/...`` metrics of one batch of groups (each group: the G completions for one prompt).
 
     A group is degenerate when all its answers are correct or all are wrong: GRPO's advantage is then zero for the
     whole group whatever the other reward terms say about format (TRL's ``frac_reward_zero_std`` looks at the
     weighted total, so a format bonus hides such groups). Lengths are means in tokens; NaN when a class is empty
-    (TRL's logger skips NaN when averaging a window).
+    (TRL's logger skips NaN when averaging a window). Rewards are weighted totals; an unscorable completion (NaN: every
+    reward function returned None) is left out of ``reward_mean`` and of the gap, as TRL leaves it out of ``reward``.
+
+    Args:
+        groups: the batch's groups, in order.
+        group_size: G. When given, the per-group metrics (degenerate, duplicate, collapsed) use only groups of exactly
+            G answers: a shorter one is the part of a group that another process holds.
 
     >>> m = group_metrics([[Sample(False, 0.0, 8, True, "a"), Sample(False, 0.0, 8, True, "a")]])
     >>> m["monitor/degenerate_all_wrong_share"], m["monitor/duplicate_share"], m["monitor/truncated_rate"]
@@ -94,22 +89,22 @@ def group_metrics(groups: Sequence[Sequence[Sample]]) -> dict[str, float]:
     if not groups:
         raise ValueError("group_metrics needs at least one non-empty group")
     samples = [s for g in groups for s in g]
-    group_size = max(len(g) for g in groups)
-    pass_rates = [sum(s.correct for s in g) / len(g) for g in groups]
-    all_correct = sum(p == 1.0 for p in pass_rates) / len(groups)
-    all_wrong = sum(p == 0.0 for p in pass_rates) / len(groups)
+    whole = groups if group_size is None else [g for g in groups if len(g) == group_size]
+    pass_rates = [sum(s.correct for s in g) / len(g) for g in whole]
+    all_correct = _mean([float(p == 1.0) for p in pass_rates])
+    all_wrong = _mean([float(p == 0.0) for p in pass_rates])
     # duplicates: 0 when every answer in the group differs, 1 when the group is one answer repeated
-    duplicate = [(len(g) - len({s.text for s in g})) / (len(g) - 1) if len(g) > 1 else 0.0 for g in groups]
-    reward_mean = _mean([s.reward for s in samples])
+    duplicate = [(len(g) - len({s.text for s in g})) / (len(g) - 1) if len(g) > 1 else 0.0 for g in whole]
+    scorable = [s for s in samples if not math.isnan(s.reward)]
     correct_rate = _mean([float(s.correct) for s in samples])
     return {
         "monitor/correct_rate": correct_rate,
-        "monitor/reward_mean": reward_mean,
-        "monitor/reward_correctness_gap": reward_mean - correct_rate,
+        "monitor/reward_mean": mean_total([s.reward for s in samples]),
+        "monitor/reward_correctness_gap": _mean([s.reward - s.correct for s in scorable]),
+        "monitor/unscorable_rate": 1.0 - len(scorable) / len(samples),
         "monitor/degenerate_share": all_correct + all_wrong,
         "monitor/degenerate_all_correct_share": all_correct,
         "monitor/degenerate_all_wrong_share": all_wrong,
-        "monitor/degenerate_expected_share": expected_degenerate_share(pass_rates, group_size),
         "monitor/length_correct": _mean([s.n_tokens for s in samples if s.correct]),
         "monitor/length_wrong": _mean([s.n_tokens for s in samples if not s.correct]),
         "monitor/length_truncated": _mean([s.n_tokens for s in samples if s.truncated]),
@@ -119,27 +114,46 @@ def group_metrics(groups: Sequence[Sequence[Sample]]) -> dict[str, float]:
     }
 
 
-def split_groups(keys: Sequence, items: Sequence) -> list[list]:
-    """Split ``items`` into runs of consecutive equal ``keys`` (TRL puts a prompt's G completions side by side).
+def split_groups(keys: Sequence, items: Sequence, group_size: int | None = None) -> list[list]:
+    """Split ``items`` into runs of consecutive equal ``keys`` (TRL puts a prompt's G completions side by side), each
+    run cut into pieces of ``group_size`` (two rows of the same prompt in a row are two groups, not one).
 
     >>> split_groups(["a", "a", "b", "b", "a"], [1, 2, 3, 4, 5])
     [[1, 2], [3, 4], [5]]
+    >>> split_groups(["a"] * 4 + ["b"] * 2, [1, 2, 3, 4, 5, 6], group_size=2)
+    [[1, 2], [3, 4], [5, 6]]
     """
-    groups: list[list] = []
+    runs: list[list] = []
     previous = object()
     for key, item in zip(keys, items, strict=True):
-        if not groups or key != previous:
-            groups.append([])
-        groups[-1].append(item)
+        if not runs or key != previous:
+            runs.append([])
+        runs[-1].append(item)
         previous = key
-    return groups
+    if group_size is None:
+        return runs
+    return [run[i : i + group_size] for run in runs for i in range(0, len(run), group_size)]
 
 
 # --------------------------------------------------------------------------------------------------- reward side
+def _timeout_count() -> int:
+    """Comparisons given up as timeouts in this process so far (``rewards.verify.timeout_count``)."""
+    from rewards import verify
+
+    return verify.timeout_count()
+
+
 def _text(completion) -> str:
     from rewards._common import completion_text
 
     return completion_text(completion)
+
+
+def _prior(value) -> float | None:
+    """A ``pass_rate`` column value usable as a prior, else None (missing, not a number, outside [0, 1])."""
+    if isinstance(value, bool) or not isinstance(value, int | float) or not 0.0 <= value <= 1.0:
+        return None
+    return float(value)
 
 
 @dataclass
@@ -148,11 +162,16 @@ class RewardMonitor:
 
     Args:
         reward_funcs: the run's reward callables, in config order.
-        weights: parallel weights (None: 1.0 each, as TRL).
+        weights: parallel weights (None: 1.0 each, as TRL); the totals are ``rewards.totals``, as TRL forms them.
         task_name: the eval task name whose scoring decides correctness (``gsm8k``, ``math500``...).
         max_completion_length: completions this long (tokens) count as truncated.
-        correctness_index: index of a correctness reward in ``reward_funcs`` whose 1.0 means "correct" (reused to
-            avoid scoring twice); None scores with ``eval.scoring.score_completion`` (e.g. a format-only run).
+        correctness_index: index of a correctness reward in ``reward_funcs`` whose 1.0 means "correct" (the run's
+            own verdict, not a second one); None scores with ``eval.scoring.score_completion`` (a format-only run).
+        group_size: G, TRL's ``num_generations`` (keyword only, required): groups are cut at G answers and the
+            expected degenerate share is p^G + (1-p)^G with this G.
+        stop_token_ids: TRL's end-of-sequence and pad ids; when given, a completion is truncated exactly as TRL's
+            ``completions/clipped_ratio`` counts it (its last token is none of them), else when it has
+            ``max_completion_length`` tokens.
     """
 
     reward_funcs: list[Callable]
@@ -161,10 +180,19 @@ class RewardMonitor:
     max_completion_length: int
     correctness_index: int | None = None
     top_k: int = TOP_K
+    group_size: int = field(kw_only=True)
+    stop_token_ids: Sequence[int] | None = field(default=None, kw_only=True)
+    predictor: DegeneratePredictor = field(init=False)
     _outputs: dict[int, list] = field(default_factory=dict, init=False)
+    _timeouts_before: int = field(default=0, init=False)
     _top: list = field(default_factory=list, init=False)  # min-heap of (reward, counter, row) over the window
     _counter: int = field(default=0, init=False)
     seconds: float = field(default=0.0, init=False)  # time spent in monitor code (for the overhead benchmark)
+
+    def __post_init__(self):
+        if self.weights is not None and len(self.weights) != len(self.reward_funcs):
+            raise ValueError(f"{len(self.reward_funcs)} reward functions but {len(self.weights)} weights")
+        self.predictor = DegeneratePredictor(self.group_size)
 
     def wrapped(self) -> list[Callable]:
         """The reward functions to give TRL: each records its output; the last one also computes the metrics."""
@@ -172,11 +200,14 @@ class RewardMonitor:
 
     def _wrap(self, index: int, func: Callable) -> Callable:
         def recording_reward(completions, **kwargs):
+            if not self._outputs:  # the batch's first reward function
+                self._timeouts_before = _timeout_count()
             scores = func(completions=completions, **kwargs)
             self._outputs[index] = list(scores)
             if len(self._outputs) == len(self.reward_funcs):
+                timeouts = _timeout_count() - self._timeouts_before  # before the monitor scores anything itself
                 start = time.perf_counter()
-                self._record_batch(completions, kwargs)
+                self._record_batch(completions, kwargs, timeouts)
                 self._outputs = {}
                 self.seconds += time.perf_counter() - start
             return scores
@@ -185,22 +216,28 @@ class RewardMonitor:
         recording_reward.__qualname__ = recording_reward.__name__
         return recording_reward
 
-    def _record_batch(self, completions, kwargs) -> None:
-        weights = self.weights or [1.0] * len(self.reward_funcs)
+    def _truncated(self, ids: list[int]) -> bool:
+        if self.stop_token_ids is not None and ids:
+            return ids[-1] not in self.stop_token_ids
+        return len(ids) >= self.max_completion_length
+
+    def _record_batch(self, completions, kwargs, timeouts: int = 0) -> None:
         texts = [_text(c) for c in completions]
         answers = kwargs.get("answer") or [None] * len(texts)
         ids = kwargs.get("completion_ids") or [[] for _ in texts]
-        totals = [
-            sum(w * s for w, s in zip(weights, row, strict=True) if s is not None and not math.isnan(s))
-            for row in zip(*(self._outputs[i] for i in range(len(self.reward_funcs))), strict=True)
-        ]
+        totals = weighted_totals([self._outputs[i] for i in range(len(self.reward_funcs))], self.weights)
         correct = self._correctness(texts, answers)
         samples = [
-            Sample(c, r, len(t), len(t) >= self.max_completion_length, x)
+            Sample(c, r, len(t), self._truncated(list(t)), x)
             for c, r, t, x in zip(correct, totals, ids, texts, strict=True)
         ]
         keys = [str(p) for p in kwargs.get("prompts") or kwargs.get("question") or range(len(texts))]
-        metrics = group_metrics(split_groups(keys, samples))
+        priors = kwargs.get("pass_rate") or [None] * len(texts)
+        rows = list(zip(keys, priors, samples, strict=True))
+        groups = split_groups(keys, rows, self.group_size)
+        metrics = group_metrics([[s for _, _, s in g] for g in groups], self.group_size)
+        metrics |= self._expected_degenerate([g for g in groups if len(g) == self.group_size])
+        metrics["monitor/timeout_rate"] = timeouts / len(texts)
         log_metric = kwargs.get("log_metric")
         if log_metric is not None:
             for name, value in metrics.items():
@@ -212,12 +249,25 @@ class RewardMonitor:
         state = kwargs.get("trainer_state")
         step = state.global_step + 1 if state is not None else None  # the optimizer step these completions feed
         for sample, gold in zip(samples, answers, strict=True):
+            if math.isnan(sample.reward):  # unscorable: no reward to rank
+                continue
             row = {"step": step, "reward": sample.reward, "correct": sample.correct, "n_tokens": sample.n_tokens}
             row |= {"truncated": sample.truncated, "gold": gold, "completion": sample.text}
             self._counter += 1
             heapq.heappush(self._top, (sample.reward, -self._counter, row))
             if len(self._top) > self.top_k:
                 heapq.heappop(self._top)
+
+    def _expected_degenerate(self, groups: list[list]) -> dict[str, float]:
+        """Predict this batch's whole groups from earlier batches, THEN learn from them (``eval.degenerate``)."""
+        keys = [g[0][0] for g in groups]
+        predictions, sources = self.predictor.predict(keys, [_prior(g[0][1]) for g in groups])
+        self.predictor.update(keys, [(sum(s.correct for _, _, s in g), len(g)) for g in groups])
+        known = [p for p in predictions if not math.isnan(p)]
+        out = {"monitor/degenerate_expected_share": _mean(known)}
+        for source in SOURCES:
+            out[f"monitor/degenerate_expected_source/{source}"] = _mean([float(s == source) for s in sources])
+        return out
 
     def _correctness(self, texts: list[str], answers: list) -> list[bool]:
         if self.correctness_index is not None:

@@ -21,7 +21,7 @@ sampled once), ``results.json`` (pass@k, length by correctness) and ``summary.md
 A group of G answers teaches GRPO nothing when all G are right or all wrong; for a problem of pass rate p that
 happens with probability p^G + (1-p)^G, so problems far from 50% mostly waste compute:
 
->>> round(degenerate_share([0.5, 0.0, 1.0], group_size=8), 4)
+>>> round(expected_degenerate_share([0.5, 0.0, 1.0], group_size=8), 4)  # eval.degenerate, as the monitors use it
 0.6693
 >>> kept, report = filter_by_pass_rate([{"pass_rate": p} for p in (0.0, 0.25, 0.5, 1.0)], 0.2, 0.8, 8)
 >>> [r["pass_rate"] for r in kept], report["dropped_too_hard"], report["dropped_too_easy"]
@@ -34,24 +34,12 @@ import argparse
 import logging
 from pathlib import Path
 
+from eval.degenerate import expected_degenerate_share
 from eval.run import iter_jsonl, write_jsonl
 
 logger = logging.getLogger(__name__)
 
 ROLLOUTS_FILE = "rollouts.jsonl"
-
-
-def degenerate_share(pass_rates: list[float], group_size: int) -> float | None:
-    """Expected share of GRPO groups of ``group_size`` answers that are all right or all wrong (no signal).
-
-    >>> degenerate_share([0.5], 2), degenerate_share([], 8)
-    (0.5, None)
-    """
-    if group_size < 1:
-        raise ValueError(f"group_size={group_size}: use the GRPO recipe's num_generations (a positive number)")
-    if not pass_rates:
-        return None
-    return sum(p**group_size + (1 - p) ** group_size for p in pass_rates) / len(pass_rates)
 
 
 def filter_by_pass_rate(
@@ -61,7 +49,7 @@ def filter_by_pass_rate(
 
     Returns ``(kept, report)``: the report gives problem counts, how many were dropped as too easy (pass rate
     above ``high``) and too hard (below ``low``), and the expected degenerate-group share for ``group_size``
-    before and after.
+    before and after (``eval.degenerate.expected_degenerate_share``; NaN when no problem is left).
     """
     if not 0 <= low <= high <= 1:
         raise ValueError(
@@ -75,8 +63,8 @@ def filter_by_pass_rate(
         "dropped_too_hard": sum(r["pass_rate"] < low for r in records),
         "range": [low, high],
         "group_size": group_size,
-        "degenerate_share_before": degenerate_share([r["pass_rate"] for r in records], group_size),
-        "degenerate_share_after": degenerate_share([r["pass_rate"] for r in kept], group_size),
+        "degenerate_share_before": expected_degenerate_share([r["pass_rate"] for r in records], group_size),
+        "degenerate_share_after": expected_degenerate_share([r["pass_rate"] for r in kept], group_size),
     }
     return kept, report
 

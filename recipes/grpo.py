@@ -81,18 +81,31 @@ def check_args(script_args, training_args, model_args):
     return task, eval_task
 
 
+def reward_monitor(names: list[str], training_args, eval_task_name: str):
+    """The run's rewards wrapped by ``eval.monitors.RewardMonitor`` with the run's weights, G, completion budget, and
+    its correctness reward (the first of kind ``correctness``, wherever it is in the list) as the verdict."""
+    from eval.monitors import RewardMonitor
+    from rewards import get_reward, reward_info
+
+    correctness = [i for i, name in enumerate(names) if reward_info(name).kind == "correctness"]
+    return RewardMonitor(
+        [get_reward(name) for name in names], training_args.reward_weights, eval_task_name,
+        training_args.max_completion_length, correctness[0] if correctness else None,
+        group_size=training_args.num_generations,
+    )  # fmt: skip
+
+
 def main(script_args, training_args, model_args):
     started = time.monotonic()
     from transformers.trainer_utils import get_last_checkpoint
     from trl import GRPOTrainer, get_peft_config, get_quantization_config
 
-    from eval.monitors import JsonlLogCallback, MonitorCallback, RewardMonitor, make_monitored_trainer_class
+    from eval.monitors import JsonlLogCallback, MonitorCallback, make_monitored_trainer_class
     from eval.run import evaluate
     from eval.tasks import load_rows, to_prompt_rows
-    from rewards import get_reward, reward_info
 
     # Validate everything that can be checked without a model
-    args, names, weights = script_args, script_args.reward_funcs, training_args.reward_weights
+    args, names = script_args, script_args.reward_funcs
     with validate.config_errors():  # bad input stops here, before any model loads (one line on the CLI)
         task, eval_task = check_args(script_args, training_args, model_args)
 
@@ -102,11 +115,7 @@ def main(script_args, training_args, model_args):
         validate.check_answer_column(rows.column_names, args.data or task.hub_id)
 
     # Rewards, wrapped by the monitor (same names, so TRL's rewards/<name>/mean keys do not change)
-    funcs = [get_reward(name) for name in names]
-    correctness = [i for i, name in enumerate(names) if reward_info(name).kind == "correctness"]
-    monitor = RewardMonitor(
-        funcs, weights, eval_task.name, training_args.max_completion_length, correctness[0] if correctness else None
-    )
+    monitor = reward_monitor(names, training_args, eval_task.name)
 
     # Run identity for W&B grouping, and the resolved config (secrets redacted) beside the outputs
     adapter = "qlora" if model_args.load_in_4bit else "lora" if model_args.use_peft else "full"
@@ -152,6 +161,8 @@ def main(script_args, training_args, model_args):
         callbacks=[JsonlLogCallback(out / "log.jsonl"), monitor_callback],
     )
     trainer.monitor_callback = monitor_callback
+    tokenizer = getattr(trainer.processing_class, "tokenizer", trainer.processing_class)
+    monitor.stop_token_ids = [*trainer.eos_token_ids, tokenizer.pad_token_id]  # truncated as TRL's clipped_ratio
 
     # Evaluate before, train (resuming after a kill), save, evaluate after
     is_main = trainer.accelerator.is_main_process  # every process generates (ZeRO-3 needs all); one writes

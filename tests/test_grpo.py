@@ -31,7 +31,6 @@ ALWAYS_FINITE = [  # monitor metrics defined for every batch (lengths by class a
     "monitor/degenerate_share",
     "monitor/degenerate_all_correct_share",
     "monitor/degenerate_all_wrong_share",
-    "monitor/degenerate_expected_share",
     "monitor/duplicate_share",
     "monitor/truncated_rate",
 ]
@@ -99,13 +98,68 @@ def test_two_step_run_trains_and_logs_monitors(
     for record in steps:
         for name in ALWAYS_FINITE:
             assert math.isfinite(record[name]), (name, record[name])
-        assert 0 <= record["monitor/degenerate_share"] <= record["monitor/degenerate_expected_share"] + 1e-9
+    # the expected degenerate share is predicted from earlier batches: none before step 1 (no pass_rate prior)
+    assert steps[0]["monitor/degenerate_expected_share"] is None and steps[0]["monitor/degenerate_expected_source/none"]
+    assert 0 <= steps[1]["monitor/degenerate_expected_share"] <= 1
+    assert steps[1]["monitor/degenerate_expected_source/none"] == 0.0
     assert math.isfinite(steps[0]["probe/genuine_correct"]) and steps[0]["probe/violations"] >= 0  # scored at start
     assert math.isfinite(steps[1]["eval/accuracy"])  # monitor_eval_steps: 2
     assert ("kl" in steps[0]) == (beta != "0.0")
     top = [json.loads(line) for line in (out / "top_completions.jsonl").read_text().splitlines()]
     assert len(top) == 2 and 0 < len(top[0]["rows"]) <= 20
     assert top[0]["rows"][0]["reward"] == max(r["reward"] for r in top[0]["rows"])
+
+
+def says_right(completions, **kwargs):
+    """A correctness reward whose verdict differs from eval's scorer: 'right' anywhere is correct."""
+    return [float("right" in completion_text(c)) for c in completions]
+
+
+def test_recipe_wires_the_monitor_to_the_runs_weights_g_budget_and_correctness(monkeypatch):
+    from test_monitors import call_batch
+
+    monkeypatch.setitem(registry.REGISTRY, "toy_says_right", registry.RewardInfo(says_right, "correctness", 1.0))
+    args = ["--config", str(TINY_CONFIG), "--reward_funcs", "gsm8k_format", "toy_says_right"]
+    args += ["--reward_weights", "0.5", "10.0"]  # not 1.0, and the correctness reward second
+    args += ["--num_generations", "4", "--per_device_train_batch_size", "8"]  # 2 groups per batch, G = 4
+    args += ["--max_completion_length", "6", "--logging_steps", "3"]  # not the defaults (512, 10)
+    script_args, training_args, _ = grpo.make_parser().parse_args_and_config(args)
+    monitor = grpo.reward_monitor(script_args.reward_funcs, training_args, "gsm8k")
+
+    texts = ["right #### 1", "right", "no", "no #### 2"] + ["right"] * 4  # eval's scorer: none is correct (gold 7)
+    ids = [[1] * 6, [1] * 2, [1] * 6, [1] * 3] + [[1] * 2] * 4
+    _, logged, _ = call_batch(monitor, texts, ["7"] * 8, ["p"] * 4 + ["q"] * 4, ids, pass_rate=[0.5] * 8)
+    assert logged["monitor/correct_rate"] == 0.75  # the run's correctness reward decides, not eval's scorer
+    assert logged["monitor/reward_mean"] == pytest.approx((10.05 + 10.0 + 0.0 + 0.05 + 40.0) / 8)  # weighted
+    assert logged["monitor/truncated_rate"] == 0.25  # two completions used the whole budget of 6 tokens
+    assert logged["monitor/degenerate_expected_share"] == pytest.approx(0.125)  # 0.5**4 + 0.5**4, G = 4 not 2
+
+
+def maybe_unscorable(completions, **kwargs):
+    """Toy correctness: 1.0 for an even length, None (cannot score) when the length is a multiple of 3."""
+    return [None if len(completion_text(c)) % 3 == 0 else float(len(completion_text(c)) % 2 == 0) for c in completions]
+
+
+def flaky_judge(completions, **kwargs):
+    """Toy judge: a score from the length, None (judge failed) where maybe_unscorable gives None too."""
+    return [None if len(completion_text(c)) % 3 == 0 else len(completion_text(c)) % 5 / 5 for c in completions]
+
+
+@pytest.mark.integration
+def test_monitor_reward_mean_and_truncation_equal_trls_own_logs(tiny_model_dir, shared_data, tmp_path, monkeypatch):
+    # completions every reward scores None are unscorable for TRL (left out of `reward`): the monitor must agree
+    monkeypatch.setitem(registry.REGISTRY, "toy_unscorable", registry.RewardInfo(maybe_unscorable, "correctness", 1))
+    monkeypatch.setitem(registry.REGISTRY, "toy_flaky_judge", registry.RewardInfo(flaky_judge, "judge", 1.0))
+    out = tmp_path / "run"
+    overrides = ["--reward_funcs", "toy_flaky_judge", "toy_unscorable", "--reward_weights", "0.5", "10.0"]
+    overrides += ["--max_steps", "4", "--logging_steps", "2", "--monitor_eval_steps", "0", "--probe_problems", "0"]
+    run_recipe(tiny_model_dir, shared_data, out, *overrides)
+    steps = [r for r in read_log(out) if "loss" in r]
+    assert [r["step"] for r in steps] == [2, 4]  # each log averages two generation batches
+    assert any(r["monitor/unscorable_rate"] > 0 for r in steps)  # the case this test is about happened
+    for record in steps:
+        assert record["monitor/reward_mean"] == pytest.approx(record["reward"], rel=1e-5)
+        assert record["monitor/truncated_rate"] == pytest.approx(record["completions/clipped_ratio"])
 
 
 @pytest.mark.integration

@@ -11,6 +11,7 @@ import pytest
 
 from eval.monitors import (
     JsonlLogCallback,
+    MonitorCallback,
     RewardMonitor,
     Sample,
     expected_degenerate_share,
@@ -56,8 +57,23 @@ def test_degenerate_groups_split_into_all_correct_and_all_wrong():
     assert metrics["monitor/degenerate_all_correct_share"] == 0.25
     assert metrics["monitor/degenerate_all_wrong_share"] == 0.5
     assert metrics["monitor/degenerate_share"] == 0.75
-    # expected from each group's pass rate: (1 + 1 + 1 + 0.125) / 4
-    assert metrics["monitor/degenerate_expected_share"] == pytest.approx(3.125 / 4)
+    assert "monitor/degenerate_expected_share" not in metrics  # a prediction needs earlier batches: RewardMonitor's
+
+
+def test_group_metrics_count_only_whole_groups_of_g():
+    # a 2-answer piece of a group whose other answers another process holds is not an all-correct group
+    metrics = group_metrics([group("CC"), group("WWCW"), group("WWWW")], group_size=4)
+    assert metrics["monitor/degenerate_share"] == 0.5 and metrics["monitor/degenerate_all_correct_share"] == 0.0
+    assert metrics["monitor/correct_rate"] == 0.3  # per-answer metrics still count every answer
+
+
+def test_unscorable_completions_are_left_out_of_reward_mean_as_trl_does():
+    nan = float("nan")
+    samples = [Sample(True, 10.05, 5), Sample(False, nan, 5), Sample(False, 0.05, 5), Sample(False, nan, 5)]
+    metrics = group_metrics([samples])
+    assert metrics["monitor/reward_mean"] == pytest.approx(5.05)  # TRL: nanmean; a 0 for the failed judge: 2.525
+    assert metrics["monitor/unscorable_rate"] == 0.5
+    assert metrics["monitor/reward_correctness_gap"] == pytest.approx((9.05 + 0.05) / 2)  # over scorable answers
 
 
 def test_format_bonus_does_not_hide_an_all_wrong_group():
@@ -110,6 +126,8 @@ def test_empty_input_is_an_error():
 def test_split_groups_keeps_consecutive_runs():
     assert split_groups(["p", "p", "q", "q"], [1, 2, 3, 4]) == [[1, 2], [3, 4]]
     assert split_groups([], []) == []
+    # the same prompt twice in a row (duplicate rows, the judge lab's copies) is two groups of G, not one of 2G
+    assert split_groups(["p"] * 4 + ["q"] * 2, [1, 2, 3, 4, 5, 6], group_size=2) == [[1, 2], [3, 4], [5, 6]]
 
 
 def fake_correctness(completions, answer, **kwargs):
@@ -120,21 +138,21 @@ def fake_format(completions, **kwargs):
     return [0.1 if "####" in c[-1]["content"] else 0.0 for c in completions]
 
 
-def call_batch(monitor: RewardMonitor, texts: list[str], answers: list[str], prompts: list[str], ids: list[list[int]]):
+def call_batch(monitor: RewardMonitor, texts, answers, prompts, ids, **columns):
+    """One generation batch through the wrapped rewards, as TRL calls them; returns outputs, metrics, extra columns."""
     logged, extra = {}, {}
     completions = [[{"role": "assistant", "content": t}] for t in texts]
     kwargs = dict(
         prompts=prompts, completion_ids=ids, answer=answers, trainer_state=types.SimpleNamespace(global_step=4)
     )
     kwargs |= dict(log_metric=lambda name, value: logged.setdefault(name, value), log_extra=extra.__setitem__)
-    outputs = [f(completions=completions, **kwargs) for f in monitor.wrapped()]
+    outputs = [f(completions=completions, **kwargs, **columns) for f in monitor.wrapped()]
     return outputs, logged, extra
 
 
 def test_reward_monitor_records_a_batch_and_logs_through_trl_hooks():
-    monitor = RewardMonitor(
-        [fake_correctness, fake_format], [1.0, 1.0], "gsm8k", max_completion_length=5, correctness_index=0
-    )
+    funcs, weights = [fake_correctness, fake_format], [10.0, 0.5]  # not 1.0: an unweighted total would show
+    monitor = RewardMonitor(funcs, weights, "gsm8k", max_completion_length=5, correctness_index=0, group_size=2)
     texts = ["#### 8", "#### 7", "so 8", "#### 3"]  # group 1 (gold 8): correct+format, wrong+format; group 2 (gold 3)
     outputs, logged, extra = call_batch(
         monitor, texts, ["8", "8", "3", "3"], ["p1", "p1", "p2", "p2"], [[1] * 2, [1] * 5, [1] * 3, [1] * 2]
@@ -142,28 +160,141 @@ def test_reward_monitor_records_a_batch_and_logs_through_trl_hooks():
     assert outputs == [[1.0, 0.0, 0.0, 1.0], [0.1, 0.1, 0.0, 0.1]]  # the wrapped rewards return what they wrap
     assert [f.__name__ for f in monitor.wrapped()] == ["fake_correctness", "fake_format"]  # TRL's keys unchanged
     assert logged["monitor/correct_rate"] == 0.5
-    assert logged["monitor/reward_mean"] == pytest.approx((1.1 + 0.1 + 0.0 + 1.1) / 4)
+    assert logged["monitor/reward_mean"] == pytest.approx((10.05 + 0.05 + 0.0 + 10.05) / 4)
     assert logged["monitor/degenerate_share"] == 0.0
     assert logged["monitor/length_truncated"] == 5.0  # only the 5-token completion hit max_completion_length
+    assert logged["monitor/truncated_rate"] == 0.25
     assert extra == {"correct": [True, False, False, True], "n_tokens": [2, 5, 3, 2]}
     top = monitor.pop_top()
-    assert [row["reward"] for row in top] == pytest.approx([1.1, 1.1, 0.1, 0.0])
+    assert [row["reward"] for row in top] == pytest.approx([10.05, 10.05, 0.05, 0.0])
     assert top[0]["step"] == 5 and top[0]["correct"] and monitor.pop_top() == []  # popped: the next window starts empty
+
+
+def test_truncation_follows_trls_stop_tokens_when_known():
+    # TRL's clipped_ratio: a completion is cut off when its last token is not an end-of-sequence or pad token
+    monitor = RewardMonitor([fake_format], None, "gsm8k", 4, correctness_index=None, group_size=3)
+    monitor.stop_token_ids = [0, 9]
+    ids = [[5, 5, 5, 0], [5, 5, 5, 5], [5, 9]]  # ends at EOS at the budget; cut at the budget; ends at pad early
+    _, logged, _ = call_batch(monitor, ["#### 1"] * 3, ["1"] * 3, ["p"] * 3, ids)
+    assert logged["monitor/truncated_rate"] == pytest.approx(1 / 3) and logged["monitor/length_truncated"] == 4.0
 
 
 def test_reward_monitor_scores_correctness_itself_when_the_reward_set_has_none():
     # a format-only run: correctness must still be measured, with eval's scorer
-    monitor = RewardMonitor([fake_format], None, "gsm8k", max_completion_length=100)
+    monitor = RewardMonitor([fake_format], [10.0], "gsm8k", max_completion_length=100, group_size=2)
     _, logged, _ = call_batch(monitor, ["#### 8", "#### 9"], ["8", "8"], ["p", "p"], [[1], [1]])
     assert logged["monitor/correct_rate"] == 0.5
-    assert logged["monitor/reward_correctness_gap"] == pytest.approx(0.1 - 0.5)
+    assert logged["monitor/reward_correctness_gap"] == pytest.approx(1.0 - 0.5)  # format weighted 10: 10 x 0.1
+
+
+def says_right(completions, **kwargs):
+    """A correctness reward whose verdict differs from eval's scorer: 'right' is correct, whatever the gold."""
+    return [1.0 if "right" in c[-1]["content"] else 0.0 for c in completions]
+
+
+def test_reward_monitor_takes_the_verdict_of_the_runs_correctness_reward_wherever_it_is():
+    # correctness at index 1, not 0; score_completion would call all four wrong (no '####'), the run's reward not
+    monitor = RewardMonitor([fake_format, says_right], [0.5, 10.0], "gsm8k", 100, correctness_index=1, group_size=2)
+    texts = ["right", "wrong", "right", "right"]
+    _, logged, extra = call_batch(monitor, texts, ["8"] * 4, ["p", "p", "q", "q"], [[1]] * 4)
+    assert extra["correct"] == [True, False, True, True] and logged["monitor/correct_rate"] == 0.75
+    assert logged["monitor/degenerate_all_correct_share"] == 0.5
+
+
+def test_timeout_rate_counts_timeouts_during_the_batchs_reward_calls(monkeypatch):
+    import rewards.verify
+
+    clock = {"timeouts": 100}  # timeouts before the batch must not count
+    monkeypatch.setattr(rewards.verify, "timeout_count", lambda: clock["timeouts"])
+
+    def slow_correctness(completions, **kwargs):
+        clock["timeouts"] += 2  # two comparisons given up during this reward call
+        return [0.0] * len(completions)
+
+    def slow_format(completions, **kwargs):
+        clock["timeouts"] += 1
+        return [0.1] * len(completions)
+
+    monitor = RewardMonitor([slow_correctness, slow_format], [10.0, 0.5], "gsm8k", 100, 0, group_size=3)
+    _, logged, _ = call_batch(monitor, ["#### 1"] * 6, ["2"] * 6, ["p"] * 3 + ["q"] * 3, [[1]] * 6)
+    assert logged["monitor/timeout_rate"] == pytest.approx(3 / 6)
+    clock["timeouts"] += 50  # e.g. a held-out evaluation between batches
+    _, logged, _ = call_batch(monitor, ["#### 1"] * 6, ["2"] * 6, ["p"] * 3 + ["q"] * 3, [[1]] * 6)
+    assert logged["monitor/timeout_rate"] == pytest.approx(3 / 6)
+
+
+def run_batch(monitor: RewardMonitor, groups: dict[str, str], **columns) -> dict:
+    """One batch of groups {prompt: 'CCWW'}: 'C' answers the gold, 'W' does not. Returns the logged metrics."""
+    prompts = [p for p, pattern in groups.items() for _ in pattern]
+    texts = ["#### 8" if c == "C" else "#### 9" for pattern in groups.values() for c in pattern]
+    return call_batch(monitor, texts, ["8"] * len(texts), prompts, [[1]] * len(texts), **columns)[1]
+
+
+def test_expected_degenerate_share_is_predicted_from_earlier_batches_only():
+    monitor = RewardMonitor([fake_correctness], [10.0], "gsm8k", 100, correctness_index=0, group_size=4)
+    first = run_batch(monitor, {"p1": "CCWW", "p2": "WWWW"})
+    assert first["monitor/degenerate_share"] == 0.5
+    assert math.isnan(first["monitor/degenerate_expected_share"])  # nothing earlier, no prior: no prediction
+    assert first["monitor/degenerate_expected_source/none"] == 1.0
+    # p1 again, now all wrong: predicted from its first visit (2 of 4 right: C(2,4) + C(2,4) = 0, not degenerate);
+    # p3 is new: predicted from the earlier groups of other prompts (p1 not degenerate, p2 degenerate: 0.5)
+    second = run_batch(monitor, {"p1": "WWWW", "p3": "CWCW"})
+    assert second["monitor/degenerate_share"] == 0.5  # observed: p1 degenerate, p3 not
+    assert second["monitor/degenerate_expected_share"] == pytest.approx((0.0 + 0.5) / 2)  # predicted: they differ
+    assert second["monitor/degenerate_expected_source/prompt"] == 0.5
+    assert second["monitor/degenerate_expected_source/pool"] == 0.5
+
+
+def test_expected_degenerate_share_uses_g_and_a_pass_rate_prior():
+    # 2 groups per batch, G = 4: the prior pass rate 0.5 predicts 0.5**4 + 0.5**4 (with the number of groups, 2,
+    # in place of G it would be 0.5)
+    monitor = RewardMonitor([fake_correctness], None, "gsm8k", 100, correctness_index=0, group_size=4)
+    logged = run_batch(monitor, {"p1": "CCWW", "p2": "CWWW"}, pass_rate=[0.5] * 8)
+    assert logged["monitor/degenerate_expected_share"] == pytest.approx(0.125)
+    assert logged["monitor/degenerate_expected_source/prior"] == 1.0
+
+
+def test_reward_monitor_cuts_a_repeated_prompt_into_groups_of_g():
+    # the same prompt in two rows of the batch (duplicate data rows, the judge lab's copies): two groups of G = 4
+    monitor = RewardMonitor([fake_correctness], [10.0], "gsm8k", 100, correctness_index=0, group_size=4)
+    texts = ["#### 8"] * 4 + ["#### 9"] * 4  # first group all right, second all wrong (one group of 8: not degenerate)
+    _, logged, _ = call_batch(monitor, texts, ["8"] * 8, ["p"] * 8, [[1]] * 8)
+    assert logged["monitor/degenerate_share"] == 1.0 and logged["monitor/degenerate_all_correct_share"] == 0.5
 
 
 def test_top_table_keeps_the_20_best():
-    monitor = RewardMonitor([fake_format], None, "gsm8k", max_completion_length=100, correctness_index=None, top_k=3)
+    monitor = RewardMonitor([fake_format], None, "gsm8k", max_completion_length=100, top_k=3, group_size=5)
     texts = ["#### 1", "x", "#### 2", "y", "#### 3"]
     call_batch(monitor, texts, ["1"] * 5, ["p"] * 5, [[1]] * 5)
     assert [row["completion"] for row in monitor.pop_top()] == ["#### 1", "#### 2", "#### 3"]
+
+
+def test_unscorable_completions_stay_out_of_the_monitors_totals_and_top_table():
+    def judge(completions, **kwargs):  # a judge that failed on the second answer
+        return [0.8, None, 0.2, 0.4]
+
+    def format_if_scored(completions, **kwargs):
+        return [0.1, None, 0.1, 0.1]
+
+    monitor = RewardMonitor([judge, format_if_scored], [10.0, 0.5], "gsm8k", 100, group_size=2)
+    _, logged, _ = call_batch(monitor, ["a", "b", "c", "d"], ["8"] * 4, ["p", "p", "q", "q"], [[1]] * 4)
+    assert logged["monitor/reward_mean"] == pytest.approx((8.05 + 2.05 + 4.05) / 3)  # as TRL's `reward`
+    assert logged["monitor/unscorable_rate"] == 0.25
+    assert [row["completion"] for row in monitor.pop_top()] == ["a", "d", "c"]
+
+
+def test_probes_at_train_start_use_the_runs_weights(tmp_path):
+    from rewards import get_reward
+
+    monitor = RewardMonitor(
+        [get_reward("gsm8k_correctness"), get_reward("gsm8k_format")], [10.0, 0.5], "gsm8k", 100, 0, group_size=4
+    )
+    problems = [{"question": "Tom has 3 apples and buys 5 more. How many now?", "answer": "8"}]
+    callback = MonitorCallback(monitor, tmp_path, probe_problems=problems, answer_style="gsm8k")
+    state = types.SimpleNamespace(global_step=0, is_world_process_zero=True)
+    callback.on_train_begin(None, state, None)
+    assert callback.pending["probe/genuine_correct"] == pytest.approx(10.05)  # 10 x 1.0 + 0.5 x 0.1
+    assert callback.pending["probe/bare_wrong"] == pytest.approx(0.05)
 
 
 def test_jsonl_log_callback_appends_one_line_per_log(tmp_path):
