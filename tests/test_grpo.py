@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 import torch
 from safetensors.torch import load_file
+from transformers import AutoTokenizer
 
 from recipes import grpo
 from rewards import registry
@@ -150,10 +151,16 @@ def test_monitor_reward_mean_and_truncation_equal_trls_own_logs(tiny_model_dir, 
     # completions every reward scores None are unscorable for TRL (left out of `reward`): the monitor must agree
     monkeypatch.setitem(registry.REGISTRY, "toy_unscorable", registry.RewardInfo(maybe_unscorable, "correctness", 1))
     monkeypatch.setitem(registry.REGISTRY, "toy_flaky_judge", registry.RewardInfo(flaky_judge, "judge", 1.0))
+    monitors, make_monitor = [], grpo.reward_monitor
+    monkeypatch.setattr(grpo, "reward_monitor", lambda *args: monitors.append(make_monitor(*args)) or monitors[-1])
     out = tmp_path / "run"
     overrides = ["--reward_funcs", "toy_flaky_judge", "toy_unscorable", "--reward_weights", "0.5", "10.0"]
     overrides += ["--max_steps", "4", "--logging_steps", "2", "--monitor_eval_steps", "0", "--probe_problems", "0"]
     run_recipe(tiny_model_dir, shared_data, out, *overrides)
+    # truncation as TRL counts it: the recipe hands the monitor TRL's end-of-sequence ids (a completion that ends
+    # with one exactly at the budget is not cut off; this run happens to have none, so the log check alone is blind)
+    tokenizer = AutoTokenizer.from_pretrained(tiny_model_dir)
+    assert tokenizer.eos_token_id in monitors[0].stop_token_ids
     steps = [r for r in read_log(out) if "loss" in r]
     assert [r["step"] for r in steps] == [2, 4]  # each log averages two generation batches
     assert any(r["monitor/unscorable_rate"] > 0 for r in steps)  # the case this test is about happened
