@@ -46,6 +46,9 @@ HEDGE_RE = re.compile(r"(?:\bor\b|\\lor\b|\bmaybe\b|\bperhaps\b|\beither\b|\?)",
 # Plus-or-minus: two values. A GSM8K number after it ("#### \\pm 18") is a hedge; a MATH answer with it compares
 # only with a gold that has it too (rewards.verify), since math-verify reads "18 \\pm" as 18.
 PLUS_MINUS_RE = re.compile(r"\\pm(?![a-zA-Z])|\\mp(?![a-zA-Z])|[±∓]")
+# Arithmetic in a GSM8K answer: "#### 2\\sqrt(2)", "#### 7+7", "#### 3 \\times 3" hold one distinct number (2, 7, 3)
+# but are not that number.
+EXPRESSION_RE = re.compile(r"\\(?:sqrt|[dt]?frac|times|cdot|div)(?![a-zA-Z])|[\^*/×÷]|\d\s*\+")
 TASKS = ("gsm8k", "math")
 
 
@@ -54,8 +57,8 @@ class Answer:
     """What a completion answered: ``value`` is None when it did not commit to one answer (see ``reason``)."""
 
     value: str | None
-    # "ok", "no_marker", "empty", "hedge", "conflicting_markers"; "timeout" or "checker_error" when comparing the
-    # boxes with each other gave no verdict (rewards.verify)
+    # "ok", "no_marker", "empty", "hedge", "conflicting_markers", "expression" (arithmetic after a GSM8K marker);
+    # "timeout" or "checker_error" when comparing the boxes with each other gave no verdict (rewards.verify)
     reason: str
     marker: str | None = None  # "####", "boxed", "answer_line"
     n_markers: int = 0
@@ -106,6 +109,8 @@ def _single_number(segment: str) -> tuple[str | None, str]:
         return None, "empty"
     if HEDGE_RE.search(segment) or PLUS_MINUS_RE.search(segment):
         return None, "hedge"
+    if EXPRESSION_RE.search(segment):
+        return None, "expression"
     numbers = NUMBER_RE.findall(segment)
     if not numbers:
         return None, "empty"

@@ -21,6 +21,11 @@ GSM8K_CASES = [
     ("#### \\pm 12", None, "hedge"),  # plus-or-minus: two values
     ("#### ±12", None, "hedge"),  # the same, as one character
     ("#### 12 \\pm", None, "hedge"),  # cut short after the sign
+    ("#### 2\\sqrt(2)", None, "expression"),  # one distinct number, but 2 times a root, not 2
+    ("#### 7+7", None, "expression"),  # a sum, not 7
+    ("#### 3 \\times 3", None, "expression"),  # a product
+    ("#### 7/7", None, "expression"),  # a quotient
+    ("#### 2^2", None, "expression"),  # a power
     ("#### 17 or 18", None, "hedge"),  # a hedge in the marker
     ("#### 17, 18", None, "hedge"),  # a candidate list
     ("#### 18?", None, "hedge"),  # a question, not an answer

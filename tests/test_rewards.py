@@ -321,6 +321,12 @@ def test_gsm8k_plus_minus_is_a_hedge():
     assert reward(["#### \\pm 27", "#### ±27", "#### 27 \\pm", "#### 27"], answer=["27"] * 4) == [0.0, 0.0, 0.0, 1.0]
 
 
+def test_gsm8k_arithmetic_on_the_gold_is_not_the_gold():
+    # each holds only the gold's digits, and is another number (probe malformed_root paid one in 50 before)
+    completions = ["#### 2\\sqrt(2)", "#### 2 + 2", "#### 2*2", "#### 2^{2}", "#### 2 \\cdot 2", "#### 2"]
+    assert get_reward("gsm8k_correctness")(completions, answer=["2"] * 6) == [0.0] * 5 + [1.0]
+
+
 # --- the time budget: a real bound, timeouts reported, never cached as verdicts ---
 
 
