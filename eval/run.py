@@ -4,7 +4,8 @@
 folder gets:
 
 - ``samples.jsonl``: one scored problem per line, appended and flushed as soon as it is scored, so a run killed
-  at any point (even ``kill -9``) continues where it stopped when started again with the same settings;
+  at any point (even ``kill -9``) continues where it stopped when started again with the same settings (samples
+  whose scoring timed out are scored again then, from their stored completions);
 - ``results.json``: the metrics of ``eval.metrics.summarize`` plus the run settings;
 - ``summary.md`` and ``lengths.png``: the same, for people (``eval.report``).
 
@@ -21,7 +22,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from eval.generate import VLLM_PROMPTS_PER_CALL, check_backend, generate
-from eval.metrics import CI_LEVEL, summarize
+from eval.metrics import CI_LEVEL, sample_list, summarize
 from eval.scoring import score_completion
 from eval.tasks import Task, get_task, load_rows
 
@@ -122,6 +123,28 @@ def _check_resume(out: Path, config: dict) -> None:
     path.write_text(json.dumps(config, indent=2) + "\n")
 
 
+def rescore_timeouts(done: dict[int, dict], task_name: str) -> int:
+    """Score again, in place, the stored samples whose scoring ran out of time: a timeout is no verdict, so a
+    resumed run does not keep it. Returns how many samples were scored again."""
+    n = 0
+    for record in done.values():
+        samples = sample_list(record)
+        again = [s.get("timeout", False) for s in samples]
+        if not any(again):
+            continue
+        n += sum(again)
+        rescored = [
+            {**s, **score_completion(s["completion"], record["gold"], task_name)} if redo else s
+            for s, redo in zip(samples, again, strict=True)
+        ]
+        if "samples" in record:
+            record["samples"] = rescored
+            record["n_correct_samples"] = sum(s["correct"] for s in rescored)
+        else:
+            record.update(rescored[0])
+    return n
+
+
 def _score_record(problem: dict, generations, task_name: str) -> dict:
     scored = []
     for g in generations:
@@ -194,6 +217,10 @@ def evaluate(
         out.mkdir(parents=True, exist_ok=True)
         _check_resume(out, config)
         done = read_samples(out / SAMPLES_FILE)
+        n_again = rescore_timeouts(done, task_name)
+        if n_again:
+            logger.info("%s: scored %d timed-out samples of the earlier run again", out, n_again)
+            write_jsonl([done[i] for i in sorted(done)], out / SAMPLES_FILE)
     todo = [p for p in problems if p["index"] not in done]
     if done:
         logger.info("resuming: %d of %d problems already scored in %s", len(problems) - len(todo), len(problems), out)

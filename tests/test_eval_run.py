@@ -40,6 +40,7 @@ def test_run_cli_writes_all_outputs(tiny_model_dir, shared_data, tmp_path, task)
     results = json.loads((tmp_path / "results.json").read_text())
     assert [s["index"] for s in samples] == list(range(10))
     assert all(isinstance(s["correct"], bool) and s["n_tokens"] <= 8 for s in samples)
+    assert all(s["timeout"] is False for s in samples) and results["timeout_rate"] == 0.0  # the scorer's flag
     assert results["n"] == 10 and results["max_new_tokens"] == 8
     # An untrained model never stops within 8 tokens: truncation is measured, not assumed.
     assert results["truncation_rate"] == sum(s["truncated"] for s in samples) / 10
@@ -78,6 +79,27 @@ def test_resume_after_torn_last_line_gives_each_problem_once(tiny_model_dir, sha
     assert [s["index"] for s in samples] == list(range(10))
     assert samples == read_lines(tmp_path / "full" / "samples.jsonl")
     assert resumed["accuracy"] == full["accuracy"] and resumed["length_tokens"] == full["length_tokens"]
+
+
+def test_resume_scores_timed_out_samples_again(tiny_model_dir, shared_data, tmp_path):
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    model = AutoModelForCausalLM.from_pretrained(tiny_model_dir)
+    tokenizer = AutoTokenizer.from_pretrained(tiny_model_dir)
+    kwargs = dict(data=str(shared_data / DATA["gsm8k"]), limit=4, max_new_tokens=4, batch_size=2, progress=False)
+    evaluate(model, tokenizer, "gsm8k", out_dir=tmp_path, **kwargs)
+    samples = read_lines(tmp_path / SAMPLES_FILE)
+    # Problem 1 timed out (as the scorer reports it) on a completion that is correct; problem 2 holds a correct
+    # completion scored wrong without a timeout: a stored verdict, which a resume keeps.
+    samples[1] |= {"completion": f"#### {samples[1]['gold']}", "correct": False, "reason": "timeout", "timeout": True}
+    samples[2] |= {"completion": f"#### {samples[2]['gold']}", "correct": False, "timeout": False}
+    (tmp_path / SAMPLES_FILE).write_text("".join(json.dumps(x) + "\n" for x in samples))
+    resumed = evaluate(model, tokenizer, "gsm8k", out_dir=tmp_path, **kwargs)
+    again = read_lines(tmp_path / SAMPLES_FILE)
+    assert [x["index"] for x in again] == [0, 1, 2, 3]
+    assert (again[1]["correct"], again[1]["reason"], again[1]["timeout"]) == (True, "ok", False)
+    assert again[2] == samples[2] and again[0] == samples[0]
+    assert resumed["n_correct"] == 1 + samples[0]["correct"] + samples[3]["correct"] and resumed["timeouts"] == []
 
 
 def test_resume_refuses_other_settings(tiny_model_dir, shared_data, tmp_path, capsys):
