@@ -118,6 +118,12 @@ def compare_markdown(name_a: str, results_a: dict, name_b: str, results_b: dict,
         + (f", {diff['n_shared']} shared problems" if diff["n_shared"] else "")
         + ")",
     ]
+    if diff["n_shared"] and diff["n_shared"] != max(results_a["n"], results_b["n"]):
+        # the difference is over the shared problems only: say which accuracies it is the difference of
+        lines.append(
+            f"On the {diff['n_shared']} shared problems: A {format_pct(diff['accuracy_a'])}, "
+            f"B {format_pct(diff['accuracy_b'])} (the accuracies above are over each run's own problems)"
+        )
     if diff["n_shared"]:
         lines.append(f"Problems only A got right: {diff['only_a_correct']}; only B got right: {diff['only_b_correct']}")
     return "\n".join(lines) + "\n"

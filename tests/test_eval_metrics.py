@@ -200,6 +200,12 @@ def test_compare_paired_counts_and_interval():
     assert d["difference"] == pytest.approx((8 - 5) / 20)
     assert (d["only_a_correct"], d["only_b_correct"]) == (1, 4)
     assert d["ci"][0] < d["difference"] < d["ci"][1]
+    # the table shows each run's own accuracy (9/24 and 8/20) and says what the +15 points are the difference of
+    table = compare_markdown("a", {"task": "gsm8k", **summarize(a)}, "b", {"task": "gsm8k", **summarize(b)}, d)
+    assert "| accuracy | 37.5% | 40.0% |" in table and "B - A accuracy: +15.0 points" in table
+    assert "On the 20 shared problems: A 25.0%, B 40.0%" in table
+    same_size = compare_records(a[:20], b)
+    assert "shared problems:" not in compare_markdown("a", summarize(a[:20]), "b", summarize(b), same_size)
 
 
 @pytest.mark.parametrize("level", [0.9, 0.95])
