@@ -160,18 +160,26 @@ class _WorkerPool:
         atexit.register(self.close)
 
     def warm_up(self, n: int | None = None) -> None:
-        """Start workers now, so that their start-up does not land on the first completions' clock."""
+        """Start workers now, so that their start-up does not land on the first completions' clock.
+
+        The workers being waited for are out of the pool meanwhile (as if in use), and the pool's lock is not held:
+        a comparison in another thread waits for them within its own budget, never for the whole warm-up.
+        """
         with self._cond:
+            starting = [w for w in self._idle if not w.ready]
+            self._idle = [w for w in self._idle if w.ready]
             while self._n_alive < min(n or self._size, self._size):
-                self._idle.append(_Worker())
+                starting.append(_Worker())
                 self._n_alive += 1
-            for worker in list(self._idle):
-                try:
-                    worker.wait_ready(WORKER_START_TIMEOUT_S)
-                except _WorkerGone:
-                    logger.warning("a math-verify worker failed to start", exc_info=True)
-                    self._idle.remove(worker)
-                    self._n_alive -= 1
+        for worker in starting:
+            try:
+                worker.wait_ready(WORKER_START_TIMEOUT_S)
+                self._give_back(worker)
+            except _WorkerGone:
+                logger.warning("a math-verify worker failed to start", exc_info=True)
+                with contextlib.suppress(Exception):
+                    worker.kill()
+                self._give_back(None)
 
     def _take(self, deadline: float) -> _Worker | None:
         """A free worker (maybe one still starting), a new one, or None when none is free before ``deadline``."""

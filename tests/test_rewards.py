@@ -400,8 +400,8 @@ def test_budget_counts_waiting_for_a_free_worker():
     try:
         pool.warm_up()
         busy = ThreadPoolExecutor(max_workers=1)
-        # holds the only worker for ~2 s (a power tower on the worker's own alarm)
-        holder = busy.submit(pool.compare, "2^{2^{2^{2}}}", "9^{9^{9^{9}}}", 2.5)
+        # holds the only worker for ~1.5 s (a power tower, past the worker's own alarm or killed at the budget)
+        holder = busy.submit(pool.compare, "2^{2^{2^{2}}}", "9^{9^{9^{9}}}", 1.5)
         time.sleep(0.3)
         start = time.perf_counter()
         verdict = pool.compare("\\frac{1}{2}", "0.5", 0.4)
@@ -410,6 +410,23 @@ def test_budget_counts_waiting_for_a_free_worker():
         assert elapsed < 0.4 + 0.3
         assert holder.result(timeout=10) is Verdict.TIMEOUT
         busy.shutdown()
+    finally:
+        pool.close()
+
+
+def test_budget_counts_waiting_for_a_warm_up_in_another_thread():
+    import rewards.verify as verify
+
+    pool = verify._WorkerPool(1)
+    try:
+        warming = ThreadPoolExecutor(max_workers=1)
+        done = warming.submit(lambda: (pool.warm_up(), time.monotonic())[1])  # ~0.6 s or more: imports math-verify
+        time.sleep(0.05)
+        verdict = pool.compare("\\frac{1}{2}", "0.5", 0.1)
+        returned = time.monotonic()
+        assert verdict is Verdict.TIMEOUT
+        assert returned < done.result(timeout=60)  # it did not wait for the warm-up to finish
+        warming.shutdown()
     finally:
         pool.close()
 
