@@ -6,8 +6,10 @@ Three pieces, used together by ``recipes/grpo.py`` (and the JSON-lines logger by
   change) and records, for every completion, its weighted total reward, whether its final answer is correct, its
   length in tokens and whether it was cut off. After the last reward function of a generation batch it computes the
   ``monitor/...`` metrics of that batch and hands them to TRL's ``log_metric`` (TRL averages them over the logging
-  window, across processes, and sends them to ``report_to``).
-- ``MonitorCallback`` (a ``TrainerCallback``) scores the hack probes under the run's reward set when training starts
+  window, across processes, and sends them to ``report_to``): among them the degenerate share predicted for the batch
+  from earlier batches only (``eval.degenerate.DegeneratePredictor``, which learns the batch after predicting it) and
+  the answer comparisons given up as timeouts during the batch's reward calls (``rewards.verify.timeout_count``).
+- ``MonitorCallback`` (a ``TrainerCallback``) scores the hack probes under the run's rewards and weights at the start
   (``probe/...``), runs a held-out evaluation every N steps through ``eval.run.evaluate`` (``eval/...``), and writes
   the table of the highest-reward completions of each logging window. ``MonitoredGRPOTrainer.log`` adds the
   callback's pending ``probe/...`` and ``eval/...`` values to the next log, so they reach every ``report_to``
