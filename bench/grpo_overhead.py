@@ -1,144 +1,283 @@
-"""Step time of the GRPO recipe's trainer with every per-step monitor vs plain TRL ``GRPOTrainer``, same rewards,
-same config, tiny local model, one process; reported as a ratio (goal: at most 5% overhead).
+"""Training time of the GRPO recipe (every monitor on: reward wrappers, hack probes, held-out evaluation at the
+config's cadence, JSON-lines log, top-completions table) vs plain TRL ``GRPOTrainer`` on the same config.
 
-    OMP_NUM_THREADS=1 .venv/bin/python -m bench.grpo_overhead            # ~2 minutes on a 2-core machine
-    OMP_NUM_THREADS=1 .venv/bin/python -m bench.grpo_overhead --rounds 2 --steps 6   # quick look
+    OMP_NUM_THREADS=1 .venv/bin/python -m bench.grpo_overhead          # the lab's default config, ~10 min on 2 cores
+    OMP_NUM_THREADS=1 .venv/bin/python -m bench.grpo_overhead --rounds 1 --steps 20   # quick look
 
-Both trainers run alternately (plain, monitored, plain, monitored, ...) so that load from other processes hits
-both alike; each round trains ``--steps`` optimizer steps and the first ``--warmup`` of each round are dropped. The
-monitored trainer has the recipe's reward wrappers (monitor/* metrics, top-completions table), the JSON-lines log and
-the probe/config callback, logging every step. The held-out evaluation (``monitor_eval_steps``) is a generation run
-by design, so its cost is reported separately, per evaluation, rather than folded into the ratio.
+What each arm is:
+- ours: ``recipes.grpo.main`` itself, on ``--config`` (default ``recipes/configs/lab/grpo_lab_default.yaml``: the
+  lab's warm-start model, whose completions contain answers, so the rewards really parse and verify them; probes on
+  8 problems at the start; held-out evaluation of 100 problems every 20 steps), with ``--max_steps``, a fresh
+  ``output_dir`` and ``eval_limit 0`` (the before/after evaluation is outside training, so outside the ratio);
+- plain: TRL's ``GRPOTrainer`` built from the same parsed config (same GRPOConfig, model, data rows, reward
+  functions and weights, LoRA settings), with no monitors.
+The lab's warm start is trained first when it is not cached (``lab.warmstart``, ~4 minutes on 2 idle cores).
+
+Both arms are the same ``GRPOTrainer`` subclass with a clock: the recipe receives it in place of ``trl.GRPOTrainer``
+(and wraps it with its monitors, as it wraps TRL's). The clock records (a) the seconds of each ``train()`` call, so
+probes, held-out evaluations and logging are all inside the headline ratio, (b) each step's duration from one step's
+start to the next (median over the steps after ``--warmup``: the steady-state cost without the periodic evaluation),
+(c) the seconds spent inside the recipe's callbacks per event (probes: ``on_train_begin``; held-out evaluation:
+``on_step_end``; JSON log: ``on_log``) and in the reward wrappers' own code. Runs alternate (plain, ours, ours, plain,
+...) so that load from other processes hits both alike. The completions of every step are kept (outside the clock's
+concern: a list append) and, after training, read by the one answer extractor: the share that committed to an
+answer shows that the reward path was exercised.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
+import os
 import statistics
 import sys
 import tempfile
 import time
+from collections import defaultdict
 from pathlib import Path
 
 from transformers import TrainerCallback
 
 ROOT = Path(__file__).resolve().parents[1]
-DATA = ROOT.parent / "shared" / "data" / "gsm8k"
+LAB_CONFIG = ROOT / "recipes" / "configs" / "lab" / "grpo_lab_default.yaml"
+TIMED_EVENTS = ("on_train_begin", "on_step_end", "on_log")  # the events the recipe's callbacks do work in
 
 
-class StepTimer(TrainerCallback):
-    """Wall time of each optimizer step (generation, rewards, loss, backward, optimizer, logging callbacks)."""
+class Clock(TrainerCallback):
+    """Put LAST in the callback list: step boundaries, and (with ``ClockStart`` put first) time spent in between."""
 
     def __init__(self):
-        self.times: list[float] = []
-        self._start = 0.0
+        self.marks: list[float] = []  # each step's start, then the end of training
+        self.callback_seconds: dict[str, float] = defaultdict(float)
+        self.callback_calls: dict[str, int] = defaultdict(int)
+        self.train_seconds = 0.0
+        self.monitor_seconds = 0.0  # RewardMonitor.seconds: the reward wrappers' own code
+        self.completions: list = []
+        self._opened = 0.0
+
+    def open(self) -> None:
+        self._opened = time.perf_counter()
+
+    def _close(self, event: str) -> None:
+        self.callback_seconds[event] += time.perf_counter() - self._opened
+        self.callback_calls[event] += 1
+
+    def on_train_begin(self, args, state, control, **kwargs):
+        self._close("on_train_begin")
 
     def on_step_begin(self, args, state, control, **kwargs):
-        self._start = time.perf_counter()
+        self.marks.append(time.perf_counter())
 
-    def on_log(self, args, state, control, **kwargs):  # after on_step_end; put this callback last to time the others
-        if self._start:
-            self.times.append(time.perf_counter() - self._start)
-            self._start = 0.0
+    def on_step_end(self, args, state, control, **kwargs):
+        self._close("on_step_end")
+
+    def on_log(self, args, state, control, **kwargs):
+        self._close("on_log")
+
+    def on_train_end(self, args, state, control, **kwargs):
+        self.marks.append(time.perf_counter())
+
+    @property
+    def step_seconds(self) -> list[float]:
+        """Whole steps: generation, rewards, loss, backward, optimizer, callbacks, logging, evaluation."""
+        return [b - a for a, b in zip(self.marks, self.marks[1:], strict=False)]
 
 
-def make_config(out: Path, steps: int, group_size: int, completion_length: int, **overrides):
-    """The benchmarks' GRPO config: 2 prompts per step, no reference model, every step logged; ``overrides`` win."""
-    from trl import GRPOConfig
+class ClockStart(TrainerCallback):
+    """Put FIRST among the user callbacks: opens the clock's interval for each timed event."""
 
-    settings = dict(
-        output_dir=str(out),
-        use_cpu=True,
-        loss_type="grpo",
-        beta=0.0,
-        scale_rewards="group",
-        num_generations=group_size,
-        per_device_train_batch_size=2 * group_size,  # 2 prompts per step
-        max_completion_length=completion_length,
-        learning_rate=1e-3,
-        lr_scheduler_type="constant",
-        max_steps=steps,
-        logging_steps=1,  # the monitors' worst case: metrics, table and JSON line every step
-        save_strategy="no",
-        gradient_checkpointing=False,
-        report_to="none",
-        disable_tqdm=True,
-        seed=0,
+    def __init__(self, clock: Clock):
+        self.clock = clock
+
+    def on_train_begin(self, args, state, control, **kwargs):
+        self.clock.open()
+
+    def on_step_end(self, args, state, control, **kwargs):
+        self.clock.open()
+
+    def on_log(self, args, state, control, **kwargs):
+        self.clock.open()
+
+
+def timed_trainer_class(base, clock: Clock):
+    """``base`` (TRL's ``GRPOTrainer``) with ``clock`` around the user callbacks and around ``train()``."""
+
+    class Timed(base):
+        def __init__(self, *args, callbacks=None, **kwargs):
+            super().__init__(*args, callbacks=[ClockStart(clock), *(callbacks or []), clock], **kwargs)
+
+        def train(self, *args, **kwargs):
+            start = time.perf_counter()
+            try:
+                return super().train(*args, **kwargs)
+            finally:
+                clock.train_seconds += time.perf_counter() - start
+                monitor_callback = getattr(self, "monitor_callback", None)  # set by the recipe on its trainer
+                if monitor_callback is not None:
+                    clock.monitor_seconds += monitor_callback.monitor.seconds
+
+        def _generate_and_score_completions(self, inputs):
+            output = super()._generate_and_score_completions(inputs)
+            clock.completions.extend(self._logs["completion"])  # the batch just generated (deque of its size)
+            return output
+
+    Timed.__name__ = base.__name__  # the recipe names its class Monitored<base name>
+    return Timed
+
+
+@contextlib.contextmanager
+def trl_trainer_replaced_by(cls):
+    """``from trl import GRPOTrainer`` (as the recipe does inside ``main``) gives ``cls`` while this is open."""
+    import trl
+
+    saved = trl.GRPOTrainer
+    trl.GRPOTrainer = cls
+    try:
+        yield
+    finally:
+        trl.GRPOTrainer = saved
+
+
+def parse_recipe_args(config: str | Path, overrides: list[str]):
+    from recipes.grpo import make_parser
+
+    return make_parser().parse_args_and_config(["--config", str(config), *overrides])
+
+
+def run_recipe(config: str | Path, overrides: list[str], clock: Clock) -> None:
+    """Ours: the recipe's own ``main`` on the config, its trainer carrying the clock."""
+    from trl import GRPOTrainer
+
+    from recipes.grpo import main
+
+    with trl_trainer_replaced_by(timed_trainer_class(GRPOTrainer, clock)):
+        main(*parse_recipe_args(config, overrides))
+
+
+def run_plain(config: str | Path, overrides: list[str], clock: Clock) -> None:
+    """Plain TRL on the same parsed config: same model, data rows, rewards and weights, LoRA; no monitors."""
+    from trl import GRPOTrainer, get_peft_config, get_quantization_config
+
+    from eval.tasks import get_task, load_rows, to_prompt_rows
+    from rewards import get_reward
+
+    script_args, training_args, model_args = parse_recipe_args(config, overrides)
+    task = get_task(script_args.task)
+    rows = load_rows(task, script_args.data)
+    if script_args.train_limit:
+        rows = rows.select(range(min(script_args.train_limit, len(rows))))
+    training_args.model_init_kwargs = (training_args.model_init_kwargs or {}) | {"dtype": model_args.dtype}
+    trainer = timed_trainer_class(GRPOTrainer, clock)(
+        model=model_args.model_name_or_path,
+        reward_funcs=[get_reward(name) for name in script_args.reward_funcs],
+        args=training_args,
+        train_dataset=to_prompt_rows(task, rows),
+        peft_config=get_peft_config(model_args),
+        quantization_config=get_quantization_config(model_args),
     )
-    return GRPOConfig(**(settings | overrides))
+    trainer.train()
+
+
+def answer_share(completions: list, answer_style: str) -> float:
+    """Share of completions that commit to a final answer (``rewards.answers.extract_answer``).
+
+    >>> answer_share(["2 + 3 = 5\\n#### 5", "I think 5", [{"role": "assistant", "content": "#### 7"}]], "gsm8k")
+    0.6666666666666666
+    """
+    from rewards._common import completion_text
+    from rewards.answers import extract_answer
+
+    if not completions:
+        return float("nan")
+    return sum(extract_answer(completion_text(c), answer_style).ok for c in completions) / len(completions)
+
+
+def prepare(config: Path, tmp: Path) -> list[str]:
+    """Overrides that make ``config`` runnable here: the lab's warm start and data, or the tiny model in ``tmp``."""
+    script_args, _, model_args = parse_recipe_args(config, [])
+    if Path(config).resolve() == LAB_CONFIG.resolve():
+        from lab.warmstart import WarmStartSettings, prepare_lab
+
+        paths = prepare_lab(WarmStartSettings())  # trains the warm start if it is not cached
+        return ["--model_name_or_path", str(paths["model"]), "--data", str(paths["train"]), "--eval_data",
+                str(paths["heldout"])]  # fmt: skip
+    if script_args.build_tiny_model:  # the plain arm may run first, and it builds nothing
+        from lab.tiny_model import save_tiny_model
+
+        return ["--model_name_or_path", str(save_tiny_model(tmp / "tiny_model"))]
+    return []
+
+
+def summarize(clocks: dict[str, list[Clock]], warmup: int) -> dict:
+    steps = {kind: [s for c in cs for s in c.step_seconds[warmup:]] for kind, cs in clocks.items()}
+    train = {kind: sum(c.train_seconds for c in cs) for kind, cs in clocks.items()}
+    n_steps = {kind: sum(len(c.step_seconds) for c in cs) for kind, cs in clocks.items()}
+    ours = clocks["ours"]
+    callbacks = {e: round(sum(c.callback_seconds[e] for c in ours), 3) for e in TIMED_EVENTS}
+    plain_median, ours_median = statistics.median(steps["plain"]), statistics.median(steps["ours"])
+    return {
+        "plain_s_per_step_all_in": round(train["plain"] / n_steps["plain"], 4),
+        "ours_s_per_step_all_in": round(train["ours"] / n_steps["ours"], 4),
+        "ratio_all_in": round(train["ours"] / train["plain"], 4),
+        "plain_median_s_per_step": round(plain_median, 4),
+        "ours_median_s_per_step": round(ours_median, 4),
+        "ratio_median_step": round(ours_median / plain_median, 4),
+        "steps_timed_each": len(steps["plain"]),
+        "ours_train_s": round(train["ours"], 2),
+        "plain_train_s": round(train["plain"], 2),
+        "ours_callback_s": callbacks,  # on_train_begin: probes; on_step_end: held-out evals; on_log: JSON log
+        "ours_reward_wrapper_s": round(sum(c.monitor_seconds for c in ours), 3),
+        "ours_share_in_monitors": round(
+            (sum(callbacks.values()) + sum(c.monitor_seconds for c in ours)) / train["ours"], 4
+        ),  # fmt: skip
+    }
 
 
 def main(argv: list[str] | None = None) -> dict:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--rounds", type=int, default=4)
-    parser.add_argument("--steps", type=int, default=12, help="optimizer steps per round")
-    parser.add_argument("--warmup", type=int, default=2, help="steps dropped at the start of each round")
-    parser.add_argument("--group_size", type=int, default=4)
-    parser.add_argument("--completion_length", type=int, default=32)
-    parser.add_argument("--eval_limit", type=int, default=8, help="problems in the timed held-out evaluation")
+    parser.add_argument("--config", default=str(LAB_CONFIG), help="a recipes.grpo YAML (default: the lab's default)")
+    parser.add_argument("--rounds", type=int, default=2, help="each round runs both arms, order flipped every round")
+    parser.add_argument("--steps", type=int, default=40, help="optimizer steps per run (the lab evaluates every 20)")
+    parser.add_argument("--warmup", type=int, default=2, help="steps of each run left out of the median")
+    parser.add_argument("overrides", nargs="*", help="more recipe flags for both arms, after --")
     argv = sys.argv[1:] if argv is None else argv
     args = parser.parse_args(argv)
 
-    from trl import GRPOTrainer
-
-    from eval.monitors import JsonlLogCallback, MonitorCallback, RewardMonitor, held_out_metrics
-    from eval.monitors import make_monitored_trainer_class as monitored
-    from eval.tasks import get_task, load_rows, to_prompt_rows
-    from lab.tiny_model import save_tiny_model
-    from rewards import get_reward
-
     tmp = Path(tempfile.mkdtemp(prefix="grpo_overhead_"))
-    model_dir = save_tiny_model(tmp / "tiny_model")
-    task = get_task("gsm8k_train")
-    rows = to_prompt_rows(task, load_rows(task, str(DATA / "train.jsonl")).select(range(64)))
-    names, weights = ["gsm8k_correctness", "gsm8k_format"], [1.0, 1.0]
-    funcs = [get_reward(n) for n in names]
-
-    times: dict[str, list[float]] = {"plain": [], "monitored": []}
-    monitor_seconds, monitor_steps = 0.0, 0
+    base = prepare(Path(args.config), tmp) + ["--max_steps", str(args.steps), "--eval_limit", "0", *args.overrides]
+    script_args, training_args, _ = parse_recipe_args(args.config, base)
+    clocks: dict[str, list[Clock]] = {"plain": [], "ours": []}
+    output_dirs: dict[str, list[str]] = {"plain": [], "ours": []}
     for round_index in range(args.rounds):
-        for kind in ("plain", "monitored"):
-            out = tmp / f"{kind}_{round_index}"
-            config = make_config(out, args.steps, args.group_size, args.completion_length)
-            timer = StepTimer()
-            if kind == "plain":
-                trainer = GRPOTrainer(str(model_dir), funcs, args=config, train_dataset=rows, callbacks=[timer])
-            else:
-                monitor = RewardMonitor(funcs, weights, "gsm8k", args.completion_length, correctness_index=0)
-                callback = MonitorCallback(monitor, out, probe_problems=[], report_to=[])
-                callbacks = [JsonlLogCallback(out / "log.jsonl"), callback, timer]
-                trainer = monitored(GRPOTrainer)(
-                    str(model_dir), monitor.wrapped(), args=config, train_dataset=rows, callbacks=callbacks
-                )
-                trainer.monitor_callback = callback
-            trainer.train()
-            times[kind] += timer.times[args.warmup :]
-            if kind == "monitored":
-                monitor_seconds += monitor.seconds
-                monitor_steps += len(timer.times)
+        order = ("plain", "ours") if round_index % 2 == 0 else ("ours", "plain")
+        for kind in order:
+            clock = Clock()
+            output_dirs[kind].append(str(tmp / f"{kind}_{round_index}"))
+            overrides = [*base, "--output_dir", output_dirs[kind][-1]]
+            (run_plain if kind == "plain" else run_recipe)(args.config, overrides, clock)
+            clocks[kind].append(clock)
+            print(f"round {round_index} {kind}: {clock.train_seconds:.1f} s for {len(clock.step_seconds)} steps",
+                  flush=True)  # fmt: skip
 
-    eval_start = time.perf_counter()
-    held_out_metrics(
-        trainer.model, trainer.processing_class, task_name="gsm8k", data=str(DATA / "test.jsonl"),
-        limit=args.eval_limit, max_new_tokens=args.completion_length, progress=False,
-    )  # fmt: skip
-    eval_seconds = time.perf_counter() - eval_start
+    from eval.tasks import get_task
 
-    plain, mon = statistics.median(times["plain"]), statistics.median(times["monitored"])
+    style = get_task(script_args.task).answer_style
+    completions = {kind: [x for c in cs for x in c.completions] for kind, cs in clocks.items()}
     result = {
         "command": "OMP_NUM_THREADS=1 python -m bench.grpo_overhead " + " ".join(argv),
-        "settings": vars(args),
-        "steps_timed_each": len(times["plain"]),
-        "plain_median_s_per_step": round(plain, 4),
-        "monitored_median_s_per_step": round(mon, 4),
-        "ratio_monitored_over_plain": round(mon / plain, 4),
-        "plain_mean_s_per_step": round(statistics.mean(times["plain"]), 4),
-        "monitored_mean_s_per_step": round(statistics.mean(times["monitored"]), 4),
-        "monitor_code_s_per_step": round(monitor_seconds / max(monitor_steps, 1), 5),
-        "monitor_code_share_of_step": round(monitor_seconds / max(monitor_steps, 1) / mon, 4),
-        "held_out_eval_s": round(eval_seconds, 3),
-        "held_out_eval_problems": args.eval_limit,
+        "config": str(args.config),
+        "settings": {k: v for k, v in vars(args).items() if k != "config"},
+        "monitor_eval_steps": script_args.monitor_eval_steps,
+        "monitor_eval_limit": script_args.monitor_eval_limit,
+        "probe_problems": script_args.probe_problems,
+        "logging_steps": training_args.logging_steps,
+        **summarize(clocks, args.warmup),
+        "completions_seen": {kind: len(c) for kind, c in completions.items()},
+        "answer_share": {kind: round(answer_share(c, style), 4) for kind, c in completions.items()},
+        "load_average_1_5_15_min_at_end": [round(x, 2) for x in os.getloadavg()],
+        "cpu_count": os.cpu_count(),
+        "output_dirs": output_dirs,
     }
     print(json.dumps(result, indent=1))
     return result
