@@ -27,6 +27,29 @@ BACKENDS = ("hf", "vllm")
 # Prompts per vLLM call: its scheduler batches hundreds of sequences itself, and a call waits for its slowest one, so
 # evaluate() hands it large chunks (results are written after each chunk; per-prompt seeds keep a resume exact).
 VLLM_PROMPTS_PER_CALL = 512
+VLLM_RANGE = ("0.22.0", "0.31.0")  # what TRL 1.16 supports (trl/import_utils.py, its `vllm` extra); README pins 0.31.0
+VLLM_INSTALL = 'pip install "vllm==0.31.0"'
+
+
+def vllm_version_problem() -> str | None:
+    """Why the installed vLLM cannot serve leash (not installed, or outside TRL 1.16's range), or None when it can.
+
+    A vllm package without metadata (a stand-in in tests) is taken as fine.
+    """
+    from importlib.metadata import PackageNotFoundError, version
+
+    from packaging.version import Version
+
+    if importlib.util.find_spec("vllm") is None:
+        return f"vLLM is not installed: {VLLM_INSTALL} on a CUDA machine (README, 'Install on a GPU machine')"
+    try:
+        installed = Version(Version(version("vllm")).base_version)
+    except PackageNotFoundError:
+        return None
+    low, high = VLLM_RANGE
+    if not Version(low) <= installed <= Version(high):
+        return f"vLLM {installed} is outside the range TRL 1.16 supports ({low} to {high}): {VLLM_INSTALL}"
+    return None
 
 
 @dataclass(frozen=True)
@@ -55,8 +78,9 @@ def check_backend(backend: str, adapter: str | None = None) -> None:
             "save_pretrained) and pass the merged folder as --model"
         )
     if backend == "vllm":
-        if importlib.util.find_spec("vllm") is None:
-            raise RuntimeError("--backend vllm needs vLLM: `pip install vllm` on a CUDA machine, or use --backend hf")
+        problem = vllm_version_problem()
+        if problem:
+            raise RuntimeError(f"--backend vllm: {problem}; or use --backend hf")
         import torch
 
         if not torch.cuda.is_available():

@@ -17,7 +17,6 @@ ValueError: loss_type 'drgrpo' is not a GRPO loss: use one of ['bnpo', 'cispo', 
 from __future__ import annotations
 
 import dataclasses
-import importlib.util
 import json
 import logging
 import os
@@ -124,13 +123,14 @@ def check_answer_column(columns: Sequence[str], source: str) -> None:
 
 
 def check_vllm(use_vllm: bool, vllm_mode: str = "colocate") -> None:
-    """vLLM generation needs the vllm package and (in colocate mode) a CUDA GPU on this machine."""
+    """vLLM generation needs the vllm package, in the range TRL 1.16 supports, and (in colocate mode) a CUDA GPU."""
+    from eval.generate import vllm_version_problem
+
     if not use_vllm:
         return
-    if importlib.util.find_spec("vllm") is None:
-        raise ValueError(
-            "use_vllm is true but vllm is not installed: pip install vllm (GPU machines), or use_vllm: false"
-        )
+    problem = vllm_version_problem()
+    if problem:
+        raise ValueError(f"use_vllm is true but {problem[0].lower()}{problem[1:]}; or set use_vllm: false")
     import torch
 
     if vllm_mode == "colocate" and not torch.cuda.is_available():

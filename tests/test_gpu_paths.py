@@ -84,6 +84,20 @@ def test_explicit_use_vllm_false_beats_use_vllm_if_available(pretend_vllm_gpu, f
     assert parsed[1].use_vllm is False
 
 
+@pytest.mark.parametrize(
+    "version, accepted", [("0.31.0", True), ("0.22.0", True), ("0.32.0", False), ("0.21.1", False)]
+)
+def test_vllm_outside_trls_range_is_refused_with_the_pin(pretend_vllm_gpu, tmp_path, version, accepted):
+    dist = tmp_path / f"vllm-{version}.dist-info"  # next to the stand-in package, found by importlib.metadata
+    dist.mkdir()
+    (dist / "METADATA").write_text(f"Metadata-Version: 2.1\nName: vllm\nVersion: {version}\n")
+    if accepted:
+        validate.check_vllm(True, "colocate")
+    else:
+        with pytest.raises(ValueError, match=r"outside the range TRL 1.16 supports .*vllm==0.31.0"):
+            validate.check_vllm(True, "colocate")
+
+
 # --- precision ---------------------------------------------------------------------------------------------------
 
 
