@@ -403,7 +403,7 @@ def held_out_metrics(model, tokenizer, **eval_kwargs) -> dict[str, float]:
         model.train(was_training)
     out = {"eval/accuracy": result["accuracy"], "eval/n": result["n"]}
     for key, value in flatten(result).items():
-        if key.startswith(("length", "format", "trunc", "empty")) and isinstance(value, int | float):
+        if key.startswith(("length", "format", "trunc", "empty", "timeout")) and isinstance(value, int | float):
             out[f"eval/{key}"] = value
     return out
 

@@ -16,6 +16,7 @@ from eval.monitors import (
     Sample,
     expected_degenerate_share,
     group_metrics,
+    held_out_metrics,
     split_groups,
 )
 
@@ -310,3 +311,17 @@ def test_jsonl_log_callback_appends_one_line_per_log(tmp_path):
         {"loss": 0.5, "monitor/length_correct": None, "step": 1, "epoch": 0.1},
         {"loss": 0.5, "monitor/length_correct": None, "step": 2, "epoch": 0.2},
     ]
+
+
+def test_held_out_metrics_carry_the_eval_timeout_rate(monkeypatch):
+    """A held-out evaluation whose checker timed out says so on the dashboard (eval/timeout_rate), not only in files."""
+    import eval.run
+
+    result = {"accuracy": 0.25, "n": 8, "timeout_rate": 0.125, "timeouts": [{"index": 3, "sample": 0}]}
+    result |= {"length": {"correct": 5.0}, "format_rate": 0.5, "ci": [0.1, 0.5]}
+    monkeypatch.setattr(eval.run, "evaluate", lambda model, tokenizer, **kw: result)
+    model = types.SimpleNamespace(training=True, eval=lambda: None, train=lambda mode: None)
+    out = held_out_metrics(model, None, task_name="gsm8k")
+    assert out["eval/timeout_rate"] == 0.125
+    assert out["eval/accuracy"] == 0.25 and out["eval/length/correct"] == 5.0 and out["eval/format_rate"] == 0.5
+    assert "eval/timeouts" not in out and "eval/ci" not in out  # lists are not scalars for a dashboard
