@@ -36,13 +36,16 @@ if compgen -G ".whl/*.whl" >/dev/null; then
 fi
 
 python3 - <<'EOF'
-import importlib, sys
+import importlib, importlib.metadata, sys
 missing = []
-for name in ("torch", "transformers", "trl", "peft", "accelerate", "datasets", "pyarrow", "math_verify"):
+for module, dist in [("torch", "torch"), ("transformers", "transformers"), ("trl", "trl"), ("peft", "peft"),
+                     ("accelerate", "accelerate"), ("datasets", "datasets"), ("pyarrow", "pyarrow"),
+                     ("math_verify", "math-verify")]:
     try:
-        print(f"{name} {importlib.import_module(name).__version__}")
-    except Exception as error:  # noqa: BLE001 - report every missing piece, then stop
-        missing.append(f"{name}: {error!r}")
+        importlib.import_module(module)
+        print(f"{dist} {importlib.metadata.version(dist)}")
+    except Exception as error:  # report every missing piece, then stop
+        missing.append(f"{module}: {error!r}")
 import torch
 print("cuda:", torch.cuda.is_available(), torch.cuda.get_device_name() if torch.cuda.is_available() else "")
 if missing or not torch.cuda.is_available():

