@@ -130,10 +130,11 @@ def sized_for(path: Path) -> tuple[int, float] | None:
 
 
 def gpu_configs(root: Path) -> list[Path]:
-    """Every GRPO config under ``root`` for a model in ``SHAPES`` (the GPU configs)."""
+    """Every GRPO-trained config (``grpo_*``, ``judge_lab_*``) under ``root`` for a model in ``SHAPES``: the GPU
+    configs."""
     import yaml
 
-    paths = sorted(root.rglob("grpo_*.yaml")) if root.is_dir() else [root]
+    paths = sorted([*root.rglob("grpo_*.yaml"), *root.rglob("judge_lab_*.yaml")]) if root.is_dir() else [root]
     return [p for p in paths if yaml.safe_load(p.read_text()).get("model_name_or_path") in SHAPES]
 
 

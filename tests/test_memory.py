@@ -72,6 +72,7 @@ def test_every_gpu_config_is_found():
     assert "gsm8k/qwen2.5-0.5b-instruct/grpo_lora_b0.yaml" in names
     assert "gsm8k/qwen2.5-1.5b-instruct/grpo_qlora_drgrpo_b0.yaml" in names
     assert "math/qwen2.5-1.5b-instruct/grpo_lora_drgrpo_b0.yaml" in names
+    assert "judge_lab/qwen2.5-0.5b-instruct/judge_lab_judge_b0.yaml" in names
 
 
 @pytest.mark.parametrize("path", GPU_CONFIGS, ids=lambda p: p.relative_to(ROOT / "recipes" / "configs").as_posix())
