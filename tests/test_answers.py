@@ -146,6 +146,7 @@ def test_boxes_that_cannot_be_compared_in_time_are_a_timeout(monkeypatch):
 
     monkeypatch.setattr(verify, "_POOL", Pool())
     monkeypatch.setattr(verify, "TIMEOUT_MEMO_S", 0.0)
+    monkeypatch.setattr(verify, "_CACHE", type(verify._CACHE)())  # a verdict cached by an earlier test would answer
     text = "First \\boxed{\\frac{3}{4}}." + " Checking it again." * 5 + " So \\boxed{0.75}."
     answer = extract_answer(text, task="math")
     assert (answer.value, answer.reason) == (None, "timeout")
