@@ -10,6 +10,17 @@ The judge sees the question and the model's answer -- never the gold answer -- a
   retries with exponential backoff on 429, 5xx, timeouts and connection errors.
 - ``HFJudgeClient``: a local Hugging Face causal LM scoring with ``generate`` (greedy), for users without an endpoint.
 
+Both read the score one of two ways (``mode``):
+
+- ``"text"`` (the default): the judge writes a reply and ``parse_score`` finds the score in it.
+- ``"logprob"``: the judge's next-token distribution over the score tokens is read instead, so there is no reply to
+  parse (see ``score_distribution``). Locally: the prompt ends with the assistant turn's prefix ``Score: `` and one
+  forward pass (no ``generate``) gives the distribution. Over HTTP: the server is asked for ``top_logprobs`` of the
+  reply's first two tokens (vLLM and OpenAI return them). The reward is the expected score (``logprob_score=
+  "expected"``) or the most likely one (``"argmax"``). When the score tokens hold less than ``min_score_mass`` of the
+  probability (the judge wants to say something else), the reward is None, the answer is counted in
+  ``stats.low_mass`` and a warning is logged: a score renormalised from a sliver of mass would be noise.
+
 A reply that holds no score (``parse_score`` returns None), or a request that still fails after its retries, gives
 the reward ``None``, not 0: TRL then leaves that answer out of its group's mean and std and gives it advantage 0, so
 the judge's own failure neither punishes nor rewards the answer. Scoring it 0 would push the policy away from
@@ -19,6 +30,8 @@ whatever the judge failed on -- noise with a direction. Every such reply is coun
 (8.0, 9.0, 7.0, 6.0)
 >>> parse_score("The answer is correct."), parse_score("Score: 12"), parse_score("")
 (None, None, None)
+>>> score_distribution({"7": 0.5, "8": 0.3, "1": 0.2}, after_one={"0": 0.5})
+([0.0, 0.1, 0.0, 0.0, 0.0, 0.0, 0.0, 0.5, 0.3, 0.0, 0.1], True)
 >>> answer_line_correctness_reward(["4 * 6 = 24, 24 - 7 = 17.\\nAnswer: 17", "Answer: 17\\nor 18"], answer=["17"] * 2)
 [1.0, 0.0]
 """
@@ -90,24 +103,85 @@ def judge_messages(question: str, answer: str) -> list[dict]:
     ]
 
 
+JUDGE_MODES = ("text", "logprob")
+LOGPROB_SCORES = ("expected", "argmax")
+SCORE_TOKENS = [str(k) for k in range(int(MAX_SCORE) + 1)]  # "0" ... "10"
+LOGPROB_PREFIX = "Score: "  # the local judge's turn starts with it, so its next token is the score
+DEFAULT_MIN_SCORE_MASS = 0.5
+TOP_LOGPROBS = 20  # what a server is asked for per position (OpenAI's maximum)
+
+
+def score_distribution(first: dict[str, float], after_one: dict[str, float] | None) -> tuple[list[float], bool]:
+    """P(score = k) for k = 0..10 from next-token probabilities, and whether "10" was resolved.
+
+    Args:
+        first: probability of each score-token text at the score's first position (``"0"``..``"9"``, and ``"10"``
+            where the tokenizer has it as one token); other keys are ignored.
+        after_one: the next-token probabilities after a ``"1"``, or None when they are unknown.
+
+    "10" is two tokens in many tokenizers (SmolLM2's and Qwen's: "1" then "0"), so the mass of "1" is split by what
+    follows it: "0" makes 10, another digit makes 11-19 (out of range: that mass is dropped), anything else leaves 1.
+    Without ``after_one`` all of "1" counts as 1, and the second value is False unless "10" is a token of its own.
+    A digit 2-9 followed by another digit (20-99) is counted as that digit: asked for 0-10, a judge puts almost no
+    mass there. The probabilities need not sum to 1; their sum is the score tokens' mass.
+    """
+    probs = [float(first.get(token, 0.0)) for token in SCORE_TOKENS]
+    resolved = after_one is not None or "10" in first or probs[1] == 0  # "10" as one token: "1" is just 1
+    if after_one is not None and probs[1] > 0:
+        p_zero = after_one.get("0", 0.0)
+        p_more_digits = sum(after_one.get(str(d), 0.0) for d in range(1, 10))
+        probs[10] += probs[1] * p_zero
+        probs[1] *= max(0.0, 1.0 - p_zero - p_more_digits)
+    return [round(p, 12) for p in probs], resolved
+
+
+def score_from_distribution(probs: list[float], how: str) -> float:
+    """The expected score over the score tokens (renormalised), or the most likely score.
+
+    >>> score_from_distribution([0.0] * 7 + [0.5, 0.3, 0.0, 0.1], "expected"), score_from_distribution([0.2] + [0.1] * 10, "argmax")
+    (7.666666666666667, 0.0)
+    """  # noqa: E501
+    mass = sum(probs)
+    if how == "argmax":
+        return float(max(range(len(probs)), key=probs.__getitem__))
+    return sum(k * p for k, p in enumerate(probs)) / mass
+
+
+def check_mode(mode: str, logprob_score: str, min_score_mass: float) -> None:
+    """The scoring settings, checked before any model loads."""
+    if mode not in JUDGE_MODES:
+        raise ValueError(f"judge mode {mode!r}: use 'text' (parse a reply) or 'logprob' (read the score tokens)")
+    if logprob_score not in LOGPROB_SCORES:
+        raise ValueError(f"judge logprob_score {logprob_score!r}: use 'expected' or 'argmax'")
+    if not 0.0 <= min_score_mass <= 1.0:
+        raise ValueError(f"judge min_score_mass must be in [0, 1] (a share of probability), got {min_score_mass}")
+
+
 @dataclass
 class JudgeResult:
-    """One judged answer: ``score`` is None when the reply held no score (``reply`` set) or the request failed."""
+    """One judged answer: ``score`` is None when the reply held no score (``reply`` set), the request failed, or (log-
+    probability mode) the score tokens held too little mass. ``probs`` is P(score = k), k = 0..10, in that mode."""
 
     score: float | None
     reply: str | None = None
     error: str | None = None
+    probs: list[float] | None = None
+    mass: float | None = None
 
 
 @dataclass
 class JudgeStats:
-    """Running counts over a client's life; ``unparseable`` and ``failed`` answers got reward None."""
+    """Running counts over a client's life; ``unparseable``, ``low_mass`` and ``failed`` answers got reward None.
 
-    requests: int = 0  # HTTP attempts or generate calls, retries included
+    ``ten_unresolved`` (log-probability mode over HTTP) counts answers whose "1" could not be split into 1 and 10."""
+
+    requests: int = 0  # HTTP attempts or forward/generate calls, retries included
     scored: int = 0
     unparseable: int = 0
+    low_mass: int = 0
     failed: int = 0
     retries: int = 0
+    ten_unresolved: int = 0
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
 
     def add(self, **counts: int) -> None:
@@ -116,7 +190,8 @@ class JudgeStats:
                 setattr(self, name, getattr(self, name) + n)
 
     def as_dict(self) -> dict[str, int]:
-        return {k: getattr(self, k) for k in ("requests", "scored", "unparseable", "failed", "retries")}
+        names = ("requests", "scored", "unparseable", "low_mass", "failed", "retries", "ten_unresolved")
+        return {k: getattr(self, k) for k in names}
 
     def __getstate__(self):
         return self.as_dict()
@@ -145,6 +220,28 @@ def _record(stats: JudgeStats, reply: str | None, error: str | None) -> JudgeRes
     return JudgeResult(score, reply)
 
 
+def _record_distribution(
+    stats: JudgeStats, probs: list[float], resolved: bool, how: str, min_mass: float
+) -> JudgeResult:
+    """A log-probability verdict: the score, or None (counted, logged) when the score tokens hold too little mass."""
+    mass = sum(probs)
+    if not resolved:
+        stats.add(ten_unresolved=1)
+    if mass <= 0 or mass < min_mass:
+        stats.add(low_mass=1)
+        if stats.low_mass <= LOG_FIRST_N or stats.low_mass % 100 == 0:
+            logger.warning(
+                "judge's score tokens 0-10 hold %.3g of the next-token probability (< min_score_mass %g), reward "
+                "None (%d so far)",
+                mass,
+                min_mass,
+                stats.low_mass,
+            )
+        return JudgeResult(None, probs=probs, mass=mass)
+    stats.add(scored=1)
+    return JudgeResult(score_from_distribution(probs, how), probs=probs, mass=mass)
+
+
 class OpenAIJudgeClient:
     """Scores answers through an OpenAI-compatible chat-completions endpoint.
 
@@ -158,6 +255,12 @@ class OpenAIJudgeClient:
         max_retries: retries after the first attempt, on 429/5xx/timeouts/connection errors, with exponential
             backoff ``backoff_s * 2**attempt`` (plus jitter; a ``Retry-After`` header is honoured up to 60 s).
         temperature, max_tokens: sampling settings of the judge (0 = greedy, as a judge is usually run).
+        mode: ``"text"`` (parse the reply) or ``"logprob"`` (read ``top_logprobs`` of the reply's first two tokens;
+            ``max_tokens`` is then 2). The second position splits "1" into 1 and 10 only when the reply's first
+            token IS "1" (a server reports top log-probabilities along the reply it wrote); otherwise "1" counts as
+            1 and ``stats.ten_unresolved`` counts it. A tokenizer with "10" as one token (OpenAI's) needs no split.
+        logprob_score: ``"expected"`` or ``"argmax"`` score in log-probability mode.
+        min_score_mass: below this share of probability on the score tokens the reward is None (logged, counted).
 
     >>> client = OpenAIJudgeClient("http://127.0.0.1:8000/v1/", "Qwen/Qwen2.5-7B-Instruct", api_key_env="JUDGE_KEY")
     >>> client.url
@@ -176,6 +279,9 @@ class OpenAIJudgeClient:
         backoff_s: float = 1.0,
         temperature: float = 0.0,
         max_tokens: int = 16,
+        mode: str = "text",
+        logprob_score: str = "expected",
+        min_score_mass: float = DEFAULT_MIN_SCORE_MASS,
     ):
         if not base_url or not base_url.startswith(("http://", "https://")):
             raise ValueError(f"judge base_url must start with http:// or https://, got {base_url!r}")
@@ -188,6 +294,8 @@ class OpenAIJudgeClient:
             )
         if max_concurrency < 1 or timeout_s <= 0 or max_retries < 0:
             raise ValueError("judge max_concurrency must be >= 1, timeout_s > 0 and max_retries >= 0")
+        check_mode(mode, logprob_score, min_score_mass)
+        self.mode, self.logprob_score, self.min_score_mass = mode, logprob_score, min_score_mass
         self.url = base_url.rstrip("/") + "/chat/completions"
         self.model = model
         self.api_key_env = api_key_env
@@ -200,7 +308,8 @@ class OpenAIJudgeClient:
         self.stats = JudgeStats()
 
     def __repr__(self) -> str:  # no key here: only the variable's name
-        return f"OpenAIJudgeClient(url={self.url!r}, model={self.model!r}, api_key_env={self.api_key_env!r})"
+        mode = "" if self.mode == "text" else f", mode={self.mode!r}"
+        return f"OpenAIJudgeClient(url={self.url!r}, model={self.model!r}, api_key_env={self.api_key_env!r}{mode})"
 
     def _key(self) -> str | None:
         return os.environ.get(self.api_key_env) if self.api_key_env else None
@@ -209,11 +318,14 @@ class OpenAIJudgeClient:
         key = self._key()
         return text.replace(key, "***") if key else text
 
-    def _post(self, messages: list[dict]) -> tuple[str | None, str | None]:
-        """(reply text, None) or (None, error description); retries what is worth retrying."""
-        body = json.dumps(
-            {"model": self.model, "messages": messages, "temperature": self.temperature, "max_tokens": self.max_tokens}
-        ).encode()
+    def _post(self, messages: list[dict]) -> tuple[dict | None, str | None]:
+        """(the response's first choice, None) or (None, error description); retries what is worth retrying."""
+        request_body = {"model": self.model, "messages": messages, "temperature": self.temperature}
+        if self.mode == "logprob":  # the score's first token, and the one after it (to tell 1 from 10)
+            request_body.update(max_tokens=2, logprobs=True, top_logprobs=TOP_LOGPROBS)
+        else:
+            request_body["max_tokens"] = self.max_tokens
+        body = json.dumps(request_body).encode()
         error = "no attempt"
         for attempt in range(self.max_retries + 1):
             if attempt:
@@ -228,8 +340,9 @@ class OpenAIJudgeClient:
             try:
                 with urllib.request.urlopen(request, timeout=self.timeout_s) as response:
                     payload = json.loads(response.read().decode("utf-8", errors="replace"))
-                content = payload["choices"][0]["message"]["content"]
-                return (content if isinstance(content, str) else ""), None
+                choice = payload["choices"][0]
+                choice["message"]["content"]  # noqa: B018 - a body without it is malformed (KeyError below)
+                return choice, None
             except urllib.error.HTTPError as e:
                 detail = e.read()[:200].decode("utf-8", errors="replace")
                 error = self._redact(f"HTTP {e.code} from {self.url}: {detail}")
@@ -257,26 +370,69 @@ class OpenAIJudgeClient:
             return []
 
         def one(messages):
-            reply, error = self._post(messages)
-            return _record(self.stats, reply, error)
+            choice, error = self._post(messages)
+            if error is None and self.mode == "logprob":
+                try:
+                    probs, resolved = score_distribution(*_first_positions(choice["logprobs"]["content"]))
+                except (KeyError, IndexError, TypeError, ValueError) as e:
+                    error = (
+                        f"no top_logprobs in the response from {self.url} ({e.__class__.__name__}): does it serve them?"
+                    )
+                else:
+                    return _record_distribution(self.stats, probs, resolved, self.logprob_score, self.min_score_mass)
+            content = choice["message"]["content"] if error is None else None
+            return _record(self.stats, content if isinstance(content, str) or error else "", error)
 
         with ThreadPoolExecutor(max_workers=min(self.max_concurrency, len(conversations))) as pool:
             return list(pool.map(one, conversations))
 
 
+def _first_positions(content: list[dict]) -> tuple[dict[str, float], dict[str, float] | None]:
+    """From a chat-completions ``logprobs.content`` list: the score-token probabilities at the first position, and the
+    next-token probabilities after a "1" when the reply's first token is "1" (else None)."""
+    import math
+
+    def probabilities(position: dict) -> dict[str, float]:
+        out: dict[str, float] = {}
+        for entry in position["top_logprobs"]:  # " 7" and "7" are both the score 7
+            out[entry["token"].strip()] = out.get(entry["token"].strip(), 0.0) + math.exp(float(entry["logprob"]))
+        return out
+
+    first = probabilities(content[0])
+    after_one = probabilities(content[1]) if content[0]["token"].strip() == "1" and len(content) > 1 else None
+    return first, after_one
+
+
 class HFJudgeClient:
-    """Scores answers with a local Hugging Face chat model (greedy ``generate``), for users without an endpoint.
+    """Scores answers with a local Hugging Face chat model, for users without an endpoint.
 
     Args:
         model_name_or_path: a local folder or hub id of a chat model with a chat template.
-        max_new_tokens: reply length; a score needs few tokens.
-        batch_size: conversations per ``generate`` call.
+        max_new_tokens: reply length in text mode; a score needs few tokens.
+        batch_size: conversations per ``generate`` call or forward pass.
         device: ``"cuda"``, ``"cpu"``, or None for cuda when available.
+        mode: ``"text"`` (greedy ``generate``, then ``parse_score``) or ``"logprob"``: the chat template's assistant
+            turn plus ``Score: `` and then the token "1", in ONE forward pass; the logits before "1" give the score's
+            first token, the logits after it split "1" into 1 and 10 (``score_distribution``). Each of "0".."9"
+            must be a single token of the judge's tokenizer (checked at load).
+        logprob_score, min_score_mass: as for ``OpenAIJudgeClient``.
     """
 
-    def __init__(self, model_name_or_path: str, *, max_new_tokens: int = 16, batch_size: int = 8, device=None):
+    def __init__(
+        self,
+        model_name_or_path: str,
+        *,
+        max_new_tokens: int = 16,
+        batch_size: int = 8,
+        device=None,
+        mode: str = "text",
+        logprob_score: str = "expected",
+        min_score_mass: float = DEFAULT_MIN_SCORE_MASS,
+    ):
         if not model_name_or_path:
             raise ValueError("judge model path is empty: give a local folder or hub id (judge_model)")
+        check_mode(mode, logprob_score, min_score_mass)
+        self.mode, self.logprob_score, self.min_score_mass = mode, logprob_score, min_score_mass
         self.model_name_or_path = model_name_or_path
         self.max_new_tokens = max_new_tokens
         self.batch_size = batch_size
@@ -285,7 +441,8 @@ class HFJudgeClient:
         self._model = self._tokenizer = None
 
     def __repr__(self) -> str:
-        return f"HFJudgeClient(model={self.model_name_or_path!r})"
+        mode = "" if self.mode == "text" else f", mode={self.mode!r}"
+        return f"HFJudgeClient(model={self.model_name_or_path!r}{mode})"
 
     def __getstate__(self):  # the model is reloaded where it is unpickled
         return {**self.__dict__, "_model": None, "_tokenizer": None}
@@ -300,6 +457,41 @@ class HFJudgeClient:
             self._tokenizer.pad_token = self._tokenizer.eos_token
         dtype = torch.bfloat16 if device == "cuda" else torch.float32
         self._model = AutoModelForCausalLM.from_pretrained(self.model_name_or_path, dtype=dtype).to(device).eval()
+        if self.mode == "logprob":
+            self._score_ids = score_token_ids(self._tokenizer)
+
+    def _score_distributions(self, batch: list[list[dict]]) -> list[tuple[list[float], bool]]:
+        """One forward pass over ``<chat template> Score: 1`` for each conversation (left-padded)."""
+        import torch
+
+        tok = self._tokenizer
+        one = self._score_ids["1"]
+        rows = [
+            tok(tok.apply_chat_template(m, tokenize=False, add_generation_prompt=True) + LOGPROB_PREFIX,
+                add_special_tokens=False)["input_ids"] + [one]
+            for m in batch
+        ]  # fmt: skip
+        width = max(map(len, rows))
+        ids = torch.tensor([[tok.pad_token_id] * (width - len(r)) + r for r in rows])
+        mask = torch.tensor([[0] * (width - len(r)) + [1] * len(r) for r in rows])
+        positions = (mask.cumsum(-1) - 1).clamp(min=0)  # as generate does (needed by absolute-position models)
+        with torch.no_grad():
+            logits = (
+                self._model(
+                    input_ids=ids.to(self._model.device),
+                    attention_mask=mask.to(self._model.device),
+                    position_ids=positions.to(self._model.device),
+                )
+                .logits[:, -2:]
+                .float()
+            )  # [B, 2, V]: before "1" (the score's first token), after "1"
+        probs = logits.softmax(-1).cpu()
+        out = []
+        for row in probs:
+            first = {t: row[0, i].item() for t, i in self._score_ids.items()}
+            after_one = {t: row[1, i].item() for t, i in self._score_ids.items() if len(t) == 1}
+            out.append(score_distribution(first, after_one))
+        return out
 
     def score_many(self, conversations: list[list[dict]]) -> list[JudgeResult]:
         """Judge each conversation; a generation error gives failed results, never an exception."""
@@ -311,6 +503,19 @@ class HFJudgeClient:
         for start in range(0, len(conversations), self.batch_size):
             batch = conversations[start : start + self.batch_size]
             self.stats.add(requests=1)
+            if self.mode == "logprob":
+                try:
+                    distributions = self._score_distributions(batch)
+                except Exception as e:  # noqa: BLE001 - a judge failure must not stop training
+                    results += [
+                        _record(self.stats, None, f"forward failed: {e.__class__.__name__}: {e}") for _ in batch
+                    ]
+                else:
+                    results += [
+                        _record_distribution(self.stats, p, r, self.logprob_score, self.min_score_mass)
+                        for p, r in distributions
+                    ]
+                continue
             try:
                 texts = [
                     self._tokenizer.apply_chat_template(m, tokenize=False, add_generation_prompt=True) for m in batch
@@ -331,6 +536,24 @@ class HFJudgeClient:
         return results
 
 
+def score_token_ids(tokenizer) -> dict[str, int]:
+    """Token ids of the scores "0".."9" (each must be ONE token) and of "10" when it is one token too.
+
+    Raises ValueError naming the score that is not a single token: the log-probability mode reads one position.
+    """
+    ids = {}
+    for token in SCORE_TOKENS:
+        encoded = tokenizer.encode(token, add_special_tokens=False)
+        if len(encoded) == 1:
+            ids[token] = encoded[0]
+        elif token != "10":
+            raise ValueError(
+                f"the judge's tokenizer splits the score {token!r} into {len(encoded)} tokens {encoded}: the "
+                "log-probability mode needs each of 0-9 as one token; use judge mode 'text' with this judge"
+            )
+    return ids
+
+
 def _question_of(prompt) -> str:
     """The question text of a prompt: a plain string, or the last user message of a conversation."""
     if isinstance(prompt, str):
@@ -344,7 +567,8 @@ class JudgeReward:
 
     Called as TRL calls rewards (``prompts=``, ``completions=``, dataset columns, ``log_extra=``, ``log_metric=``).
     The question is the ``question`` column when the dataset has one, else the prompt's last user message. Logs the
-    raw 0-10 scores as the ``judge_score`` column and the shares of unparseable and failed replies as metrics.
+    raw 0-10 scores as the ``judge_score`` column and the shares of unparseable and failed replies as metrics; in
+    log-probability mode also the share with too little mass on the score tokens and their mean mass.
 
     >>> import pickle
     >>> reward = JudgeReward(OpenAIJudgeClient("http://127.0.0.1:1/v1", "m", max_retries=0, timeout_s=0.5))
@@ -374,6 +598,13 @@ class JudgeReward:
                 "judge/unparseable_frac", sum(r.score is None and r.error is None for r in results) / len(results)
             )
             log_metric("judge/failed_frac", sum(r.error is not None for r in results) / len(results))
+            if getattr(self.client, "mode", "text") == "logprob":  # the score tokens' mass, and how often it was low
+                masses = [r.mass for r in results if r.mass is not None]
+                log_metric(
+                    "judge/low_mass_frac", sum(r.score is None and r.mass is not None for r in results) / len(results)
+                )
+                if masses:
+                    log_metric("judge/score_mass_mean", sum(masses) / len(masses))
         return [None if r.score is None else r.score / MAX_SCORE for r in results]
 
 

@@ -77,6 +77,8 @@ class FakeJudgeServer:
 
                 if self.path != "/v1/chat/completions":
                     return self._reply(404, {"error": "not found"})
+                if answer.startswith("LP "):  # "LP 7=0.6,8=0.3|0=0.5": top log-probabilities per position
+                    return self._reply(200, logprob_chat(answer[3:]))
                 if answer.startswith("SCORE"):
                     time.sleep(0.05)  # long enough for concurrent requests to overlap
                     return self._reply(200, chat(answer.split()[1]))
@@ -111,6 +113,21 @@ class FakeJudgeServer:
     def __exit__(self, *exc):
         self.httpd.shutdown()
         self.httpd.server_close()
+
+
+def logprob_chat(spec: str) -> dict:
+    """A chat completion with ``logprobs.content`` as vLLM/OpenAI return it: per position, the sampled (most likely)
+    token and its ``top_logprobs``. ``spec`` is ``tok=p,tok=p|tok=p`` (positions separated by ``|``)."""
+    import math
+
+    content = []
+    for position in spec.split("|"):
+        pairs = [(tok.replace("_", " "), float(p)) for tok, p in (item.split("=") for item in position.split(","))]
+        top = [{"token": tok, "logprob": math.log(p), "bytes": list(tok.encode())} for tok, p in pairs]
+        content.append({"token": max(pairs, key=lambda tp: tp[1])[0], "logprob": max(t["logprob"] for t in top),
+                        "top_logprobs": top})  # fmt: skip
+    text = "".join(position["token"] for position in content)
+    return {"choices": [{"message": {"content": text}, "logprobs": {"content": content}}]}
 
 
 @pytest.fixture
@@ -184,7 +201,9 @@ def test_unparseable_and_failed_replies_are_counted_logged_and_give_none(server,
     assert rewards == [0.9, None, None, 0.2]
     assert extra["judge_score"] == [9.0, None, None, 2.0]
     assert metrics == {"judge/unparseable_frac": 0.25, "judge/failed_frac": 0.25}
-    assert reward.client.stats.as_dict() == {"requests": 6, "scored": 2, "unparseable": 1, "failed": 1, "retries": 2}
+    assert reward.client.stats.as_dict() == {
+        "requests": 6, "scored": 2, "unparseable": 1, "low_mass": 0, "failed": 1, "retries": 2, "ten_unresolved": 0
+    }  # fmt: skip
     log = judge_log.read_text()
     assert "holds no 0-10 score" in log and "This answer looks plausible" in log and "HTTP 500" in log
 
@@ -302,3 +321,154 @@ def test_hf_judge_runs_on_the_tiny_model(tiny_model_dir):
     stats = reward.client.stats
     assert stats.scored + stats.unparseable == 3 and stats.failed == 0
     assert pickle.loads(pickle.dumps(reward)).client._model is None  # the model is not pickled
+
+
+# --- log-probability mode ---------------------------------------------------------------------------------------
+
+DISTRIBUTIONS = [
+    # (first-position probabilities, probabilities after "1", expected P(score=k) as {k: p}, resolved)
+    ({"7": 0.6, "8": 0.4}, {"0": 0.9}, {7: 0.6, 8: 0.4}, True),  # no "1": nothing to split
+    ({"1": 0.5, "9": 0.5}, {"0": 0.8}, {1: 0.1, 9: 0.5, 10: 0.4}, True),  # "1" then "0" is 10
+    ({"1": 1.0}, {"7": 0.5, "0": 0.25}, {1: 0.25, 10: 0.25}, True),  # "1" then "7" is 17: out of range, dropped
+    ({"1": 0.4, "5": 0.6}, None, {1: 0.4, 5: 0.6}, False),  # after "1" unknown: all of it counts as 1, flagged
+    ({"10": 0.3, "1": 0.2}, None, {1: 0.2, 10: 0.3}, True),  # "10" is one token: "1" is just 1
+    ({"Hello": 0.9, "3": 0.1}, {"0": 1.0}, {3: 0.1}, True),  # other tokens are not scores: mass 0.1
+]
+
+
+@pytest.mark.parametrize("first,after_one,expected,resolved", DISTRIBUTIONS)
+def test_score_distribution(first, after_one, expected, resolved):
+    from rewards.judge import score_distribution
+
+    probs, was_resolved = score_distribution(first, after_one)
+    assert probs == pytest.approx([expected.get(k, 0.0) for k in range(11)])
+    assert was_resolved == resolved
+
+
+LOGPROB_CASES = [
+    # (answer the server reacts to, client settings, expected score, stats that must be 1)
+    ("LP 7=0.6,8=0.2,_9=0.2", {}, 7.6, "scored"),  # " 9" (a leading space) is the score 9 too
+    ("LP 7=0.6,8=0.2,9=0.2", {"logprob_score": "argmax"}, 7.0, "scored"),  # the most likely score
+    ("LP 1=0.6,9=0.4|0=0.5,x=0.5", {}, (0.3 + 9 * 0.4 + 10 * 0.3) / 1.0, "scored"),  # "1" then "0": 10
+    ("LP 9=0.4,1=0.3", {"logprob_score": "argmax"}, 9.0, "ten_unresolved"),  # "1" not sampled: cannot split it
+    ("LP The=0.8,8=0.1", {}, None, "low_mass"),  # 0.1 on the scores, under the 0.5 default
+    ("LP The=0.8,8=0.1", {"min_score_mass": 0.05}, 8.0, "scored"),  # the same, with a lower threshold
+    ("SCORE 7", {}, None, "failed"),  # a server that returns no log-probabilities: failed, not guessed
+]
+
+
+@pytest.mark.parametrize("answer,settings,score,counted", LOGPROB_CASES, ids=[c[0] for c in LOGPROB_CASES])
+def test_logprob_judge_over_http(server, judge_log, answer, settings, score, counted):
+    client = make_client(server, mode="logprob", **settings)
+    [result] = client.score_many([conversation(answer)])
+    assert result.score == (None if score is None else pytest.approx(score))
+    assert getattr(client.stats, counted) == 1
+    request = server.requests[-1]
+    assert request["logprobs"] is True and request["top_logprobs"] == 20 and request["max_tokens"] == 2
+    if counted == "low_mass":
+        assert "hold 0.1 of the next-token probability" in judge_log.read_text()
+    if counted == "failed":
+        assert "top_logprobs" in result.error
+
+
+def test_logprob_judge_reward_logs_mass_metrics(server, judge_log):
+    reward = JudgeReward(make_client(server, mode="logprob"))
+    metrics = {}
+    rewards = reward(prompts=["q"] * 2, completions=["LP 8=0.9", "LP The=0.9,2=0.1"], log_metric=metrics.__setitem__)
+    assert rewards == [pytest.approx(0.8), None]
+    assert metrics["judge/low_mass_frac"] == 0.5 and metrics["judge/score_mass_mean"] == pytest.approx(0.5)
+
+
+def _manual_distribution(model, tokenizer, messages):
+    """P(score = k) by hand: one unpadded forward per position, digits looked up by encoding them."""
+    import torch
+
+    text = tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True) + "Score: "
+    ids = tokenizer(text, add_special_tokens=False)["input_ids"]
+    digit = {d: tokenizer.encode(str(d), add_special_tokens=False)[0] for d in range(10)}
+    with torch.no_grad():
+        first = model(torch.tensor([ids])).logits[0, -1].softmax(-1)
+        after_one = model(torch.tensor([ids + [digit[1]]])).logits[0, -1].softmax(-1)
+    probs = [first[digit[d]].item() for d in range(10)] + [0.0]
+    p_one = probs[1]
+    probs[1] = p_one * (1 - sum(after_one[digit[d]].item() for d in range(10)))
+    probs[10] = p_one * after_one[digit[0]].item()
+    return probs
+
+
+def test_logprob_judge_on_the_tiny_model_matches_a_forward_pass_by_hand(tiny_model_dir):
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    # answers of different lengths, so the batch is left-padded: positions must not shift
+    answers = ["4", "2 + 2 = 4, so the answer is four.\nAnswer: 4", "five"]
+    conversations = [conversation(a) for a in answers]
+    client = HFJudgeClient(str(tiny_model_dir), mode="logprob", min_score_mass=0.0, device="cpu", batch_size=3)
+    results = client.score_many(conversations)
+    model = AutoModelForCausalLM.from_pretrained(tiny_model_dir).eval()
+    tokenizer = AutoTokenizer.from_pretrained(tiny_model_dir)
+    for result, messages in zip(results, conversations, strict=True):
+        expected = _manual_distribution(model, tokenizer, messages)
+        assert result.probs == pytest.approx(expected, rel=1e-4, abs=1e-7)
+        assert result.mass == pytest.approx(sum(expected), rel=1e-4)
+        assert result.score == pytest.approx(sum(k * p for k, p in enumerate(expected)) / sum(expected), rel=1e-4)
+    assert client.stats.requests == 1 and client.stats.scored == 3  # one forward pass for the batch
+    argmax = HFJudgeClient(str(tiny_model_dir), mode="logprob", logprob_score="argmax", min_score_mass=0.0)
+    assert [r.score for r in argmax.score_many(conversations)] == [
+        float(max(range(11), key=r.probs.__getitem__)) for r in results
+    ]
+
+
+def test_logprob_judge_with_too_little_mass_gives_none_and_warns(tiny_model_dir, judge_log):
+    # an untrained model spreads its mass over 400 tokens: the 0-10 scores hold far less than all of it
+    reward = make_judge_reward("hf", str(tiny_model_dir), mode="logprob", min_score_mass=1.0, device="cpu")
+    assert reward(prompts=["2+2?"] * 2, completions=["4", "five"]) == [None, None]
+    assert reward.client.stats.low_mass == 2 and reward.client.stats.scored == 0
+    assert "< min_score_mass 1" in judge_log.read_text()
+
+
+BAD_MODES = [
+    # (settings, message fragment)
+    ({"mode": "logprobs"}, "judge mode 'logprobs'"),  # a typo of the mode
+    ({"mode": "logprob", "logprob_score": "mean"}, "'expected' or 'argmax'"),  # unknown way to read the score
+    ({"mode": "logprob", "min_score_mass": 1.5}, "min_score_mass must be in"),  # not a share of probability
+]
+
+
+@pytest.mark.parametrize("settings,message", BAD_MODES)
+def test_bad_judge_modes_fail_before_loading(settings, message):
+    with pytest.raises(ValueError, match=message):
+        make_judge_reward("hf", "/nonexistent/judge", **settings)  # raises before the (missing) model would load
+    with pytest.raises(ValueError, match=message):
+        make_judge_reward("openai", "m", "http://127.0.0.1:8000/v1", **settings)
+
+
+def test_score_tokens_must_be_single_tokens():
+    from rewards.judge import score_token_ids
+
+    class SplitsSevens:  # a tokenizer with "7" as two tokens, "10" as one
+        def encode(self, text, add_special_tokens=False):
+            return {"7": [70, 71], "10": [100]}.get(text, [int(text)])
+
+    with pytest.raises(ValueError, match="splits the score '7' into 2 tokens"):
+        score_token_ids(SplitsSevens())
+
+
+@pytest.mark.slow
+def test_logprob_judge_on_smollm2():
+    from lab.real_model import require_real_model
+
+    folder = require_real_model()
+    from eval.judge_noise import DEFAULT_SET, LAB_QUESTION
+    from rewards.judge import judge_messages
+
+    client = HFJudgeClient(str(folder), mode="logprob", device="cpu", batch_size=len(DEFAULT_SET))
+    conversations = [judge_messages(LAB_QUESTION, a) for a in DEFAULT_SET]
+    results = client.score_many(conversations)
+    # SmolLM2 puts most of its next-token mass on the digits (NOTES.md): every answer is scored, none unparseable
+    assert client.stats.as_dict() | {"requests": 0} == {
+        "requests": 0, "scored": 6, "unparseable": 0, "low_mass": 0, "failed": 0, "retries": 0, "ten_unresolved": 0
+    }  # fmt: skip
+    assert all(0.0 <= r.score <= 10.0 and 0.5 <= r.mass <= 1.0 for r in results)
+    # deterministic: one at a time (no padding) gives the batch's numbers
+    alone = [client.score_many([c])[0] for c in conversations[:2]]
+    assert [r.probs for r in alone] == pytest.approx([r.probs for r in results[:2]], abs=1e-4)
