@@ -6,9 +6,14 @@
     # the answers a lab run produced, each scored twice
     python -m eval.judge_noise --judge_base_url ... --judge_model ... --answers_from_run runs/judge_lab_judge_b0
 
+    # a local judge in log-probability mode (no server; rewards/judge.py): the expected score of each answer
+    python -m eval.judge_noise --judge_backend hf --judge_model runs/real_model/model --judge_mode logprob --n 5
+
 Writes ``judge_noise.json`` and ``judge_noise.md``: the distribution of the N scores of the one answer, and for the
 set, how many answers got a different score the second time (an unscored reply counts as a change when the other
 reply was scored). A deterministic judge changes nothing; a judge at temperature 0 behind a batching server may.
+In log-probability mode the report also gives the one answer's distribution over the scores 0-10 (the first time it
+was scored) and its mass: a local judge then returns the same number every time, and its noise is that distribution.
 
 >>> repeat_summary([8.0, 8.0, 9.0, None])
 {'n': 4, 'n_unscored': 1, 'distribution': {'8': 2, '9': 1}, 'mean': 8.333, 'min': 8.0, 'max': 9.0}
@@ -77,7 +82,9 @@ def answers_from_run(run_dir: str | Path, limit: int) -> list[str]:
 
 def probe(client, question: str, answer: str, n: int, answer_set: list[str]) -> dict:
     """Score ``answer`` ``n`` times and each of ``answer_set`` twice with ``client`` (a rewards.judge client)."""
-    repeated = [r.score for r in client.score_many([judge_messages(question, answer)] * n)]
+    repeated_results = client.score_many([judge_messages(question, answer)] * n)
+    repeated = [r.score for r in repeated_results]
+    first_probs = [r.probs for r in repeated_results if r.probs is not None]
     conversations = [judge_messages(question, a) for a in answer_set]
     first = [r.score for r in client.score_many(conversations)]
     second = [r.score for r in client.score_many(conversations)]
@@ -90,6 +97,7 @@ def probe(client, question: str, answer: str, n: int, answer_set: list[str]) -> 
         "twice_scores": [
             {"answer": a, "first": f, "second": s} for a, f, s in zip(answer_set, first, second, strict=True)
         ],
+        "score_probs": first_probs[0] if first_probs else None,  # log-probability mode: P(score = k), k = 0..10
         "judge": repr(client),
         "judge_stats": client.stats.as_dict(),
     }
@@ -113,6 +121,18 @@ def markdown(result: dict) -> str:
         "",
         f"mean {rep['mean']}, min {rep['min']}, max {rep['max']}",
         "",
+        *(
+            [
+                f"Score-token probabilities (mass {sum(result['score_probs']):.3f}):",
+                "",
+                "| " + " | ".join(str(k) for k in range(len(result["score_probs"]))) + " |",
+                "|" + "---|" * len(result["score_probs"]),
+                "| " + " | ".join(f"{p:.3f}" for p in result["score_probs"]) + " |",
+                "",
+            ]
+            if result.get("score_probs")
+            else []
+        ),
         f"## {tw['n_answers']} answers scored twice",
         "",
         f"{tw['n_changed']} of {tw['n_answers']} changed score (mean absolute change {tw['mean_abs_change']}); "
@@ -136,6 +156,10 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--judge_api_key_env", default=None, help="NAME of the variable holding the key")
     parser.add_argument("--judge_temperature", type=float, default=0.0, help="the judge's sampling temperature")
     parser.add_argument("--judge_max_concurrency", type=int, default=8)
+    parser.add_argument("--judge_mode", default="text", choices=["text", "logprob"], help="parse a reply, or read "
+                        "the score tokens' probabilities (rewards/judge.py)")  # fmt: skip
+    parser.add_argument("--judge_logprob_score", default="expected", choices=["expected", "argmax"])
+    parser.add_argument("--judge_min_score_mass", type=float, default=0.5, help="logprob mode: below it, no score")
     parser.add_argument("--question", default=LAB_QUESTION)
     parser.add_argument("--answer", default=DEFAULT_ANSWER, help="the answer scored --n times")
     parser.add_argument("--n", type=int, default=50, help="times the one answer is scored")
@@ -161,9 +185,15 @@ def main(argv: list[str] | None = None) -> dict:
         if args.judge_backend == "openai"
         else {}
     )
-    reward = make_judge_reward(
-        args.judge_backend, args.judge_model, args.judge_base_url, args.judge_api_key_env, **client_kwargs
+    client_kwargs.update(
+        mode=args.judge_mode, logprob_score=args.judge_logprob_score, min_score_mass=args.judge_min_score_mass
     )
+    try:  # bad judge settings stop here, before a local judge loads
+        reward = make_judge_reward(
+            args.judge_backend, args.judge_model, args.judge_base_url, args.judge_api_key_env, **client_kwargs
+        )
+    except ValueError as error:
+        parser.error(str(error))
     result = probe(reward.client, args.question, args.answer, args.n, answer_set)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 
+import pytest
 from test_judge import FakeJudgeServer
 
 from eval import judge_noise
@@ -31,3 +32,30 @@ def test_noise_probe_reports_distribution_and_changes(tmp_path, capsys):
     assert json.loads((out / "judge_noise.json").read_text())["twice"]["n_changed"] == 1
     assert "1 of 3 changed score" in (out / "judge_noise.md").read_text()
     assert "1 changed" in capsys.readouterr().out
+
+
+def test_noise_probe_in_logprob_mode(tmp_path):
+    answers = tmp_path / "answers.jsonl"
+    answers.write_text("\n".join(json.dumps({"answer": a}) for a in ["LP 7=1.0", "LP The=0.9,2=0.1"]) + "\n")
+    out = tmp_path / "noise"
+    with FakeJudgeServer() as server:
+        result = judge_noise.main(
+            ["--judge_base_url", server.base_url, "--judge_model", "fake", "--judge_mode", "logprob",
+             "--answer", "LP 8=0.6,9=0.4", "--n", "3", "--answers_file", str(answers), "--out", str(out)]
+        )  # fmt: skip
+        assert all(r["logprobs"] is True for r in server.requests)  # every request asked for log-probabilities
+    # the expected score 0.6 x 8 + 0.4 x 9, three times; its distribution over 0-10 is reported
+    assert result["repeat"]["distribution"] == {"8.4": 3}
+    assert result["score_probs"] == [0.0] * 8 + [0.6, 0.4, 0.0]
+    # 0.1 of the mass on a score is under the 0.5 default: no score either time
+    rows = {row["answer"]: (row["first"], row["second"]) for row in result["twice_scores"]}
+    assert rows == {"LP 7=1.0": (7.0, 7.0), "LP The=0.9,2=0.1": (None, None)}
+    assert result["judge_stats"]["low_mass"] == 2
+    assert "Score-token probabilities (mass 1.000)" in (out / "judge_noise.md").read_text()
+
+
+def test_noise_probe_rejects_a_bad_judge_mode_before_loading(tmp_path, capsys):
+    with pytest.raises(SystemExit):
+        judge_noise.main(["--judge_backend", "hf", "--judge_model", "/nonexistent", "--judge_mode", "logprob",
+                          "--judge_min_score_mass", "2", "--out", str(tmp_path)])  # fmt: skip
+    assert "min_score_mass must be in [0, 1]" in capsys.readouterr().err
