@@ -14,11 +14,13 @@ from pathlib import Path
 import pytest
 import yaml
 
+from recipes import validate
 from rewards import get_reward
 
 ROOT = Path(__file__).resolve().parents[1]
 CONFIGS = sorted((ROOT / "recipes" / "configs").rglob("*.yaml")) + sorted((ROOT / "recipes" / "configs").rglob("*.yml"))
-RECIPES = {"grpo_": "recipes.grpo", "dpo_": "recipes.dpo", "judge_lab_": "recipes.judge_lab"}  # prefix -> module
+RECIPES = {"grpo_": "recipes.grpo", "dpo_": "recipes.dpo", "judge_lab_": "recipes.judge_lab",
+           "reward_model_": "recipes.reward_model"}  # prefix -> module
 MATRIX_KEYS = {"loss_type", "beta", "scale_rewards", "output_dir"}  # what may differ inside the GSM8K matrix
 
 
@@ -54,6 +56,8 @@ def test_config_parses_with_its_recipe_and_names_known_rewards(path):
     for args in parsed:
         for name in getattr(args, "reward_funcs", None) or []:
             get_reward(name)  # raises for an unknown name
+    model_args = next(a for a in parsed if hasattr(a, "use_peft"))
+    validate.check_precision(model_args.use_peft, model_args.dtype, deepspeed=False)  # float32 master weights
     if module.__name__ == "recipes.grpo":
         module.check_args(*parsed)  # the recipe's checks that run before any model load
         relative = path.relative_to(ROOT).as_posix()
@@ -79,3 +83,13 @@ def test_gsm8k_matrix_differs_only_in_loss_and_beta(model):
         expected = ("dr_grpo", "none") if "drgrpo" in name else ("grpo", "group")
         assert (config["loss_type"], config["scale_rewards"]) == expected
         assert config["beta"] == (0.04 if name.endswith("b0.04") else 0)
+
+
+@pytest.mark.parametrize("path", CONFIGS, ids=lambda p: p.relative_to(ROOT / "recipes" / "configs").as_posix())
+def test_lora_configs_that_sync_vllm_keep_a_float32_base(path):
+    """TRL merges the LoRA into the base and unmerges it at every vLLM sync; in bf16 that moved 24.9% of the base
+    weights in 400 cycles (docs/gpu.md, bench/lora_merge_drift.py), so such configs load the base in float32."""
+    config = load(path)
+    syncs_vllm = config.get("use_vllm") or config.get("use_vllm_if_available")
+    if config.get("use_peft") and syncs_vllm and not (config.get("load_in_4bit") or config.get("load_in_8bit")):
+        assert config.get("dtype") == "float32", f"{path.name}: dtype {config.get('dtype')!r}, use float32 (bf16: true)"
