@@ -46,6 +46,11 @@ class JudgeLabArguments:
     judge_max_concurrency: int = field(default=8, metadata={"help": "judge requests in flight"})
     judge_timeout_s: float = field(default=60.0, metadata={"help": "per judge request; timeouts are retried"})
     judge_max_retries: int = field(default=4, metadata={"help": "retries on 429/5xx/timeouts, exponential backoff"})
+    judge_mode: str = field(default="text", metadata={"help": "'text' (parse a reply) or 'logprob' (score tokens)"})
+    judge_logprob_score: str = field(default="expected", metadata={"help": "logprob mode: 'expected' or 'argmax'"})
+    judge_min_score_mass: float = field(
+        default=0.5, metadata={"help": "logprob mode: below this mass on the scores 0-10, the reward is None"}
+    )
     build_tiny_model: bool = field(default=False, metadata={"help": "build lab.tiny_model at model path if missing"})
 
 
@@ -98,6 +103,7 @@ def main(script_args, training_args, model_args):
                 args.judge_backend, args.judge_model, args.judge_base_url, args.judge_api_key_env,
                 **({"max_concurrency": args.judge_max_concurrency, "timeout_s": args.judge_timeout_s,
                     "max_retries": args.judge_max_retries} if args.judge_backend == "openai" else {}),
+                mode=args.judge_mode, logprob_score=args.judge_logprob_score, min_score_mass=args.judge_min_score_mass,
             )  # fmt: skip
             if args.judge_backend == "openai":  # one request now, so a wrong URL or model fails before the model loads
                 [probe] = reward.client.score_many([judge_messages("What is 2 + 2?", "2 + 2 = 4\nAnswer: 4")])

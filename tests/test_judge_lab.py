@@ -103,6 +103,29 @@ def test_judge_lab_on_tiny_model_logs_answers_tracker_and_never_the_key(tiny_mod
 
 
 @pytest.mark.integration
+def test_judge_lab_with_a_local_logprob_judge(tiny_model_dir, tmp_path):
+    # the tiny model as a log-probability judge: every answer gets a score (no reply to parse), reward = score / 10
+    out = tmp_path / "run"
+    judge_lab.main(
+        *parse(
+            TINY_JUDGE,
+            *("--output_dir", str(out), "--model_name_or_path", str(tiny_model_dir), "--max_steps", "2"),
+            *("--judge_model", str(tiny_model_dir), "--judge_mode", "logprob", "--judge_min_score_mass", "0"),
+        )
+    )
+    steps = [r for r in read_jsonl(out / "steps.jsonl") if not r.get("after_training")]
+    assert len(steps) == 2
+    for record in steps:
+        answers = record["answers"]
+        assert record["n_judge_unscored"] == 0
+        assert [a["reward"] for a in answers] == pytest.approx([a["judge_score"] / 10 for a in answers])
+        assert all(0.0 <= a["judge_score"] <= 10.0 for a in answers)
+        assert len({a["judge_score"] for a in answers}) > 1  # expected scores differ by answer: not a constant
+    trl_log = [r for r in read_jsonl(out / "log.jsonl") if "reward" in r]
+    assert trl_log[0]["judge/low_mass_frac"] == 0.0 and 0.0 < trl_log[0]["judge/score_mass_mean"] < 1.0
+
+
+@pytest.mark.integration
 def test_checker_lab_without_reference_model(tiny_model_dir, tmp_path):
     # beta 0: no reference model; the tracker's reference is the policy as training began
     out = tmp_path / "run"
@@ -130,6 +153,25 @@ BAD_OVERRIDES = [
     (["--reward", "llm_judge", "--judge_model", ""], "needs judge_model"),  # no judge
     (["--reward", "llm_judge", "--judge_model", "m", "--judge_api_key_env", "LEASH_UNSET_VAR_X"], "not set"),
     (["--reward", "llm_judge", "--judge_model", "m", "--judge_backend", "openai"], "needs a base_url"),  # no URL
+    (
+        ["--reward", "llm_judge", "--judge_model", "m", "--judge_backend", "hf", "--judge_mode", "logprobs"],
+        "judge mode 'logprobs'",
+    ),  # a typo of the mode
+    (
+        [
+            "--reward",
+            "llm_judge",
+            "--judge_model",
+            "m",
+            "--judge_backend",
+            "hf",
+            "--judge_mode",
+            "logprob",
+            "--judge_min_score_mass",
+            "5",
+        ],
+        "min_score_mass must be in",
+    ),  # not a share of probability
 ]
 
 
