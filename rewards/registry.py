@@ -16,6 +16,7 @@ ValueError: reward set ['gsm8k_correctness', 'gsm8k_format'] with weights [1.0, 
 from __future__ import annotations
 
 import logging
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -24,10 +25,11 @@ from rewards.correctness import gsm8k_correctness_reward, math_correctness_rewar
 from rewards.format import DEFAULT_BONUS, gsm8k_format_reward, math_format_reward
 from rewards.judge import JudgeReward, answer_line_correctness_reward
 from rewards.partial import PARTIAL_CREDIT, number_anywhere_reward
+from rewards.reward_model import RewardModelReward
 
 logger = logging.getLogger(__name__)
 
-KINDS = ("correctness", "format", "partial", "judge")
+KINDS = ("correctness", "format", "partial", "judge", "learned")  # learned: an unbounded reward-model score
 
 
 @dataclass(frozen=True)
@@ -49,6 +51,8 @@ REGISTRY: dict[str, RewardInfo] = {
     "lab_random": RewardInfo(random_reward, "partial", 1.0),  # the CPU lab's control: pays 0/1 at random
     "answer_line_correctness": RewardInfo(answer_line_correctness_reward, "correctness", 1.0),  # judge lab checker
     "llm_judge": RewardInfo(JudgeReward(), "judge", 1.0),  # configured by LEASH_JUDGE_* env vars (rewards/judge.py)
+    # a trained Bradley-Terry reward model (LEASH_REWARD_MODEL, rewards/reward_model.py): no bound on its score
+    "reward_model": RewardInfo(RewardModelReward(), "learned", math.inf, -math.inf),
 }
 REWARDS: dict[str, Callable] = {name: info.func for name, info in REGISTRY.items()}  # kept for simple lookups
 
@@ -73,7 +77,7 @@ def get_reward(name: str) -> Callable:
     >>> get_reward("gsm8k_corectness")
     Traceback (most recent call last):
     ...
-    ValueError: unknown reward 'gsm8k_corectness': known rewards are ['answer_line_correctness', 'gsm8k_correctness', 'gsm8k_format', 'lab_random', 'llm_judge', 'math_correctness', 'math_format', 'number_anywhere']
+    ValueError: unknown reward 'gsm8k_corectness': known rewards are ['answer_line_correctness', 'gsm8k_correctness', 'gsm8k_format', 'lab_random', 'llm_judge', 'math_correctness', 'math_format', 'number_anywhere', 'reward_model']
     """  # noqa: E501
     return reward_info(name).func
 
@@ -90,6 +94,10 @@ def check_reward_weights(names: list[str], weights: list[float] | None = None, o
     partial credit, judge) against a correct answer collecting only its correctness terms. The set is accepted when
     ``sum(w * max) over non-correctness terms < sum(w * max) over correctness terms``. A set with no correctness
     term at all is refused whenever its other terms can pay anything (a format-only reward is the classic hack).
+    A learned reward-model score (kind ``learned``) has no bound, so no weight makes the worst case safe: it is left
+    out of both sums (the bounded terms are checked as above and a warning names it; its pay for each hack probe is
+    measured by ``python -m rewards.probe --reward-model PATH``), and a set where it has no correctness term beside it
+    is refused unless ``on_violation="warn"`` (an RLHF run against the learned reward alone).
 
     Args:
         names: reward names as in a config's ``reward_funcs`` (each must be registered).
@@ -114,9 +122,13 @@ def check_reward_weights(names: list[str], weights: list[float] | None = None, o
         raise ValueError(
             f"{len(names)} reward names {names} but {len(weights)} weights {weights}: give one weight per reward"
         )
-    correct_pay, other_pay, others = 0.0, 0.0, []
+    correct_pay, other_pay, others, learned = 0.0, 0.0, [], []
     for name, weight in zip(names, weights, strict=True):
         info = reward_info(name)
+        if info.kind == "learned":  # unbounded: kept out of the worst-case sums, handled below
+            if weight != 0:
+                learned.append(name)
+            continue
         best = max(weight * info.max_score, weight * info.min_score)
         if info.kind == "correctness":
             correct_pay += weight * (info.max_score - info.min_score)
@@ -124,6 +136,23 @@ def check_reward_weights(names: list[str], weights: list[float] | None = None, o
             other_pay += max(best, 0.0)
             if best > 0:
                 others.append(name)
+    if learned and correct_pay == 0:
+        message = (
+            f"reward set {names} with weights {weights}: {', '.join(learned)} is a learned score with no bound, and no "
+            "correctness term checks the answers, so nothing limits what it pays a wrong one (an RLHF run: the "
+            "policy will find what the reward model over-pays). Pass on_violation='warn' (reward_check: warn in a "
+            "recipe config) to train it anyway and watch rm/true_accuracy, or add a correctness reward"
+        )
+        if on_violation == "error":
+            raise ValueError(message)
+        logger.warning("REWARD HACK RISK: %s", message)
+        return
+    if learned:
+        logger.warning(
+            "reward set %s: %s is a learned, unbounded score, so only the bounded terms are checked here; what it pays "
+            "each hack probe, relative to a genuine correct answer, is measured by `python -m rewards.probe "
+            "--reward-model PATH`", names, ", ".join(learned),
+        )  # fmt: skip
     if other_pay < correct_pay:
         return
     if correct_pay == 0:

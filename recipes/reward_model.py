@@ -1,0 +1,281 @@
+"""A Bradley-Terry reward model on verified preference pairs: a thin script around TRL's ``RewardTrainer``.
+
+    # tiny CPU run (a ~100k-parameter local model; pairs from reference solutions vs the same with a wrong answer)
+    python -m eval.rollouts reference --task gsm8k_train --data ../shared/data/gsm8k/train.jsonl --limit 64 \\
+        --out runs/tiny_reference_rollouts
+    python -m recipes.reward_model --config recipes/configs/tiny/reward_model_cpu.yaml
+    # one GPU, LoRA, pairs from the model's own GSM8K rollouts (docs/reward_model.md)
+    python -m recipes.reward_model --config recipes/configs/gsm8k/qwen2.5-0.5b-instruct/reward_model_lora.yaml
+
+``data`` is a rollouts file of ``python -m eval.rollouts sample`` (chosen = a correct answer, rejected = a wrong one
+to the same prompt, built by ``eval.pairs`` with its cap and length matching), a JSONL of pairs, or a hub preference
+set with prompt/chosen/rejected columns. Held-out pairs come from ``eval_data`` or, without it, from the prompts that
+``eval_fraction`` sets aside (no prompt is in both). The loss is TRL's: ``-log sigmoid(r_chosen - r_rejected -
+margin)``. Before training the recipe checks it on TRL's own ``compute_loss``: a reward difference of 1 must cost
+``-log sigmoid(1) = 0.3133`` and equal scores ``ln 2 = 0.6931``. The new score head starts at zero, so every pair
+starts tied and the first logged loss must be ``log(1 + e^margin)`` (ln 2 without a margin), which a callback checks.
+Metrics go to ``report_to`` under ``rm/`` (pairwise accuracy, margin) and always to ``<output_dir>/log.jsonl``.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from transformers import TrainerCallback
+
+from recipes import validate
+from recipes.model_args import model_init_kwargs
+
+logger = logging.getLogger(__name__)
+TOLERANCE = 1e-4
+RM_KEYS = {"accuracy": "rm/train_pairwise_accuracy", "margin": "rm/train_margin", "loss": "rm/train_loss",
+           "eval_accuracy": "rm/heldout_pairwise_accuracy", "eval_margin": "rm/heldout_margin",
+           "eval_loss": "rm/heldout_loss"}  # fmt: skip
+
+
+@dataclass
+class RMScriptArguments:
+    """What the recipe adds to TRL's ``RewardConfig`` and ``ModelConfig``."""
+
+    data: str = field(default="", metadata={"help": "rollouts .jsonl, pairs .jsonl or hub preference data set"})
+    data_split: str = field(default="train", metadata={"help": "split of a hub data set"})
+    eval_data: str | None = field(default=None, metadata={"help": "held-out pairs (same kinds as data)"})
+    eval_fraction: float = field(default=0.1, metadata={"help": "without eval_data: share of PROMPTS held out"})
+    max_pairs_per_problem: int = field(default=4, metadata={"help": "pairs built from one problem (0: no cap)"})
+    length_tolerance: float | None = field(
+        default=None, metadata={"help": "pair only answers whose |a-b|/max(a,b) token lengths are within this"}
+    )
+    margin: float | None = field(default=None, metadata={"help": "BT margin m: loss -log sigmoid(r_c - r_r - m)"})
+    build_tiny_model: bool = field(default=False, metadata={"help": "build lab.tiny_model at model path if missing"})
+
+
+def check_pairs(dataset, source: str) -> None:
+    """Both answer columns present, and no pair whose chosen equals its rejected (it teaches nothing and hides a bug
+    in the pair builder)."""
+    missing = [c for c in ("chosen", "rejected") if c not in dataset.column_names]
+    if missing:
+        raise ValueError(
+            f"preference data {source} has no {missing} column(s) (it has {dataset.column_names}): a reward model "
+            "needs chosen and rejected answers (and a prompt); give a rollouts file of `python -m eval.rollouts "
+            "sample` or a prompt/chosen/rejected set"
+        )
+    same = [i for i, (c, r) in enumerate(zip(dataset["chosen"], dataset["rejected"], strict=True)) if c == r]
+    if same:
+        raise ValueError(
+            f"preference data {source}: {len(same)} pair(s) have chosen == rejected (rows {same[:5]}): such a pair has "
+            "no preference to learn. Drop those rows (or rebuild the pairs with `python -m eval.rollouts pairs`)"
+        )
+
+
+def split_by_prompt(dataset, fraction: float, seed: int):
+    """(train, held-out) with every pair of one prompt on the same side; ``fraction`` of the prompts held out."""
+    import random
+
+    if not 0 < fraction < 1:
+        raise ValueError(f"eval_fraction={fraction}: give a share in (0, 1), or held-out pairs with eval_data:")
+    key = [json.dumps(p, sort_keys=True) for p in dataset["prompt"]] if "prompt" in dataset.column_names else None
+    prompts = sorted(set(key or range(len(dataset))))
+    random.Random(seed).shuffle(prompts)
+    held = set(prompts[: max(1, round(fraction * len(prompts)))])
+    if len(held) == len(prompts):
+        raise ValueError(f"{len(prompts)} prompt(s) cannot be split: give more pairs or eval_data:")
+    keys = key or list(range(len(dataset)))
+    return (dataset.select([i for i, k in enumerate(keys) if k not in held]),
+            dataset.select([i for i, k in enumerate(keys) if k in held]))  # fmt: skip
+
+
+def check_bt_loss(trainer, margin: float | None) -> dict:
+    """TRL's own ``compute_loss`` on fixed scores must give the Bradley-Terry values: difference 1 -> -log sigmoid(1)
+    = 0.3133, a tie -> ln 2 (each shifted by the margin). Raises if not; returns what it measured."""
+    import torch
+    from transformers.modeling_outputs import SequenceClassifierOutput
+
+    class FixedScores(torch.nn.Module):
+        def __init__(self, scores):
+            super().__init__()
+            self.scores = torch.tensor(scores).unsqueeze(-1)  # [2B, 1]: chosen half, then rejected half
+
+        def forward(self, **inputs):
+            return SequenceClassifierOutput(logits=self.scores)
+
+    m, center = margin or 0.0, trainer.args.center_rewards_coefficient or 0.0  # centering adds c * mean((r_c + r_r)^2)
+    inputs = {"input_ids": torch.zeros(2, 1, dtype=torch.long), "attention_mask": torch.ones(2, 1, dtype=torch.long)}
+    if margin is not None:
+        inputs["margin"] = torch.tensor([m])
+    tokens = trainer._total_train_tokens
+    measured = {}
+    for name, scores, expected in (("difference_1", [1.0, 0.0], math.log1p(math.exp(m - 1)) + center),
+                                   ("tie", [0.0, 0.0], math.log1p(math.exp(m)))):  # fmt: skip
+        loss = trainer.compute_loss(FixedScores(scores), dict(inputs)).item()
+        measured[name] = loss
+        if abs(loss - expected) > TOLERANCE:
+            raise RuntimeError(f"TRL's reward loss gave {loss:.6f} for scores {scores} (margin {m}), expected "
+                               f"{expected:.6f}: the trainer's loss is not Bradley-Terry")  # fmt: skip
+    for mode in trainer._metrics.values():  # the probe's numbers must not reach the first log
+        mode.clear()
+    trainer._total_train_tokens = tokens
+    return measured
+
+
+class FirstLossCheck(TrainerCallback):
+    """Step 1 is logged alone; with a zero head every score is 0, so the loss must be ``log(1 + e^margin)`` and the
+    logged min/max reward 0. ``ok`` holds the verdict (None: not checked, e.g. a head that was already trained)."""
+
+    def __init__(self, expected: float | None):
+        self.expected, self.first_loss, self.ok = expected, None, None
+
+    def on_step_end(self, args, state, control, **kwargs):
+        if state.global_step == 1:
+            control.should_log = True
+        return control
+
+    def on_log(self, args, state, control, logs=None, **kwargs):
+        if self.expected is None or self.ok is not None or state.global_step != 1 or "loss" not in (logs or {}):
+            return
+        self.first_loss = logs["loss"]
+        spread = max(abs(logs.get("min_reward", 0.0)), abs(logs.get("max_reward", 0.0)))
+        self.ok = abs(self.first_loss - self.expected) <= TOLERANCE and spread <= TOLERANCE
+        if not self.ok:
+            logger.warning("%s\nREWARD MODEL FIRST LOSS %.6f (scores up to %.4g), expected %.6f with a zero head: the "
+                           "head was not zero or the loss is not the one configured\n%s", "!" * 80, self.first_loss,
+                           spread, self.expected, "!" * 80)  # fmt: skip
+
+
+class RMKeys(TrainerCallback):
+    """Copies TRL's reward-model metrics under ``rm/`` (first in the callback list, so W&B sees them)."""
+
+    def on_log(self, args, state, control, logs=None, **kwargs):
+        for key, new in RM_KEYS.items():
+            if logs is not None and key in logs:
+                logs[new] = logs[key]
+
+
+def check_model_path(path: str | None) -> None:
+    """A local folder that exists, or something shaped like a hub id (``owner/name``)."""
+    hub_like = path and path.count("/") == 1 and not path.startswith((".", "/", "~"))
+    if not path or not (Path(path).exists() or hub_like):
+        raise FileNotFoundError(
+            f"model {path!r} does not exist: set model_name_or_path: to a local folder or a hub id "
+            "(build_tiny_model: true builds the tiny CPU model there)"
+        )
+
+
+def load_pairs(source, args, seed):
+    from eval.pairs import load_preference_dataset
+
+    if not source:
+        raise ValueError("no data: set data: to a rollouts file (python -m eval.rollouts sample), pairs or a hub set")
+    cap = args.max_pairs_per_problem or None
+    try:
+        pairs, report = load_preference_dataset(source, split=args.data_split, max_pairs_per_problem=cap,
+                                                length_tolerance=args.length_tolerance, seed=seed)  # fmt: skip
+    except ValueError as error:
+        if "column" not in str(error):
+            raise
+        from datasets import load_dataset
+
+        pairs, report = load_dataset("json", data_files=source, split="train"), None  # for the message below
+    check_pairs(pairs, source)
+    if args.margin is not None:
+        if "margin" in pairs.column_names:
+            raise ValueError(f"{source} has its own margin column and margin: is set too: keep one of them")
+        pairs = pairs.add_column("margin", [float(args.margin)] * len(pairs))
+    return pairs, report
+
+
+def main(script_args, training_args, model_args):
+    import torch
+    from transformers import AutoConfig, AutoModelForSequenceClassification, AutoTokenizer
+    from trl import RewardTrainer, get_peft_config, get_quantization_config
+    from trl.trainer.reward_trainer import suppress_seqcls_warning
+
+    from eval.monitors import JsonlLogCallback
+    from rewards.reward_model import check_chat_template
+
+    # Validate everything that can be checked without loading weights: model path, tokenizer, pairs
+    args, model_path = script_args, model_args.model_name_or_path
+    if args.build_tiny_model and not Path(model_path).exists():
+        from lab.tiny_model import save_tiny_model
+
+        save_tiny_model(model_path)
+    with validate.config_errors():
+        check_model_path(model_path)
+        check_chat_template(model_path)
+        validate.check_quantization(model_args.load_in_4bit, model_args.load_in_8bit, model_args.use_peft)
+        pairs, pair_report = load_pairs(args.data, args, training_args.seed)
+        if pair_report:
+            print("pairs built from the rollouts: " + json.dumps(pair_report))
+        if args.eval_data:
+            train, heldout = pairs, load_pairs(args.eval_data, args, training_args.seed)[0]
+        else:
+            train, heldout = split_by_prompt(pairs, args.eval_fraction, training_args.seed)
+
+    out = Path(training_args.output_dir)
+    (out / "log.jsonl").unlink(missing_ok=True)  # a fresh run replaces the previous run's log, as its weights
+    training_args.run_name = (
+        training_args.run_name or f"rm-{validate.short_model_name(model_path)}-s{training_args.seed}"
+    )
+    validate.save_resolved_config(out / "resolved_config.json", script_args, training_args, model_args)
+
+    # Model: a one-label score head on the base; a NEW head starts at zero, so the first loss is known
+    kwargs = model_init_kwargs(model_args) | {
+        "num_labels": 1,
+        "quantization_config": get_quantization_config(model_args),
+    }
+    architectures = AutoConfig.from_pretrained(model_path).architectures or []
+    new_head = not any(a.endswith("ForSequenceClassification") for a in architectures)  # a causal LM: no head yet
+    with suppress_seqcls_warning():
+        model = AutoModelForSequenceClassification.from_pretrained(model_path, **kwargs)
+    if new_head:
+        torch.nn.init.zeros_(model.score.weight)
+    if model_args.use_peft:
+        model_args.lora_task_type = "SEQ_CLS"  # peft then trains and saves the score head with the adapters
+    tokenizer = AutoTokenizer.from_pretrained(model_path)
+    first = FirstLossCheck(math.log1p(math.exp(args.margin or 0.0)) if new_head else None)
+    trainer = RewardTrainer(model=model, args=training_args, train_dataset=train, eval_dataset=heldout,
+                            processing_class=tokenizer, peft_config=get_peft_config(model_args),
+                            callbacks=[JsonlLogCallback(out / "log.jsonl"), first])  # fmt: skip
+    trainer.callback_handler.callbacks.insert(0, RMKeys())
+    report = {"run_name": training_args.run_name, "output_dir": str(out), "pairs": len(train) + len(heldout),
+              "dropped_over_max_length": len(train) + len(heldout) - len(trainer.train_dataset)
+              - len(trainer.eval_dataset), "train_pairs": len(trainer.train_dataset),
+              "heldout_pairs": len(trainer.eval_dataset), "pair_report": pair_report, "new_head": new_head}  # fmt: skip
+    if not len(trainer.train_dataset):
+        raise ValueError(f"every pair is longer than max_length={training_args.max_length} tokens: raise max_length")
+
+    # Check the loss, train, save, evaluate on held-out pairs
+    report["bt_loss_check"] = check_bt_loss(trainer, args.margin)
+    trainer.train(resume_from_checkpoint=training_args.resume_from_checkpoint)
+    final = trainer.evaluate()
+    if model_args.use_peft:
+        trainer.model = trainer.model.merge_and_unload()  # the saved folder is a plain classifier the reward loads
+    trainer.save_model(str(out))
+    tokenizer.save_pretrained(str(out))
+    report["heldout_pairwise_accuracy"], report["heldout_loss"] = final["eval_accuracy"], final["eval_loss"]
+    report["first_loss"], report["first_loss_ok"], report["first_loss_expected"] = (
+        first.first_loss,
+        first.ok,
+        first.expected,
+    )
+    if trainer.accelerator.is_main_process:
+        (out / "report.json").write_text(json.dumps(report, indent=1, default=str))
+        print(f"reward model {out}: {report['train_pairs']} train / {report['heldout_pairs']} held-out pairs; "
+              f"first loss {first.first_loss} ({'ok' if first.ok else 'CHECK FAILED' if first.ok is False else '-'});"
+              f" held-out pairwise accuracy {report['heldout_pairwise_accuracy']:.3f}\n"
+              f"use it in GRPO: LEASH_REWARD_MODEL={out} with reward_funcs: [reward_model]")  # fmt: skip
+    trainer.accelerator.end_training()
+    return report
+
+
+def make_parser():
+    from trl import ModelConfig, RewardConfig, TrlParser
+
+    return TrlParser((RMScriptArguments, RewardConfig, ModelConfig))
+
+
+if __name__ == "__main__":
+    validate.run_cli(make_parser, main)

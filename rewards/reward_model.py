@@ -1,0 +1,197 @@
+"""A learned Bradley-Terry reward model (``recipes/reward_model.py`` trains one) as a TRL-contract reward.
+
+TRL's ``GRPOTrainer`` can take a sequence-classification model as a reward itself (``reward_funcs=[model]``): it
+applies the chat template to prompt + completion, tokenizes everything in ONE batch, never truncates, and reads
+``logits[:, 0]`` under ``inference_mode``. ``RewardModelReward`` builds the same text the same way (TRL's
+``apply_chat_template``, ``add_special_tokens=False``) and adds what TRL lacks: a name the registry and configs can
+use (``reward_model``) so it sits beside the checker rewards and passes through the GRPO monitors; micro-batches
+(``batch_size``); a stated truncation (``max_length`` tokens, cut from the LEFT so the final answer the model scores
+is kept, the share cut logged as ``rm/truncated_frac``); and ``rm/proxy_reward`` (the batch's mean score) and, when
+the data set has an ``answer`` column, ``rm/true_accuracy`` (the checker's verdict on the same completions), both via
+TRL's ``log_metric``, so proxy and truth land on one W&B panel.
+
+The model is loaded at the first call from ``LEASH_REWARD_MODEL`` (a folder written by the recipe), onto the device
+of the process (``accelerate.PartialState().device``: the trainer's device under ``accelerate launch`` too), in eval
+mode, scoring with no gradient. ``LEASH_REWARD_MODEL_MAX_LENGTH`` and ``LEASH_REWARD_MODEL_BATCH_SIZE`` override the
+defaults. A path that does not exist, a model that is not a sequence classifier with one label, or a tokenizer
+without a chat template is refused by ``check_reward_model`` before any weight is read.
+
+>>> import os; os.environ.pop("LEASH_REWARD_MODEL", None) and None
+>>> RewardModelReward()(prompts=[[{"role": "user", "content": "1+1?"}]], completions=["#### 2"])
+Traceback (most recent call last):
+...
+ValueError: the reward_model reward needs a trained reward model: set LEASH_REWARD_MODEL to the output_dir of `python -m recipes.reward_model` (or build one with rewards.reward_model.RewardModelReward(path))
+"""  # noqa: E501
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+from pathlib import Path
+
+from rewards._common import completion_text
+
+logger = logging.getLogger(__name__)
+
+ENV_PATH, ENV_MAX_LENGTH, ENV_BATCH_SIZE = (
+    "LEASH_REWARD_MODEL",
+    "LEASH_REWARD_MODEL_MAX_LENGTH",
+    "LEASH_REWARD_MODEL_BATCH_SIZE",
+)
+DEFAULT_MAX_LENGTH = 1024  # RewardConfig's default max_length: what the recipe trains on unless told otherwise
+DEFAULT_BATCH_SIZE = 32
+
+
+def check_reward_model(path: str | Path) -> None:
+    """Refuse, before loading any weight, a reward-model folder that cannot score: missing, not a one-label sequence
+    classifier, or with a tokenizer that has no chat template.
+
+    >>> check_reward_model("runs/no/such/rm")
+    Traceback (most recent call last):
+    ...
+    FileNotFoundError: reward model runs/no/such/rm does not exist: train one with `python -m recipes.reward_model --config recipes/configs/tiny/reward_model_cpu.yaml` and point LEASH_REWARD_MODEL (or --reward-model) at its output_dir
+    """  # noqa: E501
+    path = Path(path)
+    if not (path / "config.json").exists():
+        raise FileNotFoundError(
+            f"reward model {path} does not exist: train one with `python -m recipes.reward_model --config "
+            "recipes/configs/tiny/reward_model_cpu.yaml` and point LEASH_REWARD_MODEL (or --reward-model) at its "
+            "output_dir"
+            if not path.exists()
+            else f"reward model {path} has no config.json: give the output_dir of `python -m recipes.reward_model`"
+        )
+    config = json.loads((path / "config.json").read_text())
+    architectures = config.get("architectures") or []
+    if not any(a.endswith("ForSequenceClassification") for a in architectures):
+        raise ValueError(
+            f"{path} is a {architectures or 'model without architectures'}, not a sequence classifier: a reward model "
+            "scores with a one-label head (AutoModelForSequenceClassification). Train one from this model with "
+            "`python -m recipes.reward_model --model_name_or_path " + str(path) + "`"
+        )
+    labels = len(config.get("id2label") or {}) or config.get("num_labels", 1)
+    if labels != 1:
+        raise ValueError(f"{path} has {labels} labels: a reward model has one score (num_labels=1)")
+    check_chat_template(path)
+
+
+def check_chat_template(path: str | Path) -> None:
+    """The tokenizer in ``path`` must have a chat template: the reward model reads conversations through it, in
+    training and in scoring alike."""
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(str(path))
+    if not getattr(tokenizer, "chat_template", None):
+        raise ValueError(
+            f"the tokenizer of {path} has no chat template: the reward model reads prompt + answer as a conversation. "
+            "Use an instruct model's tokenizer, or set chat_template_path: to a tokenizer or .jinja file"
+        )
+
+
+def _env_int(name: str, default: int) -> int:
+    value = os.environ.get(name)
+    if value is None:
+        return default
+    if not value.isdigit() or int(value) < 1:
+        raise ValueError(f"{name}={value!r}: give a positive integer")
+    return int(value)
+
+
+class RewardModelReward:
+    """TRL reward: the score of a trained reward model for prompt + completion (unbounded, higher is better).
+
+    Args:
+        path: the reward model folder; None reads ``LEASH_REWARD_MODEL`` at the first call.
+        max_length: tokens scored per sequence; longer ones keep their LAST ``max_length`` tokens.
+        batch_size: sequences per forward pass.
+        name: the ``__name__`` (TRL's W&B key is ``rewards/<name>/mean``).
+    """
+
+    def __init__(self, path: str | Path | None = None, max_length: int | None = None, batch_size: int | None = None,
+                 name: str = "reward_model_reward"):  # fmt: skip
+        self.path, self.max_length, self.batch_size, self.__name__ = path, max_length, batch_size, name
+        self.model = self.tokenizer = None
+
+    def __repr__(self) -> str:
+        return f"RewardModelReward({str(self.path)!r})" if self.path else "RewardModelReward(LEASH_REWARD_MODEL)"
+
+    def __getstate__(self):  # picklable for async workers: the model is loaded again where it is used
+        return {**self.__dict__, "model": None, "tokenizer": None}
+
+    def load(self) -> RewardModelReward:
+        """Load the model and tokenizer once (eval mode, the process's device)."""
+        if self.model is not None:
+            return self
+        import torch
+        from accelerate import PartialState
+        from transformers import AutoModelForSequenceClassification, AutoTokenizer
+
+        if self.path is None:
+            self.path = os.environ.get(ENV_PATH)
+            if not self.path:
+                raise ValueError(
+                    f"the reward_model reward needs a trained reward model: set {ENV_PATH} to the output_dir of "
+                    "`python -m recipes.reward_model` (or build one with rewards.reward_model.RewardModelReward(path))"
+                )
+        self.max_length = self.max_length or _env_int(ENV_MAX_LENGTH, DEFAULT_MAX_LENGTH)
+        self.batch_size = self.batch_size or _env_int(ENV_BATCH_SIZE, DEFAULT_BATCH_SIZE)
+        check_reward_model(self.path)
+        self.tokenizer = AutoTokenizer.from_pretrained(str(self.path))
+        if self.tokenizer.pad_token is None:
+            self.tokenizer.pad_token = self.tokenizer.eos_token
+        model = AutoModelForSequenceClassification.from_pretrained(str(self.path), dtype=torch.float32)
+        model.config.pad_token_id = self.tokenizer.pad_token_id  # the head reads the last non-pad token
+        self.model = model.to(PartialState().device).eval()
+        return self
+
+    def texts(self, prompts, completions) -> list[str]:
+        """prompt + completion through the chat template, as TRL's GRPOTrainer and RewardTrainer build them."""
+        from trl.data_utils import apply_chat_template
+
+        out = []
+        for prompt, completion in zip(prompts, completions, strict=True):
+            if isinstance(prompt, str):  # plain text: TRL concatenates
+                out.append(prompt + completion_text(completion))
+                continue
+            answer = [{"role": "assistant", "content": completion_text(completion)}]
+            out.append(apply_chat_template({"messages": list(prompt) + answer}, self.tokenizer)["text"])
+        return out
+
+    def score(self, prompts, completions) -> tuple[list[float], float]:
+        """Scores, and the share of sequences cut to ``max_length``."""
+        import torch
+
+        self.load()
+        texts = self.texts(prompts, completions)
+        ids = self.tokenizer(texts, add_special_tokens=False)["input_ids"]
+        cut = sum(len(x) > self.max_length for x in ids)
+        ids = [x[-self.max_length :] for x in ids]  # keep the end: the final answer is what the model judges
+        scores: list[float] = []
+        device = next(self.model.parameters()).device
+        with torch.inference_mode():
+            for start in range(0, len(ids), self.batch_size):
+                chunk = ids[start : start + self.batch_size]
+                width = max(len(x) for x in chunk)
+                pad = self.tokenizer.pad_token_id
+                input_ids = torch.tensor([x + [pad] * (width - len(x)) for x in chunk], device=device)  # [b, T]
+                mask = torch.tensor([[1] * len(x) + [0] * (width - len(x)) for x in chunk], device=device)
+                logits = self.model(input_ids=input_ids, attention_mask=mask).logits  # [b, 1]
+                scores.extend(logits[:, 0].float().tolist())
+        return scores, cut / max(len(ids), 1)
+
+    def __call__(self, prompts, completions, answer=None, log_metric=None, **kwargs) -> list[float]:
+        scores, truncated = self.score(prompts, completions)
+        if log_metric is not None and scores:
+            log_metric("rm/proxy_reward", sum(scores) / len(scores))
+            log_metric("rm/truncated_frac", truncated)
+            if answer is not None:
+                from rewards.correctness import gsm8k_correctness_reward
+
+                verdicts = gsm8k_correctness_reward(completions, answer=answer)
+                known = [v for v in verdicts if v is not None]
+                if known:
+                    log_metric("rm/true_accuracy", sum(known) / len(known))
+        return scores
+
+
+__all__ = ["RewardModelReward", "check_chat_template", "check_reward_model"]
