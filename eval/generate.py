@@ -41,7 +41,7 @@ def vllm_version_problem() -> str | None:
     from packaging.version import Version
 
     if importlib.util.find_spec("vllm") is None:
-        return f"vLLM is not installed: {VLLM_INSTALL} on a CUDA machine (README, 'Install on a GPU machine')"
+        return f"vllm is not installed: {VLLM_INSTALL} on a CUDA machine (README, 'Install on a GPU machine')"
     try:
         installed = Version(Version(version("vllm")).base_version)
     except PackageNotFoundError:
