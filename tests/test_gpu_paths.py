@@ -304,3 +304,17 @@ def test_recipes_pass_attention_and_revision_to_model_loading(module_name, confi
     kwargs = built.value.args[1]
     assert kwargs["attn_implementation"] == "eager" and kwargs["revision"] == "v1.2"
     assert kwargs["dtype"] == "float32"
+
+
+def test_merge_drift_bench_tells_bf16_from_float32():
+    """bench/lora_merge_drift.py's measurement on the tiny model: bf16 merge/unmerge cycles move the base, float32
+    ones (almost) do not. The GPU run of the bench cannot be debugged there, so its measuring code is run here."""
+    from bench.lora_merge_drift import measure
+    from lab.tiny_model import build_model, build_tokenizer
+
+    tokenizer = build_tokenizer()
+    model = build_model(tokenizer)
+    ids = torch.randint(0, model.config.vocab_size, (2, 16), generator=torch.Generator().manual_seed(0))
+    bf16, fp32 = (measure(model, ids, dtype, cycles=30, lr=1e-3, rank=4) for dtype in ("bfloat16", "float32"))
+    assert bf16["share_of_weights_changed"] > 0.1 and bf16["max_abs_logit_change"] > 0
+    assert fp32["max_abs_drift"] < 1e-6 < bf16["max_abs_drift"]
