@@ -103,6 +103,11 @@ def probe(client, question: str, answer: str, n: int, answer_set: list[str]) -> 
     }
 
 
+def _fmt(score: float | None) -> str:
+    """A score for the table: log-probability scores are expected values, shown to 4 significant digits."""
+    return "None" if score is None else f"{score:.4g}"
+
+
 def markdown(result: dict) -> str:
     rep, tw = result["repeat"], result["twice"]
     lines = [
@@ -119,7 +124,7 @@ def markdown(result: dict) -> str:
         *[f"| {score} | {count} |" for score, count in rep["distribution"].items()],
         f"| no score | {rep['n_unscored']} |",
         "",
-        f"mean {rep['mean']}, min {rep['min']}, max {rep['max']}",
+        f"mean {rep['mean']}, min {_fmt(rep['min'])}, max {_fmt(rep['max'])}",
         "",
         *(
             [
@@ -141,7 +146,8 @@ def markdown(result: dict) -> str:
         "| answer | first | second |",
         "|---|---|---|",
         *[
-            f"| `{row['answer'][:50].replace(chr(10), ' ').replace('|', '/')}` | {row['first']} | {row['second']} |"
+            f"| `{row['answer'][:50].replace(chr(10), ' ').replace('|', '/')}` | {_fmt(row['first'])} | "
+            f"{_fmt(row['second'])} |"
             for row in result["twice_scores"]
         ],
     ]
