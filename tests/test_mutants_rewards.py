@@ -1,0 +1,33 @@
+"""Behaviour of the reward classes that mutation testing (`make mutate`, docs/mutation.md) found unpinned: names,
+defaults and the limits of their arguments.
+
+OMP_NUM_THREADS=1 .venv/bin/python -m pytest -q tests/test_mutants_rewards.py
+"""
+
+import pytest
+
+from rewards.correctness import CorrectnessReward
+from rewards.format import FormatReward
+
+
+@pytest.mark.parametrize("task", ["gsm8k", "math"])
+def test_correctness_names_and_default_marker(task):
+    reward = CorrectnessReward(task)
+    assert reward.__name__ == f"{task}_correctness_reward"  # TRL logs rewards/<name>/mean
+    assert reward.answer_line is False
+    assert reward(["So she has 8 apples.\nAnswer: 8"], answer=["8"]) == [0.0]  # no #### / \boxed: no answer
+    assert CorrectnessReward(task, answer_line=True)(["So she has 8 apples.\nAnswer: 8"], answer=["8"]) == [1.0]
+
+
+@pytest.mark.parametrize("make", [CorrectnessReward, FormatReward])
+def test_an_unknown_task_is_named_with_the_choices(make):
+    with pytest.raises(ValueError, match=r"unknown task 'gsm8': use one of .*gsm8k.*math"):
+        make("gsm8")
+
+
+def test_a_format_bonus_of_zero_is_allowed_and_below_zero_is_not():
+    assert FormatReward("gsm8k", bonus=0)(["3 + 5 = 8\n#### 8"]) == [0.0]
+    assert FormatReward("gsm8k", bonus=0.25)(["3 + 5 = 8\n#### 8"]) == [0.25]
+    for bad in (-0.1, "0.1", None):
+        with pytest.raises(ValueError, match=r"format bonus must be a number >= 0, got"):
+            FormatReward("gsm8k", bonus=bad)
