@@ -45,6 +45,7 @@ def pretend_vllm_gpu(monkeypatch, tmp_path):
     monkeypatch.delitem(sys.modules, "vllm", raising=False)
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     yield
+    sys.modules.pop("vllm", None)  # the stand-in imported during the test (monkeypatch restores only what it removed)
     import transformers.utils.import_utils as transformers_imports
     import trl.import_utils as trl_imports
 
