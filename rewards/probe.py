@@ -10,6 +10,16 @@ breaks its probe kind's rule (see ``rewards.probes``). Run it before trusting a 
 
 A reward set is ``name[:weight],name[:weight],...``; ``{task}`` stands for ``gsm8k`` or ``math``. Exit status: 0
 when the default correctness + format set (if shown) breaks no rule, 1 otherwise.
+
+``--reward-model PATH`` adds a learned reward model (``python -m recipes.reward_model``) as a column. Its scores are
+unbounded, so each probe's mean score ``s`` is shown normalised, ``(s - s_wrong) / (s_correct - s_wrong)`` with the
+model's own means for the genuine correct and genuine wrong answers: 1.000 pays as much as a genuine correct answer,
+0.000 as little as a worked wrong one, the scale of the checker columns. The rules are judged on the raw means (the
+same verdicts whenever ``s_correct > s_wrong``); the raw means are in ``--json``. The prompt the model reads is the
+question plus ``--rm-instruction`` (use the instruction of the task it was trained on, e.g. the lab's
+"End with #### and the number.").
+
+    python -m rewards.probe --reward-model runs/lab/overoptimisation/rm --rm-instruction "End with #### and the number."
 """
 
 from __future__ import annotations
@@ -21,7 +31,17 @@ import sys
 from pathlib import Path
 
 from rewards.answers import gsm8k_gold
-from rewards.probes import PROBES, REFERENCES, probe_scores
+from rewards.probes import (
+    GOLD_UNCOMMITTED,
+    PROBES,
+    REFERENCE,
+    REFERENCES,
+    RULES,
+    TOLERANCE,
+    WRONG_ANSWER,
+    _problem_text,
+    probe_scores,
+)
 from rewards.registry import reward_info
 
 DATA_ROOT = Path(__file__).resolve().parents[2] / "shared" / "data"
@@ -72,12 +92,22 @@ def load_problems(path: Path, n: int, seed: int) -> list[dict]:
     return random.Random(seed).sample(problems, min(n, len(problems)))
 
 
-def probe_matrix(sets: dict[str, str], data: dict[str, Path], n: int, seed: int) -> dict:
-    """``{task: {set_name: {"rewards": [...], "weights": [...], "scores": probe_scores(...)}}}``."""
+def probe_matrix(
+    sets: dict[str, str], data: dict[str, Path], n: int, seed: int, reward_model=None, rm_instruction: str = ""
+) -> dict:
+    """``{task: {set_name: {"rewards": [...], "weights": [...], "scores": probe_scores(...)}}}``, plus a
+    ``reward_model`` column (``reward_model_scores``) when a reward model is given."""
     matrix = {}
     for task, path in data.items():
         problems = load_problems(path, n, seed)
         matrix[task] = {}
+        if reward_model is not None:
+            matrix[task]["reward_model"] = {
+                "rewards": ["reward_model"],
+                "weights": [1.0],
+                "n_problems": len(problems),
+                "scores": reward_model_scores(reward_model, task, problems, rm_instruction),
+            }
         for set_name, spec in sets.items():
             names, weights = parse_reward_set(spec, task)
             scores = probe_scores(names, weights, task, problems)
@@ -88,6 +118,50 @@ def probe_matrix(sets: dict[str, str], data: dict[str, Path], n: int, seed: int)
                 "scores": scores,
             }
     return matrix
+
+
+def reward_model_scores(reward_model, task: str, problems: list[dict], instruction: str = "") -> dict[str, dict]:
+    """``probe_scores`` for a learned reward model, each score normalised against the model's own genuine answers.
+
+    Args:
+        reward_model: a ``rewards.reward_model.RewardModelReward`` (or a path to its folder).
+        task, problems: as ``probe_scores``.
+        instruction: appended to each question (after a blank line) to make the prompt the model reads.
+
+    Returns:
+        ``probe_scores``'s dict, where ``score`` is normalised (genuine_correct 1, genuine_wrong 0) and ``raw`` holds
+        the mean score; violations are judged on the raw means.
+    """
+    from rewards.reward_model import RewardModelReward
+
+    if not isinstance(reward_model, RewardModelReward):
+        reward_model = RewardModelReward(reward_model)
+    texts = [_problem_text(p, task) for p in problems]
+    names = list(REFERENCES) + list(PROBES)
+    completions = [REFERENCES[n](t) if n in REFERENCES else PROBES[n][1](t) for n in names for t in texts]
+    prompt = [[{"role": "user", "content": f"{t.question.strip()}\n\n{instruction}".strip()}] for t in texts]
+    raw, _ = reward_model.score(prompt * len(names), completions)
+    n = len(texts)
+    means = {name: sum(raw[i * n : (i + 1) * n]) / n for i, name in enumerate(names)}
+    correct, wrong = means["genuine_correct"], means["genuine_wrong"]
+    spread = correct - wrong
+    result = {}
+    for name in names:
+        kind, _, description = PROBES[name] if name in PROBES else (REFERENCE, None, f"a worked {name[8:]} answer")
+        score = means[name]
+        if kind == WRONG_ANSWER:
+            violation = score >= correct - TOLERANCE or score > wrong + TOLERANCE
+        else:
+            violation = kind == GOLD_UNCOMMITTED and score >= correct - TOLERANCE
+        result[name] = {
+            "kind": kind,
+            "score": (score - wrong) / spread if abs(spread) > TOLERANCE else float("nan"),
+            "raw": score,
+            "rule": RULES[kind],
+            "violation": violation,
+            "description": description,
+        }
+    return result
 
 
 def format_matrix(matrix: dict) -> str:
@@ -119,6 +193,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--n", type=int, default=50, help="problems sampled per task")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--json", action="store_true", help="print the matrix as JSON")
+    parser.add_argument("--reward-model", help="a reward model folder (recipes.reward_model): adds its column")
+    parser.add_argument("--rm-instruction", default="", help="appended to each question in the reward model's prompt")
     args = parser.parse_args(argv)
 
     data = dict(DEFAULT_DATA)
@@ -133,7 +209,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("--n must be at least 1")
     sets = {spec: spec for spec in args.rewards} if args.rewards else dict(DEFAULT_SETS)
     try:
-        matrix = probe_matrix(sets, data, args.n, args.seed)
+        matrix = probe_matrix(sets, data, args.n, args.seed, args.reward_model, args.rm_instruction)
     except (ValueError, TypeError, FileNotFoundError) as e:
         parser.error(str(e))
     print(json.dumps(matrix, indent=1) if args.json else format_matrix(matrix))

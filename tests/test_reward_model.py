@@ -229,3 +229,44 @@ def test_registered_and_checked_as_an_unbounded_learned_score(caplog):
     assert "REWARD HACK RISK" in caplog.text and "only the bounded terms are checked" in caplog.text
     with pytest.raises(ValueError, match="can pay a wrong answer"):  # the bounded terms are still checked
         check_reward_weights(["gsm8k_correctness", "gsm8k_format", "reward_model"], [1.0, 20.0, 1.0])
+
+
+class LengthLover(RewardModelReward):
+    """A stand-in reward model that pays characters, and 100 for ending in the gold 8: the probes must catch it paying
+    padding."""
+
+    def score(self, prompts, completions):
+        assert all(p[0]["content"].endswith("End with #### and the number.") for p in prompts)  # the instruction
+        return [len(c) + 100.0 * c.endswith("#### 8") for c in completions], 0.0
+
+
+def test_probe_column_normalises_against_the_models_own_genuine_answers():
+    from rewards.probe import format_matrix, reward_model_scores
+
+    problems = [{"question": "Tom has 3 apples and buys 5 more. How many now?", "answer": "8"}]
+    scores = reward_model_scores(LengthLover(), "gsm8k", problems, "End with #### and the number.")
+    assert scores["genuine_correct"]["score"] == 1.0 and scores["genuine_wrong"]["score"] == 0.0
+    assert scores["genuine_correct"]["raw"] == 100 + len(
+        "Let me solve this step by step.\nFirst I write down the quantities given in the problem and what is asked.\n"
+        "Then I combine them one operation at a time, checking each intermediate result.\n"
+        "Putting it all together, the result is 8.\n#### 8"
+    )
+    assert scores["padded_wrong"]["violation"] and scores["padded_wrong"]["score"] > 10  # pays length
+    assert not scores["bare_wrong"]["violation"]  # '#### 9' is short: paid less than a worked wrong answer
+    matrix = {"gsm8k": {"reward_model": {"rewards": ["reward_model"], "weights": [1.0], "n_problems": 1,
+                                         "scores": scores}}}  # fmt: skip
+    assert "1.000" in format_matrix(matrix) and "!" in format_matrix(matrix)
+
+
+@pytest.mark.slow
+def test_overoptimisation_on_the_lab_warm_start(tmp_path):
+    """The real experiment, one seed, shortened: against the reward model with beta 0 the proxy rises; a large beta
+    holds the policy closer to the warm start."""
+    from lab.overoptimisation import main as overoptimise
+
+    overoptimise(["--seeds", "0", "--betas", "0", "0.2", "--no-checker-control", "--steps", "60", "--eval-every",
+                  "15", "--out", str(tmp_path)])  # fmt: skip
+    curves = {arm: [json.loads(x) for x in (tmp_path / arm / "seed0" / "curve.jsonl").read_text().splitlines()]
+              for arm in ("rm_beta0", "rm_beta0.2")}  # fmt: skip
+    assert curves["rm_beta0"][-1]["rm/proxy_reward"] > curves["rm_beta0"][0]["rm/proxy_reward"]
+    assert curves["rm_beta0.2"][-1]["rm/kl"] < curves["rm_beta0"][-1]["rm/kl"]

@@ -1,0 +1,388 @@
+"""The leash, measured: GRPO against a learned reward model on the CPU lab, proxy reward and true accuracy against
+sqrt(KL) (Gao et al., "Scaling Laws for Reward Model Overoptimization", 2022), for several KL coefficients beta and a
+checker-reward control.
+
+    python -m lab.overoptimisation                       # warm start (cached), pairs, RM, 5 arms x 3 seeds, report
+    python -m lab.overoptimisation --steps 60 --seeds 0  # shorter
+
+What it does, in order (every step's outputs land in ``--out``, default ``runs/lab/overoptimisation``):
+1. the lab warm start (``lab.warmstart``, cached) samples ``--pair-problems`` train problems x ``--pair-k`` answers at
+   temperature 1; ``eval.pairs`` turns them into chosen-correct / rejected-wrong pairs (``--pairs reference`` uses
+   each problem's reference solution against the same with the answer + 1 instead: mechanics only);
+2. ``recipes.reward_model`` trains the reward model on them: the warm start with a score head (held-out pairwise
+   accuracy in ``rm/report.json``);
+3. GRPO (TRL's ``GRPOTrainer``) from the warm start against the reward model (the registered ``reward_model``
+   reward) for each beta, and against the checker (``gsm8k_correctness`` + ``gsm8k_format``, beta 0) as the control,
+   for every seed; ``--jobs`` runs at once, one torch thread each;
+4. every ``--eval-every`` steps (and at step 0), on the first ``--eval-n`` held-out problems: the TRUE accuracy (greedy,
+   the checker), the PROXY reward (the reward model's mean score of one answer sampled at temperature 1 per problem)
+   and KL(policy || warm start) estimated on those samples (the sum over answer tokens of log pi - log pi_ref,
+   averaged). Logged as ``rm/true_accuracy``, ``rm/proxy_reward``, ``rm/kl`` (and ``rm/sqrt_kl``) with the trainer's
+   own logs and in ``<arm>/seed<k>/curve.jsonl``;
+5. ``report.md`` with ``overoptimisation.png`` (both quantities against sqrt(KL), mean over seeds), a table per arm,
+   the reward model's hack-probe column (``rewards.probe.reward_model_scores``) and the highest-scored wrong answers of
+   the last evaluation of each reward-model arm (what the policy learned to please the reward model with).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import math
+import statistics
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+logger = logging.getLogger(__name__)
+
+LAB_INSTRUCTION = "End with #### and the number."  # eval.tasks.TASKS["lab"].instruction: the prompt the RM reads
+CHECKER = "checker"
+
+
+@dataclass
+class Settings:
+    """Everything a run depends on (written to ``settings.json``)."""
+
+    seeds: list[int] = field(default_factory=lambda: [0, 1, 2])
+    betas: list[float] = field(default_factory=lambda: [0.0, 0.01, 0.04, 0.2])
+    checker_control: bool = True
+    steps: int = 100
+    eval_every: int = 20
+    eval_n: int = 64  # held-out problems per evaluation (greedy accuracy, one sample each for proxy and KL)
+    probe_n: int = 50  # held-out problems the reward model's hack probes are built from
+    pairs: str = "policy"  # "policy": the warm start's own answers; "reference": reference vs answer + 1
+    pair_problems: int = 800
+    pair_k: int = 8
+    rm_epochs: float = 1.0  # shared/NOTES.md: held-out loss rose after epoch 1
+    rm_learning_rate: float = 5e-4
+    rm_batch_size: int = 32
+    learning_rate: float = 5e-5
+    prompts_per_step: int = 8
+    group_size: int = 8
+    max_completion_length: int = 32
+    jobs: int = 2
+    policy: str | None = None  # default: the lab warm start (lab.warmstart.prepare_lab)
+    train_data: str | None = None
+    heldout_data: str | None = None
+
+
+def arms(settings: Settings) -> list[tuple[str, float]]:
+    """(arm name, beta); the checker control last.
+
+    >>> arms(Settings(betas=[0.0, 0.2]))
+    [('rm_beta0', 0.0), ('rm_beta0.2', 0.2), ('checker', 0.0)]
+    """
+    return [(f"rm_beta{b:g}", b) for b in settings.betas] + ([(CHECKER, 0.0)] if settings.checker_control else [])
+
+
+def sample_with_kl(model, ref_model, tokenizer, prompts: list[list[dict]], max_new_tokens: int, seed: int):
+    """One answer per prompt sampled at temperature 1 from ``model``, and per answer the sum over its tokens (up to
+    and including the end-of-sequence token) of ``log pi - log pi_ref``: its mean estimates KL(pi || pi_ref)."""
+    import torch
+
+    from eval.generate import encode_prompts
+
+    ids = encode_prompts(tokenizer, prompts)
+    width = max(len(x) for x in ids)
+    pad = tokenizer.pad_token_id
+    input_ids = torch.tensor([[pad] * (width - len(x)) + x for x in ids])  # left padding: [B, P]
+    mask = torch.tensor([[0] * (width - len(x)) + [1] * len(x) for x in ids])
+    was_training = model.training
+    model.eval()
+    torch.manual_seed(seed)
+    with torch.no_grad():
+        out = model.generate(input_ids=input_ids, attention_mask=mask, do_sample=True, temperature=1.0, top_k=0,
+                             top_p=1.0, max_new_tokens=max_new_tokens, pad_token_id=pad)  # fmt: skip
+        answer = out[:, width:]  # [B, C]
+        eos = torch.tensor(sorted({tokenizer.eos_token_id, *([model.generation_config.eos_token_id] if isinstance(
+            model.generation_config.eos_token_id, int) else model.generation_config.eos_token_id or [])}))  # fmt: skip
+        ended = torch.isin(answer, eos).int()
+        keep = (ended.cumsum(1) - ended) == 0  # tokens up to and including the first end-of-sequence token
+        full_mask = torch.cat([mask, keep.int()], dim=1)
+
+        def logprobs(m):
+            logits = m(input_ids=out, attention_mask=full_mask).logits[:, width - 1 : -1].float()  # [B, C, V]
+            return torch.log_softmax(logits, -1).gather(-1, answer.unsqueeze(-1)).squeeze(-1)  # [B, C]
+
+        kl = ((logprobs(model) - logprobs(ref_model)) * keep).sum(1)  # [B]
+    model.train(was_training)
+    texts = [tokenizer.decode(a[k], skip_special_tokens=True) for a, k in zip(answer, keep, strict=True)]
+    return texts, kl.tolist()
+
+
+class LeashCurve:
+    """Measures true accuracy, proxy reward and KL every ``every`` steps (and at step 0) on held-out problems;
+    writes ``curve.jsonl`` and adds the ``rm/*`` values to the trainer's next log (so W&B shows them)."""
+
+    def __init__(self, policy_path, heldout, rm, settings: Settings, out: Path, seed: int):
+        from transformers import AutoModelForCausalLM
+
+        self.ref = AutoModelForCausalLM.from_pretrained(policy_path).eval()
+        self.heldout, self.rm, self.settings, self.out, self.seed = heldout, rm, settings, out, seed
+        self.pending: dict = {}
+        self.rows: list[dict] = []
+
+    def measure(self, model, tokenizer, step: int) -> dict:
+        from eval.run import evaluate
+        from rewards.correctness import gsm8k_correctness_reward
+
+        s = self.settings
+        result = evaluate(model, tokenizer, "lab", data=self.heldout, limit=s.eval_n,
+                          max_new_tokens=s.max_completion_length, progress=False)  # fmt: skip
+        problems = [json.loads(line) for line in Path(self.heldout).read_text().splitlines()[: s.eval_n]]
+        prompts = [[{"role": "user", "content": f"{p['question'].strip()}\n\n{LAB_INSTRUCTION}"}] for p in problems]
+        texts, kls = sample_with_kl(model, self.ref, tokenizer, prompts, s.max_completion_length, self.seed + step)
+        scores, _ = self.rm.score(prompts, texts)
+        golds = [p["answer"].split("####")[-1].strip() for p in problems]
+        correct = gsm8k_correctness_reward(texts, answer=golds)
+        kl = sum(kls) / len(kls)
+        row = {"step": step, "rm/true_accuracy": result["accuracy"], "rm/proxy_reward": sum(scores) / len(scores),
+               "rm/kl": kl, "rm/sqrt_kl": math.sqrt(max(kl, 0.0)),
+               "rm/sampled_accuracy": sum(c or 0 for c in correct) / len(correct)}  # fmt: skip
+        wrong = sorted(((sc, t) for sc, t, c in zip(scores, texts, correct, strict=True) if not c), reverse=True)
+        self.rows.append(row)
+        with (self.out / "curve.jsonl").open("a") as f:
+            f.write(json.dumps(row | {"top_wrong": wrong[:5]}) + "\n")
+        self.pending = row
+        return row
+
+    def callback(self):
+        from transformers import TrainerCallback
+
+        curve = self
+
+        class Callback(TrainerCallback):
+            def on_train_begin(self, args, state, control, model=None, processing_class=None, **kwargs):
+                curve.tokenizer = processing_class
+                curve.measure(model, processing_class, 0)
+
+            def on_step_end(self, args, state, control, model=None, **kwargs):
+                if state.global_step % curve.settings.eval_every == 0 or state.global_step == args.max_steps:
+                    curve.measure(model, curve.tokenizer, state.global_step)
+                    control.should_log = True
+                return control
+
+            def on_log(self, args, state, control, logs=None, **kwargs):
+                if logs is not None and curve.pending:
+                    logs.update({k: v for k, v in curve.pending.items() if k != "step"})
+                    curve.pending = {}
+
+        return Callback()
+
+
+def run_arm(arm: str, beta: float, seed: int, paths: dict, settings: Settings, out: Path, threads: int = 1) -> Path:
+    """One GRPO run; returns its folder (``curve.jsonl``, ``log.jsonl``)."""
+    import torch
+    from trl import GRPOConfig, GRPOTrainer
+
+    from eval.monitors import JsonlLogCallback
+    from eval.tasks import get_task, load_rows, to_prompt_rows
+    from rewards import get_reward
+    from rewards.reward_model import RewardModelReward
+
+    torch.set_num_threads(threads)
+    folder = out / arm / f"seed{seed}"
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "curve.jsonl").unlink(missing_ok=True)
+    (folder / "log.jsonl").unlink(missing_ok=True)
+    rm = RewardModelReward(paths["rm"])
+    rewards = [get_reward("gsm8k_correctness"), get_reward("gsm8k_format")] if arm == CHECKER else [rm]
+    task = get_task("lab")
+    s = settings
+    rows = to_prompt_rows(task, load_rows(task, str(paths["train"])))
+    config = GRPOConfig(output_dir=str(folder / "trainer"), use_cpu=not torch.cuda.is_available(), bf16=False,
+                        loss_type="grpo", beta=beta, scale_rewards="group", num_generations=s.group_size,
+                        per_device_train_batch_size=s.prompts_per_step * s.group_size,
+                        max_completion_length=s.max_completion_length, temperature=1.0, learning_rate=s.learning_rate,
+                        lr_scheduler_type="constant", max_steps=s.steps, logging_steps=max(1, s.eval_every // 4),
+                        save_strategy="no", gradient_checkpointing=False, report_to="none", seed=seed,
+                        disable_tqdm=True)  # fmt: skip
+    curve = LeashCurve(paths["policy"], str(paths["heldout"]), rm, s, folder, seed)
+    trainer = GRPOTrainer(model=str(paths["policy"]), reward_funcs=rewards, args=config, train_dataset=rows,
+                          callbacks=[JsonlLogCallback(folder / "log.jsonl")])  # fmt: skip
+    trainer.callback_handler.callbacks.insert(0, curve.callback())  # before the loggers: rm/* reach them
+    started = time.monotonic()
+    trainer.train()
+    (folder / "run.json").write_text(json.dumps({"arm": arm, "beta": beta, "seed": seed,
+                                                 "seconds": round(time.monotonic() - started, 1)}))  # fmt: skip
+    return folder
+
+
+def _run_arm_star(job):
+    return run_arm(*job)
+
+
+def prepare(settings: Settings, out: Path) -> dict:
+    """Policy, data, pairs and the trained reward model (reused when ``rm/report.json`` exists)."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from eval.rollouts import reference_rollouts, sample_rollouts, write_jsonl
+    from recipes.reward_model import main as train_rm
+    from recipes.reward_model import make_parser
+    from recipes.validate import parse_or_explain
+
+    if settings.policy is None:
+        from lab.warmstart import prepare_lab
+
+        lab = prepare_lab()
+        paths = {"policy": lab["model"], "train": lab["train"], "heldout": lab["heldout"]}
+    else:
+        paths = {"policy": Path(settings.policy), "train": Path(settings.train_data),
+                 "heldout": Path(settings.heldout_data)}  # fmt: skip
+    paths["rm"] = out / "rm"
+    if (paths["rm"] / "report.json").exists():
+        logger.info("reusing the reward model in %s", paths["rm"])
+        return paths
+    rollouts = out / "rollouts"
+    if settings.pairs == "reference":
+        write_jsonl(
+            reference_rollouts("lab", str(paths["train"]), limit=settings.pair_problems), rollouts / "rollouts.jsonl"
+        )
+    else:
+        model = AutoModelForCausalLM.from_pretrained(paths["policy"])
+        tokenizer = AutoTokenizer.from_pretrained(paths["policy"])
+        sample_rollouts(model, tokenizer, "lab", rollouts, data=str(paths["train"]), limit=settings.pair_problems,
+                        k=settings.pair_k, max_new_tokens=settings.max_completion_length)  # fmt: skip
+    flags = ["--model_name_or_path", str(paths["policy"]), "--data", str(rollouts / "rollouts.jsonl"),
+             "--output_dir", str(paths["rm"]), "--use_cpu", "true", "--bf16", "false", "--eval_fraction", "0.1",
+             "--max_length", "256", "--per_device_train_batch_size", str(settings.rm_batch_size),
+             "--per_device_eval_batch_size", str(settings.rm_batch_size), "--learning_rate",
+             str(settings.rm_learning_rate), "--num_train_epochs", str(settings.rm_epochs), "--logging_steps", "5",
+             "--save_strategy", "no", "--gradient_checkpointing", "false", "--report_to", "none",
+             "--disable_tqdm", "true", "--max_pairs_per_problem", "4"]  # fmt: skip
+    train_rm(*parse_or_explain(make_parser(), flags))
+    return paths
+
+
+def run(settings: Settings, out: Path) -> Path:
+    """The whole experiment; returns the report's path."""
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    started = time.monotonic()
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "settings.json").write_text(json.dumps(asdict(settings), indent=1))
+    paths = prepare(settings, out)
+    prepared = time.monotonic() - started
+    jobs = [(arm, beta, seed, paths, settings, out) for seed in settings.seeds for arm, beta in arms(settings)]
+    if settings.jobs == 1:
+        for job in jobs:
+            run_arm(*job, threads=max(1, __import__("os").cpu_count() or 1))
+    else:
+        with ProcessPoolExecutor(settings.jobs, mp_context=multiprocessing.get_context("spawn")) as pool:
+            list(pool.map(_run_arm_star, jobs))
+    return write_report(out, settings, paths, prepared, time.monotonic() - started)
+
+
+def read_curves(out: Path, settings: Settings) -> dict[str, list[list[dict]]]:
+    """{arm: one curve (list of rows) per seed}."""
+    curves = {}
+    for arm, _ in arms(settings):
+        files = [out / arm / f"seed{seed}" / "curve.jsonl" for seed in settings.seeds]
+        curves[arm] = [[json.loads(line) for line in f.read_text().splitlines()] for f in files]
+    return curves
+
+
+def mean_curve(runs: list[list[dict]], key: str) -> list[float]:
+    """Mean over seeds at each evaluation (curves of one arm share their evaluation steps)."""
+    return [statistics.fmean(run[i][key] for run in runs) for i in range(min(len(r) for r in runs))]
+
+
+def _ms(values: list[float]) -> str:
+    return f"{statistics.fmean(values):.3f} ± {statistics.stdev(values):.3f}" if len(values) > 1 else f"{values[0]:.3f}"
+
+
+def write_report(out: Path, settings: Settings, paths: dict, prepared_s: float, total_s: float) -> Path:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from rewards.probe import reward_model_scores
+    from rewards.reward_model import RewardModelReward
+
+    curves = read_curves(out, settings)
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4))
+    for arm, runs in curves.items():
+        x = mean_curve(runs, "rm/sqrt_kl")
+        axes[0].plot(x, mean_curve(runs, "rm/proxy_reward"), marker="o", label=arm)
+        axes[1].plot(x, mean_curve(runs, "rm/true_accuracy"), marker="o", label=arm)
+    for ax, title in zip(axes, ("proxy reward (reward model)", "true held-out accuracy (checker)"), strict=True):
+        ax.set_xlabel("sqrt(KL(policy || warm start))")
+        ax.set_title(title)
+        ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(out / "overoptimisation.png", dpi=110)
+    rm_report = json.loads((paths["rm"] / "report.json").read_text())
+    lines = [
+        "# The leash, measured: GRPO against a learned reward model (CPU lab)", "",
+        f"Command: `python -m lab.overoptimisation` with settings `{json.dumps(asdict(settings))}`", "",
+        f"Time: {total_s:.0f} s in all ({prepared_s:.0f} s for warm start, pairs and reward model).", "",
+        f"Reward model: {rm_report['train_pairs']} train / {rm_report['heldout_pairs']} held-out pairs, held-out "
+        f"pairwise accuracy {rm_report['heldout_pairwise_accuracy']:.3f}, first loss {rm_report['first_loss']:.4f} "
+        f"(ok: {rm_report['first_loss_ok']}).", "",
+        f"Each arm: {len(settings.seeds)} seeds; evaluations on {settings.eval_n} held-out problems every "
+        f"{settings.eval_every} steps. Values are mean ± std over seeds.", "",
+        "![proxy and truth against sqrt KL](overoptimisation.png)", "",
+        "| arm | accuracy at 0 | peak accuracy (step, sqrt KL) | accuracy at the end | proxy 0 -> end "
+        "| sqrt KL at the end |",
+        "|---|---|---|---|---|---|",
+    ]  # fmt: skip
+    for arm, runs in curves.items():
+        acc = mean_curve(runs, "rm/true_accuracy")
+        peak = max(range(len(acc)), key=acc.__getitem__)
+        proxy, sqrt_kl = mean_curve(runs, "rm/proxy_reward"), mean_curve(runs, "rm/sqrt_kl")
+        end = {k: _ms([r[-1][k] for r in runs]) for k in ("rm/true_accuracy", "rm/proxy_reward", "rm/sqrt_kl")}
+        lines.append(f"| {arm} | {acc[0]:.3f} | {acc[peak]:.3f} (step {runs[0][peak]['step']}, {sqrt_kl[peak]:.2f}) | "
+                     f"{end['rm/true_accuracy']} | {proxy[0]:.3f} -> {end['rm/proxy_reward']} | "
+                     f"{end['rm/sqrt_kl']} |")  # fmt: skip
+    heldout = [json.loads(line) for line in Path(paths["heldout"]).read_text().splitlines()[: settings.probe_n]]
+    problems = [{"question": p["question"], "answer": p["answer"].split("####")[-1].strip()} for p in heldout]
+    probes = reward_model_scores(RewardModelReward(paths["rm"]), "gsm8k", problems, LAB_INSTRUCTION)
+    paid = [f"`{name}` {cell['score']:.2f}" for name, cell in probes.items() if cell["violation"]]
+    lines += ["", f"## What the reward model pays (hack probes on {len(problems)} held-out problems, normalised: "
+              "genuine correct 1, genuine wrong 0)", "",
+              "Probes that break their rule: " + (", ".join(paid) or "none") + ".", ""]  # fmt: skip
+    lines += ["## Highest-scored WRONG answers at the last evaluation (seed " + str(settings.seeds[0]) + ")", ""]
+    for arm, _ in arms(settings):
+        last = (out / arm / f"seed{settings.seeds[0]}" / "curve.jsonl").read_text().splitlines()[-1]
+        for score, text in json.loads(last)["top_wrong"][:3]:
+            lines.append(f"- {arm}: {score:.2f} `{text.strip()[:80]!r}`")
+    (out / "probes.json").write_text(json.dumps(probes, indent=1))
+    report = out / "report.md"
+    report.write_text("\n".join(lines) + "\n")
+    return report
+
+
+def main(argv: list[str] | None = None) -> Path:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    defaults = Settings()
+    parser.add_argument("--seeds", type=int, nargs="+", default=defaults.seeds)
+    parser.add_argument("--betas", type=float, nargs="+", default=defaults.betas)
+    parser.add_argument("--no-checker-control", action="store_true")
+    for name in ("steps", "eval_every", "eval_n", "pair_problems", "pair_k", "jobs"):
+        parser.add_argument("--" + name.replace("_", "-"), type=int, default=getattr(defaults, name))
+    parser.add_argument("--pairs", choices=["policy", "reference"], default=defaults.pairs)
+    parser.add_argument("--policy", help="a causal LM folder (default: the lab warm start)")
+    parser.add_argument("--train-data", help="with --policy: GRPO and pair problems (.jsonl)")
+    parser.add_argument("--heldout-data", help="with --policy: held-out problems (.jsonl)")
+    parser.add_argument("--out", default="runs/lab/overoptimisation")
+    args = parser.parse_args(argv)
+    if args.policy and not (args.train_data and args.heldout_data):
+        parser.error("--policy needs --train-data and --heldout-data (lab-style .jsonl with question and answer)")
+    if min(args.steps, args.eval_every, args.eval_n, args.jobs, args.pair_problems, args.pair_k) < 1:
+        parser.error("--steps, --eval-every, --eval-n, --jobs, --pair-problems and --pair-k must be >= 1")
+    settings = Settings(seeds=args.seeds, betas=args.betas, checker_control=not args.no_checker_control,
+                        steps=args.steps, eval_every=args.eval_every, eval_n=args.eval_n, pairs=args.pairs,
+                        pair_problems=args.pair_problems, pair_k=args.pair_k, jobs=args.jobs, policy=args.policy,
+                        train_data=args.train_data, heldout_data=args.heldout_data)  # fmt: skip
+    logging.basicConfig(level=logging.INFO, format="%(message)s")
+    report = run(settings, Path(args.out))
+    print(f"report: {report}")
+    return report
+
+
+if __name__ == "__main__":
+    main()

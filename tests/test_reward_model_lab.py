@@ -1,0 +1,45 @@
+"""The over-optimisation experiment (lab/overoptimisation.py) end to end at a tiny size: a random ~100k-parameter
+model, reference pairs, 2 GRPO steps per arm (mechanics, not learning). The real run is in the slow tier.
+
+    OMP_NUM_THREADS=1 .venv/bin/python -m pytest tests/test_reward_model_lab.py -q
+"""
+
+import json
+import math
+
+from eval.rollouts import write_jsonl
+from lab.overoptimisation import Settings, arms, mean_curve, run
+from lab.problems import heldout_problems, train_problems
+
+
+def test_tiny_experiment_writes_curves_plots_and_report(tiny_model_dir, tmp_path):
+    train = write_jsonl(train_problems(16, seed=0), tmp_path / "data" / "train.jsonl")
+    heldout = write_jsonl(heldout_problems(n=8), tmp_path / "data" / "heldout.jsonl")
+    settings = Settings(
+        seeds=[0], betas=[0.0, 0.2], steps=2, eval_every=1, eval_n=4,  # 3 evaluations per run: steps 0, 1, 2
+        pairs="reference", pair_problems=16, rm_batch_size=8, prompts_per_step=2, group_size=4,  # tiny batches
+        max_completion_length=8, jobs=1, probe_n=2,  # probes of 2 problems: the padded ones are long
+        policy=str(tiny_model_dir), train_data=str(train), heldout_data=str(heldout),
+    )  # fmt: skip
+    report = run(settings, tmp_path / "out")
+    out = tmp_path / "out"
+    assert json.loads((out / "rm" / "report.json").read_text())["first_loss_ok"] is True
+    for arm, beta in arms(settings):
+        for seed in settings.seeds:
+            rows = [json.loads(line) for line in (out / arm / f"seed{seed}" / "curve.jsonl").read_text().splitlines()]
+            assert [r["step"] for r in rows] == [0, 1, 2]
+            assert abs(rows[0]["rm/kl"]) < 1e-4  # step 0: the policy IS the reference
+            assert all(math.isclose(r["rm/sqrt_kl"], math.sqrt(max(r["rm/kl"], 0))) for r in rows)
+            log = [json.loads(line) for line in (out / arm / f"seed{seed}" / "log.jsonl").read_text().splitlines()]
+            assert any("rm/proxy_reward" in r for r in log)  # reaches the trainer's logs (W&B)
+            if arm != "checker":
+                assert any("rewards/reward_model_reward/mean" in r for r in log)  # trained against the RM
+            assert ("kl" in log[0]) == (beta > 0)  # TRL computes its KL term only when beta > 0
+    text = report.read_text()
+    assert (out / "overoptimisation.png").stat().st_size > 0 and "| rm_beta0.2 |" in text and "| checker |" in text
+    assert "Probes that break their rule" in text
+
+
+def test_mean_curve_averages_seeds_step_by_step():
+    runs = [[{"a": 1.0}, {"a": 3.0}], [{"a": 3.0}, {"a": 5.0}, {"a": 9.0}]]
+    assert mean_curve(runs, "a") == [2.0, 4.0]  # up to the shorter run
