@@ -270,3 +270,27 @@ def test_overoptimisation_on_the_lab_warm_start(tmp_path):
               for arm in ("rm_beta0", "rm_beta0.2")}  # fmt: skip
     assert curves["rm_beta0"][-1]["rm/proxy_reward"] > curves["rm_beta0"][0]["rm/proxy_reward"]
     assert curves["rm_beta0.2"][-1]["rm/kl"] < curves["rm_beta0"][-1]["rm/kl"]
+
+
+def test_grpo_recipe_uses_the_reward_model_by_name(trained, tiny_model_dir, shared_data, tmp_path, monkeypatch):
+    """reward_funcs: [gsm8k_correctness, reward_model] in the GRPO recipe: scored, logged under rm/, monitored."""
+    from recipes import grpo
+
+    _, rm = trained
+    monkeypatch.setenv("LEASH_REWARD_MODEL", str(rm))
+    args = ["--config", "recipes/configs/tiny/grpo_cpu.yaml", "--model_name_or_path", str(tiny_model_dir),
+            "--output_dir", str(tmp_path), "--data", str(shared_data / "gsm8k" / "train.jsonl"),
+            "--reward_funcs", "gsm8k_correctness", "reward_model", "--reward_weights", "1.0", "0.5",
+            "--max_steps", "1", "--logging_steps", "1", "--eval_limit", "0", "--monitor_eval_steps", "0",
+            "--probe_problems", "1", "--max_completion_length", "8", "--build_tiny_model", "false"]  # fmt: skip
+    from rewards.registry import REGISTRY
+
+    monkeypatch.setattr(REGISTRY["reward_model"].func, "model", None)  # loads from LEASH_REWARD_MODEL in this test
+    monkeypatch.setattr(REGISTRY["reward_model"].func, "path", None)
+    grpo.main(*grpo.make_parser().parse_args_and_config(args))
+    log = [json.loads(line) for line in (tmp_path / "log.jsonl").read_text().splitlines()]
+    step = next(r for r in log if "rewards/reward_model_reward/mean" in r)
+    assert step["rm/proxy_reward"] == pytest.approx(step["rewards/reward_model_reward/mean"], abs=1e-5)
+    assert "rm/true_accuracy" in step and "monitor/reward_correctness_gap" in step
+    probes = json.loads((tmp_path / "probes.json").read_text())
+    assert probes  # the monitor's hack probes were scored with the reward model in the set
