@@ -165,9 +165,10 @@ class AnswerTap:
     ({'correct': [True, False], 'n_tokens': [3, 1]}, {'lab/share_correct': 0.5})
     """
 
-    def __init__(self, reward, tracker: ProbabilityTracker | None = None):
+    def __init__(self, reward, tracker: ProbabilityTracker | None = None, checker=answer_line_correctness_reward):
         self.reward = reward
         self.tracker = tracker
+        self.checker = checker  # the verdict logged as ``correct`` (the film's lab policy writes "#### N" instead)
         self.__name__ = getattr(reward, "__name__", type(reward).__name__)
 
     def __call__(self, prompts, completions, completion_ids=None, answer=None, log_extra=None, log_metric=None, **kw):
@@ -180,7 +181,7 @@ class AnswerTap:
             log_metric=log_metric,
             **kw,
         )
-        correct = [bool(c) for c in answer_line_correctness_reward(completions, answer)]
+        correct = [bool(c) for c in self.checker(completions=completions, answer=answer)]
         if log_extra is not None:
             log_extra("correct", correct)
             if completion_ids is not None:

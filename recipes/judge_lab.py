@@ -22,7 +22,8 @@ from pathlib import Path
 from recipes import validate
 from recipes.model_args import model_init_kwargs
 
-LAB_REWARDS = ("llm_judge", "answer_line_correctness")
+LAB_REWARDS = ("llm_judge", "answer_line_correctness", "gsm8k_correctness")
+LAB_CHECKERS = ("answer_line_correctness", "gsm8k_correctness")  # the verdict logged as `correct`
 
 
 @dataclass
@@ -35,6 +36,13 @@ class JudgeLabArguments:
         metadata={"help": "the one training question"},
     )
     gold_answer: str = field(default="17", metadata={"help": "its answer (the checker's gold; never shown to a judge)"})
+    instruction: str | None = field(
+        default=None, metadata={"help": "appended to the question (default: finish with a line 'Answer: <number>')"}
+    )
+    checker: str = field(
+        default="answer_line_correctness",
+        metadata={"help": f"the verdict logged as correct, one of {LAB_CHECKERS} (gsm8k_correctness: '#### N')"},
+    )
     tracked_names: list[str] = field(default_factory=list, metadata={"help": "names of answers to track"})
     tracked_answers: list[str] = field(default_factory=list, metadata={"help": "their texts, parallel to the names"})
     judge_backend: str = field(default="openai", metadata={"help": "'openai' (an endpoint) or 'hf' (a local model)"})
@@ -58,6 +66,8 @@ def check_lab(args: JudgeLabArguments, training_args) -> None:
     """The lab's own preconditions, checked before any model is loaded."""
     if args.reward not in LAB_REWARDS:
         raise ValueError(f"reward {args.reward!r}: the lab trains on one of {LAB_REWARDS}")
+    if args.checker not in LAB_CHECKERS:
+        raise ValueError(f"checker {args.checker!r}: the lab's verdict is one of {LAB_CHECKERS}")
     if len(args.tracked_names) != len(args.tracked_answers) or not args.tracked_names:
         raise ValueError(
             f"tracked_names ({len(args.tracked_names)}) and tracked_answers ({len(args.tracked_answers)}) must be "
@@ -113,7 +123,7 @@ def main(script_args, training_args, model_args):
             reward = get_reward(args.reward)
 
     # One prompt; the tracker and the per-step answer log hook into TRL's callbacks and reward-side logging
-    rows = lab_dataset(args.question, args.gold_answer)
+    rows = lab_dataset(args.question, args.gold_answer, *([args.instruction] if args.instruction else []))
     tracker = ProbabilityTracker(
         rows[0]["prompt"], dict(zip(args.tracked_names, args.tracked_answers, strict=True)), training_args.temperature
     )
@@ -135,7 +145,7 @@ def main(script_args, training_args, model_args):
         stale.unlink(missing_ok=True)
     trainer = GRPOTrainer(
         model=model_args.model_name_or_path,
-        reward_funcs=[AnswerTap(reward, tracker)],
+        reward_funcs=[AnswerTap(reward, tracker, checker=get_reward(args.checker))],
         args=training_args,
         train_dataset=rows,
         peft_config=get_peft_config(model_args),

@@ -125,6 +125,22 @@ def test_judge_lab_with_a_local_logprob_judge(tiny_model_dir, tmp_path):
     assert trl_log[0]["judge/low_mass_frac"] == 0.0 and 0.0 < trl_log[0]["judge/score_mass_mean"] < 1.0
 
 
+def test_answer_tap_logs_the_configured_checkers_verdict():
+    # the film's policy writes "#### N": with gsm8k_correctness as the checker that is correct, with the default not
+    from eval.lab_tracker import AnswerTap
+    from rewards import get_reward
+
+    def paid(completions, **kwargs):
+        return [1.0] * len(completions)
+
+    for checker, expected in ((get_reward("gsm8k_correctness"), [True, False]), (None, [False, False])):
+        extra = {}
+        tap = AnswerTap(paid, checker=checker) if checker else AnswerTap(paid)
+        tap(prompts=["q"] * 2, completions=["4 + 13 = 17\n#### 17", "#### 3"], answer=["17"] * 2,
+            log_extra=extra.__setitem__)  # fmt: skip
+        assert extra["correct"] == expected
+
+
 @pytest.mark.integration
 def test_checker_lab_without_reference_model(tiny_model_dir, tmp_path):
     # beta 0: no reference model; the tracker's reference is the policy as training began
@@ -146,7 +162,7 @@ def test_checker_lab_without_reference_model(tiny_model_dir, tmp_path):
 
 BAD_OVERRIDES = [
     # (command-line overrides, message fragment)
-    (["--reward", "gsm8k_correctness"], "the lab trains on one of"),  # not a lab reward
+    (["--reward", "math_correctness"], "the lab trains on one of"),  # not a lab reward
     (["--tracked_names", "a", "b", "c"], "parallel"),  # three names, two texts
     (["--num_iterations", "2"], "one update per group"),  # several updates per group
     (["--per_device_train_batch_size", "16"], "one prompt"),  # two prompts per step

@@ -1,0 +1,163 @@
+"""The judge-hacking film on a laptop: the CPU lab's warm-start policy, SmolLM2 as a log-probability judge.
+
+    python -m lab.judge_film                       # 8 runs x 10 steps, then the report and the judge-noise probe
+    python -m lab.judge_film --steps 3 --only judge_grpo_b0     # one run, briefly
+
+Needs the lab's warm start (``python -m lab.warmstart``, at ``runs/lab/warmstart``) and the real model (``make
+real-model``, at ``runs/real_model/model``). Runs ``recipes.judge_lab`` from its tiny CPU config with these changes:
+the policy is the warm start (a 1.4M-parameter model that solves about a third of the lab's problems), the question
+is one of the lab's held-out problems with the lab's own instruction (``End with #### and the number.``), the
+verdict is the lab's checker (``gsm8k_correctness``: the number after the last ``####``), and the judge is
+SmolLM2-135M-Instruct in log-probability mode (rewards/judge.py). The grid: reward {judge, checker} x beta {0, 0.04}
+x loss {grpo, dr_grpo (scale_rewards none)}. The tracked answers are the short reply ``#### <first number in the
+question>`` (the echo this model and SmolLM2 both favour) and the reference solution.
+
+Writes ``<out>/<run>/`` (each run's steps.jsonl, log.jsonl), ``<out>/report/`` (eval.lab_report), ``<out>/noise/``
+(eval.judge_noise on the judge run's answers) and ``<out>/film.md``: per run, the judge score, share correct and
+length at the first and last step, and the tracked answers' probabilities before any update (step 0), after one
+and after five.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import re
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+BASE_CONFIG = ROOT / "recipes" / "configs" / "judge_lab" / "tiny" / "judge_lab_tiny_judge_b0.04.yaml"
+RUNS = [
+    (f"{reward}_{loss}_b{beta:g}", reward, loss, beta)
+    for reward in ("judge", "checker")
+    for beta in (0.0, 0.04)
+    for loss in ("grpo", "dr_grpo")
+]
+
+
+def film_question(heldout: Path, index: int) -> tuple[str, str, str, str]:
+    """(question, gold, short wrong reply, reference solution) of one held-out lab problem."""
+    rows = [json.loads(line) for line in heldout.read_text().splitlines() if line.strip()]
+    row = rows[index]
+    first_number = re.search(r"\d+", row["question"]).group()
+    return row["question"], row["final"], f"#### {first_number}", row["answer"]
+
+
+def run_args(name, reward, loss, beta, args, question) -> list[str]:
+    from eval.tasks import get_task
+
+    q, gold, short_wrong, reference = question
+    flags = [
+        "--config", str(BASE_CONFIG), "--output_dir", str(Path(args.out) / name),
+        "--model_name_or_path", str(args.policy), "--build_tiny_model", "false",
+        "--question", q, "--gold_answer", gold, "--instruction", get_task("lab").instruction,
+        "--checker", "gsm8k_correctness",
+        "--tracked_names", "short_wrong", "worked_correct", "--tracked_answers", short_wrong, reference,
+        "--reward", "llm_judge" if reward == "judge" else "gsm8k_correctness",
+        "--loss_type", loss, "--scale_rewards", "none" if loss == "dr_grpo" else "group", "--beta", str(beta),
+        "--max_steps", str(args.steps), "--max_completion_length", "32",  # the lab's answers are ~20 tokens
+        "--learning_rate", "5e-5",  # the CPU lab's GRPO rate (shared NOTES.md)
+        "--judge_backend", "hf", "--judge_model", str(args.judge), "--judge_mode", "logprob",
+        "--judge_min_score_mass", str(args.min_score_mass),
+    ]  # fmt: skip
+    return flags
+
+
+def tracked_probability(steps: list[dict], after_updates: int, name: str) -> float | None:
+    """P(tracked answer) under the policy after ``after_updates`` updates (the record of step after_updates + 1)."""
+    for record in steps:
+        if record.get("step") == after_updates + 1 and not record.get("after_training"):
+            return math.exp(record["tracked"][name]["logp_policy"])
+    return None
+
+
+def summary(out: Path, names: list[str]) -> str:
+    from eval.lab_report import read_steps
+
+    lines = [
+        "| run | judge score (first -> last) | correct | mean tokens | P(short wrong) after 0 / 1 / 5 updates |"
+        " P(worked correct) after 0 / 1 / 5 |",
+        "|---|---|---|---|---|---|",
+    ]
+    for name in names:
+        steps = read_steps(out / name)
+        first, last = steps[0], steps[-1]
+
+        def probs(tracked, steps=steps):
+            values = [tracked_probability(steps, k, tracked) for k in (0, 1, 5)]
+            return " / ".join("-" if v is None else f"{v:.3g}" for v in values)
+
+        judge = f"{first.get('mean_judge_score') or 0:.2f} -> {last.get('mean_judge_score') or 0:.2f}"
+        lines.append(
+            f"| {name} | {judge if 'judge' in name else '-'} | {first['n_correct']}/{first['n_answers']} -> "
+            f"{last['n_correct']}/{last['n_answers']} | {first['mean_n_tokens']:.1f} -> {last['mean_n_tokens']:.1f} | "
+            f"{probs('short_wrong')} | {probs('worked_correct')} |"
+        )
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: list[str] | None = None) -> Path:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--policy", default=str(ROOT / "runs" / "lab" / "warmstart"), help="the lab's warm start")
+    parser.add_argument("--judge", default=str(ROOT / "runs" / "real_model" / "model"), help="SmolLM2 folder")
+    parser.add_argument("--heldout", default=str(ROOT / "runs" / "lab" / "data" / "heldout.jsonl"))
+    parser.add_argument("--question_index", type=int, default=0, help="which held-out problem")
+    parser.add_argument("--steps", type=int, default=10)
+    parser.add_argument("--only", nargs="*", default=None, help=f"run names, of {[r[0] for r in RUNS]}")
+    parser.add_argument("--min_score_mass", type=float, default=0.5, help="judge: below it, reward None")
+    parser.add_argument("--noise_n", type=int, default=3, help="times the judge scores one answer (it is greedy)")
+    parser.add_argument("--out", default=str(ROOT / "runs" / "judge_film"))
+    args = parser.parse_args(argv)
+    for path, how in ((args.policy, "python -m lab.warmstart"), (args.judge, "make real-model")):
+        if not (Path(path) / "config.json").is_file():
+            parser.error(f"{path} holds no model: build it with `{how}`")
+    if not Path(args.heldout).is_file():
+        parser.error(f"{args.heldout} does not exist: python -m lab.warmstart writes it")
+    runs = [r for r in RUNS if args.only is None or r[0] in args.only]
+    if not runs:
+        parser.error(f"--only names none of {[r[0] for r in RUNS]}")
+    question = film_question(Path(args.heldout), args.question_index)
+
+    from eval import judge_noise, lab_report
+    from recipes import judge_lab
+
+    out, timings = Path(args.out), {}
+    for name, reward, loss, beta in runs:
+        start = time.time()
+        judge_lab.main(
+            *judge_lab.make_parser().parse_args_and_config(run_args(name, reward, loss, beta, args, question))
+        )
+        timings[name] = round(time.time() - start)
+    names = [r[0] for r in runs]
+    lab_report.main([str(out / n) for n in names] + ["--out", str(out / "report")])
+    judge_runs = [n for n in names if n.startswith("judge")]
+    noise = None
+    if judge_runs:
+        noise = judge_noise.main(
+            ["--judge_backend", "hf", "--judge_model", str(args.judge), "--judge_mode", "logprob",
+             "--judge_min_score_mass", str(args.min_score_mass),
+             "--question", question[0], "--answer", question[2], "--n", str(args.noise_n),
+             "--answers_from_run", str(out / judge_runs[0]), "--max_answers", "16", "--out", str(out / "noise")]
+        )  # fmt: skip
+    text = [
+        "# The judge film on a laptop",
+        "",
+        f"Question (lab held-out #{args.question_index}): {question[0]} Gold {question[1]}.",
+        f"Policy {args.policy}; judge {args.judge} (log-probability mode); {args.steps} steps of 8 answers.",
+        "",
+        summary(out, names),
+        f"Seconds per run: {json.dumps(timings)}",
+        "",
+        f"Per-step tables and plot: {out / 'report' / 'lab_report.md'}; judge noise: {out / 'noise' / 'judge_noise.md'}"
+        if noise
+        else "",
+    ]
+    (out / "film.md").write_text("\n".join(text) + "\n")
+    print((out / "film.md").read_text())
+    return out / "film.md"
+
+
+if __name__ == "__main__":
+    main()
