@@ -1,7 +1,7 @@
 """Training time of the GRPO recipe (every monitor on: reward wrappers, hack probes, held-out evaluation at the
 config's cadence, JSON-lines log, top-completions table) vs plain TRL ``GRPOTrainer`` on the same config.
 
-    OMP_NUM_THREADS=1 .venv/bin/python -m bench.grpo_overhead          # the lab's default config, ~10 min on 2 cores
+    OMP_NUM_THREADS=1 .venv/bin/python -m bench.grpo_overhead      # lab default config: 9 min 14 s (docs/grpo.md)
     OMP_NUM_THREADS=1 .venv/bin/python -m bench.grpo_overhead --rounds 1 --steps 20   # quick look
 
 What each arm is:
