@@ -345,6 +345,8 @@ class _ScriptedPool:
 def scripted_pool(monkeypatch):
     import rewards.verify as verify
 
+    monkeypatch.setattr(verify, "_CACHE", type(verify._CACHE)())  # the script answers, not an earlier test's verdict
+
     def install(*verdicts):
         pool = _ScriptedPool(verdicts)
         monkeypatch.setattr(verify, "_POOL", pool)
