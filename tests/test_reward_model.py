@@ -294,3 +294,17 @@ def test_grpo_recipe_uses_the_reward_model_by_name(trained, tiny_model_dir, shar
     assert "rm/true_accuracy" in step and "monitor/reward_correctness_gap" in step
     probes = json.loads((tmp_path / "probes.json").read_text())
     assert probes  # the monitor's hack probes were scored with the reward model in the set
+
+
+def test_lora_run_saves_a_plain_classifier_with_its_trained_head(tiny_model_dir, reference_pairs, tmp_path):
+    from safetensors.torch import load_file
+
+    flags = run_flags(tiny_model_dir, reference_pairs, tmp_path, "--max_steps", "2", "--use_peft", "true",
+                      "--lora_r", "4", "--max_length", "1024")  # fmt: skip
+    report = main(*parse(*flags))
+    assert report["first_loss_ok"] is True  # peft copies the zero head (modules_to_save): still a tie at step 1
+    weights = load_file(tmp_path / "model.safetensors")
+    assert not any("lora" in k for k in weights)  # merged: the reward loads it as a plain sequence classifier
+    assert weights["score.weight"].abs().sum() > 0  # the head was trained with the adapters
+    check_reward_model(tmp_path)
+    assert len(RewardModelReward(tmp_path)([PROMPT], ["#### 2"])) == 1
