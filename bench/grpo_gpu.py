@@ -230,7 +230,7 @@ def main(argv: list[str] | None = None) -> list[dict]:
               f"{r['ours_all_in_s_per_step']} | {r['ratio_all_in']} | {r['plain_peak_alloc_gib']} | "
               f"{r['ours_peak_alloc_gib']} | {r['ours_nonempty_share']} |")  # fmt: skip
     imported = [m for m in OPTIONAL_MODULES if m in sys.modules]
-    print(f"optional modules imported: {imported or 'none'}")
+    print(f"optional modules imported: {imported or 'none'} (libraries import installed ones; the GPU image has none)")
     for row in failed:
         print(f"FAILED {row['shape']} G={row['G']} length={row['completion_length']}: {row['error']}")
     if args.out:
