@@ -149,7 +149,7 @@ def main(argv: list[str] | None = None) -> Path:
     except FileNotFoundError as error:
         raise SystemExit(str(error)) from None
     record = json.loads((folder / "real_model.json").read_text())
-    print(f"{record['source']}; {record['parameters']:,} parameters; check: {record['check']['answer']!r}")
+    print(f"{record['source']}; {record['parameters']:,} parameters; converted answer: {record['check']['answer']!r}")
     print(f"tokenizer alone: {tokenizer_dir(args.root)}")
     print(folder)
     return folder
