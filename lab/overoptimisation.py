@@ -30,6 +30,7 @@ import argparse
 import json
 import logging
 import math
+import os
 import statistics
 import time
 from dataclasses import asdict, dataclass, field
@@ -63,6 +64,7 @@ class Settings:
     group_size: int = 8
     max_completion_length: int = 32
     jobs: int = 2
+    report_to: str = "none"  # "wandb": one W&B run per arm and seed (named <arm>-seed<k>, grouped by the out folder)
     policy: str | None = None  # default: the lab warm start (lab.warmstart.prepare_lab)
     train_data: str | None = None
     heldout_data: str | None = None
@@ -197,7 +199,8 @@ def run_arm(arm: str, beta: float, seed: int, paths: dict, settings: Settings, o
                         per_device_train_batch_size=s.prompts_per_step * s.group_size,
                         max_completion_length=s.max_completion_length, temperature=1.0, learning_rate=s.learning_rate,
                         lr_scheduler_type="constant", max_steps=s.steps, logging_steps=max(1, s.eval_every // 4),
-                        save_strategy="no", gradient_checkpointing=False, report_to="none", seed=seed,
+                        save_strategy="no", gradient_checkpointing=False, report_to=s.report_to, seed=seed,
+                        run_name=f"{arm}-seed{seed}",
                         disable_tqdm=True)  # fmt: skip
     curve = LeashCurve(paths["policy"], str(paths["heldout"]), rm, s, folder, seed)
     trainer = GRPOTrainer(model=str(paths["policy"]), reward_funcs=rewards, args=config, train_dataset=rows,
@@ -263,13 +266,14 @@ def run(settings: Settings, out: Path) -> Path:
 
     started = time.monotonic()
     out.mkdir(parents=True, exist_ok=True)
+    os.environ.setdefault("WANDB_RUN_GROUP", f"overoptimisation-{out.name}")  # read by wandb.init in every run
     (out / "settings.json").write_text(json.dumps(asdict(settings), indent=1))
     paths = prepare(settings, out)
     prepared = time.monotonic() - started
     jobs = [(arm, beta, seed, paths, settings, out) for seed in settings.seeds for arm, beta in arms(settings)]
     if settings.jobs == 1:
         for job in jobs:
-            run_arm(*job, threads=max(1, __import__("os").cpu_count() or 1))
+            run_arm(*job, threads=max(1, os.cpu_count() or 1))
     else:
         with ProcessPoolExecutor(settings.jobs, mp_context=multiprocessing.get_context("spawn")) as pool:
             list(pool.map(_run_arm_star, jobs))
@@ -277,11 +281,18 @@ def run(settings: Settings, out: Path) -> Path:
 
 
 def read_curves(out: Path, settings: Settings) -> dict[str, list[list[dict]]]:
-    """{arm: one curve (list of rows) per seed}."""
+    """{arm: one curve (list of rows) per seed whose run reached ``settings.steps``}; unfinished runs are left out
+    (``--report-only`` reports a run still in progress), arms with no finished run too."""
     curves = {}
     for arm, _ in arms(settings):
-        files = [out / arm / f"seed{seed}" / "curve.jsonl" for seed in settings.seeds]
-        curves[arm] = [[json.loads(line) for line in f.read_text().splitlines()] for f in files]
+        runs = []
+        for seed in settings.seeds:
+            path = out / arm / f"seed{seed}" / "curve.jsonl"
+            rows = [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
+            if rows and rows[-1]["step"] == settings.steps:
+                runs.append(rows)
+        if runs:
+            curves[arm] = runs
     return curves
 
 
@@ -294,7 +305,7 @@ def _ms(values: list[float]) -> str:
     return f"{statistics.fmean(values):.3f} ± {statistics.stdev(values):.3f}" if len(values) > 1 else f"{values[0]:.3f}"
 
 
-def write_report(out: Path, settings: Settings, paths: dict, prepared_s: float, total_s: float) -> Path:
+def write_report(out: Path, settings: Settings, paths: dict, prepared_s: float | None, total_s: float) -> Path:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -319,11 +330,13 @@ def write_report(out: Path, settings: Settings, paths: dict, prepared_s: float, 
     lines = [
         "# The leash, measured: GRPO against a learned reward model (CPU lab)", "",
         f"Command: `python -m lab.overoptimisation` with settings `{json.dumps(asdict(settings))}`", "",
-        f"Time: {total_s:.0f} s in all ({prepared_s:.0f} s for warm start, pairs and reward model).", "",
+        f"Time: {total_s:.0f} s in all ({prepared_s:.0f} s for warm start, pairs and reward model)."
+        if prepared_s is not None else f"Report written {total_s:.0f} s after the run started (--report-only).", "",
         f"Reward model: {rm_report['train_pairs']} train / {rm_report['heldout_pairs']} held-out pairs, held-out "
         f"pairwise accuracy {rm_report['heldout_pairwise_accuracy']:.3f}, first loss {rm_report['first_loss']:.4f} "
         f"(ok: {rm_report['first_loss_ok']}).", "",
-        f"Each arm: {len(settings.seeds)} seeds; evaluations on {settings.eval_n} held-out problems every "
+        "Finished runs per arm: " + ", ".join(f"{a} {len(r)}" for a, r in curves.items()) + f" (of "
+        f"{len(settings.seeds)} seeds); evaluations on {settings.eval_n} held-out problems every "
         f"{settings.eval_every} steps. Values are mean ± std over seeds.", "",
         "![proxy and truth against sqrt KL](overoptimisation.png)", "",
         "| arm | accuracy at 0 | peak accuracy (step, sqrt KL) | accuracy at the end | proxy 0 -> end "
@@ -345,10 +358,9 @@ def write_report(out: Path, settings: Settings, paths: dict, prepared_s: float, 
     lines += ["", f"## What the reward model pays (hack probes on {len(problems)} held-out problems, normalised: "
               "genuine correct 1, genuine wrong 0)", "",
               "Probes that break their rule: " + (", ".join(paid) or "none") + ".", ""]  # fmt: skip
-    lines += ["## Highest-scored WRONG answers at the last evaluation (seed " + str(settings.seeds[0]) + ")", ""]
-    for arm, _ in arms(settings):
-        last = (out / arm / f"seed{settings.seeds[0]}" / "curve.jsonl").read_text().splitlines()[-1]
-        for score, text in json.loads(last)["top_wrong"][:3]:
+    lines += ["## Highest-scored WRONG answers at the last evaluation (first finished seed)", ""]
+    for arm, runs in curves.items():
+        for score, text in runs[0][-1]["top_wrong"][:3]:
             lines.append(f"- {arm}: {score:.2f} `{text.strip()[:80]!r}`")
     (out / "probes.json").write_text(json.dumps(probes, indent=1))
     report = out / "report.md"
@@ -369,7 +381,21 @@ def main(argv: list[str] | None = None) -> Path:
     parser.add_argument("--train-data", help="with --policy: GRPO and pair problems (.jsonl)")
     parser.add_argument("--heldout-data", help="with --policy: held-out problems (.jsonl)")
     parser.add_argument("--out", default="runs/lab/overoptimisation")
+    parser.add_argument("--report-to", default="none", help="'wandb' logs every run's rm/* curves to W&B")
+    parser.add_argument("--report-only", action="store_true", help="rewrite the report of --out from its finished runs")
     args = parser.parse_args(argv)
+    if args.report_only:
+        out = Path(args.out)
+        settings = Settings(**json.loads((out / "settings.json").read_text()))
+        policy = Path(settings.policy) if settings.policy else Path("runs/lab/warmstart")
+        train, heldout = (
+            settings.train_data or "runs/lab/data/train.jsonl",
+            settings.heldout_data or "runs/lab/data/heldout.jsonl",
+        )
+        paths = {"policy": policy, "train": Path(train), "heldout": Path(heldout), "rm": out / "rm"}
+        report = write_report(out, settings, paths, None, time.time() - (out / "settings.json").stat().st_mtime)
+        print(f"report: {report}")
+        return report
     if args.policy and not (args.train_data and args.heldout_data):
         parser.error("--policy needs --train-data and --heldout-data (lab-style .jsonl with question and answer)")
     if min(args.steps, args.eval_every, args.eval_n, args.jobs, args.pair_problems, args.pair_k) < 1:
@@ -377,7 +403,8 @@ def main(argv: list[str] | None = None) -> Path:
     settings = Settings(seeds=args.seeds, betas=args.betas, checker_control=not args.no_checker_control,
                         steps=args.steps, eval_every=args.eval_every, eval_n=args.eval_n, pairs=args.pairs,
                         pair_problems=args.pair_problems, pair_k=args.pair_k, jobs=args.jobs, policy=args.policy,
-                        train_data=args.train_data, heldout_data=args.heldout_data)  # fmt: skip
+                        train_data=args.train_data, heldout_data=args.heldout_data,
+                        report_to=args.report_to)  # fmt: skip
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     report = run(settings, Path(args.out))
     print(f"report: {report}")

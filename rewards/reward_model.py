@@ -7,7 +7,8 @@ applies the chat template to prompt + completion, tokenizes everything in ONE ba
 use (``reward_model``) so it sits beside the checker rewards and passes through the GRPO monitors; micro-batches
 (``batch_size``); a stated truncation (``max_length`` tokens, cut from the LEFT so the final answer the model scores
 is kept, the share cut logged as ``rm/truncated_frac``); and ``rm/proxy_reward`` (the batch's mean score) and, when
-the data set has an ``answer`` column, ``rm/true_accuracy`` (the checker's verdict on the same completions), both via
+the data set has an ``answer`` column, ``rm/true_accuracy`` (the checker's verdict on the same completions:
+``gsm8k_correctness``, or ``math_correctness`` with ``LEASH_REWARD_MODEL_ANSWER_STYLE=math``), both via
 TRL's ``log_metric``, so proxy and truth land on one W&B panel.
 
 The model is loaded at the first call from ``LEASH_REWARD_MODEL`` (a folder written by the recipe), onto the device
@@ -39,6 +40,7 @@ ENV_PATH, ENV_MAX_LENGTH, ENV_BATCH_SIZE = (
     "LEASH_REWARD_MODEL_MAX_LENGTH",
     "LEASH_REWARD_MODEL_BATCH_SIZE",
 )
+ENV_ANSWER_STYLE = "LEASH_REWARD_MODEL_ANSWER_STYLE"  # rm/true_accuracy checks "gsm8k" (default) or "math"
 DEFAULT_MAX_LENGTH = 1024  # RewardConfig's default max_length: what the recipe trains on unless told otherwise
 DEFAULT_BATCH_SIZE = 32
 
@@ -185,9 +187,11 @@ class RewardModelReward:
             log_metric("rm/proxy_reward", sum(scores) / len(scores))
             log_metric("rm/truncated_frac", truncated)
             if answer is not None:
-                from rewards.correctness import gsm8k_correctness_reward
+                from rewards.correctness import gsm8k_correctness_reward, math_correctness_reward
 
-                verdicts = gsm8k_correctness_reward(completions, answer=answer)
+                style = os.environ.get(ENV_ANSWER_STYLE, "gsm8k")
+                checker = math_correctness_reward if style == "math" else gsm8k_correctness_reward
+                verdicts = checker(completions, answer=answer)
                 known = [v for v in verdicts if v is not None]
                 if known:
                     log_metric("rm/true_accuracy", sum(known) / len(known))

@@ -308,3 +308,14 @@ def test_lora_run_saves_a_plain_classifier_with_its_trained_head(tiny_model_dir,
     assert weights["score.weight"].abs().sum() > 0  # the head was trained with the adapters
     check_reward_model(tmp_path)
     assert len(RewardModelReward(tmp_path)([PROMPT], ["#### 2"])) == 1
+
+
+def test_true_accuracy_uses_the_math_checker_when_asked(trained, monkeypatch):
+    logged = {}
+    completions = ["so \\boxed{\\frac{2}{4}}", "#### 0.5"]  # right in MATH style; a GSM8K marker a MATH checker ignores
+    monkeypatch.setenv("LEASH_REWARD_MODEL_ANSWER_STYLE", "math")
+    RewardModelReward(trained[1])([PROMPT] * 2, completions, answer=["\\frac{1}{2}"] * 2, log_metric=logged.__setitem__)
+    assert logged["rm/true_accuracy"] == 0.5
+    monkeypatch.setenv("LEASH_REWARD_MODEL_ANSWER_STYLE", "gsm8k")
+    RewardModelReward(trained[1])([PROMPT] * 2, completions, answer=["0.5"] * 2, log_metric=logged.__setitem__)
+    assert logged["rm/true_accuracy"] == 0.5  # now only '#### 0.5' counts

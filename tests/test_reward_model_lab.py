@@ -8,7 +8,7 @@ import json
 import math
 
 from eval.rollouts import write_jsonl
-from lab.overoptimisation import Settings, arms, mean_curve, run
+from lab.overoptimisation import Settings, arms, main, mean_curve, run
 from lab.problems import heldout_problems, train_problems
 
 
@@ -38,6 +38,10 @@ def test_tiny_experiment_writes_curves_plots_and_report(tiny_model_dir, tmp_path
     text = report.read_text()
     assert (out / "overoptimisation.png").stat().st_size > 0 and "| rm_beta0.2 |" in text and "| checker |" in text
     assert "Probes that break their rule" in text
+    assert "Finished runs per arm: rm_beta0 1, rm_beta0.2 1, checker 1" in text
+    (out / "checker" / "seed0" / "curve.jsonl").write_text("")  # a run still in progress: left out of the report
+    rewritten = main(["--report-only", "--out", str(out)]).read_text()
+    assert "| checker |" not in rewritten and "| rm_beta0.2 |" in rewritten and "--report-only" in rewritten
 
 
 def test_mean_curve_averages_seeds_step_by_step():
