@@ -19,8 +19,12 @@ from rewards import get_reward
 
 ROOT = Path(__file__).resolve().parents[1]
 CONFIGS = sorted((ROOT / "recipes" / "configs").rglob("*.yaml")) + sorted((ROOT / "recipes" / "configs").rglob("*.yml"))
-RECIPES = {"grpo_": "recipes.grpo", "dpo_": "recipes.dpo", "judge_lab_": "recipes.judge_lab",
-           "reward_model_": "recipes.reward_model"}  # prefix -> module
+RECIPES = {
+    "grpo_": "recipes.grpo",
+    "dpo_": "recipes.dpo",
+    "judge_lab_": "recipes.judge_lab",
+    "reward_model_": "recipes.reward_model",
+}  # prefix -> module
 MATRIX_KEYS = {"loss_type", "beta", "scale_rewards", "output_dir"}  # what may differ inside the GSM8K matrix
 
 
