@@ -31,3 +31,19 @@ def test_a_format_bonus_of_zero_is_allowed_and_below_zero_is_not():
     for bad in (-0.1, "0.1", None):
         with pytest.raises(ValueError, match=r"format bonus must be a number >= 0, got"):
             FormatReward("gsm8k", bonus=bad)
+
+
+@pytest.mark.parametrize(
+    "completion, paid",
+    [
+        ("Step by step: 3 apples and 5 more make 8 apples in all. " * 5 + "\n#### 8", True),  # long work, then the answer
+        ("#### 8" + "\n \n" * 30, True),  # trailing whitespace is not text after the answer
+        ("#### 8\n" + "x" * 39, True),  # exactly TRAILING_CHARS (40) characters after the answer's line
+        ("#### 8\n" + "x" * 40, False),  # one more: the answer is no longer at the end
+    ],
+)
+def test_the_format_bonus_is_for_an_answer_at_the_end(completion, paid):
+    from rewards.format import TRAILING_CHARS
+
+    assert TRAILING_CHARS == 40
+    assert FormatReward("gsm8k", bonus=0.3)([completion]) == [0.3 if paid else 0.0]
