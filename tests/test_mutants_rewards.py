@@ -36,7 +36,7 @@ def test_a_format_bonus_of_zero_is_allowed_and_below_zero_is_not():
 @pytest.mark.parametrize(
     "completion, paid",
     [
-        ("Step by step: 3 apples and 5 more make 8 apples in all. " * 5 + "\n#### 8", True),  # long work, then the answer
+        ("Step by step: 3 apples and 5 more make 8 apples in all. " * 5 + "\n#### 8", True),  # long work first
         ("#### 8" + "\n \n" * 30, True),  # trailing whitespace is not text after the answer
         ("#### 8\n" + "x" * 39, True),  # exactly TRAILING_CHARS (40) characters after the answer's line
         ("#### 8\n" + "x" * 40, False),  # one more: the answer is no longer at the end
