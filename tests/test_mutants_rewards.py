@@ -47,3 +47,10 @@ def test_the_format_bonus_is_for_an_answer_at_the_end(completion, paid):
 
     assert TRAILING_CHARS == 40
     assert FormatReward("gsm8k", bonus=0.3)([completion]) == [0.3 if paid else 0.0]
+
+
+def test_number_anywhere_pays_nothing_without_the_gold_number():
+    from rewards.partial import PARTIAL_CREDIT, number_anywhere_reward
+
+    got = number_anywhere_reward(["I think it is 12.", "It is 7 apples.", "no number"], answer=["7", "7", "7"])
+    assert got == [0.0, PARTIAL_CREDIT, 0.0] and PARTIAL_CREDIT == 0.5
