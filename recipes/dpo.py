@@ -30,6 +30,7 @@ from pathlib import Path
 from transformers import TrainerCallback
 
 from recipes import validate
+from recipes.model_args import model_init_kwargs
 
 logger = logging.getLogger(__name__)
 
@@ -208,8 +209,8 @@ def main(script_args, training_args, model_args):
         from lab.tiny_model import save_tiny_model
 
         save_tiny_model(model_args.model_name_or_path)
-    training_args.model_init_kwargs = (training_args.model_init_kwargs or {}) | {"dtype": model_args.dtype}
-    tokenizer = AutoTokenizer.from_pretrained(model_args.model_name_or_path)
+    training_args.model_init_kwargs = model_init_kwargs(model_args, training_args.model_init_kwargs)
+    tokenizer = AutoTokenizer.from_pretrained(model_args.model_name_or_path, revision=model_args.model_revision)
     if tokenizer.pad_token is None:
         tokenizer.pad_token = tokenizer.eos_token
     first_loss_check = FirstLossCheck(

@@ -284,9 +284,13 @@ class TrainerBuilt(Exception):
 
 @pytest.mark.parametrize(
     "module_name, config",
-    [("recipes.grpo", "tiny/grpo_cpu.yaml"), ("recipes.judge_lab", "judge_lab/tiny/judge_lab_tiny_checker_b0.04.yaml")],
+    [
+        ("recipes.grpo", "tiny/grpo_cpu.yaml"),
+        ("recipes.judge_lab", "judge_lab/tiny/judge_lab_tiny_checker_b0.04.yaml"),
+        ("recipes.dpo", "tiny/dpo_cpu_lora.yaml"),
+    ],
 )
-def test_recipes_pass_attention_and_revision_to_model_loading(module_name, config, monkeypatch, tmp_path):
+def test_recipes_pass_attention_and_revision_to_model_loading(module_name, config, monkeypatch, tmp_path, shared_data):
     import importlib
 
     import trl
@@ -296,9 +300,15 @@ def test_recipes_pass_attention_and_revision_to_model_loading(module_name, confi
             raise TrainerBuilt(model, kwargs["args"].model_init_kwargs)
 
     monkeypatch.setattr(trl, "GRPOTrainer", StandInTrainer)
+    monkeypatch.setattr(trl, "DPOTrainer", StandInTrainer)
     module = importlib.import_module(module_name)
     flags = ["--attn_implementation", "eager", "--model_revision", "v1.2", "--output_dir", str(tmp_path / "out"),
              "--model_name_or_path", str(tmp_path / "model"), "--report_to", "none"]  # fmt: skip
+    if module_name == "recipes.dpo":  # DPO checks its preference data before building the model
+        from eval.rollouts import reference_rollouts, write_jsonl
+
+        rows = reference_rollouts("gsm8k_train", str(shared_data / "gsm8k" / "train.jsonl"), limit=4)
+        flags += ["--data", str(write_jsonl(rows, tmp_path / "rollouts.jsonl"))]
     parsed = validate.parse_or_explain(module.make_parser(), ["--config", str(CONFIGS / config), *flags])
     with pytest.raises(TrainerBuilt) as built:
         module.main(*parsed)
