@@ -357,6 +357,8 @@ def write_report(out: Path, settings: Settings, paths: dict, prepared_s: float |
     paid = [f"`{name}` {cell['score']:.2f}" for name, cell in probes.items() if cell["violation"]]
     lines += ["", f"## What the reward model pays (hack probes on {len(problems)} held-out problems, normalised: "
               "genuine correct 1, genuine wrong 0)", "",
+              f"Raw mean scores: genuine correct {probes['genuine_correct']['raw']:.3f}, genuine wrong "
+              f"{probes['genuine_wrong']['raw']:.3f} (the normalised values divide by their difference).", "",
               "Probes that break their rule: " + (", ".join(paid) or "none") + ".", ""]  # fmt: skip
     lines += ["## Highest-scored WRONG answers at the last evaluation (first finished seed)", ""]
     for arm, runs in curves.items():
