@@ -46,6 +46,7 @@ class FakeJudgeServer:
                 pass
 
             def _reply(self, status: int, payload: dict | str, headers: dict | None = None):
+                self._done()  # before the reply leaves: once the client has it, it may send its next request
                 data = payload.encode() if isinstance(payload, str) else json.dumps(payload).encode()
                 self.send_response(status)
                 self.send_header("Content-Type", "application/json")
@@ -65,9 +66,15 @@ class FakeJudgeServer:
                     answer = body["messages"][-1]["content"].split("Student's answer:\n")[1].split("\n")[0]
                     server.seen[answer] = server.seen.get(answer, 0) + 1
                     times_seen = server.seen[answer]
+                self._counted = True
                 try:
                     self._behave(answer, times_seen)
                 finally:
+                    self._done()
+
+            def _done(self):
+                if getattr(self, "_counted", False):
+                    self._counted = False
                     with server.lock:
                         server.in_flight -= 1
 
