@@ -29,8 +29,9 @@ GPT3_KEYS = ["6b_finetuning", "6b_verification", "175b_finetuning", "175b_verifi
 
 
 def _rows(path: str) -> list[dict]:
-    with open(DATA / path) as f:
-        return [json.loads(line) for line in f if line.strip()]
+    from eval.run import iter_jsonl
+
+    return [row for _, row in iter_jsonl(DATA / path, "a stored data file under ../shared/data")]
 
 
 def _mathcoder_text(row: dict) -> str:

@@ -42,6 +42,15 @@ LAB_INSTRUCTION = "End with #### and the number."  # eval.tasks.TASKS["lab"].ins
 CHECKER = "checker"
 
 
+def _read_jsonl(path, limit: int | None = None) -> list[dict]:
+    """The first ``limit`` rows (all when None) of a JSONL file, through eval's strict reader."""
+    from itertools import islice
+
+    from eval.run import iter_jsonl
+
+    return list(islice((row for _, row in iter_jsonl(Path(path), "a file this experiment wrote: rerun it")), limit))
+
+
 @dataclass
 class Settings:
     """Everything a run depends on (written to ``settings.json``)."""
@@ -133,7 +142,7 @@ class LeashCurve:
         s = self.settings
         result = evaluate(model, tokenizer, "lab", data=self.heldout, limit=s.eval_n,
                           max_new_tokens=s.max_completion_length, progress=False)  # fmt: skip
-        problems = [json.loads(line) for line in Path(self.heldout).read_text().splitlines()[: s.eval_n]]
+        problems = _read_jsonl(self.heldout, s.eval_n)
         prompts = [[{"role": "user", "content": f"{p['question'].strip()}\n\n{LAB_INSTRUCTION}"}] for p in problems]
         texts, kls = sample_with_kl(model, self.ref, tokenizer, prompts, s.max_completion_length, self.seed + step)
         scores, _ = self.rm.score(prompts, texts)
@@ -288,7 +297,7 @@ def read_curves(out: Path, settings: Settings) -> dict[str, list[list[dict]]]:
         runs = []
         for seed in settings.seeds:
             path = out / arm / f"seed{seed}" / "curve.jsonl"
-            rows = [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
+            rows = _read_jsonl(path) if path.exists() else []
             if rows and rows[-1]["step"] == settings.steps:
                 runs.append(rows)
         if runs:
@@ -351,7 +360,7 @@ def write_report(out: Path, settings: Settings, paths: dict, prepared_s: float |
         lines.append(f"| {arm} | {acc[0]:.3f} | {acc[peak]:.3f} (step {runs[0][peak]['step']}, {sqrt_kl[peak]:.2f}) | "
                      f"{end['rm/true_accuracy']} | {proxy[0]:.3f} -> {end['rm/proxy_reward']} | "
                      f"{end['rm/sqrt_kl']} |")  # fmt: skip
-    heldout = [json.loads(line) for line in Path(paths["heldout"]).read_text().splitlines()[: settings.probe_n]]
+    heldout = _read_jsonl(paths["heldout"], settings.probe_n)
     problems = [{"question": p["question"], "answer": p["answer"].split("####")[-1].strip()} for p in heldout]
     probes = reward_model_scores(RewardModelReward(paths["rm"]), "gsm8k", problems, LAB_INSTRUCTION)
     paid = [f"`{name}` {cell['score']:.2f}" for name, cell in probes.items() if cell["violation"]]
