@@ -93,7 +93,7 @@ def sample_with_kl(model, ref_model, tokenizer, prompts: list[list[dict]], max_n
     and including the end-of-sequence token) of ``log pi - log pi_ref``: its mean estimates KL(pi || pi_ref)."""
     import torch
 
-    from eval.generate import encode_prompts
+    from eval.generate import encode_prompts, forked_rng
 
     ids = encode_prompts(tokenizer, prompts)
     width = max(len(x) for x in ids)
@@ -102,8 +102,7 @@ def sample_with_kl(model, ref_model, tokenizer, prompts: list[list[dict]], max_n
     mask = torch.tensor([[0] * (width - len(x)) + [1] * len(x) for x in ids])
     was_training = model.training
     model.eval()
-    torch.manual_seed(seed)
-    with torch.no_grad():
+    with torch.no_grad(), forked_rng(seed, model.device):  # the trainer's own sampling stream is left untouched
         out = model.generate(input_ids=input_ids, attention_mask=mask, do_sample=True, temperature=1.0, top_k=0,
                              top_p=1.0, max_new_tokens=max_new_tokens, pad_token_id=pad)  # fmt: skip
         answer = out[:, width:]  # [B, C]

@@ -47,3 +47,21 @@ def test_tiny_experiment_writes_curves_plots_and_report(tiny_model_dir, tmp_path
 def test_mean_curve_averages_seeds_step_by_step():
     runs = [[{"a": 1.0}, {"a": 3.0}], [{"a": 3.0}, {"a": 5.0}, {"a": 9.0}]]
     assert mean_curve(runs, "a") == [2.0, 4.0]  # up to the shorter run
+
+
+def test_leash_measurement_leaves_the_trainers_random_stream_alone(tiny_model_dir):
+    # sample_with_kl runs inside training (every eval_every steps): it must seed a fork, not torch's global stream
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from lab.overoptimisation import sample_with_kl
+
+    model = AutoModelForCausalLM.from_pretrained(tiny_model_dir)
+    tokenizer = AutoTokenizer.from_pretrained(tiny_model_dir)
+    prompts = [[{"role": "user", "content": "1 + 2?"}]]
+    torch.manual_seed(7)
+    expected = torch.rand(3)
+    torch.manual_seed(7)
+    first = sample_with_kl(model, model, tokenizer, prompts, max_new_tokens=4, seed=3)
+    assert torch.equal(torch.rand(3), expected)
+    assert sample_with_kl(model, model, tokenizer, prompts, max_new_tokens=4, seed=3) == first  # still seeded
