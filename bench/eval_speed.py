@@ -51,7 +51,7 @@ def time_generation(n_prompts: int, max_new_tokens: int, batch_size: int) -> lis
     from eval.generate import generate
     from eval.run import load_problems
     from eval.tasks import get_task
-    from lab.tiny_model import save_tiny_model
+    from recipes.tiny_model import save_tiny_model
 
     prompts = [p["prompt"] for p in load_problems(get_task("gsm8k"), str(SHARED_DATA / "gsm8k/test.jsonl"), n_prompts)]
     with tempfile.TemporaryDirectory() as folder:

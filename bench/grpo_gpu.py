@@ -19,7 +19,7 @@ included), peak allocated and reserved GPU memory per run.
 What the model is. No weights travel to the GPU machine (it takes 64 MiB from the checkout and reaches no hub), so
 the models are Qwen2 configs with Qwen2.5's hidden size, layers, heads and MLP width and RANDOM weights, with
 ``vocab_size = len(tokenizer)`` of a real tokenizer: SmolLM2-135M-Instruct's (49,152 tokens, ChatML chat template),
-saved alone by ``python -m lab.real_model`` under ``runs/real_model/tokenizer`` (3.4 MB). Every sampled id is then a
+saved alone by ``python -m recipes.real_model`` under ``runs/real_model/tokenizer`` (3.4 MB). Every sampled id is then a
 real token, so completions decode to text (the output prints the share that is non-empty), but random weights
 never produce an answer: rewards see text without answers, and their parsing cost is what ``bench.grpo_overhead``
 measures on CPU with a model whose answers parse. Random weights rarely sample the end-of-turn token, so nearly
@@ -77,11 +77,11 @@ def load_tokenizer(path: str | Path | None, smoke: bool):
     if path is not None or DEFAULT_TOKENIZER.exists():
         path = Path(path or DEFAULT_TOKENIZER)
         if not path.exists():
-            raise SystemExit(f"tokenizer folder {path} not found: `python -m lab.real_model` writes it")
+            raise SystemExit(f"tokenizer folder {path} not found: `python -m recipes.real_model` writes it")
         return AutoTokenizer.from_pretrained(path)
     if not smoke:
         raise SystemExit(f"no tokenizer at {DEFAULT_TOKENIZER}: run `make real-model`, carry that folder, or pass one")
-    from lab.tiny_model import build_tokenizer
+    from recipes.tiny_model import build_tokenizer
 
     return build_tokenizer()
 

@@ -11,7 +11,7 @@ What each arm is:
   ``output_dir`` and ``eval_limit 0`` (the before/after evaluation is outside training, so outside the ratio);
 - plain: TRL's ``GRPOTrainer`` built from the same parsed config (same GRPOConfig, model, data rows, reward
   functions and weights, LoRA settings), with no monitors.
-The lab's warm start is trained first when it is not cached (``lab.warmstart``, ~4 minutes on 2 idle cores).
+The lab's warm start is trained first when it is not cached (``cpu_lab.warmstart``, ~4 minutes on 2 idle cores).
 
 Both arms are the same ``GRPOTrainer`` subclass with a clock: the recipe receives it in place of ``trl.GRPOTrainer``
 (and wraps it with its monitors, as it wraps TRL's). The clock records (a) the seconds of each ``train()`` call, so
@@ -197,13 +197,13 @@ def prepare(config: Path, tmp: Path) -> list[str]:
     """Overrides that make ``config`` runnable here: the lab's warm start and data, or the tiny model in ``tmp``."""
     script_args, _, model_args = parse_recipe_args(config, [])
     if Path(config).resolve() == LAB_CONFIG.resolve():
-        from lab.warmstart import WarmStartSettings, prepare_lab
+        from cpu_lab.warmstart import WarmStartSettings, prepare_lab
 
         paths = prepare_lab(WarmStartSettings())  # trains the warm start if it is not cached
         return ["--model_name_or_path", str(paths["model"]), "--data", str(paths["train"]), "--eval_data",
                 str(paths["heldout"])]  # fmt: skip
     if script_args.build_tiny_model:  # the plain arm may run first, and it builds nothing
-        from lab.tiny_model import save_tiny_model
+        from recipes.tiny_model import save_tiny_model
 
         return ["--model_name_or_path", str(save_tiny_model(tmp / "tiny_model"))]
     return []

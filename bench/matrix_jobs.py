@@ -1,10 +1,10 @@
 """Wall time of the lab's GRPO runs one after the other (one process, all cores' threads) vs two at once
-(``lab.matrix --jobs 2``: two processes, cpu_count // 2 threads each), same configs, same steps, measured in one run.
+(``cpu_lab.matrix --jobs 2``: two processes, cpu_count // 2 threads each), same configs, same steps, measured in one run.
 
     .venv/bin/python -m bench.matrix_jobs                 # the demo's 120 steps: ~6 minutes on 2 cores
     .venv/bin/python -m bench.matrix_jobs --steps 30      # quick look (~2 minutes; start-up weighs more)
 
-It uses the lab's warm start (``lab.warmstart``; trained first if not cached, ~4 minutes) and two of its configs,
+It uses the lab's warm start (``cpu_lab.warmstart``; trained first if not cached, ~4 minutes) and two of its configs,
 without held-out evaluations or probes, so the ratio is the training's. ``--rounds 2`` alternates the two ways twice
 (sequential, parallel, sequential, parallel) so that load from other processes hits both alike.
 """
@@ -29,8 +29,8 @@ def main(argv: list[str] | None = None) -> dict:
 
     import torch
 
-    from lab import matrix
-    from lab.warmstart import WarmStartSettings, prepare_lab
+    from cpu_lab import matrix
+    from cpu_lab.warmstart import WarmStartSettings, prepare_lab
 
     cores = os.cpu_count() or 1
     torch.set_num_threads(cores)  # the sequential way gets every core, as `make demo` gives it (OMP_NUM_THREADS=2)

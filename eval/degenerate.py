@@ -1,5 +1,5 @@
 """Degenerate GRPO groups: all G answers right or all wrong, so the correctness advantage is zero and the group
-teaches nothing. One formula for the rollouts filter (``eval.rollouts``) and the train-time monitors
+teaches nothing. One formula for the rollouts filter (``training_data.rollouts``) and the train-time monitors
 (``eval.monitors``), and the predictor behind ``monitor/degenerate_expected_share``.
 
 For a prompt of pass rate p, a fresh group of G answers is degenerate with probability p^G + (1-p)^G:
@@ -73,7 +73,7 @@ class DegeneratePredictor:
     A group's prediction comes from, in this order (its source):
 
     - ``prompt``: the same prompt's earlier groups (its last ``visits_kept`` visits), through ``degenerate_estimate``;
-    - ``prior``: a pass rate given with the data (the ``pass_rate`` column ``eval.rollouts filter`` writes), through
+    - ``prior``: a pass rate given with the data (the ``pass_rate`` column ``training_data.rollouts filter`` writes), through
       p^G + (1-p)^G as the filter reports it;
     - ``pool``: the mean estimate of the last ``pool_groups`` earlier groups of any prompt (for complete groups, the
       recent degenerate share). The mean of p^G + (1-p)^G over prompts, not that of a pooled pass rate: prompts

@@ -9,7 +9,7 @@ A generation is *truncated* when it stopped at ``max_new_tokens`` without an end
 never disturbs the caller's random state: seeding happens inside a fork of torch's RNG (``forked_rng``), so a
 trainer's sampling stream continues after a monitor eval as if the eval had not run.
 
->>> from lab.tiny_model import build_model, build_tokenizer
+>>> from recipes.tiny_model import build_model, build_tokenizer
 >>> tokenizer = build_tokenizer(); model = build_model(tokenizer)
 >>> [[g]] = generate(model, tokenizer, [[{"role": "user", "content": "1+1?"}]], max_new_tokens=4)
 >>> g.n_tokens <= 4, isinstance(g.text, str)

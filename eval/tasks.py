@@ -78,7 +78,7 @@ TASKS["math_train"] = Task(
         "local_copy": "../shared/data/math_train/train.jsonl",
     }
 )
-# The CPU lab's generated problems (lab/problems.py): GSM8K-shaped answers, a short instruction (the tiny model learns
+# The CPU lab's generated problems (cpu_lab/problems.py): GSM8K-shaped answers, a short instruction (the tiny model learns
 # the format from its SFT data; every prompt token costs compute in SFT and GRPO). Local files only.
 TASKS["lab"] = Task(
     **{
@@ -86,7 +86,7 @@ TASKS["lab"] = Task(
         "name": "lab",
         "hub_id": "",
         "instruction": "End with #### and the number.",
-        "local_copy": "runs/lab/data/{train,heldout}.jsonl, written by `python -m lab.warmstart`",
+        "local_copy": "runs/lab/data/{train,heldout}.jsonl, written by `python -m cpu_lab.warmstart`",
     }
 )
 

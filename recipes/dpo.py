@@ -1,15 +1,15 @@
 """DPO on answers the checker labelled: a thin script around TRL's ``DPOTrainer``.
 
     # tiny CPU run (a ~100k-parameter local model; pairs from the data set's own solutions, see the config)
-    python -m eval.rollouts reference --task gsm8k_train --data ../shared/data/gsm8k/train.jsonl --limit 16 \\
+    python -m training_data.rollouts reference --task gsm8k_train --data ../shared/data/gsm8k/train.jsonl --limit 16 \\
         --out runs/tiny_reference_rollouts
     python -m recipes.dpo --config recipes/configs/tiny/dpo_cpu.yaml
     # one GPU, LoRA, GSM8K, pairs from the model's own rollouts (docs/dpo.md); flags override the YAML
     python -m recipes.dpo --config recipes/configs/gsm8k/qwen2.5-0.5b-instruct/dpo_lora.yaml \\
         --data runs/rollouts/gsm8k_train/rollouts.jsonl --beta 0.05
 
-``data`` is a rollouts file of ``python -m eval.rollouts sample`` (chosen = a correct answer, rejected = a wrong
-one to the same problem, built by ``eval.pairs``), a JSONL of pairs, or a hub preference data set with
+``data`` is a rollouts file of ``python -m training_data.rollouts sample`` (chosen = a correct answer, rejected = a wrong
+one to the same problem, built by ``training_data.pairs``), a JSONL of pairs, or a hub preference data set with
 prompt/chosen/rejected columns. Everything that can fail is checked before a model is loaded. Metrics go to
 ``report_to`` and always to ``<output_dir>/log.jsonl``. The first step is always logged, whatever ``logging_steps``
 says (``FirstLossCheck`` asks for it), because the policy starts equal to the reference: rewards/chosen =
@@ -55,7 +55,9 @@ class DPOScriptArguments:
     eval_data: str | None = field(default=None, metadata={"help": "hub id or local .jsonl for eval_task"})
     eval_limit: int = field(default=100, metadata={"help": "problems evaluated before and after training (0: skip)"})
     eval_max_new_tokens: int | None = field(default=None, metadata={"help": "default: the task's eval default"})
-    build_tiny_model: bool = field(default=False, metadata={"help": "build lab.tiny_model at model path if missing"})
+    build_tiny_model: bool = field(
+        default=False, metadata={"help": "build recipes.tiny_model at model path if missing"}
+    )
 
 
 def check_dpo_loss(loss_types: list[str], loss_weights: list[float] | None) -> None:
@@ -167,16 +169,16 @@ def main(script_args, training_args, model_args):
     from trl import DPOTrainer, get_peft_config, get_quantization_config
 
     from eval.monitors import JsonlLogCallback
-    from eval.pairs import load_preference_dataset
     from eval.run import evaluate
     from eval.tasks import get_task
+    from training_data.pairs import load_preference_dataset
 
     # Validate everything that can be checked without a model, data included
     args = script_args
     with validate.config_errors():  # bad input stops here, before any model loads (one line on the CLI)
         if not args.data:
             raise ValueError(
-                "no data: set data: to a rollouts file (python -m eval.rollouts sample), pairs or a hub set"
+                "no data: set data: to a rollouts file (python -m training_data.rollouts sample), pairs or a hub set"
             )
         check_dpo_loss(training_args.loss_type, training_args.loss_weights)
         eval_task = get_task(args.eval_task)
@@ -206,7 +208,7 @@ def main(script_args, training_args, model_args):
 
     # Model (+LoRA / QLoRA): TRL loads it and, without LoRA, the reference from the same path
     if args.build_tiny_model and not Path(model_args.model_name_or_path).exists():
-        from lab.tiny_model import save_tiny_model
+        from recipes.tiny_model import save_tiny_model
 
         save_tiny_model(model_args.model_name_or_path)
     training_args.model_init_kwargs = model_init_kwargs(model_args, training_args.model_init_kwargs)

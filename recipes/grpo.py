@@ -43,7 +43,9 @@ class GRPOScriptArguments:
     monitor_eval_steps: int = field(default=0, metadata={"help": "held-out eval every N steps (0: never)"})
     monitor_eval_limit: int = field(default=32, metadata={"help": "problems in each monitor eval"})
     probe_problems: int = field(default=4, metadata={"help": "problems the hack probes are built from (0: skip)"})
-    build_tiny_model: bool = field(default=False, metadata={"help": "build lab.tiny_model at model path if missing"})
+    build_tiny_model: bool = field(
+        default=False, metadata={"help": "build recipes.tiny_model at model path if missing"}
+    )
     use_vllm_if_available: bool = field(
         default=False,
         metadata={
@@ -132,7 +134,7 @@ def main(script_args, training_args, model_args):
 
     # Model (+LoRA / QLoRA): TRL loads it from the path; the tiny demo model is built locally if asked
     if args.build_tiny_model and not Path(model_args.model_name_or_path).exists():
-        from lab.tiny_model import save_tiny_model
+        from recipes.tiny_model import save_tiny_model
 
         save_tiny_model(model_args.model_name_or_path)
     training_args.model_init_kwargs = model_init_kwargs(model_args, training_args.model_init_kwargs)

@@ -1,14 +1,14 @@
 """A Bradley-Terry reward model on verified preference pairs: a thin script around TRL's ``RewardTrainer``.
 
     # tiny CPU run (a ~100k-parameter local model; pairs from reference solutions vs the same with a wrong answer)
-    python -m eval.rollouts reference --task gsm8k_train --data ../shared/data/gsm8k/train.jsonl --limit 64 \\
+    python -m training_data.rollouts reference --task gsm8k_train --data ../shared/data/gsm8k/train.jsonl --limit 64 \\
         --out runs/tiny_reference_rollouts
     python -m recipes.reward_model --config recipes/configs/tiny/reward_model_cpu.yaml
     # one GPU, LoRA, pairs from the model's own GSM8K rollouts (docs/reward_model.md)
     python -m recipes.reward_model --config recipes/configs/gsm8k/qwen2.5-0.5b-instruct/reward_model_lora.yaml
 
-``data`` is a rollouts file of ``python -m eval.rollouts sample`` (chosen = a correct answer, rejected = a wrong one
-to the same prompt, built by ``eval.pairs`` with its cap and length matching), a JSONL of pairs, or a hub preference
+``data`` is a rollouts file of ``python -m training_data.rollouts sample`` (chosen = a correct answer, rejected = a wrong one
+to the same prompt, built by ``training_data.pairs`` with its cap and length matching), a JSONL of pairs, or a hub preference
 set with prompt/chosen/rejected columns. Held-out pairs come from ``eval_data`` or, without it, from the prompts that
 ``eval_fraction`` sets aside (no prompt is in both). The loss is TRL's: ``-log sigmoid(r_chosen - r_rejected -
 margin)``. Before training the recipe checks it on TRL's own ``compute_loss``: a reward difference of 1 must cost
@@ -50,7 +50,9 @@ class RMScriptArguments:
         default=None, metadata={"help": "pair only answers whose |a-b|/max(a,b) token lengths are within this"}
     )
     margin: float | None = field(default=None, metadata={"help": "BT margin m: loss -log sigmoid(r_c - r_r - m)"})
-    build_tiny_model: bool = field(default=False, metadata={"help": "build lab.tiny_model at model path if missing"})
+    build_tiny_model: bool = field(
+        default=False, metadata={"help": "build recipes.tiny_model at model path if missing"}
+    )
 
 
 def check_pairs(dataset, source: str) -> None:
@@ -60,14 +62,14 @@ def check_pairs(dataset, source: str) -> None:
     if missing:
         raise ValueError(
             f"preference data {source} has no {missing} column(s) (it has {dataset.column_names}): a reward model "
-            "needs chosen and rejected answers (and a prompt); give a rollouts file of `python -m eval.rollouts "
+            "needs chosen and rejected answers (and a prompt); give a rollouts file of `python -m training_data.rollouts "
             "sample` or a prompt/chosen/rejected set"
         )
     same = [i for i, (c, r) in enumerate(zip(dataset["chosen"], dataset["rejected"], strict=True)) if c == r]
     if same:
         raise ValueError(
             f"preference data {source}: {len(same)} pair(s) have chosen == rejected (rows {same[:5]}): such a pair has "
-            "no preference to learn. Drop those rows (or rebuild the pairs with `python -m eval.rollouts pairs`)"
+            "no preference to learn. Drop those rows (or rebuild the pairs with `python -m training_data.rollouts pairs`)"
         )
 
 
@@ -165,10 +167,12 @@ def check_model_path(path: str | None) -> None:
 
 
 def load_pairs(source, args, seed):
-    from eval.pairs import load_preference_dataset
+    from training_data.pairs import load_preference_dataset
 
     if not source:
-        raise ValueError("no data: set data: to a rollouts file (python -m eval.rollouts sample), pairs or a hub set")
+        raise ValueError(
+            "no data: set data: to a rollouts file (python -m training_data.rollouts sample), pairs or a hub set"
+        )
     cap = args.max_pairs_per_problem or None
     try:
         pairs, report = load_preference_dataset(source, split=args.data_split, max_pairs_per_problem=cap,
@@ -199,7 +203,7 @@ def main(script_args, training_args, model_args):
     # Validate everything that can be checked without loading weights: model path, tokenizer, pairs
     args, model_path = script_args, model_args.model_name_or_path
     if args.build_tiny_model and not Path(model_path).exists():
-        from lab.tiny_model import save_tiny_model
+        from recipes.tiny_model import save_tiny_model
 
         save_tiny_model(model_path)
     with validate.config_errors():

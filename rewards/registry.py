@@ -96,7 +96,7 @@ def check_reward_weights(names: list[str], weights: list[float] | None = None, o
     term at all is refused whenever its other terms can pay anything (a format-only reward is the classic hack).
     A learned reward-model score (kind ``learned``) has no bound, so no weight makes the worst case safe: it is left
     out of both sums (the bounded terms are checked as above and a warning names it; its pay for each hack probe is
-    measured by ``python -m rewards.probe --reward-model PATH``), and a set where it has no correctness term beside it
+    measured by ``python -m eval.probe_matrix --reward-model PATH``), and a set where it has no correctness term beside it
     is refused unless ``on_violation="warn"`` (an RLHF run against the learned reward alone).
 
     Args:
@@ -150,7 +150,7 @@ def check_reward_weights(names: list[str], weights: list[float] | None = None, o
     if learned:
         logger.warning(
             "reward set %s: %s is a learned, unbounded score, so only the bounded terms are checked here; what it pays "
-            "each hack probe, relative to a genuine correct answer, is measured by `python -m rewards.probe "
+            "each hack probe, relative to a genuine correct answer, is measured by `python -m eval.probe_matrix "
             "--reward-model PATH`", names, ", ".join(learned),
         )  # fmt: skip
     if other_pay < correct_pay:

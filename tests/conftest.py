@@ -27,7 +27,7 @@ def shared_data() -> Path:
 @pytest.fixture(scope="session")
 def tiny_model_dir(tmp_path_factory) -> Path:
     """A ~100k-parameter Qwen2ForCausalLM and byte-level BPE tokenizer, saved to a temp folder."""
-    from lab.tiny_model import save_tiny_model
+    from recipes.tiny_model import save_tiny_model
 
     return save_tiny_model(tmp_path_factory.mktemp("tiny_model"))
 

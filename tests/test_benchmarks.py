@@ -45,7 +45,7 @@ def test_gpu_bench_model_has_the_tokenizers_vocabulary(tmp_path):
     import torch
     from transformers import AutoModelForCausalLM
 
-    from lab.tiny_model import build_tokenizer
+    from recipes.tiny_model import build_tokenizer
 
     tokenizer = build_tokenizer()
     folder = grpo_gpu.build_model(tmp_path / "model", "toy", tokenizer, "cpu")

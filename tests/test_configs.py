@@ -22,7 +22,7 @@ CONFIGS = sorted((ROOT / "recipes" / "configs").rglob("*.yaml")) + sorted((ROOT 
 RECIPES = {
     "grpo_": "recipes.grpo",
     "dpo_": "recipes.dpo",
-    "judge_lab_": "recipes.judge_lab",
+    "judge_lab_": "judge_lab.train",
     "reward_model_": "recipes.reward_model",
 }  # prefix -> module
 MATRIX_KEYS = {"loss_type", "beta", "scale_rewards", "output_dir"}  # what may differ inside the GSM8K matrix

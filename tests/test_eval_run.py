@@ -280,7 +280,7 @@ def test_score_lists_timeouts_and_two_scorings_differ_only_there(tmp_path, monke
 
 @pytest.fixture(scope="module")
 def wider_model_dir(tiny_model_dir, tmp_path_factory):
-    from lab.tiny_model import save_tiny_model
+    from recipes.tiny_model import save_tiny_model
 
     # same folder name as the tiny model, so only the shape check can tell them apart
     return save_tiny_model(tmp_path_factory.mktemp("wider") / tiny_model_dir.name, hidden_size=32)

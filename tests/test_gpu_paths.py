@@ -165,7 +165,7 @@ def test_qlora_adapters_move_at_the_configs_learning_rate():
 def tiny(tmp_path_factory):
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from lab.tiny_model import save_tiny_model
+    from recipes.tiny_model import save_tiny_model
 
     folder = save_tiny_model(tmp_path_factory.mktemp("tiny"))
     return AutoModelForCausalLM.from_pretrained(folder), AutoTokenizer.from_pretrained(folder)
@@ -265,7 +265,7 @@ def test_vllm_gets_all_pending_prompts_in_one_call_and_a_resume_is_exact(tiny, p
 
 
 def test_rollouts_refuse_an_adapter_with_vllm_before_loading(pretend_vllm_gpu, tmp_path, shared_data):
-    from eval.rollouts import main
+    from training_data.rollouts import main
 
     adapter = tmp_path / "adapter"
     adapter.mkdir()
@@ -286,7 +286,7 @@ class TrainerBuilt(Exception):
     "module_name, config",
     [
         ("recipes.grpo", "tiny/grpo_cpu.yaml"),
-        ("recipes.judge_lab", "judge_lab/tiny/judge_lab_tiny_checker_b0.04.yaml"),
+        ("judge_lab.train", "judge_lab/tiny/judge_lab_tiny_checker_b0.04.yaml"),
         ("recipes.dpo", "tiny/dpo_cpu_lora.yaml"),
     ],
 )
@@ -305,7 +305,7 @@ def test_recipes_pass_attention_and_revision_to_model_loading(module_name, confi
     flags = ["--attn_implementation", "eager", "--model_revision", "v1.2", "--output_dir", str(tmp_path / "out"),
              "--model_name_or_path", str(tmp_path / "model"), "--report_to", "none"]  # fmt: skip
     if module_name == "recipes.dpo":  # DPO checks its preference data before building the model
-        from eval.rollouts import reference_rollouts, write_jsonl
+        from training_data.rollouts import reference_rollouts, write_jsonl
 
         rows = reference_rollouts("gsm8k_train", str(shared_data / "gsm8k" / "train.jsonl"), limit=4)
         flags += ["--data", str(write_jsonl(rows, tmp_path / "rollouts.jsonl"))]
@@ -321,7 +321,7 @@ def test_merge_drift_bench_tells_bf16_from_float32():
     """bench/lora_merge_drift.py's measurement on the tiny model: bf16 merge/unmerge cycles move the base, float32
     ones (almost) do not. The GPU run of the bench cannot be debugged there, so its measuring code is run here."""
     from bench.lora_merge_drift import measure
-    from lab.tiny_model import build_model, build_tokenizer
+    from recipes.tiny_model import build_model, build_tokenizer
 
     tokenizer = build_tokenizer()
     model = build_model(tokenizer)

@@ -462,10 +462,10 @@ def test_score_tokens_must_be_single_tokens():
 
 @pytest.mark.slow
 def test_logprob_judge_on_smollm2():
-    from lab.real_model import require_real_model
+    from recipes.real_model import require_real_model
 
     folder = require_real_model()
-    from eval.judge_noise import DEFAULT_SET, LAB_QUESTION
+    from judge_lab.noise import DEFAULT_SET, LAB_QUESTION
     from rewards.judge import judge_messages
 
     client = HFJudgeClient(str(folder), mode="logprob", device="cpu", batch_size=len(DEFAULT_SET))

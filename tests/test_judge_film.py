@@ -1,4 +1,4 @@
-"""The laptop film's command (lab/judge_film.py) end to end on the tiny model as policy AND judge, two runs briefly.
+"""The laptop film's command (judge_lab/film.py) end to end on the tiny model as policy AND judge, two runs briefly.
 
 Run: ``OMP_NUM_THREADS=1 .venv/bin/python -m pytest -q tests/test_judge_film.py``. The tiny model's answers and its
 judging are noise; this checks the wiring: the lab's question and instruction reach the policy, the judge is read in
@@ -11,7 +11,7 @@ import json
 
 import pytest
 
-from lab import judge_film
+from judge_lab import film as judge_film
 
 HELDOUT = [
     {"question": "Tom has 30 apples. Tom buys 12 more apples. How many apples does Tom have now?",
@@ -46,4 +46,4 @@ def test_film_runs_two_settings_and_writes_its_report(tiny_model_dir, tmp_path, 
 def test_film_refuses_a_missing_policy_before_loading(tmp_path, capsys):
     with pytest.raises(SystemExit):
         judge_film.main(["--policy", str(tmp_path / "none"), "--out", str(tmp_path / "o")])
-    assert "python -m lab.warmstart" in capsys.readouterr().err
+    assert "python -m cpu_lab.warmstart" in capsys.readouterr().err

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from test_judge import KEY_ENV, SENTINEL_KEY, FakeJudgeServer
 
-from recipes import judge_lab
+from judge_lab import train as judge_lab
 
 ROOT = Path(__file__).resolve().parents[1]
 CONFIGS = ROOT / "recipes" / "configs" / "judge_lab"
@@ -93,7 +93,7 @@ def test_judge_lab_on_tiny_model_logs_answers_tracker_and_never_the_key(tiny_mod
     assert final["after_training"] and math.isfinite(final["tracked"]["short_wrong"]["logp_policy"])
 
     # the report command draws the run: a PNG and a markdown table with one row per step
-    from eval import lab_report
+    from judge_lab import report as lab_report
 
     lab_report.main([str(out), "--out", str(tmp_path / "report")])
     assert (tmp_path / "report" / "lab_report.png").read_bytes()[:4] == b"\x89PNG"
@@ -127,7 +127,7 @@ def test_judge_lab_with_a_local_logprob_judge(tiny_model_dir, tmp_path):
 
 def test_answer_tap_logs_the_configured_checkers_verdict():
     # the film's policy writes "#### N": with gsm8k_correctness as the checker that is correct, with the default not
-    from eval.lab_tracker import AnswerTap
+    from judge_lab.tracker import AnswerTap
     from rewards import get_reward
 
     def paid(completions, **kwargs):
@@ -235,7 +235,7 @@ def test_step_record_totals_weigh_each_reward_and_leave_a_failed_judge_out():
 
     import torch
 
-    from eval.lab_tracker import LabStepLogger
+    from judge_lab.tracker import LabStepLogger
 
     nan = float("nan")
     trainer = types.SimpleNamespace(

@@ -10,7 +10,7 @@ import json
 import pytest
 from test_judge import FakeJudgeServer
 
-from eval import judge_noise
+from judge_lab import noise as judge_noise
 
 
 def test_noise_probe_reports_distribution_and_changes(tmp_path, capsys):

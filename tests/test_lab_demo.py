@@ -5,7 +5,7 @@ OMP_NUM_THREADS=1 .venv/bin/python -m pytest -q tests/test_lab_demo.py
 
 import json
 
-from lab import demo, matrix
+from cpu_lab import demo, matrix
 from tests.test_lab_matrix import fake_run
 
 
@@ -31,7 +31,7 @@ def test_findings_state_each_verdict_from_the_numbers(tmp_path):
 
 
 def test_report_names_validation_at_the_stop_and_heldout_apart(tmp_path):
-    # a warm-start record as lab.warmstart writes it: the two accuracies differ, so a swapped field shows
+    # a warm-start record as cpu_lab.warmstart writes it: the two accuracies differ, so a swapped field shows
     import types
 
     fake_run(tmp_path, "grpo_lab_default", 0, 0.33, 0.50, [0.4] * 8, [0.1] * 8, [0.4] * 8)

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from lab import matrix
+from cpu_lab import matrix
 
 
 def fake_run(root, config, seed, before, after, rewards, gaps, degenerate, length_correct=12.0, length_wrong=20.0):

@@ -9,7 +9,7 @@ import re
 
 import pytest
 
-from lab.problems import (
+from cpu_lab.problems import (
     HELDOUT_SIZE,
     Difficulty,
     heldout_problems,
@@ -79,7 +79,7 @@ def test_validation_is_fixed_distinct_and_disjoint_from_heldout_and_training(dif
     assert not questions & held
     # the held-out set is the one it always was: adding a validation split did not move it
     assert heldout_problems(difficulty) == heldout_problems(difficulty, n=HELDOUT_SIZE)
-    for seed in (0, 1, 3):  # SFT uses the lab seed, GRPO seed + 1 (lab.warmstart.prepare_lab)
+    for seed in (0, 1, 3):  # SFT uses the lab seed, GRPO seed + 1 (cpu_lab.warmstart.prepare_lab)
         train = {p["question"] for p in train_problems(5000, seed, difficulty, validation_n=150)}
         assert not train & questions and not train & held
 
@@ -93,7 +93,7 @@ def test_crowded_space_really_collides_without_the_exclusion():
 
 
 def test_grpo_data_of_the_lab_leaves_out_both_sets(tmp_path):
-    from lab.warmstart import WarmStartSettings, prepare_lab
+    from cpu_lab.warmstart import WarmStartSettings, prepare_lab
 
     settings = WarmStartSettings(difficulty=CROWDED, validation_n=120, heldout_n=80)  # sizes other than the defaults
     # a cached "model" folder, so prepare_lab only writes the data (no training here)

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from lab.matrix import run_dir, run_matrix, summarize_run
-from lab.warmstart import WarmStartSettings, prepare_lab
+from cpu_lab.matrix import run_dir, run_matrix, summarize_run
+from cpu_lab.warmstart import WarmStartSettings, prepare_lab
 
 ROOT = Path(__file__).resolve().parents[1]
 CONFIGS = ROOT / "recipes" / "configs" / "lab"

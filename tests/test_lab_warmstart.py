@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from lab.problems import Difficulty, heldout_problems, validation_problems
-from lab.warmstart import WarmStartSettings, lab_tokenizer, sft_rows, warm_start
+from cpu_lab.problems import Difficulty, heldout_problems, validation_problems
+from cpu_lab.warmstart import WarmStartSettings, lab_tokenizer, sft_rows, warm_start
 
 # A model and run small enough for a unit test; the lab's real settings are WarmStartSettings() defaults.
 TINY = dict(
@@ -32,7 +32,7 @@ def test_few_sft_steps_train_save_and_cache(tmp_path):
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from lab.tiny_model import build_model
+    from recipes.tiny_model import build_model
 
     settings = WarmStartSettings(**TINY, max_steps=3, eval_every=3, validation_n=5, heldout_n=4, stop_at_accuracy=1.0)
     out = warm_start(settings, tmp_path)  # real greedy evaluations through eval.run.evaluate
@@ -85,7 +85,7 @@ def test_sft_rows_are_prompt_completion_with_the_lab_prompt():
 def test_lab_configs_prompt_as_the_warm_start_was_trained():
     import yaml
 
-    from lab.warmstart import TASK
+    from cpu_lab.warmstart import TASK
 
     for config in Path("recipes/configs/lab").glob("grpo_lab_*.yaml"):
         values = yaml.safe_load(config.read_text())
@@ -129,8 +129,8 @@ def test_cache_key_changes_with_the_prompt(monkeypatch):
     # a model warm-started on one instruction must not be reused for another (the cache is keyed by settings+prompt)
     from dataclasses import replace
 
+    from cpu_lab.warmstart import TASK, WarmStartSettings
     from eval import tasks
-    from lab.warmstart import TASK, WarmStartSettings
 
     before = WarmStartSettings().key()
     monkeypatch.setitem(tasks.TASKS, TASK, replace(tasks.TASKS[TASK], instruction="Write #### then the answer."))
@@ -141,7 +141,7 @@ def test_cache_key_changes_with_the_prompt(monkeypatch):
 def test_cache_key_changes_with_the_splits(monkeypatch, seed_name):
     # a warm start stopped on one validation set (and trained on data that leaves out one pair of sets) must not be
     # reused for another: the splits' seeds are part of the key
-    from lab import problems
+    from cpu_lab import problems
 
     before = WarmStartSettings().key()
     monkeypatch.setattr(problems, seed_name, getattr(problems, seed_name) + 1)

@@ -8,7 +8,7 @@ from collections import Counter
 
 import pytest
 
-from eval.pairs import build_pairs, load_preference_dataset
+from training_data.pairs import build_pairs, load_preference_dataset
 
 PROMPT = [{"role": "user", "content": "What is 2 + 3?"}]
 
@@ -147,7 +147,7 @@ def test_missing_file(tmp_path):
 
 
 def test_length_gap_is_symmetric_and_one_when_an_answer_is_empty():
-    from eval.pairs import length_gap
+    from training_data.pairs import length_gap
 
     assert length_gap(80, 100) == length_gap(100, 80) == 0.2
     assert length_gap(0, 7) == length_gap(7, 0) == length_gap(1, 0) == 1.0  # one of them is empty
@@ -312,13 +312,15 @@ def test_load_preference_dataset_reads_a_hub_id_with_its_split(monkeypatch):
 def test_errors_name_the_fix(tmp_path):
     with pytest.raises(ValueError, match=r"Sample more answers per problem \(--k\).*or loosen length_tolerance"):
         load_preference_dataset(write(tmp_path / "wrong.jsonl", [many(0, [], [3])]))
-    fix = r"DPO needs prompt/chosen/rejected columns, or a rollouts file from `python -m eval\.rollouts sample`$"
+    fix = (
+        r"DPO needs prompt/chosen/rejected columns, or a rollouts file from `python -m training_data\.rollouts sample`$"
+    )
     with pytest.raises(ValueError, match=fix):
         load_preference_dataset(write(tmp_path / "half.jsonl", [{"prompt": "Q", "chosen": "good"}]))
 
 
 def test_a_file_of_blank_lines_or_pairs_is_not_a_rollouts_file(tmp_path):
-    from eval.pairs import is_rollouts_file
+    from training_data.pairs import is_rollouts_file
 
     assert not is_rollouts_file(write(tmp_path / "blank.jsonl", []))
     (tmp_path / "blank.jsonl").write_text("\n  \n")

@@ -8,7 +8,7 @@ import math
 
 import pytest
 
-from rewards.probe import DEFAULT_DATA, load_problems, main
+from eval.probe_matrix import DEFAULT_DATA, load_problems, main
 from rewards.probes import GOLD_UNCOMMITTED, INFO, PROBES, WRONG_ANSWER, build_probe, probe_scores
 
 

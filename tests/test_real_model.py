@@ -1,4 +1,4 @@
-"""The real model's converter (lab/real_model.py): the fast tests need no model; the slow one needs `make real-model`.
+"""The real model's converter (recipes/real_model.py): the fast tests need no model; the slow one needs `make real-model`.
 
 OMP_NUM_THREADS=1 .venv/bin/python -m pytest -q tests/test_real_model.py            # fast: skip and check logic
 OMP_NUM_THREADS=1 .venv/bin/python -m pytest -q -m slow tests/test_real_model.py    # the converted model itself
@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from lab import real_model
+from recipes import real_model
 
 
 class ScriptedModel:
@@ -25,7 +25,7 @@ class ScriptedModel:
 
 @pytest.fixture(scope="module")
 def chat_tokenizer():
-    from lab.tiny_model import build_tokenizer
+    from recipes.tiny_model import build_tokenizer
 
     return build_tokenizer()  # has <|im_end|> and a ChatML template, like SmolLM2's
 

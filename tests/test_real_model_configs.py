@@ -28,7 +28,7 @@ RECIPES = {  # file-name prefix -> recipe module; a config matching none fails t
     "grpo_": "recipes.grpo",
     "dpo_": "recipes.dpo",
     "reward_model_": "recipes.reward_model",
-    "judge_lab_": "recipes.judge_lab",
+    "judge_lab_": "judge_lab.train",
 }
 SKIPPED_ON_CPU = {
     # what a GPU config asks for that this test turns off, and why
@@ -85,7 +85,7 @@ def overrides(config: Path, model: Path, out: Path, shared: Path, pairs: Path) -
             ]
         else:
             flags += ["--eval_fraction", "0.25", "--per_device_eval_batch_size", "2", "--eval_strategy", "no"]
-    elif recipe == "recipes.judge_lab":
+    elif recipe == "judge_lab.train":
         flags += ["--num_generations", "2", "--per_device_train_batch_size", "2", "--max_completion_length", "16"]
         if "judge_lab_judge" in config.name:  # SKIPPED_ON_CPU: the judge server
             flags += ["--judge_backend", "hf", "--judge_model", str(model), "--judge_mode", "logprob"]
@@ -94,7 +94,7 @@ def overrides(config: Path, model: Path, out: Path, shared: Path, pairs: Path) -
 
 @pytest.fixture(scope="module")
 def real_model() -> Path:
-    from lab.real_model import require_real_model
+    from recipes.real_model import require_real_model
 
     return require_real_model()
 
@@ -102,7 +102,7 @@ def real_model() -> Path:
 @pytest.fixture(scope="module")
 def rollouts(shared_data, tmp_path_factory) -> Path:
     """Rollouts from 8 GSM8K reference solutions and the same with a wrong final answer: pairs for DPO and the RM."""
-    from eval.rollouts import reference_rollouts, write_jsonl
+    from training_data.rollouts import reference_rollouts, write_jsonl
 
     records = reference_rollouts("gsm8k_train", str(shared_data / "gsm8k" / "train.jsonl"), limit=8)
     return write_jsonl(records, tmp_path_factory.mktemp("rollouts") / "rollouts.jsonl")
@@ -137,7 +137,7 @@ def test_gpu_config_runs_one_step_on_the_real_model(config, real_model, rollouts
     log = [json.loads(line) for line in (out / "log.jsonl").read_text().splitlines()]
     steps = [r for r in log if "loss" in r and "train_loss" not in r]
     assert steps and steps[0].get("step", 1) == 1 and math.isfinite(steps[0]["loss"]), log
-    if recipe_of(config) in ("recipes.grpo", "recipes.judge_lab"):
+    if recipe_of(config) in ("recipes.grpo", "judge_lab.train"):
         assert steps[0]["completions/mean_length"] > 0  # the real model wrote something, through the real template
     if recipe_of(config) == "recipes.dpo":
         assert steps[0]["loss"] == pytest.approx(math.log(2), abs=1e-3)  # policy == reference at step 1

@@ -13,11 +13,11 @@ import pickle
 import pytest
 import torch
 
-from eval.rollouts import reference_rollouts, write_jsonl
 from recipes.reward_model import FirstLossCheck, check_bt_loss, main, make_parser, split_by_prompt
 from recipes.validate import ConfigError, parse_or_explain
 from rewards import check_reward_weights, get_reward, reward_info
 from rewards.reward_model import RewardModelReward, check_reward_model
+from training_data.rollouts import reference_rollouts, write_jsonl
 
 CONFIG = "recipes/configs/tiny/reward_model_cpu.yaml"
 
@@ -66,7 +66,7 @@ def test_tiny_run_checks_the_loss_and_reports_heldout_accuracy(trained, tiny_mod
 
 
 def test_held_out_prompts_are_not_trained_on(reference_pairs):
-    from eval.pairs import load_preference_dataset
+    from training_data.pairs import load_preference_dataset
 
     pairs, _ = load_preference_dataset(reference_pairs)
     train, heldout = split_by_prompt(pairs, 0.25, seed=0)
@@ -241,7 +241,7 @@ class LengthLover(RewardModelReward):
 
 
 def test_probe_column_normalises_against_the_models_own_genuine_answers():
-    from rewards.probe import format_matrix, reward_model_scores
+    from eval.probe_matrix import format_matrix, reward_model_scores
 
     problems = [{"question": "Tom has 3 apples and buys 5 more. How many now?", "answer": "8"}]
     scores = reward_model_scores(LengthLover(), "gsm8k", problems, "End with #### and the number.")
@@ -262,7 +262,7 @@ def test_probe_column_normalises_against_the_models_own_genuine_answers():
 def test_overoptimisation_on_the_lab_warm_start(tmp_path):
     """The real experiment, one seed, shortened: against the reward model with beta 0 the proxy rises; a large beta
     holds the policy closer to the warm start."""
-    from lab.overoptimisation import main as overoptimise
+    from reward_model_lab.overoptimisation import main as overoptimise
 
     overoptimise(["--seeds", "0", "--betas", "0", "0.2", "--no-checker-control", "--steps", "60", "--eval-every",
                   "15", "--out", str(tmp_path)])  # fmt: skip

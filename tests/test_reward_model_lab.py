@@ -1,4 +1,4 @@
-"""The over-optimisation experiment (lab/overoptimisation.py) end to end at a tiny size: a random ~100k-parameter
+"""The over-optimisation experiment (reward_model_lab/overoptimisation.py) end to end at a tiny size: a random ~100k-parameter
 model, reference pairs, 2 GRPO steps per arm (mechanics, not learning). The real run is in the slow tier.
 
     OMP_NUM_THREADS=1 .venv/bin/python -m pytest tests/test_reward_model_lab.py -q
@@ -7,9 +7,9 @@ model, reference pairs, 2 GRPO steps per arm (mechanics, not learning). The real
 import json
 import math
 
-from eval.rollouts import write_jsonl
-from lab.overoptimisation import Settings, arms, main, mean_curve, run
-from lab.problems import heldout_problems, train_problems
+from cpu_lab.problems import heldout_problems, train_problems
+from reward_model_lab.overoptimisation import Settings, arms, main, mean_curve, run
+from training_data.rollouts import write_jsonl
 
 
 def test_tiny_experiment_writes_curves_plots_and_report(tiny_model_dir, tmp_path):
@@ -54,7 +54,7 @@ def test_leash_measurement_leaves_the_trainers_random_stream_alone(tiny_model_di
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from lab.overoptimisation import sample_with_kl
+    from reward_model_lab.overoptimisation import sample_with_kl
 
     model = AutoModelForCausalLM.from_pretrained(tiny_model_dir)
     tokenizer = AutoTokenizer.from_pretrained(tiny_model_dir)

@@ -9,8 +9,8 @@ import pytest
 
 import eval.run
 from eval.generate import Generation
-from eval.rollouts import filter_by_pass_rate, grpo_rows, main, read_rollouts, sample_rollouts
 from eval.tasks import get_task, load_rows, to_prompt_rows
+from training_data.rollouts import filter_by_pass_rate, grpo_rows, main, read_rollouts, sample_rollouts
 
 
 @pytest.fixture(scope="module")
@@ -88,10 +88,10 @@ def test_filter_and_monitors_share_one_degenerate_formula_and_its_empty_result()
     import math
 
     import eval.monitors
-    import eval.rollouts
+    import training_data.rollouts
 
     # one function for both: the filter's report and the monitors cannot disagree (one returned None, one NaN)
-    assert eval.rollouts.expected_degenerate_share is eval.monitors.expected_degenerate_share
+    assert training_data.rollouts.expected_degenerate_share is eval.monitors.expected_degenerate_share
     _, report = filter_by_pass_rate([{"pass_rate": 0.0}, {"pass_rate": 1.0}], low=0.2, high=0.8, group_size=3)
     assert report["kept"] == 0 and math.isnan(report["degenerate_share_after"])  # nothing left: undefined, not 0
     assert report["degenerate_share_before"] == 1.0

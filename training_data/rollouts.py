@@ -2,14 +2,14 @@
 
 Three commands take a model to GRPO data at the edge of its ability and to a DPO run (docs/dpo.md)::
 
-    python -m eval.rollouts sample --model Qwen/Qwen2.5-0.5B-Instruct --task gsm8k_train --k 8 \\
+    python -m training_data.rollouts sample --model Qwen/Qwen2.5-0.5B-Instruct --task gsm8k_train --k 8 \\
         --out runs/rollouts/gsm8k_train
-    python -m eval.rollouts filter runs/rollouts/gsm8k_train --low 0.2 --high 0.8 --group-size 8 \\
+    python -m training_data.rollouts filter runs/rollouts/gsm8k_train --low 0.2 --high 0.8 --group-size 8 \\
         --out runs/rollouts/gsm8k_train_edge.jsonl     # a training set the GRPO recipe reads as its data
     python -m recipes.dpo --config recipes/configs/gsm8k/qwen2.5-0.5b-instruct/dpo_lora.yaml \\
         --dataset_name runs/rollouts/gsm8k_train/rollouts.jsonl     # pairs built from the rollouts
 
-``python -m eval.rollouts pairs ROLLOUTS --out pairs.jsonl`` writes the DPO pairs to a file to inspect or share.
+``python -m training_data.rollouts pairs ROLLOUTS --out pairs.jsonl`` writes the DPO pairs to a file to inspect or share.
 
 ``sample`` runs ``eval.run.evaluate`` with K samples per problem, so the folder also holds eval's
 ``samples.jsonl`` (written problem by problem: a killed run continues where it stopped when rerun, each problem
@@ -75,11 +75,15 @@ def read_rollouts(path: str | Path) -> list[dict]:
     if path.is_dir():
         path = path / ROLLOUTS_FILE
     if not path.exists():
-        raise FileNotFoundError(f"rollouts file {path} does not exist: write it with `python -m eval.rollouts sample`")
+        raise FileNotFoundError(
+            f"rollouts file {path} does not exist: write it with `python -m training_data.rollouts sample`"
+        )
     records = []
-    for n, record in iter_jsonl(path, "rerun `python -m eval.rollouts sample`"):
+    for n, record in iter_jsonl(path, "rerun `python -m training_data.rollouts sample`"):
         if "completions" not in record or "pass_rate" not in record:
-            raise ValueError(f"{path} line {n} has no completions/pass_rate: not a file from `eval.rollouts sample`")
+            raise ValueError(
+                f"{path} line {n} has no completions/pass_rate: not a file from `training_data.rollouts sample`"
+            )
         records.append(record)
     return records
 
@@ -333,7 +337,7 @@ def main(argv: list[str] | None = None) -> None:
         print(f"{Path(args.out) / ROLLOUTS_FILE}: {len(records)} problems, {sum(r['n_correct'] for r in records)} "
               f"reference solutions scored correct")  # fmt: skip
     else:
-        from eval.pairs import build_pairs
+        from training_data.pairs import build_pairs
 
         cap = args.max_pairs_per_problem or None
         built, report = build_pairs(read_rollouts(args.rollouts), cap, args.length_tolerance, args.seed)

@@ -2,12 +2,12 @@
 sqrt(KL) (Gao et al., "Scaling Laws for Reward Model Overoptimization", 2022), for several KL coefficients beta and a
 checker-reward control.
 
-    python -m lab.overoptimisation                       # warm start (cached), pairs, RM, 5 arms x 3 seeds, report
-    python -m lab.overoptimisation --steps 60 --seeds 0  # shorter
+    python -m reward_model_lab.overoptimisation                       # warm start (cached), pairs, RM, 5 arms x 3 seeds, report
+    python -m reward_model_lab.overoptimisation --steps 60 --seeds 0  # shorter
 
 What it does, in order (every step's outputs land in ``--out``, default ``runs/lab/overoptimisation``):
-1. the lab warm start (``lab.warmstart``, cached) samples ``--pair-problems`` train problems x ``--pair-k`` answers at
-   temperature 1; ``eval.pairs`` turns them into chosen-correct / rejected-wrong pairs (``--pairs reference`` uses
+1. the lab warm start (``cpu_lab.warmstart``, cached) samples ``--pair-problems`` train problems x ``--pair-k`` answers at
+   temperature 1; ``training_data.pairs`` turns them into chosen-correct / rejected-wrong pairs (``--pairs reference`` uses
    each problem's reference solution against the same with the answer + 1 instead: mechanics only);
 2. ``recipes.reward_model`` trains the reward model on them: the warm start with a score head (held-out pairwise
    accuracy in ``rm/report.json``);
@@ -20,7 +20,7 @@ What it does, in order (every step's outputs land in ``--out``, default ``runs/l
    averaged). Logged as ``rm/true_accuracy``, ``rm/proxy_reward``, ``rm/kl`` (and ``rm/sqrt_kl``) with the trainer's
    own logs and in ``<arm>/seed<k>/curve.jsonl``;
 5. ``report.md`` with ``overoptimisation.png`` (both quantities against sqrt(KL), mean over seeds), a table per arm,
-   the reward model's hack-probe column (``rewards.probe.reward_model_scores``) and the highest-scored wrong answers of
+   the reward model's hack-probe column (``eval.probe_matrix.reward_model_scores``) and the highest-scored wrong answers of
    the last evaluation of each reward-model arm (what the policy learned to please the reward model with).
 """
 
@@ -74,7 +74,7 @@ class Settings:
     max_completion_length: int = 32
     jobs: int = 2
     report_to: str = "none"  # "wandb": one W&B run per arm and seed (named <arm>-seed<k>, grouped by the out folder)
-    policy: str | None = None  # default: the lab warm start (lab.warmstart.prepare_lab)
+    policy: str | None = None  # default: the lab warm start (cpu_lab.warmstart.prepare_lab)
     train_data: str | None = None
     heldout_data: str | None = None
 
@@ -229,13 +229,13 @@ def prepare(settings: Settings, out: Path) -> dict:
     """Policy, data, pairs and the trained reward model (reused when ``rm/report.json`` exists)."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from eval.rollouts import reference_rollouts, sample_rollouts, write_jsonl
     from recipes.reward_model import main as train_rm
     from recipes.reward_model import make_parser
     from recipes.validate import parse_or_explain
+    from training_data.rollouts import reference_rollouts, sample_rollouts, write_jsonl
 
     if settings.policy is None:
-        from lab.warmstart import prepare_lab
+        from cpu_lab.warmstart import prepare_lab
 
         lab = prepare_lab()
         paths = {"policy": lab["model"], "train": lab["train"], "heldout": lab["heldout"]}
@@ -319,7 +319,7 @@ def write_report(out: Path, settings: Settings, paths: dict, prepared_s: float |
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from rewards.probe import reward_model_scores
+    from eval.probe_matrix import reward_model_scores
     from rewards.reward_model import RewardModelReward
 
     curves = read_curves(out, settings)
@@ -337,7 +337,7 @@ def write_report(out: Path, settings: Settings, paths: dict, prepared_s: float |
     rm_report = json.loads((paths["rm"] / "report.json").read_text())
     lines = [
         "# The leash, measured: GRPO against a learned reward model (CPU lab)", "",
-        f"Command: `python -m lab.overoptimisation` with settings `{json.dumps(asdict(settings))}`", "",
+        f"Command: `python -m reward_model_lab.overoptimisation` with settings `{json.dumps(asdict(settings))}`", "",
         f"Time: {total_s:.0f} s in all ({prepared_s:.0f} s for warm start, pairs and reward model)."
         if prepared_s is not None else f"Report written {total_s:.0f} s after the run started (--report-only).", "",
         f"Reward model: {rm_report['train_pairs']} train / {rm_report['heldout_pairs']} held-out pairs, held-out "

@@ -18,7 +18,7 @@ Ava has 18 stamps. Ava gives away 16 stamps. Then Ava gets 16 more stamps. How m
 2 + 16 = 18
 #### 18
 
-    python -m lab.problems runs/lab/data   # train.jsonl (5,000 rows), validation.jsonl and heldout.jsonl (200 each)
+    python -m cpu_lab.problems runs/lab/data   # train.jsonl (5,000 rows), validation.jsonl and heldout.jsonl (200 each)
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Preference pairs from verified rollouts: chosen = a correct answer, rejected = a wrong one to the same problem.
 
-The answers and their labels come from a rollouts file (``python -m eval.rollouts sample``), where the same
+The answers and their labels come from a rollouts file (``python -m training_data.rollouts sample``), where the same
 checker as eval and the rewards (``eval.scoring.score_completion``) marked each answer right or wrong. A problem
 whose answers are all right or all wrong gives no pair; the report counts both kinds. Options cap the pairs per
 problem and keep only pairs of similar length, so DPO does not simply learn "longer is better" (or shorter).
@@ -96,7 +96,7 @@ def build_pairs(
     """DPO pairs (conversational ``prompt``/``chosen``/``rejected``) from rollout records, and a report.
 
     Args:
-        rollouts: records as ``eval.rollouts`` writes them (``id``, ``prompt``, ``completions`` with ``text``,
+        rollouts: records as ``training_data.rollouts`` writes them (``id``, ``prompt``, ``completions`` with ``text``,
             ``correct`` and ``n_tokens``).
         max_pairs_per_problem: at most this many pairs from one problem (None: every correct x wrong pair).
         length_tolerance: keep only pairs whose relative length gap ``|a - b| / max(a, b)`` is at most this
@@ -187,7 +187,7 @@ def load_preference_dataset(
         if not Path(source).exists():
             raise FileNotFoundError(f"preference data {source} does not exist: pass a rollouts or pairs .jsonl path")
         if is_rollouts_file(source):
-            from eval.rollouts import read_rollouts
+            from training_data.rollouts import read_rollouts
 
             pairs, report = build_pairs(read_rollouts(source), max_pairs_per_problem, length_tolerance, seed)
             if not pairs:
@@ -207,7 +207,7 @@ def load_preference_dataset(
     if missing:
         raise ValueError(
             f"preference data {source} has no {missing} column(s) (it has {dataset.column_names}): DPO needs "
-            "prompt/chosen/rejected columns, or a rollouts file from `python -m eval.rollouts sample`"
+            "prompt/chosen/rejected columns, or a rollouts file from `python -m training_data.rollouts sample`"
         )
     if len(dataset) == 0:
         raise ValueError(f"preference data {source} holds no pair: DPO needs at least one prompt/chosen/rejected row")

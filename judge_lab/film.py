@@ -1,10 +1,10 @@
 """The judge-hacking film on a laptop: the CPU lab's warm-start policy, SmolLM2 as a log-probability judge.
 
-    python -m lab.judge_film                       # 8 runs x 10 steps, then the report and the judge-noise probe
-    python -m lab.judge_film --steps 3 --only judge_grpo_b0     # one run, briefly
+    python -m judge_lab.film                       # 8 runs x 10 steps, then the report and the judge-noise probe
+    python -m judge_lab.film --steps 3 --only judge_grpo_b0     # one run, briefly
 
-Needs the lab's warm start (``python -m lab.warmstart``, at ``runs/lab/warmstart``) and the real model (``make
-real-model``, at ``runs/real_model/model``). Runs ``recipes.judge_lab`` from its tiny CPU config with these changes:
+Needs the lab's warm start (``python -m cpu_lab.warmstart``, at ``runs/lab/warmstart``) and the real model (``make
+real-model``, at ``runs/real_model/model``). Runs ``judge_lab.train`` from its tiny CPU config with these changes:
 the policy is the warm start (a 1.4M-parameter model that solves about a third of the lab's problems), the question
 is one of the lab's held-out problems with the lab's own instruction (``End with #### and the number.``), the
 verdict is the lab's checker (``gsm8k_correctness``: the number after the last ``####``), and the judge is
@@ -12,8 +12,8 @@ SmolLM2-135M-Instruct in log-probability mode (rewards/judge.py). The grid: rewa
 x loss {grpo, dr_grpo (scale_rewards none)}. The tracked answers are the short reply ``#### <first number in the
 question>`` (the echo this model and SmolLM2 both favour) and the reference solution.
 
-Writes ``<out>/<run>/`` (each run's steps.jsonl, log.jsonl), ``<out>/report/`` (eval.lab_report), ``<out>/noise/``
-(eval.judge_noise on the judge run's answers) and ``<out>/film.md``: per run, the judge score, share correct and
+Writes ``<out>/<run>/`` (each run's steps.jsonl, log.jsonl), ``<out>/report/`` (judge_lab.report), ``<out>/noise/``
+(judge_lab.noise on the judge run's answers) and ``<out>/film.md``: per run, the judge score, share correct and
 length at the first and last step, and the tracked answers' probabilities before any update (step 0), after one
 and after five.
 """
@@ -41,7 +41,7 @@ def film_question(heldout: Path, index: int) -> tuple[str, str, str, str]:
     """(question, gold, short wrong reply, reference solution) of one held-out lab problem."""
     from eval.run import iter_jsonl
 
-    rows = [row for _, row in iter_jsonl(heldout, "the lab's held-out problems: rerun `python -m lab.warmstart`")]
+    rows = [row for _, row in iter_jsonl(heldout, "the lab's held-out problems: rerun `python -m cpu_lab.warmstart`")]
     row = rows[index]
     first_number = re.search(r"\d+", row["question"]).group()
     return row["question"], row["final"], f"#### {first_number}", row["answer"]
@@ -76,7 +76,7 @@ def tracked_probability(steps: list[dict], after_updates: int, name: str) -> flo
 
 
 def summary(out: Path, names: list[str]) -> str:
-    from eval.lab_report import read_steps
+    from judge_lab.report import read_steps
 
     lines = [
         "| run | judge score (first -> last) | correct | mean tokens | P(short wrong) after 0 / 1 / 5 updates |"
@@ -112,18 +112,19 @@ def main(argv: list[str] | None = None) -> Path:
     parser.add_argument("--noise_n", type=int, default=3, help="times the judge scores one answer (it is greedy)")
     parser.add_argument("--out", default=str(ROOT / "runs" / "judge_film"))
     args = parser.parse_args(argv)
-    for path, how in ((args.policy, "python -m lab.warmstart"), (args.judge, "make real-model")):
+    for path, how in ((args.policy, "python -m cpu_lab.warmstart"), (args.judge, "make real-model")):
         if not (Path(path) / "config.json").is_file():
             parser.error(f"{path} holds no model: build it with `{how}`")
     if not Path(args.heldout).is_file():
-        parser.error(f"{args.heldout} does not exist: python -m lab.warmstart writes it")
+        parser.error(f"{args.heldout} does not exist: python -m cpu_lab.warmstart writes it")
     runs = [r for r in RUNS if args.only is None or r[0] in args.only]
     if not runs:
         parser.error(f"--only names none of {[r[0] for r in RUNS]}")
     question = film_question(Path(args.heldout), args.question_index)
 
-    from eval import judge_noise, lab_report
-    from recipes import judge_lab
+    from judge_lab import noise as judge_noise
+    from judge_lab import report as lab_report
+    from judge_lab import train as judge_lab
 
     out, timings = Path(args.out), {}
     for name, reward, loss, beta in runs:

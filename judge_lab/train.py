@@ -1,14 +1,14 @@
 """The reward-hacking lab: one prompt, GRPO rewarded by an LLM judge or by a strict checker, everything logged.
 
     # GPU: start a judge server first (docs/judge_lab.md), then one of the four settings
-    python -m recipes.judge_lab --config recipes/configs/judge_lab/qwen2.5-0.5b-instruct/judge_lab_judge_b0.yaml
-    python -m recipes.judge_lab --config recipes/configs/judge_lab/qwen2.5-0.5b-instruct/judge_lab_checker_b0.yaml
-    python -m eval.lab_report runs/judge_lab_judge_b0 runs/judge_lab_checker_b0 --out runs/judge_lab_report
+    python -m judge_lab.train --config recipes/configs/judge_lab/qwen2.5-0.5b-instruct/judge_lab_judge_b0.yaml
+    python -m judge_lab.train --config recipes/configs/judge_lab/qwen2.5-0.5b-instruct/judge_lab_checker_b0.yaml
+    python -m judge_lab.report runs/judge_lab_judge_b0 runs/judge_lab_checker_b0 --out runs/judge_lab_report
     # CPU, tiny local model (mechanics only; the tiny model also serves as a garbage judge)
-    python -m recipes.judge_lab --config recipes/configs/judge_lab/tiny/judge_lab_tiny_judge_b0.04.yaml
+    python -m judge_lab.train --config recipes/configs/judge_lab/tiny/judge_lab_tiny_judge_b0.04.yaml
 
 The policy is asked one question (default: Priya's muffins, answer 17) and told to finish with ``Answer: <number>``.
-TRL's ``GRPOTrainer`` does the training; the lab adds ``eval/lab_tracker.py``: per step, every answer with its
+TRL's ``GRPOTrainer`` does the training; the lab adds ``judge_lab/tracker.py``: per step, every answer with its
 reward, advantage, length and verdict (``steps.jsonl``), and the log-probability of named answers under the policy
 and the reference. What to look for is in docs/judge_lab.md.
 """
@@ -59,7 +59,9 @@ class JudgeLabArguments:
     judge_min_score_mass: float = field(
         default=0.5, metadata={"help": "logprob mode: below this mass on the scores 0-10, the reward is None"}
     )
-    build_tiny_model: bool = field(default=False, metadata={"help": "build lab.tiny_model at model path if missing"})
+    build_tiny_model: bool = field(
+        default=False, metadata={"help": "build recipes.tiny_model at model path if missing"}
+    )
 
 
 def check_lab(args: JudgeLabArguments, training_args) -> None:
@@ -95,8 +97,8 @@ def check_lab(args: JudgeLabArguments, training_args) -> None:
 def main(script_args, training_args, model_args):
     from trl import GRPOTrainer, get_peft_config
 
-    from eval.lab_tracker import AnswerTap, LabStepLogger, ProbabilityTracker, lab_dataset
     from eval.monitors import JsonlLogCallback
+    from judge_lab.tracker import AnswerTap, LabStepLogger, ProbabilityTracker, lab_dataset
     from rewards import get_reward
     from rewards.judge import judge_messages, make_judge_reward
 
@@ -135,7 +137,7 @@ def main(script_args, training_args, model_args):
     training_args.run_name = training_args.run_name or identity["name"]
     validate.save_resolved_config(out / "resolved_config.json", script_args, training_args, model_args)
     if args.build_tiny_model and not Path(model_args.model_name_or_path).exists():
-        from lab.tiny_model import save_tiny_model
+        from recipes.tiny_model import save_tiny_model
 
         save_tiny_model(model_args.model_name_or_path)
     training_args.model_init_kwargs = model_init_kwargs(model_args, training_args.model_init_kwargs)
@@ -156,7 +158,7 @@ def main(script_args, training_args, model_args):
     trainer.train()
     if trainer.accelerator.is_main_process:
         print(f"run {training_args.run_name}: per-step answers {out / 'steps.jsonl'}, TRL log {out / 'log.jsonl'}")
-        print(f"report: python -m eval.lab_report {out} --out {out / 'report'}")
+        print(f"report: python -m judge_lab.report {out} --out {out / 'report'}")
     if hasattr(reward, "client"):
         print(f"judge: {reward.client.stats.as_dict()}")
     return out

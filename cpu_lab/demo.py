@@ -1,10 +1,10 @@
 """The CPU lab demo (`make demo`): GRPO that measurably teaches a tiny model, and the controls that prove it.
 
 1. Warm start: a ~1.4M-parameter Qwen2 taught by SFT until it solves a modest share of VALIDATION problems
-   (``lab.warmstart``; cached, so a second demo starts from it at once). The held-out set that measures every
+   (``cpu_lab.warmstart``; cached, so a second demo starts from it at once). The held-out set that measures every
    run's accuracy before and after is not read until the warm start has stopped.
 2. From that same start, one GRPO run per config (``recipes/configs/lab/``), each through the GRPO recipe with its
-   monitors and JSON-lines log, two at a time (``lab.matrix`` with ``--jobs 2``: two processes, one thread each on
+   monitors and JSON-lines log, two at a time (``cpu_lab.matrix`` with ``--jobs 2``: two processes, one thread each on
    2 cores: at 120 steps 21% faster than two runs in turn with two threads, ``bench/matrix_jobs.py``):
    - ``grpo_lab_default``: correctness + a small format bonus. Held-out accuracy should rise clearly.
    - ``grpo_lab_random``: a reward that pays at random. Accuracy must not rise (the gain is the signal's).
@@ -13,8 +13,8 @@
    - ``grpo_lab_dr_grpo``: Dr. GRPO with the default rewards: accuracy and wrong-answer length next to grpo's.
 3. A report (``report.md`` + PNGs) putting them side by side, with the seed and the exact commands.
 
-    OMP_NUM_THREADS=2 python -m lab.demo                 # what `make demo` runs (120 steps per run, 2 at a time)
-    OMP_NUM_THREADS=2 python -m lab.demo --seed 1 --configs grpo_lab_default grpo_lab_random   # another seed
+    OMP_NUM_THREADS=2 python -m cpu_lab.demo                 # what `make demo` runs (120 steps per run, 2 at a time)
+    OMP_NUM_THREADS=2 python -m cpu_lab.demo --seed 1 --configs grpo_lab_default grpo_lab_random   # another seed
 """
 
 from __future__ import annotations
@@ -27,8 +27,8 @@ import sys
 import time
 from pathlib import Path
 
-from lab import matrix
-from lab.warmstart import DEFAULT_CACHE_ROOT, LAB_ROOT, WarmStartSettings, prepare_lab
+from cpu_lab import matrix
+from cpu_lab.warmstart import DEFAULT_CACHE_ROOT, LAB_ROOT, WarmStartSettings, prepare_lab
 
 CONFIG_DIR = Path("recipes/configs/lab")
 DEMO_CONFIGS = ["grpo_lab_default", "grpo_lab_random", "grpo_lab_format_only", "grpo_lab_dr_grpo"]
@@ -70,7 +70,7 @@ def main(argv: list[str] | None = None) -> Path:
         f"{warm['validation_accuracy']}; held-out accuracy {warm['heldout_accuracy']}"
     )
 
-    # 2. One GRPO run per config, all from the same start, through the recipe (lab.matrix runs it in-process)
+    # 2. One GRPO run per config, all from the same start, through the recipe (cpu_lab.matrix runs it in-process)
     extra = ["--model_name_or_path", str(paths["model"]), "--data", str(paths["train"]),
              "--eval_data", str(paths["heldout"]), "--max_steps", str(args.steps)]  # fmt: skip
     t0 = time.monotonic()
@@ -108,14 +108,14 @@ def write_report(out: Path, args, warm: dict, paths: dict, extra, seconds, warm_
     lines += [f"  - {name}: {r.seconds:.0f} s" for name, r in runs.items() if r.seconds is not None]  # own clocks
     lines += [f"- warm start in this demo: {warm_seconds:.0f} s; whole demo: {total:.0f} s", ""]
     lines += ["## Reproduce", "", "```",
-              f"OMP_NUM_THREADS=2 python -m lab.demo --seed {args.seed} --steps {args.steps} --jobs {args.jobs}",
+              f"OMP_NUM_THREADS=2 python -m cpu_lab.demo --seed {args.seed} --steps {args.steps} --jobs {args.jobs}",
               "# the same, step by step:",
-              f"python -m lab.warmstart --seed {args.seed}"]  # fmt: skip
+              f"python -m cpu_lab.warmstart --seed {args.seed}"]  # fmt: skip
     for name in runs:
         cmd = ["python", "-m", "recipes.grpo", "--config", str(CONFIG_DIR / f"{name}.yaml"), "--seed", str(args.seed),
                "--output_dir", str(out / name / f"seed{args.seed}"), *extra]  # fmt: skip
         lines.append(shlex.join(cmd))
-    lines += [f"python -m lab.matrix --out {out} --table-only", "```", "",
+    lines += [f"python -m cpu_lab.matrix --out {out} --table-only", "```", "",
               f"Each run's folder holds report.json, log.jsonl (monitors), probes.json, eval_before/ and eval_after/. "
               f"Command line of this demo: `{shlex.join(sys.argv)}`."]  # fmt: skip
     path = out / "report.md"

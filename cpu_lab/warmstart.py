@@ -12,8 +12,8 @@ The result is cached under ``<cache_root>/warmstart-<hash of the settings, the p
 run with the same settings reuses it. ``warmstart.json`` in that folder records the settings, the validation curve,
 ``validation_accuracy`` at the stop, ``heldout_accuracy`` of the saved model and the time it took.
 
-    python -m lab.warmstart     # trains or reuses the warm start, links runs/lab/warmstart, writes runs/lab/data
-    python -m lab.warmstart --seed 1 --stop-at-accuracy 0.4
+    python -m cpu_lab.warmstart     # trains or reuses the warm start, links runs/lab/warmstart, writes runs/lab/data
+    python -m cpu_lab.warmstart --seed 1 --stop-at-accuracy 0.4
 """
 
 from __future__ import annotations
@@ -27,10 +27,10 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from cpu_lab import problems
+from cpu_lab.problems import Difficulty, heldout_problems, train_problems, validation_problems
 from eval.run import write_jsonl
-from lab import problems
-from lab.problems import Difficulty, heldout_problems, train_problems, validation_problems
-from lab.tiny_model import CHAT_TEMPLATE, build_model, build_tokenizer, default_corpus
+from recipes.tiny_model import CHAT_TEMPLATE, build_model, build_tokenizer, default_corpus
 
 logger = logging.getLogger(__name__)
 
@@ -69,7 +69,7 @@ class WarmStartSettings:
     # stopping rule: on the validation set; the held-out set is evaluated once, after the stop
     eval_every: int = 50  # steps between validation evaluations
     validation_n: int = 200  # validation problems per evaluation (as many as the held-out set: the same noise)
-    heldout_n: int = 200  # held-out problems: the final evaluation here, and GRPO's before/after (lab/problems.py)
+    heldout_n: int = 200  # held-out problems: the final evaluation here, and GRPO's before/after (cpu_lab/problems.py)
     stop_at_accuracy: float = 0.3  # stop at the first validation accuracy at or above this (aim: 20-60% for GRPO)
     max_new_tokens: int = 32  # the longest solution (2 steps) is ~25 tokens
 

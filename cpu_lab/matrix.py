@@ -11,9 +11,9 @@ monitors' ``monitor/...`` and TRL's ``reward`` per logging step). Per config, ac
 - training reward at the start and at the end, and the reward-accuracy gap (``monitor/reward_correctness_gap``: mean
   reward minus the share of correct answers during training; it grows when the reward pays something else).
 
-    python -m lab.matrix --configs recipes/configs/lab/grpo_lab_default.yaml recipes/configs/lab/grpo_lab_dr_grpo.yaml \\
+    python -m cpu_lab.matrix --configs recipes/configs/lab/grpo_lab_default.yaml recipes/configs/lab/grpo_lab_dr_grpo.yaml \\
         --seeds 0 1 2 --out runs/lab/matrix -- --max_steps 60
-    python -m lab.matrix --out runs/lab/matrix --table-only      # just (re)write the table and plots
+    python -m cpu_lab.matrix --out runs/lab/matrix --table-only      # just (re)write the table and plots
 
 Everything after ``--`` is passed to every run (flags of the recipe, e.g. ``--model_name_or_path``).
 """  # noqa: E501

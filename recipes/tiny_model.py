@@ -5,7 +5,7 @@ default; the tokenizer is a byte-level BPE trained on a small corpus that includ
 (otherwise "assistant" would be split into characters) and uses the Qwen2 pre-tokenizer split, which puts each
 digit in its own token. Both are saved with `save_pretrained` and load back with `from_pretrained`.
 
-    python -m lab.tiny_model /tmp/tiny          # writes config, weights and tokenizer to /tmp/tiny
+    python -m recipes.tiny_model /tmp/tiny          # writes config, weights and tokenizer to /tmp/tiny
 """
 
 from __future__ import annotations

@@ -1,8 +1,8 @@
 """Draw a judge-lab run (or several side by side): judge score vs share correct vs answer length over steps.
 
-    python -m eval.lab_report runs/judge_lab_judge_b0 runs/judge_lab_checker_b0 --out runs/judge_lab_report
+    python -m judge_lab.report runs/judge_lab_judge_b0 runs/judge_lab_checker_b0 --out runs/judge_lab_report
 
-Reads each run's ``steps.jsonl`` (written by ``eval.lab_tracker.LabStepLogger``) and writes ``lab_report.png`` (four
+Reads each run's ``steps.jsonl`` (written by ``judge_lab.tracker.LabStepLogger``) and writes ``lab_report.png`` (four
 panels: mean judge score, share of answers correct, mean answer length in tokens, tracked answers' log-probability
 under the policy) and ``lab_report.md`` (one table per run: per step the mean reward and judge score, correct/n, mean
 length, the most frequent answer and the tracked log-probabilities and KL).
@@ -26,7 +26,7 @@ def read_steps(run_dir: str | Path) -> list[dict]:
     """The per-step records of a run (the after-training tracker line left out); a clear error if there are none."""
     path = Path(run_dir) / "steps.jsonl"
     if not path.exists():
-        raise FileNotFoundError(f"{path} does not exist: pass the output_dir of a recipes.judge_lab run")
+        raise FileNotFoundError(f"{path} does not exist: pass the output_dir of a judge_lab.train run")
     steps = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
     steps = [s for s in steps if not s.get("after_training")]
     if not steps:
@@ -118,7 +118,7 @@ def write_report(run_dirs: list[str | Path], out_dir: str | Path) -> tuple[Path,
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("runs", nargs="+", help="output_dir of one or more recipes.judge_lab runs")
+    parser.add_argument("runs", nargs="+", help="output_dir of one or more judge_lab.train runs")
     parser.add_argument("--out", required=True, help="folder for lab_report.png and lab_report.md")
     args = parser.parse_args(argv)
     png, md = write_report(args.runs, args.out)

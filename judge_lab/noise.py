@@ -1,13 +1,13 @@
 """How noisy is a judge? Score one answer N times, and a set of answers twice, and count what changed.
 
     # a local judge server (docs/judge_lab.md), the lab's question, one answer 50 times and the default set twice
-    python -m eval.judge_noise --judge_base_url http://127.0.0.1:8000/v1 --judge_model Qwen/Qwen2.5-1.5B-Instruct \\
+    python -m judge_lab.noise --judge_base_url http://127.0.0.1:8000/v1 --judge_model Qwen/Qwen2.5-1.5B-Instruct \\
         --n 50 --out runs/judge_noise
     # the answers a lab run produced, each scored twice
-    python -m eval.judge_noise --judge_base_url ... --judge_model ... --answers_from_run runs/judge_lab_judge_b0
+    python -m judge_lab.noise --judge_base_url ... --judge_model ... --answers_from_run runs/judge_lab_judge_b0
 
     # a local judge in log-probability mode (no server; rewards/judge.py): the expected score of each answer
-    python -m eval.judge_noise --judge_backend hf --judge_model runs/real_model/model --judge_mode logprob --n 5
+    python -m judge_lab.noise --judge_backend hf --judge_model runs/real_model/model --judge_mode logprob --n 5
 
 Writes ``judge_noise.json`` and ``judge_noise.md``: the distribution of the N scores of the one answer, and for the
 set, how many answers got a different score the second time (an unscored reply counts as a change when the other
@@ -72,7 +72,7 @@ def answers_from_run(run_dir: str | Path, limit: int) -> list[str]:
     """Distinct answers of a judge-lab run's ``steps.jsonl``, in order of first appearance."""
     path = Path(run_dir) / "steps.jsonl"
     if not path.exists():
-        raise FileNotFoundError(f"{path} does not exist: pass the output_dir of a recipes.judge_lab run")
+        raise FileNotFoundError(f"{path} does not exist: pass the output_dir of a judge_lab.train run")
     seen: dict[str, None] = {}
     for line in path.read_text().splitlines():
         for answer in json.loads(line).get("answers", []):

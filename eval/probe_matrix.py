@@ -3,10 +3,10 @@
 Each cell is the probe's mean weighted total score over a seeded sample of real problems; a ``!`` marks a cell that
 breaks its probe kind's rule (see ``rewards.probes``). Run it before trusting a new reward set:
 
-    python -m rewards.probe                                   # default sets, 50 GSM8K + 50 MATH-500 problems
-    python -m rewards.probe --json > probes.json              # the same, machine-readable
-    python -m rewards.probe --rewards "{task}_correctness:1,{task}_format:0.5" --rewards number_anywhere
-    python -m rewards.probe --data gsm8k=path/to/test.jsonl --data math=path/to/math.jsonl --n 20
+    python -m eval.probe_matrix                                   # default sets, 50 GSM8K + 50 MATH-500 problems
+    python -m eval.probe_matrix --json > probes.json              # the same, machine-readable
+    python -m eval.probe_matrix --rewards "{task}_correctness:1,{task}_format:0.5" --rewards number_anywhere
+    python -m eval.probe_matrix --data gsm8k=path/to/test.jsonl --data math=path/to/math.jsonl --n 20
 
 A reward set is ``name[:weight],name[:weight],...``; ``{task}`` stands for ``gsm8k`` or ``math``. Exit status: 0
 when the default correctness + format set (if shown) breaks no rule, 1 otherwise.
@@ -19,7 +19,7 @@ same verdicts whenever ``s_correct > s_wrong``); the raw means are in ``--json``
 question plus ``--rm-instruction`` (use the instruction of the task it was trained on, e.g. the lab's
 "End with #### and the number.").
 
-    python -m rewards.probe --reward-model runs/lab/overoptimisation/rm --rm-instruction "End with #### and the number."
+    python -m eval.probe_matrix --reward-model runs/lab/overoptimisation/rm --rm-instruction "End with #### and the number."
 """
 
 from __future__ import annotations
