@@ -1,5 +1,6 @@
 """Wall time of the lab's GRPO runs one after the other (one process, all cores' threads) vs two at once
-(``cpu_lab.matrix --jobs 2``: two processes, cpu_count // 2 threads each), same configs, same steps, measured in one run.
+(``cpu_lab.matrix --jobs 2``: two processes, cpu_count // 2 threads each), same configs, same steps, measured in one
+run.
 
     .venv/bin/python -m bench.matrix_jobs                 # the demo's 120 steps: ~6 minutes on 2 cores
     .venv/bin/python -m bench.matrix_jobs --steps 30      # quick look (~2 minutes; start-up weighs more)

@@ -73,7 +73,8 @@ class DegeneratePredictor:
     A group's prediction comes from, in this order (its source):
 
     - ``prompt``: the same prompt's earlier groups (its last ``visits_kept`` visits), through ``degenerate_estimate``;
-    - ``prior``: a pass rate given with the data (the ``pass_rate`` column ``training_data.rollouts filter`` writes), through
+    - ``prior``: a pass rate given with the data (the ``pass_rate`` column ``training_data.rollouts filter``
+      writes), through
       p^G + (1-p)^G as the filter reports it;
     - ``pool``: the mean estimate of the last ``pool_groups`` earlier groups of any prompt (for complete groups, the
       recent degenerate share). The mean of p^G + (1-p)^G over prompts, not that of a pooled pass rate: prompts

@@ -19,7 +19,8 @@ same verdicts whenever ``s_correct > s_wrong``); the raw means are in ``--json``
 question plus ``--rm-instruction`` (use the instruction of the task it was trained on, e.g. the lab's
 "End with #### and the number.").
 
-    python -m eval.probe_matrix --reward-model runs/lab/overoptimisation/rm --rm-instruction "End with #### and the number."
+    python -m eval.probe_matrix --reward-model runs/lab/overoptimisation/rm \
+        --rm-instruction "End with #### and the number."
 """
 
 from __future__ import annotations

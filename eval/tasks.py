@@ -78,8 +78,8 @@ TASKS["math_train"] = Task(
         "local_copy": "../shared/data/math_train/train.jsonl",
     }
 )
-# The CPU lab's generated problems (cpu_lab/problems.py): GSM8K-shaped answers, a short instruction (the tiny model learns
-# the format from its SFT data; every prompt token costs compute in SFT and GRPO). Local files only.
+# The CPU lab's generated problems (cpu_lab/problems.py): GSM8K-shaped answers, a short instruction (the tiny model
+# learns the format from its SFT data; every prompt token costs compute in SFT and GRPO). Local files only.
 TASKS["lab"] = Task(
     **{
         **TASKS["gsm8k"].__dict__,

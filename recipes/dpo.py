@@ -8,8 +8,8 @@
     python -m recipes.dpo --config recipes/configs/gsm8k/qwen2.5-0.5b-instruct/dpo_lora.yaml \\
         --data runs/rollouts/gsm8k_train/rollouts.jsonl --beta 0.05
 
-``data`` is a rollouts file of ``python -m training_data.rollouts sample`` (chosen = a correct answer, rejected = a wrong
-one to the same problem, built by ``training_data.pairs``), a JSONL of pairs, or a hub preference data set with
+``data`` is a rollouts file of ``python -m training_data.rollouts sample`` (chosen = a correct answer, rejected = a
+wrong one to the same problem, built by ``training_data.pairs``), a JSONL of pairs, or a hub preference data set with
 prompt/chosen/rejected columns. Everything that can fail is checked before a model is loaded. Metrics go to
 ``report_to`` and always to ``<output_dir>/log.jsonl``. The first step is always logged, whatever ``logging_steps``
 says (``FirstLossCheck`` asks for it), because the policy starts equal to the reference: rewards/chosen =

@@ -7,10 +7,10 @@
     # one GPU, LoRA, pairs from the model's own GSM8K rollouts (docs/reward_model.md)
     python -m recipes.reward_model --config recipes/configs/gsm8k/qwen2.5-0.5b-instruct/reward_model_lora.yaml
 
-``data`` is a rollouts file of ``python -m training_data.rollouts sample`` (chosen = a correct answer, rejected = a wrong one
-to the same prompt, built by ``training_data.pairs`` with its cap and length matching), a JSONL of pairs, or a hub preference
-set with prompt/chosen/rejected columns. Held-out pairs come from ``eval_data`` or, without it, from the prompts that
-``eval_fraction`` sets aside (no prompt is in both). The loss is TRL's: ``-log sigmoid(r_chosen - r_rejected -
+``data`` is a rollouts file of ``python -m training_data.rollouts sample`` (chosen = a correct answer, rejected = a
+wrong one to the same prompt, built by ``training_data.pairs`` with its cap and length matching), a JSONL of pairs, or
+a hub preference set with prompt/chosen/rejected columns. Held-out pairs come from ``eval_data`` or, without it,
+from the prompts that ``eval_fraction`` sets aside (no prompt is in both). The loss is TRL's: ``-log sigmoid(r_chosen - r_rejected -
 margin)``. Before training the recipe checks it on TRL's own ``compute_loss``: a reward difference of 1 must cost
 ``-log sigmoid(1) = 0.3133`` and equal scores ``ln 2 = 0.6931``. The new score head starts at zero, so every pair
 starts tied and the first logged loss must be ``log(1 + e^margin)`` (ln 2 without a margin), which a callback checks.
@@ -62,14 +62,15 @@ def check_pairs(dataset, source: str) -> None:
     if missing:
         raise ValueError(
             f"preference data {source} has no {missing} column(s) (it has {dataset.column_names}): a reward model "
-            "needs chosen and rejected answers (and a prompt); give a rollouts file of `python -m training_data.rollouts "
-            "sample` or a prompt/chosen/rejected set"
+            "needs chosen and rejected answers (and a prompt); give a rollouts file of "
+            "`python -m training_data.rollouts sample` or a prompt/chosen/rejected set"
         )
     same = [i for i, (c, r) in enumerate(zip(dataset["chosen"], dataset["rejected"], strict=True)) if c == r]
     if same:
         raise ValueError(
             f"preference data {source}: {len(same)} pair(s) have chosen == rejected (rows {same[:5]}): such a pair has "
-            "no preference to learn. Drop those rows (or rebuild the pairs with `python -m training_data.rollouts pairs`)"
+            "no preference to learn. Drop those rows (or rebuild the pairs with "
+            "`python -m training_data.rollouts pairs`)"
         )
 
 

@@ -1,1 +1,1 @@
-"""The reward-model lab: GRPO against a learned Bradley-Terry reward model on the CPU lab, watching over-optimisation."""
+"""The reward-model lab: GRPO against a learned Bradley-Terry reward model on the CPU lab, over-optimisation watched."""

@@ -2,13 +2,14 @@
 sqrt(KL) (Gao et al., "Scaling Laws for Reward Model Overoptimization", 2022), for several KL coefficients beta and a
 checker-reward control.
 
-    python -m reward_model_lab.overoptimisation                       # warm start (cached), pairs, RM, 5 arms x 3 seeds, report
-    python -m reward_model_lab.overoptimisation --steps 60 --seeds 0  # shorter
+    python -m reward_model_lab.overoptimisation              # warm start (cached), pairs, RM, 5 arms x 3 seeds, report
+    python -m reward_model_lab.overoptimisation --steps 60 --seeds 0       # shorter
 
 What it does, in order (every step's outputs land in ``--out``, default ``runs/lab/overoptimisation``):
-1. the lab warm start (``cpu_lab.warmstart``, cached) samples ``--pair-problems`` train problems x ``--pair-k`` answers at
-   temperature 1; ``training_data.pairs`` turns them into chosen-correct / rejected-wrong pairs (``--pairs reference`` uses
-   each problem's reference solution against the same with the answer + 1 instead: mechanics only);
+1. the lab warm start (``cpu_lab.warmstart``, cached) samples ``--pair-problems`` train problems x ``--pair-k``
+   answers at temperature 1; ``training_data.pairs`` turns them into chosen-correct / rejected-wrong pairs
+   (``--pairs reference`` uses each problem's reference solution against the same with the answer + 1 instead:
+   mechanics only);
 2. ``recipes.reward_model`` trains the reward model on them: the warm start with a score head (held-out pairwise
    accuracy in ``rm/report.json``);
 3. GRPO (TRL's ``GRPOTrainer``) from the warm start against the reward model (the registered ``reward_model``
@@ -20,8 +21,8 @@ What it does, in order (every step's outputs land in ``--out``, default ``runs/l
    averaged). Logged as ``rm/true_accuracy``, ``rm/proxy_reward``, ``rm/kl`` (and ``rm/sqrt_kl``) with the trainer's
    own logs and in ``<arm>/seed<k>/curve.jsonl``;
 5. ``report.md`` with ``overoptimisation.png`` (both quantities against sqrt(KL), mean over seeds), a table per arm,
-   the reward model's hack-probe column (``eval.probe_matrix.reward_model_scores``) and the highest-scored wrong answers of
-   the last evaluation of each reward-model arm (what the policy learned to please the reward model with).
+   the reward model's hack-probe column (``eval.probe_matrix.reward_model_scores``) and the highest-scored wrong answers
+   of the last evaluation of each reward-model arm (what the policy learned to please the reward model with).
 """
 
 from __future__ import annotations

@@ -96,8 +96,8 @@ def check_reward_weights(names: list[str], weights: list[float] | None = None, o
     term at all is refused whenever its other terms can pay anything (a format-only reward is the classic hack).
     A learned reward-model score (kind ``learned``) has no bound, so no weight makes the worst case safe: it is left
     out of both sums (the bounded terms are checked as above and a warning names it; its pay for each hack probe is
-    measured by ``python -m eval.probe_matrix --reward-model PATH``), and a set where it has no correctness term beside it
-    is refused unless ``on_violation="warn"`` (an RLHF run against the learned reward alone).
+    measured by ``python -m eval.probe_matrix --reward-model PATH``), and a set where it has no correctness term beside
+    it is refused unless ``on_violation="warn"`` (an RLHF run against the learned reward alone).
 
     Args:
         names: reward names as in a config's ``reward_funcs`` (each must be registered).

@@ -153,7 +153,8 @@ def test_monitor_reward_mean_and_truncation_equal_trls_own_logs(tiny_model_dir, 
     monkeypatch.setitem(registry.REGISTRY, "toy_flaky_judge", registry.RewardInfo(flaky_judge, "judge", 1.0))
     monitors, make_monitor = [], grpo.reward_monitor
     monkeypatch.setattr(grpo, "reward_monitor", lambda *args: monitors.append(make_monitor(*args)) or monitors[-1])
-    # training rows with the pass_rate column `training_data.rollouts filter` writes: the monitor's prior for unseen prompts
+    # training rows with the pass_rate column `training_data.rollouts filter` writes: the monitor's prior for unseen
+    # prompts
     rows = (shared_data / "gsm8k" / "train.jsonl").read_text().splitlines()[:16]
     data = tmp_path / "filtered.jsonl"
     data.write_text("".join(json.dumps(json.loads(row) | {"pass_rate": 0.25}) + "\n" for row in rows))

@@ -1,4 +1,5 @@
-"""The real model's converter (recipes/real_model.py): the fast tests need no model; the slow one needs `make real-model`.
+"""The real model's converter (recipes/real_model.py): the fast tests need no model; the slow one needs
+`make real-model`.
 
 OMP_NUM_THREADS=1 .venv/bin/python -m pytest -q tests/test_real_model.py            # fast: skip and check logic
 OMP_NUM_THREADS=1 .venv/bin/python -m pytest -q -m slow tests/test_real_model.py    # the converted model itself

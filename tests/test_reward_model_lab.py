@@ -1,4 +1,5 @@
-"""The over-optimisation experiment (reward_model_lab/overoptimisation.py) end to end at a tiny size: a random ~100k-parameter
+"""The over-optimisation experiment (reward_model_lab/overoptimisation.py) end to end at a tiny size: a random
+~100k-parameter
 model, reference pairs, 2 GRPO steps per arm (mechanics, not learning). The real run is in the slow tier.
 
     OMP_NUM_THREADS=1 .venv/bin/python -m pytest tests/test_reward_model_lab.py -q

@@ -9,7 +9,8 @@ Three commands take a model to GRPO data at the edge of its ability and to a DPO
     python -m recipes.dpo --config recipes/configs/gsm8k/qwen2.5-0.5b-instruct/dpo_lora.yaml \\
         --dataset_name runs/rollouts/gsm8k_train/rollouts.jsonl     # pairs built from the rollouts
 
-``python -m training_data.rollouts pairs ROLLOUTS --out pairs.jsonl`` writes the DPO pairs to a file to inspect or share.
+``python -m training_data.rollouts pairs ROLLOUTS --out pairs.jsonl`` writes the DPO pairs to a file to inspect or
+share.
 
 ``sample`` runs ``eval.run.evaluate`` with K samples per problem, so the folder also holds eval's
 ``samples.jsonl`` (written problem by problem: a killed run continues where it stopped when rerun, each problem
