@@ -10,10 +10,11 @@
 ``data`` is a rollouts file of ``python -m training_data.rollouts sample`` (chosen = a correct answer, rejected = a
 wrong one to the same prompt, built by ``training_data.pairs`` with its cap and length matching), a JSONL of pairs, or
 a hub preference set with prompt/chosen/rejected columns. Held-out pairs come from ``eval_data`` or, without it,
-from the prompts that ``eval_fraction`` sets aside (no prompt is in both). The loss is TRL's: ``-log sigmoid(r_chosen - r_rejected -
-margin)``. Before training the recipe checks it on TRL's own ``compute_loss``: a reward difference of 1 must cost
-``-log sigmoid(1) = 0.3133`` and equal scores ``ln 2 = 0.6931``. The new score head starts at zero, so every pair
-starts tied and the first logged loss must be ``log(1 + e^margin)`` (ln 2 without a margin), which a callback checks.
+from the prompts that ``eval_fraction`` sets aside (no prompt is in both). The loss is TRL's:
+``-log sigmoid(r_chosen - r_rejected - margin)``. Before training the recipe checks it on TRL's own ``compute_loss``:
+a reward difference of 1 must cost ``-log sigmoid(1) = 0.3133`` and equal scores ``ln 2 = 0.6931``. The new score head
+starts at zero, so every pair starts tied and the first logged loss must be ``log(1 + e^margin)`` (ln 2 without a
+margin), which a callback checks.
 Metrics go to ``report_to`` under ``rm/`` (pairwise accuracy, margin) and always to ``<output_dir>/log.jsonl``.
 """
 
