@@ -29,7 +29,7 @@ GPT3_KEYS = ["6b_finetuning", "6b_verification", "175b_finetuning", "175b_verifi
 
 
 def _rows(path: str) -> list[dict]:
-    from eval.run import iter_jsonl
+    from eval.jsonl import iter_jsonl
 
     return [row for _, row in iter_jsonl(DATA / path, "a stored data file under ../shared/data")]
 

@@ -29,7 +29,7 @@ import random
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from eval.run import write_jsonl
+from eval.jsonl import write_jsonl
 
 HELDOUT_SEED = 1_000_003  # the held-out set's own seed, never used for training data
 HELDOUT_SIZE = 200

@@ -29,7 +29,7 @@ from pathlib import Path
 
 from cpu_lab import problems
 from cpu_lab.problems import Difficulty, heldout_problems, train_problems, validation_problems
-from eval.run import write_jsonl
+from eval.jsonl import write_jsonl
 from recipes.tiny_model import CHAT_TEMPLATE, build_model, build_tokenizer, default_corpus
 
 logger = logging.getLogger(__name__)

@@ -22,6 +22,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from eval.generate import VLLM_PROMPTS_PER_CALL, check_backend, generate
+from eval.jsonl import iter_jsonl, write_jsonl
 from eval.metrics import CI_LEVEL, sample_list, summarize
 from eval.scoring import score_completion
 from eval.tasks import Task, get_task, load_rows
@@ -311,30 +312,6 @@ def log_to_wandb(results: dict, records: list[dict], config: dict) -> None:
             )  # fmt: skip
     run.log({"samples": table, **flat})
     run.finish()
-
-
-def iter_jsonl(path: Path, not_json_hint: str):
-    """(line number, object) for each non-blank line of a JSONL file; a corrupt line raises ValueError naming it."""
-    with open(path, encoding="utf-8") as f:
-        for n, line in enumerate(f, start=1):
-            if not line.strip():
-                continue
-            try:
-                yield n, json.loads(line)
-            except json.JSONDecodeError as e:
-                raise ValueError(f"{path} line {n} is not JSON ({e}): {not_json_hint}") from e
-
-
-def write_jsonl(rows: list[dict], path: str | Path) -> Path:
-    """Write rows as JSON lines, atomically (a kill leaves the old file or the new one, never half of one)."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "w", encoding="utf-8") as f:
-        for row in rows:
-            f.write(json.dumps(row, ensure_ascii=False) + "\n")
-    os.replace(tmp, path)
-    return path
 
 
 def read_predictions(path: str | Path, completion_field: str, gold_field: str) -> list[dict]:

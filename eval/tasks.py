@@ -24,7 +24,7 @@ class Task:
     question_field: str
     gold_field: str  # the field the final answer is read from
     instruction: str  # appended to the question; asks for the format the rewards check
-    local_copy: str  # where a local copy is (relative to the repo root), named when a task has no hub copy
+    local_copy: str = ""  # where a local copy is (relative to the repo root), named when a task has no hub copy
 
     def gold(self, row: dict) -> str:
         raw = row[self.gold_field]
@@ -78,15 +78,15 @@ TASKS["math_train"] = Task(
         "local_copy": "../shared/data/math_train/train.jsonl",
     }
 )
-# The CPU lab's generated problems (cpu_lab/problems.py): GSM8K-shaped answers, a short instruction (the tiny model
-# learns the format from its SFT data; every prompt token costs compute in SFT and GRPO). Local files only.
+# GSM8K-shaped answers with a short instruction, for generated problems such as the CPU lab's (a tiny model learns the
+# format from its SFT data; every prompt token costs compute). No hub copy: the data always comes with --data.
 TASKS["lab"] = Task(
     **{
         **TASKS["gsm8k"].__dict__,
         "name": "lab",
         "hub_id": "",
         "instruction": "End with #### and the number.",
-        "local_copy": "runs/lab/data/{train,heldout}.jsonl, written by `python -m cpu_lab.warmstart`",
+        "local_copy": "",
     }
 )
 
@@ -111,9 +111,8 @@ def load_rows(task: Task, data: str | None = None, split: str | None = None):
 
     source = data or task.hub_id
     if not source:
-        raise ValueError(
-            f"task {task.name!r} has no hub copy: pass --data with a local .jsonl of it (here: {task.local_copy})"
-        )
+        where = f" (here: {task.local_copy})" if task.local_copy else ""
+        raise ValueError(f"task {task.name!r} has no hub copy: pass --data with a local .jsonl of it{where}")
     if is_local(source):
         path = Path(source)
         if not path.exists():

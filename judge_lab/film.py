@@ -39,7 +39,7 @@ RUNS = [
 
 def film_question(heldout: Path, index: int) -> tuple[str, str, str, str]:
     """(question, gold, short wrong reply, reference solution) of one held-out lab problem."""
-    from eval.run import iter_jsonl
+    from eval.jsonl import iter_jsonl
 
     rows = [row for _, row in iter_jsonl(heldout, "the lab's held-out problems: rerun `python -m cpu_lab.warmstart`")]
     row = rows[index]

@@ -47,7 +47,7 @@ def _read_jsonl(path, limit: int | None = None) -> list[dict]:
     """The first ``limit`` rows (all when None) of a JSONL file, through eval's strict reader."""
     from itertools import islice
 
-    from eval.run import iter_jsonl
+    from eval.jsonl import iter_jsonl
 
     return list(islice((row for _, row in iter_jsonl(Path(path), "a file this experiment wrote: rerun it")), limit))
 
@@ -230,10 +230,11 @@ def prepare(settings: Settings, out: Path) -> dict:
     """Policy, data, pairs and the trained reward model (reused when ``rm/report.json`` exists)."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
+    from eval.jsonl import write_jsonl
     from recipes.reward_model import main as train_rm
     from recipes.reward_model import make_parser
     from recipes.validate import parse_or_explain
-    from training_data.rollouts import reference_rollouts, sample_rollouts, write_jsonl
+    from training_data.rollouts import reference_rollouts, sample_rollouts
 
     if settings.policy is None:
         from cpu_lab.warmstart import prepare_lab

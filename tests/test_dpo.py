@@ -13,8 +13,9 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
+from eval.jsonl import write_jsonl
 from recipes.dpo import FirstLossCheck, expected_first_loss, main, make_parser
-from training_data.rollouts import reference_rollouts, write_jsonl
+from training_data.rollouts import reference_rollouts
 
 CONFIG = "recipes/configs/tiny/dpo_cpu.yaml"
 LORA_CONFIG = "recipes/configs/tiny/dpo_cpu_lora.yaml"

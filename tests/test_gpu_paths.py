@@ -305,7 +305,8 @@ def test_recipes_pass_attention_and_revision_to_model_loading(module_name, confi
     flags = ["--attn_implementation", "eager", "--model_revision", "v1.2", "--output_dir", str(tmp_path / "out"),
              "--model_name_or_path", str(tmp_path / "model"), "--report_to", "none"]  # fmt: skip
     if module_name == "recipes.dpo":  # DPO checks its preference data before building the model
-        from training_data.rollouts import reference_rollouts, write_jsonl
+        from eval.jsonl import write_jsonl
+        from training_data.rollouts import reference_rollouts
 
         rows = reference_rollouts("gsm8k_train", str(shared_data / "gsm8k" / "train.jsonl"), limit=4)
         flags += ["--data", str(write_jsonl(rows, tmp_path / "rollouts.jsonl"))]

@@ -102,7 +102,8 @@ def real_model() -> Path:
 @pytest.fixture(scope="module")
 def rollouts(shared_data, tmp_path_factory) -> Path:
     """Rollouts from 8 GSM8K reference solutions and the same with a wrong final answer: pairs for DPO and the RM."""
-    from training_data.rollouts import reference_rollouts, write_jsonl
+    from eval.jsonl import write_jsonl
+    from training_data.rollouts import reference_rollouts
 
     records = reference_rollouts("gsm8k_train", str(shared_data / "gsm8k" / "train.jsonl"), limit=8)
     return write_jsonl(records, tmp_path_factory.mktemp("rollouts") / "rollouts.jsonl")

@@ -13,11 +13,12 @@ import pickle
 import pytest
 import torch
 
+from eval.jsonl import write_jsonl
 from recipes.reward_model import FirstLossCheck, check_bt_loss, main, make_parser, split_by_prompt
 from recipes.validate import ConfigError, parse_or_explain
 from rewards import check_reward_weights, get_reward, reward_info
 from rewards.reward_model import RewardModelReward, check_reward_model
-from training_data.rollouts import reference_rollouts, write_jsonl
+from training_data.rollouts import reference_rollouts
 
 CONFIG = "recipes/configs/tiny/reward_model_cpu.yaml"
 

@@ -9,8 +9,8 @@ import json
 import math
 
 from cpu_lab.problems import heldout_problems, train_problems
+from eval.jsonl import write_jsonl
 from reward_model_lab.overoptimisation import Settings, arms, main, mean_curve, run
-from training_data.rollouts import write_jsonl
 
 
 def test_tiny_experiment_writes_curves_plots_and_report(tiny_model_dir, tmp_path):

@@ -36,7 +36,7 @@ import logging
 from pathlib import Path
 
 from eval.degenerate import expected_degenerate_share
-from eval.run import iter_jsonl, write_jsonl
+from eval.jsonl import iter_jsonl, write_jsonl
 
 logger = logging.getLogger(__name__)
 

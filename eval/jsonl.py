@@ -1,0 +1,71 @@
+"""JSON Lines I/O for the whole project: one strict reader, one atomic writer, one appender.
+
+Every file leash writes or reads line by line (samples, rollouts, pairs, training logs, data sets) goes through
+here, so a corrupt line is always reported the same way (path, line number, what to do) and a killed write never
+leaves half a file.
+
+>>> import tempfile, pathlib
+>>> path = pathlib.Path(tempfile.mkdtemp()) / "rows.jsonl"
+>>> write_jsonl([{"a": 1}, {"a": 2}], path).name
+'rows.jsonl'
+>>> append_jsonl({"a": 3}, path)
+>>> [row["a"] for row in read_jsonl(path)]
+[1, 2, 3]
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+
+DEFAULT_HINT = "each line must be one JSON object"
+
+
+def iter_jsonl(path: str | Path, not_json_hint: str = DEFAULT_HINT) -> Iterator[tuple[int, dict]]:
+    """(line number, object) for each non-blank line; a missing file raises FileNotFoundError and a corrupt line
+    ValueError, each naming the path (and the line) and ending with ``not_json_hint``, the fix."""
+    path = Path(path)
+    if not path.exists():
+        raise FileNotFoundError(f"{path} does not exist: {not_json_hint}")
+    with open(path, encoding="utf-8") as f:
+        for n, line in enumerate(f, start=1):
+            if not line.strip():
+                continue
+            try:
+                yield n, json.loads(line)
+            except json.JSONDecodeError as e:
+                raise ValueError(f"{path} line {n} is not JSON ({e}): {not_json_hint}") from e
+
+
+def read_jsonl(path: str | Path, not_json_hint: str = DEFAULT_HINT) -> list[dict]:
+    """All objects of a JSONL file, in order (see ``iter_jsonl`` for the errors)."""
+    return [row for _, row in iter_jsonl(path, not_json_hint)]
+
+
+def write_jsonl(rows: Iterable[dict], path: str | Path) -> Path:
+    """Write rows as JSON lines, atomically: a kill leaves the old file or the new one, never half of one. The
+    temporary file has a unique name, so two writers of one path cannot tear each other's file (the last wins)."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            for row in rows:
+                f.write(json.dumps(row, ensure_ascii=False) + "\n")
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return path
+
+
+def append_jsonl(row: dict, path: str | Path) -> None:
+    """Append one row as one line (a log written as training goes; flushed so a reader sees whole lines)."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "a", encoding="utf-8") as f:
+        f.write(json.dumps(row, ensure_ascii=False) + "\n")
+        f.flush()

@@ -1,0 +1,44 @@
+"""eval.jsonl: the project's one JSONL reader and writer."""
+
+import json
+import os
+
+import pytest
+
+from eval.jsonl import append_jsonl, iter_jsonl, read_jsonl, write_jsonl
+
+
+def test_a_corrupt_line_is_named_with_its_number_and_the_fix(tmp_path):
+    path = tmp_path / "rows.jsonl"
+    path.write_text('{"a": 1}\n\n{"a": 2\n{"a": 3}\n')
+    rows = iter_jsonl(path, "rerun the step that wrote it")
+    assert next(rows) == (1, {"a": 1})  # a blank line is skipped, the line numbers are the file's
+    with pytest.raises(ValueError, match=r"rows\.jsonl line 3 is not JSON .*: rerun the step that wrote it$"):
+        next(rows)
+
+
+def test_a_missing_file_names_the_path_and_the_fix(tmp_path):
+    with pytest.raises(FileNotFoundError, match=r"nope\.jsonl does not exist: pass --data"):
+        read_jsonl(tmp_path / "nope.jsonl", "pass --data")
+
+
+def test_write_is_atomic_and_leaves_no_temporary_file(tmp_path, monkeypatch):
+    path = tmp_path / "sub" / "rows.jsonl"
+    write_jsonl([{"q": "ü"}], path)
+    assert path.read_text(encoding="utf-8") == '{"q": "ü"}\n'  # readable unicode, one object a line
+
+    def boom(*args):
+        raise OSError("disk full")
+
+    monkeypatch.setattr(os, "replace", boom)
+    with pytest.raises(OSError, match="disk full"):
+        write_jsonl([{"q": "new"}], path)
+    assert read_jsonl(path) == [{"q": "ü"}]  # the old file is intact
+    assert sorted(p.name for p in path.parent.iterdir()) == ["rows.jsonl"]  # and no temporary file is left
+
+
+def test_append_adds_whole_lines(tmp_path):
+    path = tmp_path / "log.jsonl"
+    for step in range(3):
+        append_jsonl({"step": step}, path)
+    assert [json.loads(line)["step"] for line in path.read_text().splitlines()] == [0, 1, 2]
