@@ -69,6 +69,8 @@ class Difficulty:
 
 def make_problem(rng: random.Random, difficulty: Difficulty = Difficulty()) -> dict:
     """One problem: ``question``, ``answer`` (worked solution ending in ``#### N``, as in GSM8K) and ``final``."""
+    if hasattr(difficulty, "make_problem"):  # a Difficulty subclass with its own stories (cpu_lab/long_answers.py)
+        return difficulty.make_problem(rng)
     name, item = rng.choice(NAMES), rng.choice(ITEMS)
     total = rng.randint(1, difficulty.max_number)
     sentences, equations = [f"{name} has {total} {item}."], []
