@@ -54,6 +54,13 @@ class GRPOScriptArguments:
         },
     )
     resume: bool = field(default=True, metadata={"help": "resume from the last checkpoint in output_dir"})
+    curriculum: str | None = field(
+        default=None,
+        metadata={
+            "help": "'module:function' called as function(rows, training_args) -> (train dataset, callback): training "
+            "problems that change as the run goes (cpu_lab.curriculum:lab_curriculum); the held-out set stays fixed"
+        },
+    )
 
 
 def check_args(script_args, training_args, model_args):
@@ -97,6 +104,27 @@ def reward_monitor(names: list[str], training_args, eval_task_name: str):
     )  # fmt: skip
 
 
+def import_hook(spec: str):
+    """The function named by ``'module:function'`` (a config's hook, e.g. ``curriculum``).
+
+    >>> import_hook("recipes.grpo:summary").__name__
+    'summary'
+    >>> import_hook("recipes.grpo.summary")
+    Traceback (most recent call last):
+    ...
+    ValueError: hook 'recipes.grpo.summary' must read 'module:function', e.g. cpu_lab.curriculum:lab_curriculum
+    """
+    import importlib
+
+    module, _, name = spec.partition(":")
+    if not module or not name:
+        raise ValueError(f"hook {spec!r} must read 'module:function', e.g. cpu_lab.curriculum:lab_curriculum")
+    try:
+        return getattr(importlib.import_module(module), name)
+    except (ImportError, AttributeError) as error:
+        raise ValueError(f"hook {spec!r} cannot be imported ({error}): check the module path and the name") from None
+
+
 def main(script_args, training_args, model_args):
     started = time.monotonic()
     from transformers.trainer_utils import get_last_checkpoint
@@ -115,6 +143,7 @@ def main(script_args, training_args, model_args):
         rows = load_rows(task, args.data)
         rows = to_prompt_rows(task, rows.select(range(min(args.train_limit, len(rows)))) if args.train_limit else rows)
         validate.check_answer_column(rows.column_names, args.data or task.hub_id)
+        curriculum = import_hook(args.curriculum) if args.curriculum else None
 
     # Rewards, wrapped by the monitor (same names, so TRL's rewards/<name>/mean keys do not change)
     monitor = reward_monitor(names, training_args, eval_task.name)
@@ -153,14 +182,19 @@ def main(script_args, training_args, model_args):
         report_to=training_args.report_to or [],
         resolved_config=config,
     )  # fmt: skip
+    callbacks = [JsonlLogCallback(out / "log.jsonl"), monitor_callback]
+    train_rows = rows
+    if curriculum:  # its callback goes first: what it adds to a log line reaches log.jsonl
+        train_rows, curriculum_callback = curriculum(rows, training_args)
+        callbacks.insert(0, curriculum_callback)
     trainer = make_monitored_trainer_class(GRPOTrainer)(
         model=model_args.model_name_or_path,
         reward_funcs=monitor.wrapped(),
         args=training_args,
-        train_dataset=rows,
+        train_dataset=train_rows,
         peft_config=get_peft_config(model_args),
         quantization_config=get_quantization_config(model_args),
-        callbacks=[JsonlLogCallback(out / "log.jsonl"), monitor_callback],
+        callbacks=callbacks,
     )
     trainer.monitor_callback = monitor_callback
     tokenizer = getattr(trainer.processing_class, "tokenizer", trainer.processing_class)
