@@ -152,9 +152,11 @@ def test_every_sample_says_whether_it_timed_out():
 def test_a_comparison_without_verdict_is_reported_not_scored_wrong(monkeypatch, verdicts, reason, timeout):
     import rewards.verify as verify
 
+    remaining = list(verdicts)  # a copy: the parameter list is shared by every run of the test in one process
+
     class Pool:
         def compare(self, gold, pred, budget):
-            return verify.Verdict(verdicts.pop(0))
+            return verify.Verdict(remaining.pop(0))
 
     monkeypatch.setattr(verify, "_POOL", Pool())
     monkeypatch.setattr(verify, "TIMEOUT_MEMO_S", 0.0)  # each case asks the pool, whatever an earlier one gave up
