@@ -127,14 +127,28 @@ def train_problems(
     """
     if seed in (HELDOUT_SEED, VALIDATION_SEED):
         raise ValueError(f"seed {seed} is the held-out or the validation set's seed: pick any other training seed")
-    exclude = {p["question"] for p in heldout_problems(difficulty, heldout_n)}
-    exclude |= {p["question"] for p in validation_problems(difficulty, validation_n, heldout_n)}
+    exclude = kept_out_questions(difficulty, heldout_n, validation_n)
     rng, rows = random.Random(seed), []
     while len(rows) < n:
         problem = make_problem(rng, difficulty)
         if problem["question"] not in exclude:
             rows.append(problem)
     return rows
+
+
+def kept_out_questions(
+    difficulty: Difficulty = Difficulty(), heldout_n: int = HELDOUT_SIZE, validation_n: int = VALIDATION_SIZE
+) -> set[str]:
+    """The questions no training problem may ask: the held-out and the validation set's at ``difficulty``.
+
+    A curriculum draws training problems at other difficulties but keeps these out: the held-out set is the same
+    200 problems whatever the training difficulty, so before/after numbers compare.
+
+    >>> len(kept_out_questions())
+    400
+    """
+    kept_out = {p["question"] for p in heldout_problems(difficulty, heldout_n)}
+    return kept_out | {p["question"] for p in validation_problems(difficulty, validation_n, heldout_n)}
 
 
 def _distinct(rng: random.Random, difficulty: Difficulty, n: int, exclude: set[str]) -> list[dict]:
