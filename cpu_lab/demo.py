@@ -15,6 +15,7 @@
 
     OMP_NUM_THREADS=2 python -m cpu_lab.demo                 # what `make demo` runs (120 steps per run, 2 at a time)
     OMP_NUM_THREADS=2 python -m cpu_lab.demo --seed 1 --configs grpo_lab_default grpo_lab_random   # another seed
+    python -m cpu_lab.demo --seed-table runs/lab/demo/seed0 runs/lab/demo/seed1   # before/after/gain per seed
 """
 
 from __future__ import annotations
@@ -45,7 +46,14 @@ def main(argv: list[str] | None = None) -> Path:
     parser.add_argument("--jobs", type=int, default=DEFAULT_JOBS, help="GRPO runs at once (1: in turn, in-process)")
     parser.add_argument("--out", default=None, help="report folder (default runs/lab/demo/<time>)")
     parser.add_argument("--cache-root", default=str(DEFAULT_CACHE_ROOT))
+    parser.add_argument(
+        "--seed-table", nargs="+", metavar="DEMO_DIR", help="print only the per-seed table of finished demo folders"
+    )
     args = parser.parse_args(argv)
+    if args.seed_table:
+        table = seed_table(args.seed_table)
+        print(table)
+        return table
     logging.basicConfig(format="%(message)s")
     logging.getLogger("lab").setLevel(logging.INFO)  # the warm start's validation accuracy as it trains
     configs = [CONFIG_DIR / f"{name}.yaml" for name in args.configs]
@@ -137,6 +145,8 @@ def findings(runs: dict, out: Path) -> list[str]:
         verdict = "meets" if gain >= TARGET_GAIN else "MISSES"
         lines.append(f"- **Default rewards (grpo)**: held-out accuracy {before:.3f} → {after:.3f} "
                      f"({gain * 100:+.1f} points; {verdict} the +{TARGET_GAIN * 100:.0f}-point target).")  # fmt: skip
+    lines += curriculum_lines(out / "grpo_lab_default" / f"seed{runs['grpo_lab_default'].seed}" / "log.jsonl"
+                              if "grpo_lab_default" in runs else None)  # fmt: skip
     before, after = acc("grpo_lab_random")
     if after is not None:
         verdict = "did not rise, as it must" if after <= before + 0.035 else "ROSE: the default gain may not be signal"
@@ -157,6 +167,75 @@ def findings(runs: dict, out: Path) -> list[str]:
                      f"of wrong answers {_tokens(a.length_wrong)} vs {_tokens(b.length_wrong)} tokens, of correct "
                      f"ones {_tokens(a.length_correct)} vs {_tokens(b.length_correct)}.")  # fmt: skip
     return lines
+
+
+def curriculum_lines(log_path: Path | None) -> list[str]:
+    """The default run's difficulty path and degenerate shares, from its ``curriculum/...`` log (none: no lines)."""
+    rows = matrix.read_log(log_path) if log_path is not None and log_path.exists() else []
+    rows = [r for r in rows if r.get("curriculum/next_difficulty") is not None]
+    if not rows:
+        return []
+    path, level = [f"{rows[0]['curriculum/difficulty']:g}"], rows[0]["curriculum/difficulty"]
+    for r in rows:
+        if r["curriculum/next_difficulty"] != level:
+            level = r["curriculum/next_difficulty"]
+            path.append(f"{level} (step {r['step']})")
+    counts = {lvl: sum(r["curriculum/difficulty"] == lvl for r in rows) for lvl in sorted(
+        {r["curriculum/difficulty"] for r in rows})}  # fmt: skip
+    measured = matrix.mean_std([r.get("monitor/degenerate_share") for r in rows])[0]
+    predicted = matrix.mean_std([r.get("curriculum/degenerate_predicted_share") for r in rows])[0]
+    monitors = matrix.mean_std([r.get("monitor/degenerate_expected_share") for r in rows])[0]
+    return [f"  - curriculum (`cpu_lab/curriculum.py`): difficulty level {' → '.join(path)}; steps per level "
+            f"{', '.join(f'{lvl:g}: {n}' for lvl, n in counts.items())}; degenerate groups {_share(measured)} "
+            f"measured, {_share(predicted)} predicted from the running pass rate (p^G + (1-p)^G), "
+            f"{_share(monitors)} predicted by the monitors per prompt."]  # fmt: skip
+
+
+def _share(value: float | None) -> str:
+    return "–" if value is None else f"{value:.2f}"
+
+
+def seed_table(demo_dirs: list[str | Path]) -> str:
+    """Per seed: held-out accuracy before, and after with the gain, of each demo run; then mean ± std over seeds."""
+    names = {"grpo_lab_default": "default", "grpo_lab_dr_grpo": "dr_grpo", "grpo_lab_random": "random",
+             "grpo_lab_format_only": "format only"}  # fmt: skip
+    by_seed: dict[int, dict] = {}
+    for folder in demo_dirs:
+        for name, runs in matrix.collect(folder).items():
+            for run in runs:
+                if name in names and run.accuracy_after is not None and run.accuracy_before is not None:
+                    by_seed.setdefault(run.seed, {})[name] = run
+    if not by_seed:
+        raise SystemExit(f"no finished demo runs under {[str(d) for d in demo_dirs]}: pass demo folders (--out)")
+    header = "| seed | before | " + " | ".join(f"{label} after (gain)" for label in names.values()) + " |"
+    lines = [header, "|" + "---|" * (len(names) + 2)]
+
+    def cell(run):
+        if run is None:
+            return "–"
+        return f"{run.accuracy_after:.3f} ({(run.accuracy_after - run.accuracy_before) * 100:+.1f})"
+
+    for seed in sorted(by_seed):
+        runs = by_seed[seed]
+        before = next(iter(runs.values())).accuracy_before
+        lines.append(f"| {seed} | {before:.3f} | " + " | ".join(cell(runs.get(n)) for n in names) + " |")
+    stats = []
+    for name in names:
+        afters = [r[name].accuracy_after for r in by_seed.values() if name in r]
+        gains = [(r[name].accuracy_after - r[name].accuracy_before) * 100 for r in by_seed.values() if name in r]
+        a, g = matrix.mean_std(afters), matrix.mean_std(gains)
+        stats.append("–" if a[0] is None else f"{a[0]:.3f} ± {a[1] or 0:.3f} ({g[0]:+.1f} ± {g[1] or 0:.1f})")
+    befores = matrix.mean_std([next(iter(r.values())).accuracy_before for r in by_seed.values()])
+    lines.append(f"| mean ± std ({len(by_seed)} seeds) | {befores[0]:.3f} ± {befores[1] or 0:.3f} | "
+                 + " | ".join(stats) + " |")  # fmt: skip
+    met = sum(
+        1
+        for r in by_seed.values()
+        if "grpo_lab_default" in r
+        and r["grpo_lab_default"].accuracy_after - r["grpo_lab_default"].accuracy_before >= TARGET_GAIN
+    )
+    lines += ["", f"Default gain >= +{TARGET_GAIN * 100:.0f} points on {met} of {len(by_seed)} seeds."]  # fmt: skip
+    return "\n".join(lines)
 
 
 def probe_lines(path: Path) -> list[str]:

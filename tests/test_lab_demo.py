@@ -43,3 +43,41 @@ def test_report_names_validation_at_the_stop_and_heldout_apart(tmp_path):
     assert "stopped at step 750 with validation accuracy 0.315 (threshold 0.3, on 200 validation problems)" in report
     assert "held-out accuracy of that model 0.330" in report
     assert (tmp_path / "warmstart.png").exists()
+
+
+def test_seed_table_gives_each_seeds_gain_and_the_mean_and_std_over_seeds(tmp_path):
+    flat = [0.4] * 8
+    for seed, (before, after) in enumerate([(0.30, 0.50), (0.40, 0.45)]):  # +20 and +5 points
+        demo_dir = tmp_path / f"seed{seed}"
+        fake_run(demo_dir, "grpo_lab_default", seed, before, after, flat, [0.1] * 8, [0.4] * 8)
+        fake_run(demo_dir, "grpo_lab_random", seed, before, before - 0.1, flat, [0.3] * 8, [0.4] * 8)
+    table = demo.main(["--seed-table", str(tmp_path / "seed0"), str(tmp_path / "seed1")])
+    assert "| 0 | 0.300 | 0.500 (+20.0) | – | 0.200 (-10.0) | – |" in table
+    assert "| 1 | 0.400 | 0.450 (+5.0) |" in table
+    # mean 0.475, sample std of (0.50, 0.45) = 0.035; gains +12.5 ± 10.6
+    assert "| mean ± std (2 seeds) | 0.350 ± 0.071 | 0.475 ± 0.035 (+12.5 ± 10.6) |" in table
+    assert "Default gain >= +15 points on 1 of 2 seeds." in table
+
+
+def test_seed_table_of_empty_folders_names_what_it_expected(tmp_path):
+    import pytest
+
+    with pytest.raises(SystemExit, match="no finished demo runs"):
+        demo.seed_table([tmp_path])
+
+
+def test_curriculum_line_gives_the_difficulty_path_and_the_three_degenerate_shares(tmp_path):
+    rows = [{"step": 0, "probe/violations": 0}]
+    plan = [(1, 1), (1, 0), (1, 0), (0, 0), (0, 1), (1, 1)]  # (served, next) per step: down at 2, up at 5
+    for step, (served, planned) in enumerate(plan, start=1):
+        rows.append({"step": step, "curriculum/difficulty": served, "curriculum/next_difficulty": planned,
+                     "monitor/degenerate_share": 0.5, "curriculum/degenerate_predicted_share": 0.1,
+                     "monitor/degenerate_expected_share": 0.3})  # fmt: skip
+    log = tmp_path / "log.jsonl"
+    log.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    (line,) = demo.curriculum_lines(log)
+    assert "difficulty level 1 → 0 (step 2) → 1 (step 5)" in line
+    assert "steps per level 0: 2, 1: 4" in line
+    assert "0.50 measured, 0.10 predicted from the running pass rate" in line
+    assert "0.30 predicted by the monitors" in line
+    assert demo.curriculum_lines(None) == [] and demo.curriculum_lines(tmp_path / "missing.jsonl") == []
