@@ -54,3 +54,14 @@ def test_number_anywhere_pays_nothing_without_the_gold_number():
 
     got = number_anywhere_reward(["I think it is 12.", "It is 7 apples.", "no number"], answer=["7", "7", "7"])
     assert got == [0.0, PARTIAL_CREDIT, 0.0] and PARTIAL_CREDIT == 0.5
+
+
+@pytest.mark.parametrize("task", ["gsm8k", "math"])
+def test_a_missing_answer_column_says_how_to_add_it(task):
+    message = (
+        f"{task}_correctness_answer_line_reward needs the dataset's 'answer' column (the final answer only, "
+        "e.g. '18'): build the dataset with eval.tasks.to_prompt_rows or add that column"
+    )
+    with pytest.raises(ValueError) as raised:
+        CorrectnessReward(task, answer_line=True)(["Answer: 18"])
+    assert str(raised.value) == message
