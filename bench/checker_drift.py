@@ -29,9 +29,9 @@ GPT3_KEYS = ["6b_finetuning", "6b_verification", "175b_finetuning", "175b_verifi
 
 
 def _rows(path: str) -> list[dict]:
-    from eval.jsonl import iter_jsonl
+    from eval.jsonl import read_jsonl
 
-    return [row for _, row in iter_jsonl(DATA / path, "a stored data file under ../shared/data")]
+    return read_jsonl(DATA / path, "a stored data file under ../shared/data")
 
 
 def _mathcoder_text(row: dict) -> str:

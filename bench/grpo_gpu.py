@@ -42,6 +42,7 @@ import traceback
 from pathlib import Path
 
 from bench.grpo_overhead import Clock, answer_share, run_plain, run_recipe
+from eval.jsonl import write_jsonl
 
 ROOT = Path(__file__).resolve().parents[1]
 CONFIGS = ROOT / "recipes" / "configs" / "gsm8k"
@@ -110,7 +111,7 @@ def write_prompts(path: Path, n: int = 64) -> Path:
     rows = [{"question": f"Tom has {a} apples and buys {b} more. How many apples does he have now?",
              "answer": f"{a} + {b} = {a + b}\n#### {a + b}"} for a, b in zip(range(3, 3 + n), range(5, 5 + n),
                                                                           strict=True)]  # fmt: skip
-    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    write_jsonl(rows, path)
     return path
 
 

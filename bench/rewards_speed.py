@@ -14,13 +14,13 @@ cold: our result cache cleared, fresh math-verify workers (started before the cl
 from __future__ import annotations
 
 import argparse
-import json
 import random
 import re
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+from eval.jsonl import read_jsonl
 from rewards import get_reward
 from rewards import verify as verify_module
 
@@ -30,9 +30,9 @@ DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "model_outputs"
 def realistic_completions(n: int, seed: int) -> list[tuple[str, str, str]]:
     """``n`` (task, completion, gold) triples from real model outputs, plus runaway ones, shuffled."""
     rng = random.Random(seed)
-    math_rows = [json.loads(line) for line in (DATA / "math_cot_100_qwen25math_samples.jsonl").open()]
+    math_rows = read_jsonl(DATA / "math_cot_100_qwen25math_samples.jsonl")
     math_items = [("math", code, row["answer"]) for row in math_rows for code in row["code"]]
-    gsm_rows = [json.loads(line) for line in (DATA / "gsm8k_gpt3_example_solutions.jsonl").open()]
+    gsm_rows = read_jsonl(DATA / "gsm8k_gpt3_example_solutions.jsonl")
     gsm_items = []
     for row in gsm_rows:
         gold = row["ground_truth"].rsplit("A:", 1)[-1].strip()

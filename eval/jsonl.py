@@ -1,4 +1,5 @@
-"""JSON Lines I/O for the whole project: one strict reader, one atomic writer, one appender.
+"""JSON Lines I/O for the whole project: one strict reader, one atomic writer, one appender (with the repair of the
+torn last line that a killed appender can leave).
 
 Every file leash writes or reads line by line (samples, rollouts, pairs, training logs, data sets) goes through
 here, so a corrupt line is always reported the same way (path, line number, what to do) and a killed write never
@@ -62,10 +63,48 @@ def write_jsonl(rows: Iterable[dict], path: str | Path) -> Path:
     return path
 
 
-def append_jsonl(row: dict, path: str | Path) -> None:
-    """Append one row as one line (a log written as training goes; flushed so a reader sees whole lines)."""
+def append_jsonl(row: dict, path: str | Path, *, durable: bool = False) -> None:
+    """Append one row as one line (a log written as training goes; flushed so a reader sees whole lines).
+
+    ``durable`` also syncs the file to disk, so the line survives a power cut, not only a killed process (eval's
+    samples, which a resumed run relies on). A kill in the middle of the write can leave a torn last line: a file
+    that is resumed by appending calls ``cut_torn_last_line`` first."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     with open(path, "a", encoding="utf-8") as f:
         f.write(json.dumps(row, ensure_ascii=False) + "\n")
         f.flush()
+        if durable:
+            os.fsync(f.fileno())
+
+
+def cut_torn_last_line(path: str | Path) -> int:
+    """Cut a torn last line off an appended file, so that appending continues on a clean line; returns the number
+    of bytes cut (0 when the file is whole or missing).
+
+    A process killed while appending leaves at most its last line unfinished: no newline, or not JSON. Only that
+    line is cut; a corrupt line before it is no kill's doing and is left for the strict reader to report.
+
+    >>> import tempfile, pathlib
+    >>> path = pathlib.Path(tempfile.mkdtemp()) / "log.jsonl"
+    >>> _ = path.write_text('{"a": 1}\\n{"a": ')
+    >>> cut_torn_last_line(path), read_jsonl(path)
+    (6, [{'a': 1}])
+    """
+    path = Path(path)
+    data = path.read_bytes() if path.exists() else b""
+    if not data:
+        return 0
+    last_start = data.rfind(b"\n", 0, max(len(data) - 1, 0)) + 1
+    last = data[last_start:]
+    if last.endswith(b"\n"):
+        if not last.strip():
+            return 0
+        try:
+            json.loads(last)
+            return 0
+        except ValueError:  # JSONDecodeError, or a multi-byte character cut in half
+            pass
+    with open(path, "r+b") as f:
+        f.truncate(last_start)
+    return len(data) - last_start

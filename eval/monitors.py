@@ -44,6 +44,7 @@ from pathlib import Path
 from transformers import TrainerCallback
 
 from eval.degenerate import SOURCES, DegeneratePredictor, expected_degenerate_share
+from eval.jsonl import append_jsonl
 from rewards.totals import mean_total, weighted_totals
 
 logger = logging.getLogger(__name__)
@@ -320,9 +321,7 @@ class JsonlLogCallback(TrainerCallback):
         if not state.is_world_process_zero or not logs:
             return
         record = {k: _jsonable(v) for k, v in logs.items()} | {"step": state.global_step, "epoch": state.epoch}
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        with self.path.open("a") as f:
-            f.write(json.dumps(record) + "\n")
+        append_jsonl(record, self.path)
 
 
 @dataclass
@@ -381,10 +380,7 @@ class MonitorCallback(TrainerCallback):
         """Metrics waiting for the next log; the main process also writes the top-reward table of the window."""
         rows = self.monitor.pop_top()
         if rows and main_process:
-            path = Path(self.output_dir) / "top_completions.jsonl"
-            path.parent.mkdir(parents=True, exist_ok=True)
-            with path.open("a") as f:
-                f.write(json.dumps({"step": step, "rows": rows}) + "\n")
+            append_jsonl({"step": step, "rows": rows}, Path(self.output_dir) / "top_completions.jsonl")
             if "wandb" in self.report_to:
                 _wandb_table(rows, step)
         pending, self.pending = self.pending, {}

@@ -31,6 +31,7 @@ import random
 import sys
 from pathlib import Path
 
+from eval.jsonl import read_jsonl
 from rewards.answers import gsm8k_gold
 from rewards.probes import (
     GOLD_UNCOMMITTED,
@@ -77,9 +78,7 @@ def parse_reward_set(spec: str, task: str) -> tuple[list[str], list[float]]:
 
 def load_problems(path: Path, n: int, seed: int) -> list[dict]:
     """A seeded sample of ``n`` problems ``{"question", "answer"}`` from a GSM8K- or MATH-style JSON Lines file."""
-    if not path.exists():
-        raise FileNotFoundError(f"data file {path} not found: pass --data TASK=PATH with a .jsonl file")
-    rows = [json.loads(line) for line in path.open() if line.strip()]
+    rows = read_jsonl(path, "pass --data TASK=PATH with a GSM8K- or MATH-style .jsonl file")
     problems = []
     for row in rows:
         question = row.get("question", row.get("problem"))

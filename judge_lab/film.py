@@ -39,9 +39,9 @@ RUNS = [
 
 def film_question(heldout: Path, index: int) -> tuple[str, str, str, str]:
     """(question, gold, short wrong reply, reference solution) of one held-out lab problem."""
-    from eval.jsonl import iter_jsonl
+    from eval.jsonl import read_jsonl
 
-    rows = [row for _, row in iter_jsonl(heldout, "the lab's held-out problems: rerun `python -m cpu_lab.warmstart`")]
+    rows = read_jsonl(heldout, "the lab's held-out problems: rerun `python -m cpu_lab.warmstart`")
     row = rows[index]
     first_number = re.search(r"\d+", row["question"]).group()
     return row["question"], row["final"], f"#### {first_number}", row["answer"]

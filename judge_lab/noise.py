@@ -28,6 +28,7 @@ import json
 from collections import Counter
 from pathlib import Path
 
+from eval.jsonl import iter_jsonl, read_jsonl
 from rewards.judge import judge_messages, make_judge_reward
 
 LAB_QUESTION = "Priya buys four boxes of six muffins and gives away seven. How many muffins does she have left?"
@@ -70,12 +71,9 @@ def twice_summary(pairs: list[tuple[float | None, float | None]]) -> dict:
 
 def answers_from_run(run_dir: str | Path, limit: int) -> list[str]:
     """Distinct answers of a judge-lab run's ``steps.jsonl``, in order of first appearance."""
-    path = Path(run_dir) / "steps.jsonl"
-    if not path.exists():
-        raise FileNotFoundError(f"{path} does not exist: pass the output_dir of a judge_lab.train run")
     seen: dict[str, None] = {}
-    for line in path.read_text().splitlines():
-        for answer in json.loads(line).get("answers", []):
+    for _, step in iter_jsonl(Path(run_dir) / "steps.jsonl", "pass the output_dir of a judge_lab.train run"):
+        for answer in step.get("answers", []):
             seen.setdefault(answer["text"], None)
     return list(seen)[:limit]
 
@@ -180,7 +178,7 @@ def main(argv: list[str] | None = None) -> dict:
         path = Path(args.answers_file)
         if not path.exists():
             parser.error(f"--answers_file {path} does not exist")
-        answer_set = [json.loads(line)["answer"] for line in path.read_text().splitlines() if line.strip()]
+        answer_set = [row["answer"] for row in read_jsonl(path, 'each line must be {"answer": "..."}')]
     elif args.answers_from_run:
         answer_set = answers_from_run(args.answers_from_run, args.max_answers)
     else:

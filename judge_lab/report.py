@@ -17,17 +17,16 @@ length, the most frequent answer and the tracked log-probabilities and KL).
 from __future__ import annotations
 
 import argparse
-import json
 from collections import Counter
 from pathlib import Path
+
+from eval.jsonl import read_jsonl
 
 
 def read_steps(run_dir: str | Path) -> list[dict]:
     """The per-step records of a run (the after-training tracker line left out); a clear error if there are none."""
     path = Path(run_dir) / "steps.jsonl"
-    if not path.exists():
-        raise FileNotFoundError(f"{path} does not exist: pass the output_dir of a judge_lab.train run")
-    steps = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    steps = read_jsonl(path, "pass the output_dir of a judge_lab.train run")
     steps = [s for s in steps if not s.get("after_training")]
     if not steps:
         raise ValueError(f"{path} holds no steps yet: the run logged nothing")

@@ -23,12 +23,12 @@
 
 from __future__ import annotations
 
-import json
 import math
 from pathlib import Path
 
 from transformers import TrainerCallback
 
+from eval.jsonl import append_jsonl
 from rewards.judge import answer_line_correctness_reward
 from rewards.totals import weighted_totals
 
@@ -261,12 +261,9 @@ class LabStepLogger(TrainerCallback):
         if not state.is_world_process_zero or not logs or "reward" not in logs or self.trainer is None:
             return  # the end-of-training summary log holds no answers
         record = self.step_record(state.global_step, logs)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        with self.path.open("a") as f:
-            f.write(json.dumps(record) + "\n")
+        append_jsonl(record, self.path)
 
     def on_train_end(self, args, state, control, **kwargs):
         if state.is_world_process_zero and self.tracker is not None and self.tracker.latest.get("after_training"):
             tracked = {k: v for k, v in self.tracker.latest.items() if isinstance(v, dict)}
-            with self.path.open("a") as f:
-                f.write(json.dumps({"step": state.global_step, "after_training": True, "tracked": tracked}) + "\n")
+            append_jsonl({"step": state.global_step, "after_training": True, "tracked": tracked}, self.path)

@@ -5,7 +5,7 @@ import os
 
 import pytest
 
-from eval.jsonl import append_jsonl, iter_jsonl, read_jsonl, write_jsonl
+from eval.jsonl import append_jsonl, cut_torn_last_line, iter_jsonl, read_jsonl, write_jsonl
 
 
 def test_a_corrupt_line_is_named_with_its_number_and_the_fix(tmp_path):
@@ -42,3 +42,31 @@ def test_append_adds_whole_lines(tmp_path):
     for step in range(3):
         append_jsonl({"step": step}, path)
     assert [json.loads(line)["step"] for line in path.read_text().splitlines()] == [0, 1, 2]
+
+
+@pytest.mark.parametrize(
+    "tail, cut",
+    [
+        (b'{"a": 2', 7),  # killed mid-line: no newline
+        (b'{"a": 2}', 8),  # killed before the newline: the line is not known to be whole
+        (b'{"a": 2\n', 8),  # a newline after a broken line
+        (b'{"q": "\xc3\n', 9),  # a multi-byte character cut in half (the first of the two bytes of an accent)
+        (b'{"a": 2}\n', 0),  # whole
+        (b"", 0),  # nothing after the last whole line
+    ],
+)
+def test_cut_torn_last_line_cuts_only_an_unfinished_last_line(tmp_path, tail, cut):
+    path = tmp_path / "samples.jsonl"
+    data = b'{"a": 0}\n{"a": 1}\n' + tail
+    path.write_bytes(data)
+    assert cut_torn_last_line(path) == cut
+    assert path.read_bytes() == data[: len(data) - cut]
+    assert [row["a"] for row in read_jsonl(path)][:2] == [0, 1]
+
+
+def test_cut_torn_last_line_leaves_an_earlier_corrupt_line_to_the_strict_reader(tmp_path):
+    path = tmp_path / "samples.jsonl"
+    path.write_text('{"a": 0}\n{"a": \n{"a": 2}\n')
+    assert cut_torn_last_line(path) == 0 and cut_torn_last_line(tmp_path / "missing.jsonl") == 0
+    with pytest.raises(ValueError, match="line 2 is not JSON"):
+        read_jsonl(path)  # no kill tears a middle line: the file is reported, nothing after it is dropped

@@ -11,6 +11,7 @@ import json
 
 import pytest
 
+from eval.jsonl import read_jsonl, write_jsonl
 from judge_lab import film as judge_film
 
 HELDOUT = [
@@ -22,7 +23,7 @@ HELDOUT = [
 @pytest.mark.integration
 def test_film_runs_two_settings_and_writes_its_report(tiny_model_dir, tmp_path, capsys):
     heldout = tmp_path / "heldout.jsonl"
-    heldout.write_text("".join(json.dumps(r) + "\n" for r in HELDOUT))
+    write_jsonl(HELDOUT, heldout)
     out = tmp_path / "film"
     judge_film.main(
         ["--policy", str(tiny_model_dir), "--judge", str(tiny_model_dir), "--heldout", str(heldout),
@@ -31,7 +32,7 @@ def test_film_runs_two_settings_and_writes_its_report(tiny_model_dir, tmp_path, 
     )  # fmt: skip
     film = (out / "film.md").read_text()
     assert "| judge_grpo_b0 |" in film and "| checker_dr_grpo_b0.04 |" in film and "Gold 42" in film
-    judge_steps = [json.loads(line) for line in (out / "judge_grpo_b0" / "steps.jsonl").read_text().splitlines()]
+    judge_steps = read_jsonl(out / "judge_grpo_b0" / "steps.jsonl")
     answers = [a for s in judge_steps if not s.get("after_training") for a in s["answers"]]
     assert len(answers) == 16 and all(a["reward"] is not None for a in answers)  # log-probability mode: all scored
     assert [a["reward"] for a in answers] == pytest.approx([a["judge_score"] / 10 for a in answers])

@@ -10,12 +10,13 @@ import json
 import pytest
 from test_judge import FakeJudgeServer
 
+from eval.jsonl import write_jsonl
 from judge_lab import noise as judge_noise
 
 
 def test_noise_probe_reports_distribution_and_changes(tmp_path, capsys):
     answers = tmp_path / "answers.jsonl"
-    answers.write_text("\n".join(json.dumps({"answer": a}) for a in ["NOISY", "SCORE 7", "GARBAGE"]) + "\n")
+    write_jsonl([{"answer": a} for a in ["NOISY", "SCORE 7", "GARBAGE"]], answers)
     out = tmp_path / "noise"
     with FakeJudgeServer() as server:
         result = judge_noise.main(
@@ -36,7 +37,7 @@ def test_noise_probe_reports_distribution_and_changes(tmp_path, capsys):
 
 def test_noise_probe_in_logprob_mode(tmp_path):
     answers = tmp_path / "answers.jsonl"
-    answers.write_text("\n".join(json.dumps({"answer": a}) for a in ["LP 7=1.0", "LP The=0.9,2=0.1"]) + "\n")
+    write_jsonl([{"answer": a} for a in ["LP 7=1.0", "LP The=0.9,2=0.1"]], answers)
     out = tmp_path / "noise"
     with FakeJudgeServer() as server:
         result = judge_noise.main(

@@ -3,12 +3,12 @@
 OMP_NUM_THREADS=1 .venv/bin/python -m pytest -q tests/test_monitors.py
 """
 
-import json
 import math
 import types
 
 import pytest
 
+from eval.jsonl import read_jsonl
 from eval.monitors import (
     JsonlLogCallback,
     MonitorCallback,
@@ -306,7 +306,7 @@ def test_jsonl_log_callback_appends_one_line_per_log(tmp_path):
         callback.on_log(None, state, None, logs={"loss": 0.5, "monitor/length_correct": float("nan")})
     other_rank = types.SimpleNamespace(global_step=3, epoch=0.3, is_world_process_zero=False)
     callback.on_log(None, other_rank, None, logs={"loss": 0.1})  # only the main process writes
-    records = [json.loads(line) for line in path.read_text().splitlines()]
+    records = read_jsonl(path)
     assert records == [
         {"loss": 0.5, "monitor/length_correct": None, "step": 1, "epoch": 0.1},
         {"loss": 0.5, "monitor/length_correct": None, "step": 2, "epoch": 0.2},

@@ -4,17 +4,11 @@ graders of real model outputs is pinned here with who is right and why.
 Run: OMP_NUM_THREADS=1 .venv/bin/python -m pytest -q tests/test_real_data.py
 """
 
-import json
-
 import pytest
 
+from eval.jsonl import read_jsonl
 from rewards.answers import extract_answer
 from rewards.verify import answers_match, is_correct
-
-
-def read_jsonl(path):
-    with open(path) as f:
-        return [json.loads(line) for line in f if line.strip()]
 
 
 def test_gsm8k_gold_recovered_from_every_test_solution(shared_data):

@@ -14,11 +14,12 @@ config that breaks on it fails here. ``tiny/`` and ``lab/`` configs are CPU conf
 from __future__ import annotations
 
 import importlib
-import json
 import math
 from pathlib import Path
 
 import pytest
+
+from eval.jsonl import read_jsonl, write_jsonl
 
 ROOT = Path(__file__).resolve().parents[1]
 CONFIGS = ROOT / "recipes" / "configs"
@@ -102,7 +103,6 @@ def real_model() -> Path:
 @pytest.fixture(scope="module")
 def rollouts(shared_data, tmp_path_factory) -> Path:
     """Rollouts from 8 GSM8K reference solutions and the same with a wrong final answer: pairs for DPO and the RM."""
-    from eval.jsonl import write_jsonl
     from training_data.rollouts import reference_rollouts
 
     records = reference_rollouts("gsm8k_train", str(shared_data / "gsm8k" / "train.jsonl"), limit=8)
@@ -135,7 +135,7 @@ def test_gpu_config_runs_one_step_on_the_real_model(config, real_model, rollouts
     script_args, training_args, model_args = parsed
     assert model_args.load_in_4bit == ("qlora" in config.name)  # QLoRA stays 4-bit (bitsandbytes on CPU)
     module.main(*parsed)
-    log = [json.loads(line) for line in (out / "log.jsonl").read_text().splitlines()]
+    log = read_jsonl(out / "log.jsonl")
     steps = [r for r in log if "loss" in r and "train_loss" not in r]
     assert steps and steps[0].get("step", 1) == 1 and math.isfinite(steps[0]["loss"]), log
     if recipe_of(config) in ("recipes.grpo", "judge_lab.train"):

@@ -17,10 +17,11 @@ problem and keep only pairs of similar length, so DPO does not simply learn "lon
 
 from __future__ import annotations
 
-import json
 import logging
 import random
 from pathlib import Path
+
+from eval.jsonl import iter_jsonl
 
 logger = logging.getLogger(__name__)
 
@@ -157,10 +158,8 @@ def build_pairs(
 
 def is_rollouts_file(path: str | Path) -> bool:
     """Does a local JSONL file hold rollout records (with ``completions``) rather than ready-made pairs?"""
-    with open(path) as f:
-        for line in f:
-            if line.strip():
-                return "completions" in json.loads(line)
+    for _, row in iter_jsonl(path, "pass a rollouts or pairs .jsonl file"):
+        return "completions" in row  # the first row tells
     return False
 
 
