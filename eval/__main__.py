@@ -20,6 +20,7 @@ import sys
 from pathlib import Path
 
 from eval.generate import check_backend
+from eval.jsonl import read_jsonl
 from eval.run import DEFAULT_BATCH_SIZE, RESULTS_FILE, SAMPLES_FILE, default_max_new_tokens, load_problems
 from eval.tasks import TASKS, get_task
 
@@ -170,7 +171,7 @@ def load_model(model_name: str, adapter: str | None, dtype: str, backend: str):
 
 
 def cmd_run(args) -> dict:
-    from eval.run import evaluate
+    from eval.run import evaluate, lock_output_folder
 
     # Everything that can be wrong is checked here, before the (slow, large) model load.
     task = get_task(args.task)
@@ -185,24 +186,25 @@ def cmd_run(args) -> dict:
         raise FileNotFoundError(f"--model {args.model}: no such folder, and it does not look like a hub id (org/name)")
     load_problems(task, args.data, args.limit)
 
-    model, tokenizer = load_model(args.model, args.adapter, args.dtype, args.backend)
-    results = evaluate(
-        model,
-        tokenizer,
-        args.task,
-        data=args.data,
-        limit=args.limit,
-        seed=args.seed,
-        max_new_tokens=args.max_new_tokens or default_max_new_tokens(args.task),
-        batch_size=args.batch_size,
-        out_dir=args.out,
-        num_samples=args.num_samples,
-        temperature=args.temperature,
-        backend=args.backend,
-        run_info={"model": args.model, "adapter": args.adapter},
-        wandb=args.wandb,
-        ci_level=args.ci_level,
-    )
+    with lock_output_folder(args.out):  # a second run into this folder is refused now, before its model loads
+        model, tokenizer = load_model(args.model, args.adapter, args.dtype, args.backend)
+        results = evaluate(
+            model,
+            tokenizer,
+            args.task,
+            data=args.data,
+            limit=args.limit,
+            seed=args.seed,
+            max_new_tokens=args.max_new_tokens or default_max_new_tokens(args.task),
+            batch_size=args.batch_size,
+            out_dir=args.out,
+            num_samples=args.num_samples,
+            temperature=args.temperature,
+            backend=args.backend,
+            run_info={"model": args.model, "adapter": args.adapter},
+            wandb=args.wandb,
+            ci_level=args.ci_level,
+        )
     print((Path(args.out) / "summary.md").read_text())
     return results
 
@@ -226,8 +228,7 @@ def cmd_score(args) -> dict:
         ci_level=args.ci_level,
     )
     if args.wandb:
-        lines = (Path(args.out) / SAMPLES_FILE).read_text(encoding="utf-8").splitlines()
-        records = [json.loads(line) for line in lines if line]
+        records = read_jsonl(Path(args.out) / SAMPLES_FILE)
         log_to_wandb(results, records, {"task": args.task, "predictions": args.predictions})
     print((Path(args.out) / "summary.md").read_text())
     return results
@@ -238,7 +239,7 @@ def read_run(folder: str) -> tuple[dict, list[dict]]:
     for name in (RESULTS_FILE, SAMPLES_FILE):
         if not (path / name).exists():
             raise FileNotFoundError(f"{path / name} not found: pass a folder written by `python -m eval run|score`")
-    records = [json.loads(line) for line in (path / SAMPLES_FILE).read_text(encoding="utf-8").splitlines() if line]
+    records = read_jsonl(path / SAMPLES_FILE, "pass a folder written by `python -m eval run|score`")
     return json.loads((path / RESULTS_FILE).read_text()), records
 
 

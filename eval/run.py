@@ -7,22 +7,28 @@ folder gets:
   at any point (even ``kill -9``) continues where it stopped when started again with the same settings (samples
   whose scoring timed out are scored again then, from their stored completions);
 - ``results.json``: the metrics of ``eval.metrics.summarize`` plus the run settings;
-- ``summary.md`` and ``lengths.png``: the same, for people (``eval.report``).
+- ``summary.md`` and ``lengths.png``: the same, for people (``eval.report``);
+- ``.lock``: held (``flock``) by the process writing the folder, with its pid: a second run into the same folder is
+  refused instead of interleaving its samples with the first one's. The OS drops the lock when its process ends,
+  however it ends, so a folder left by ``kill -9`` resumes without any cleaning.
 
 ``score_predictions`` does the same for completions produced elsewhere (no model).
 """
 
 from __future__ import annotations
 
+import fcntl
 import json
 import logging
 import os
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager, nullcontext
 from dataclasses import replace
 from pathlib import Path
 
 from eval.generate import VLLM_PROMPTS_PER_CALL, check_backend, generate
-from eval.jsonl import iter_jsonl, write_jsonl
+from eval.jsonl import append_jsonl, cut_torn_last_line, iter_jsonl, write_jsonl
 from eval.metrics import CI_LEVEL, sample_list, summarize
 from eval.scoring import score_completion
 from eval.tasks import Task, get_task, load_rows
@@ -34,6 +40,7 @@ logger = logging.getLogger(__name__)
 DEFAULT_MAX_NEW_TOKENS = {"gsm8k": 1024, "math": 2048}
 DEFAULT_BATCH_SIZE = 16
 SAMPLES_FILE, RESULTS_FILE, CONFIG_FILE = "samples.jsonl", "results.json", "run_config.json"
+LOCK_FILE = ".lock"  # hidden, so listings of a run's files are unchanged
 # Settings that change what a sample is; a resumed run must match them (the limit may grow or shrink).
 RESUME_KEYS = ("task", "data", "seed", "max_new_tokens", "temperature", "num_samples", "model", "adapter", "backend")
 
@@ -77,29 +84,59 @@ def load_problems(task: Task, data: str | None = None, limit: int | None = None)
     return problems
 
 
+class FolderBusyError(RuntimeError):
+    """Another live process is writing this output folder."""
+
+
+_held_folders: set[Path] = set()  # folders this process has locked (the CLI locks before loading, evaluate again)
+
+
+@contextmanager
+def lock_output_folder(out: str | Path) -> Iterator[Path]:
+    """Hold ``out`` for this process while writing it; raise ``FolderBusyError`` (naming the folder, the pid of
+    the process holding it and the fix) if another process holds it.
+
+    The lock is the OS's (``flock`` on ``out/.lock``), not a pid file: it ends with its process, however that ends,
+    so a run killed by ``kill -9`` leaves nothing that blocks its resume. Nested use in one process is allowed.
+    """
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    key = out.resolve()
+    if key in _held_folders:
+        yield out
+        return
+    fd = os.open(out / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o644)  # not inherited by the processes a run starts
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = os.read(fd, 64).decode(errors="replace").strip() or "unknown"
+            raise FolderBusyError(
+                f"{out} is being written by another process (pid {holder}); two runs into one folder would mix "
+                "their samples. Wait for it to finish (rerun then to resume or complete it), or pass another --out"
+            ) from None
+        os.ftruncate(fd, 0)
+        os.write(fd, f"{os.getpid()}\n".encode())
+        _held_folders.add(key)
+        try:
+            yield out
+        finally:
+            _held_folders.discard(key)
+    finally:
+        os.close(fd)  # releases the lock; the file stays, so a waiting opener never locks an unlinked one
+
+
 def read_samples(path: Path) -> dict[int, dict]:
     """Scored records already in ``path`` by problem index. A torn last line (a kill mid-write) is cut off the
     file so that appending continues on a clean line; a duplicated index keeps its first record."""
     done: dict[int, dict] = {}
     if not path.exists():
         return done
-    data = path.read_bytes()
-    good_end = 0
-    for line in data.splitlines(keepends=True):
-        if not line.endswith(b"\n"):
-            break
-        try:
-            record = json.loads(line)
-        except json.JSONDecodeError:
-            break
+    cut = cut_torn_last_line(path)
+    if cut:
+        logger.warning("%s: dropping a torn last line (%d bytes) left by an interrupted run", path, cut)
+    for _, record in iter_jsonl(path, f"delete that line, or the folder {path.parent} to start over"):
         done.setdefault(record["index"], record)
-        good_end += len(line)
-    if good_end < len(data):
-        logger.warning(
-            "%s: dropping a torn last line (%d bytes) left by an interrupted run", path, len(data) - good_end
-        )
-        with open(path, "r+b") as f:
-            f.truncate(good_end)
     return done
 
 
@@ -213,63 +250,60 @@ def evaluate(
         **(run_info or {}),
     }
     out = Path(out_dir) if out_dir is not None else None
-    done: dict[int, dict] = {}
-    if out is not None:
-        out.mkdir(parents=True, exist_ok=True)
-        _check_resume(out, config)
-        done = read_samples(out / SAMPLES_FILE)
-        n_again = rescore_timeouts(done, task_name)
-        if n_again:
-            logger.info("%s: scored %d timed-out samples of the earlier run again", out, n_again)
-            write_jsonl([done[i] for i in sorted(done)], out / SAMPLES_FILE)
-    todo = [p for p in problems if p["index"] not in done]
-    if done:
-        logger.info("resuming: %d of %d problems already scored in %s", len(problems) - len(todo), len(problems), out)
-
-    from tqdm.auto import tqdm
-
-    bar = tqdm(total=len(problems), initial=len(problems) - len(todo), unit="problem", disable=not progress)
-    started, n_new = time.perf_counter(), 0
-    sink = open(out / SAMPLES_FILE, "a", encoding="utf-8") if out is not None else None  # noqa: SIM115
-    step = batch_size if backend == "hf" else max(batch_size, VLLM_PROMPTS_PER_CALL)  # vLLM schedules big batches
-    try:
-        for start in range(0, len(todo), step):
-            batch = todo[start : start + step]
-            gens = generate(
-                model,
-                tokenizer,
-                [p["prompt"] for p in batch],
-                max_new_tokens=max_new_tokens,
-                temperature=temperature,
-                num_samples=num_samples,
-                batch_size=batch_size,
-                seed=seed + batch[0]["index"],
-                backend=backend,
-                prompt_seeds=[seed + p["index"] for p in batch] if backend == "vllm" else None,
+    # Held from the resume check to the last file: a second run into this folder is refused, not interleaved.
+    with lock_output_folder(out) if out is not None else nullcontext():
+        done: dict[int, dict] = {}
+        if out is not None:
+            _check_resume(out, config)
+            done = read_samples(out / SAMPLES_FILE)
+            n_again = rescore_timeouts(done, task_name)
+            if n_again:
+                logger.info("%s: scored %d timed-out samples of the earlier run again", out, n_again)
+                write_jsonl([done[i] for i in sorted(done)], out / SAMPLES_FILE)
+        todo = [p for p in problems if p["index"] not in done]
+        if done:
+            logger.info(
+                "resuming: %d of %d problems already scored in %s", len(problems) - len(todo), len(problems), out
             )
-            for problem, generations in zip(batch, gens, strict=True):
-                record = _score_record(problem, generations, task_name)
-                done[problem["index"]] = record
-                if sink is not None:
-                    sink.write(json.dumps(record, ensure_ascii=False) + "\n")
-                    sink.flush()
-            if sink is not None:
-                os.fsync(sink.fileno())
-            n_new += len(batch)
-            bar.update(len(batch))
-            bar.set_postfix(samples_per_s=f"{n_new * num_samples / (time.perf_counter() - started):.2f}")
-    finally:
-        bar.close()
-        if sink is not None:
-            sink.close()
 
-    records = [done[p["index"]] for p in problems]
-    results = {**config, **summarize(records, seed=seed, level=ci_level)}
-    if out is not None:
-        write_outputs(out, results, records)
-    if wandb:
-        log_to_wandb(results, records, config)
-    return results
+        from tqdm.auto import tqdm
+
+        bar = tqdm(total=len(problems), initial=len(problems) - len(todo), unit="problem", disable=not progress)
+        started, n_new = time.perf_counter(), 0
+        step = batch_size if backend == "hf" else max(batch_size, VLLM_PROMPTS_PER_CALL)  # vLLM schedules big batches
+        try:
+            for start in range(0, len(todo), step):
+                batch = todo[start : start + step]
+                gens = generate(
+                    model,
+                    tokenizer,
+                    [p["prompt"] for p in batch],
+                    max_new_tokens=max_new_tokens,
+                    temperature=temperature,
+                    num_samples=num_samples,
+                    batch_size=batch_size,
+                    seed=seed + batch[0]["index"],
+                    backend=backend,
+                    prompt_seeds=[seed + p["index"] for p in batch] if backend == "vllm" else None,
+                )
+                for problem, generations in zip(batch, gens, strict=True):
+                    record = _score_record(problem, generations, task_name)
+                    done[problem["index"]] = record
+                    if out is not None:
+                        append_jsonl(record, out / SAMPLES_FILE, durable=True)
+                n_new += len(batch)
+                bar.update(len(batch))
+                bar.set_postfix(samples_per_s=f"{n_new * num_samples / (time.perf_counter() - started):.2f}")
+        finally:
+            bar.close()
+
+        records = [done[p["index"]] for p in problems]
+        results = {**config, **summarize(records, seed=seed, level=ci_level)}
+        if out is not None:
+            write_outputs(out, results, records)
+        if wandb:
+            log_to_wandb(results, records, config)
+        return results
 
 
 def write_outputs(out: Path, results: dict, records: list[dict]) -> None:
@@ -375,42 +409,40 @@ def score_predictions(
     base = get_task(task_name)
     task = replace(base, gold_field=gold_field or base.gold_field)
     rows = read_predictions(predictions, completion_field, task.gold_field)
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    (out / CONFIG_FILE).unlink(missing_ok=True)  # the folder no longer holds a run that `eval run` could resume
     records = []
-    with open(out / SAMPLES_FILE, "w", encoding="utf-8") as sink:
-        for i, row in enumerate(rows):
-            gold = task.gold(row)
-            texts = _completions_of(row[completion_field])
-            if tokenizer is not None:
-                counts = [len(ids) for ids in tokenizer(texts, add_special_tokens=False)["input_ids"]]
-            else:
-                counts = _as_list(row.get("n_tokens"), len(texts))
-            truncated = row.get("truncated")
-            if truncated is None and "finish_reason" in row:
-                reasons = _as_list(row["finish_reason"], len(texts))
-                truncated = [r == "length" for r in reasons]
-            truncated = _as_list(truncated, len(texts))
-            samples = [
-                {"completion": t, "n_tokens": n, "truncated": tr, **score_completion(t, gold, task_name)}
-                for t, n, tr in zip(texts, counts, truncated, strict=True)
-            ]
-            record = {
-                "index": i,
-                "id": row.get("unique_id", row.get("id", i)),
-                "question": row.get(base.question_field, ""),
-                "gold": gold,
-                "subject": row.get("subject"),
-                "level": row.get("level"),
-            }
-            if len(samples) == 1:
-                record.update(samples[0])
-            else:
-                record["n_correct_samples"] = sum(s["correct"] for s in samples)
-                record["samples"] = samples
-            records.append(record)
-            sink.write(json.dumps(record, ensure_ascii=False) + "\n")
-    results = {"task": task.name, "predictions": str(predictions), **summarize(records, level=ci_level)}
-    write_outputs(out, results, records)
+    for i, row in enumerate(rows):
+        gold = task.gold(row)
+        texts = _completions_of(row[completion_field])
+        if tokenizer is not None:
+            counts = [len(ids) for ids in tokenizer(texts, add_special_tokens=False)["input_ids"]]
+        else:
+            counts = _as_list(row.get("n_tokens"), len(texts))
+        truncated = row.get("truncated")
+        if truncated is None and "finish_reason" in row:
+            reasons = _as_list(row["finish_reason"], len(texts))
+            truncated = [r == "length" for r in reasons]
+        truncated = _as_list(truncated, len(texts))
+        samples = [
+            {"completion": t, "n_tokens": n, "truncated": tr, **score_completion(t, gold, task_name)}
+            for t, n, tr in zip(texts, counts, truncated, strict=True)
+        ]
+        record = {
+            "index": i,
+            "id": row.get("unique_id", row.get("id", i)),
+            "question": row.get(base.question_field, ""),
+            "gold": gold,
+            "subject": row.get("subject"),
+            "level": row.get("level"),
+        }
+        if len(samples) == 1:
+            record.update(samples[0])
+        else:
+            record["n_correct_samples"] = sum(s["correct"] for s in samples)
+            record["samples"] = samples
+        records.append(record)
+    with lock_output_folder(out_dir) as out:  # an `eval run` writing this folder is not overwritten under it
+        (out / CONFIG_FILE).unlink(missing_ok=True)  # the folder no longer holds a run that `eval run` could resume
+        write_jsonl(records, out / SAMPLES_FILE)
+        results = {"task": task.name, "predictions": str(predictions), **summarize(records, level=ci_level)}
+        write_outputs(out, results, records)
     return results

@@ -12,20 +12,28 @@ import signal
 import subprocess
 import sys
 import time
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
 
 import eval.__main__ as cli
 import eval.run
-from eval.run import CONFIG_FILE, RESUME_KEYS, SAMPLES_FILE, _check_resume, evaluate, read_samples, score_predictions
+from eval.jsonl import read_jsonl, write_jsonl
+from eval.run import (
+    CONFIG_FILE,
+    LOCK_FILE,
+    RESUME_KEYS,
+    SAMPLES_FILE,
+    FolderBusyError,
+    _check_resume,
+    evaluate,
+    read_samples,
+    score_predictions,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = {"gsm8k": "gsm8k/test.jsonl", "math500": "math500/test.jsonl"}
-
-
-def read_lines(path: Path) -> list[dict]:
-    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
 
 
 def run_cli(tiny_model_dir, shared_data, task, out, *extra):
@@ -36,7 +44,7 @@ def run_cli(tiny_model_dir, shared_data, task, out, *extra):
 @pytest.mark.parametrize("task", ["gsm8k", "math500"])
 def test_run_cli_writes_all_outputs(tiny_model_dir, shared_data, tmp_path, task):
     run_cli(tiny_model_dir, shared_data, task, tmp_path)
-    samples = read_lines(tmp_path / "samples.jsonl")
+    samples = read_jsonl(tmp_path / "samples.jsonl")
     results = json.loads((tmp_path / "results.json").read_text())
     assert [s["index"] for s in samples] == list(range(10))
     assert all(isinstance(s["correct"], bool) and s["n_tokens"] <= 8 for s in samples)
@@ -75,9 +83,9 @@ def test_resume_after_torn_last_line_gives_each_problem_once(tiny_model_dir, sha
     (part / "samples.jsonl").write_text("".join(lines[:4]) + lines[4][: len(lines[4]) // 2])
     (part / "run_config.json").write_text((tmp_path / "full" / "run_config.json").read_text())
     resumed = evaluate(model, tokenizer, "gsm8k", out_dir=part, **kwargs)
-    samples = read_lines(part / "samples.jsonl")
+    samples = read_jsonl(part / "samples.jsonl")
     assert [s["index"] for s in samples] == list(range(10))
-    assert samples == read_lines(tmp_path / "full" / "samples.jsonl")
+    assert samples == read_jsonl(tmp_path / "full" / "samples.jsonl")
     assert resumed["accuracy"] == full["accuracy"] and resumed["length_tokens"] == full["length_tokens"]
 
 
@@ -88,14 +96,14 @@ def test_resume_scores_timed_out_samples_again(tiny_model_dir, shared_data, tmp_
     tokenizer = AutoTokenizer.from_pretrained(tiny_model_dir)
     kwargs = dict(data=str(shared_data / DATA["gsm8k"]), limit=4, max_new_tokens=4, batch_size=2, progress=False)
     evaluate(model, tokenizer, "gsm8k", out_dir=tmp_path, **kwargs)
-    samples = read_lines(tmp_path / SAMPLES_FILE)
+    samples = read_jsonl(tmp_path / SAMPLES_FILE)
     # Problem 1 timed out (as the scorer reports it) on a completion that is correct; problem 2 holds a correct
     # completion scored wrong without a timeout: a stored verdict, which a resume keeps.
     samples[1] |= {"completion": f"#### {samples[1]['gold']}", "correct": False, "reason": "timeout", "timeout": True}
     samples[2] |= {"completion": f"#### {samples[2]['gold']}", "correct": False, "timeout": False}
-    (tmp_path / SAMPLES_FILE).write_text("".join(json.dumps(x) + "\n" for x in samples))
+    write_jsonl(samples, tmp_path / SAMPLES_FILE)
     resumed = evaluate(model, tokenizer, "gsm8k", out_dir=tmp_path, **kwargs)
-    again = read_lines(tmp_path / SAMPLES_FILE)
+    again = read_jsonl(tmp_path / SAMPLES_FILE)
     assert [x["index"] for x in again] == [0, 1, 2, 3]
     assert (again[1]["correct"], again[1]["reason"], again[1]["timeout"]) == (True, "ok", False)
     assert again[2] == samples[2] and again[0] == samples[0]
@@ -112,7 +120,7 @@ def test_resume_refuses_other_settings(tiny_model_dir, shared_data, tmp_path, ca
     assert (tmp_path / SAMPLES_FILE).read_text() == before  # nothing was added to the old run's samples
     # the same settings with a larger --limit resume
     run_cli(tiny_model_dir, shared_data, "gsm8k", tmp_path, "--seed", "2", "--limit", "12")
-    assert len(read_lines(tmp_path / SAMPLES_FILE)) == 12
+    assert len(read_jsonl(tmp_path / SAMPLES_FILE)) == 12
 
 
 def test_kill_9_then_rerun_continues(tiny_model_dir, shared_data, tmp_path):
@@ -131,14 +139,87 @@ def test_kill_9_then_rerun_continues(tiny_model_dir, shared_data, tmp_path):
     assert proc.wait() == -signal.SIGKILL, "the run finished before it could be killed: raise --max-new-tokens"
     assert 1 <= len(read_samples(out / "samples.jsonl")) < 6
     cli.main(command[3:])  # the same command, in process
-    samples = read_lines(out / "samples.jsonl")
+    samples = read_jsonl(out / "samples.jsonl")
     assert [s["index"] for s in samples] == list(range(6))
+
+
+@contextmanager
+def folder_locked_by_another_process(folder: Path):
+    """A live process holding eval's lock on ``folder`` (flock is per open file, so only another process tests it
+    for real); yields the process, killed with SIGKILL at the end if it is still alive."""
+    hold = "import sys, time\nfrom eval.run import lock_output_folder\nwith lock_output_folder(sys.argv[1]):\n"
+    hold += "    print('held', flush=True)\n    time.sleep(300)\n"
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT)}
+    holder = subprocess.Popen([sys.executable, "-c", hold, str(folder)], cwd=ROOT, env=env, stdout=subprocess.PIPE)
+    try:
+        assert holder.stdout.readline() == b"held\n"
+        yield holder
+    finally:
+        holder.kill()
+        holder.wait()
+        holder.stdout.close()
+
+
+def test_a_second_run_into_a_busy_folder_is_refused_before_its_model_loads(
+    tiny_model_dir, shared_data, tmp_path, monkeypatch, capsys
+):
+    out = tmp_path / "run"
+    real_load_model, loads = cli.load_model, []
+    monkeypatch.setattr(cli, "load_model", lambda *args: loads.append(args) or real_load_model(*args))
+    with folder_locked_by_another_process(out) as holder:
+        with pytest.raises(SystemExit) as exit_info:
+            run_cli(tiny_model_dir, shared_data, "gsm8k", out)
+        assert exit_info.value.code == 2 and loads == []  # refused before the model was loaded
+        message = capsys.readouterr().err
+        assert f"{out} is being written by another process (pid {holder.pid})" in message
+        assert "Wait for it to finish" in message and "pass another --out" in message
+        # evaluate itself (what the recipes call) is refused the same way, and writes nothing
+        with pytest.raises(FolderBusyError, match=f"pid {holder.pid}"):
+            evaluate(None, None, "gsm8k", data=str(shared_data / DATA["gsm8k"]), limit=2, out_dir=out)
+        with pytest.raises(FolderBusyError):  # and so is `eval score` into it
+            score_predictions(
+                "gsm8k", write_jsonl([{"completion": "#### 1", "answer": "1"}], tmp_path / "p.jsonl"), out
+            )
+        assert sorted(p.name for p in out.iterdir()) == [LOCK_FILE]
+        holder.send_signal(signal.SIGKILL)  # what `kill -9` leaves: the lock file, with the dead holder's pid
+        assert holder.wait() == -signal.SIGKILL
+        assert (out / LOCK_FILE).read_text() == f"{holder.pid}\n"
+    run_cli(tiny_model_dir, shared_data, "gsm8k", out)  # nothing to clean: the OS released the lock with its process
+    assert [s["index"] for s in read_jsonl(out / SAMPLES_FILE)] == list(range(10)) and len(loads) == 1
+    assert (out / LOCK_FILE).read_text() == f"{os.getpid()}\n"  # the run held it
+    # the lock file is hidden: the listing of the run's files, its resume and compare are as before
+    assert sorted(p.name for p in out.iterdir() if not p.name.startswith(".")) == [
+        "lengths.png", "results.json", "run_config.json", "samples.jsonl", "summary.md"
+    ]  # fmt: skip
+    before = (out / SAMPLES_FILE).read_text()
+    run_cli(tiny_model_dir, shared_data, "gsm8k", out)  # a finished run resumes to itself, lock file present
+    assert (out / SAMPLES_FILE).read_text() == before and len(loads) == 2
+    cli.main(["compare", str(out), str(out)])
+    assert "10 shared problems" in capsys.readouterr().out
+
+
+def test_the_lock_is_per_process_and_released_when_its_holder_is_done(tmp_path):
+    out = tmp_path / "run"
+    try_lock = "import sys\nfrom eval.run import lock_output_folder\nwith lock_output_folder(sys.argv[1]):\n    pass"
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT)}
+
+    def another_process_locks() -> subprocess.CompletedProcess:
+        command = [sys.executable, "-c", try_lock, str(out)]
+        return subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+
+    with eval.run.lock_output_folder(out):
+        with eval.run.lock_output_folder(out):  # nested in one process (the CLI, then evaluate): allowed
+            pass
+        other = another_process_locks()  # the inner exit did not release it
+        assert other.returncode == 1 and f"FolderBusyError: {out} is being written" in other.stderr
+        assert f"(pid {os.getpid()})" in other.stderr
+    assert another_process_locks().returncode == 0
 
 
 def test_sampling_reports_pass_at_k(tiny_model_dir, shared_data, tmp_path):
     run_cli(tiny_model_dir, shared_data, "gsm8k", tmp_path, "--num-samples", "3", "--temperature", "1.0")
     results = json.loads((tmp_path / "results.json").read_text())
-    samples = read_lines(tmp_path / "samples.jsonl")
+    samples = read_jsonl(tmp_path / "samples.jsonl")
     assert set(results["pass_at_k"]) == {"1", "2", "3"} and results["n_samples"] == 30
     assert all(len(s["samples"]) == 3 for s in samples)
     assert len({x["completion"] for x in samples[0]["samples"]}) > 1  # temperature 1: the samples differ
@@ -253,7 +334,7 @@ def test_score_lists_timeouts_and_two_scorings_differ_only_there(tmp_path, monke
     # of problem 4. Everything else must be scored the same, and each run lists what timed out.
     rows = [{"completion": [f"#### {n}", f"#### {n + 10}", f"so #### {n}"], "answer": f"#### {n}"} for n in range(6)]
     path = tmp_path / "preds.jsonl"
-    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    write_jsonl(rows, path)
     runs = []
     for name, timing_out in (("first", {"#### 11"}), ("second", {"so #### 4"})):
         real = eval.run.score_completion
@@ -267,7 +348,7 @@ def test_score_lists_timeouts_and_two_scorings_differ_only_there(tmp_path, monke
         monkeypatch.setattr(eval.run, "score_completion", score)
         results = score_predictions("gsm8k", path, tmp_path / name)
         monkeypatch.undo()
-        runs.append((results, read_lines(tmp_path / name / SAMPLES_FILE)))
+        runs.append((results, read_jsonl(tmp_path / name / SAMPLES_FILE)))
     (first, samples_1), (second, samples_2) = runs
     assert first["timeouts"] == [{"index": 1, "sample": 1}] and first["timeout_rate"] == pytest.approx(1 / 18)
     assert second["timeouts"] == [{"index": 4, "sample": 2}]

@@ -3,12 +3,13 @@
 OMP_NUM_THREADS=1 .venv/bin/python -m pytest -q tests/test_rollouts.py
 """
 
-import json
-
 import pytest
+from test_eval_run import folder_locked_by_another_process
 
+import eval.__main__
 import eval.run
 from eval.generate import Generation
+from eval.jsonl import write_jsonl
 from eval.tasks import get_task, load_rows, to_prompt_rows
 from training_data.rollouts import filter_by_pass_rate, grpo_rows, main, read_rollouts, sample_rollouts
 
@@ -121,7 +122,7 @@ def test_filtered_rows_load_like_the_task_data(tmp_path, task_name):
         "pass_rate": 0.5,
     }
     path = tmp_path / "edge.jsonl"
-    path.write_text(json.dumps(grpo_rows([record], task_name)[0]) + "\n")
+    write_jsonl(grpo_rows([record], task_name), path)
     rows = to_prompt_rows(task, load_rows(task, str(path)))  # what the recipes do with a --data file
     assert (rows[0]["prompt"], rows[0]["answer"], rows[0]["question"]) == (record["prompt"], "5", "What is 2+3?")
 
@@ -145,3 +146,18 @@ def test_cli_sample_filter_pairs(tiny_model_dir, gsm8k_test, tmp_path, capsys):
     main(["pairs", str(rollouts), "--out", str(tmp_path / "pairs.jsonl")])
     report = capsys.readouterr().out
     assert "problems: 2" in report and "pairs:" in report
+
+
+def test_cli_sample_into_a_busy_folder_is_refused_before_the_model_loads(gsm8k_test, tmp_path, monkeypatch, capsys):
+    def load_model(*args):
+        raise AssertionError("the model was loaded")
+
+    monkeypatch.setattr(eval.__main__, "load_model", load_model)
+    out = tmp_path / "rollouts"
+    with folder_locked_by_another_process(out) as holder, pytest.raises(SystemExit) as exit_info:
+        main(
+            ["sample", "--model", "org/any", "--task", "gsm8k", "--data", gsm8k_test, "--limit", "2", "--out", str(out)]
+        )
+    assert exit_info.value.code == 2
+    assert f"{out} is being written by another process (pid {holder.pid})" in capsys.readouterr().err
+    assert not (out / "samples.jsonl").exists()

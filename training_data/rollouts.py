@@ -177,30 +177,30 @@ def sample_rollouts(
     problem sampled once), and its ``results.json`` reports pass@k and length by correctness. ``batch_size`` counts
     answers generated at once (``batch_size // k`` problems). Returns the rollout records.
     """
-    from eval.run import SAMPLES_FILE, evaluate, read_samples
+    from eval.run import SAMPLES_FILE, evaluate, lock_output_folder, read_samples
 
     if k < 1 or (temperature == 0 and k > 1):
         raise ValueError(f"k={k}, temperature={temperature}: k must be >= 1, and k > 1 needs temperature > 0")
-    out = Path(out_dir)
-    results = evaluate(
-        model,
-        tokenizer,
-        task_name,
-        data=data,
-        limit=limit,
-        seed=seed,
-        max_new_tokens=max_new_tokens,
-        batch_size=max(1, batch_size // k),
-        out_dir=out,
-        num_samples=k,
-        temperature=temperature,
-        backend=backend,
-        run_info=run_info,
-        progress=False,
-    )
-    samples = read_samples(out / SAMPLES_FILE)
-    records = rollout_records([samples[i] for i in range(results["n"])], task_name)
-    write_jsonl(records, out / ROLLOUTS_FILE)
+    with lock_output_folder(out_dir) as out:  # eval's lock, held until rollouts.jsonl is written too
+        results = evaluate(
+            model,
+            tokenizer,
+            task_name,
+            data=data,
+            limit=limit,
+            seed=seed,
+            max_new_tokens=max_new_tokens,
+            batch_size=max(1, batch_size // k),
+            out_dir=out,
+            num_samples=k,
+            temperature=temperature,
+            backend=backend,
+            run_info=run_info,
+            progress=False,
+        )
+        samples = read_samples(out / SAMPLES_FILE)
+        records = rollout_records([samples[i] for i in range(results["n"])], task_name)
+        write_jsonl(records, out / ROLLOUTS_FILE)
     return records
 
 
@@ -294,29 +294,33 @@ def main(argv: list[str] | None = None) -> None:
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     if args.command == "sample":
         from eval.generate import check_backend
-        from eval.run import load_problems
+        from eval.run import FolderBusyError, load_problems, lock_output_folder
         from eval.tasks import get_task
 
         check_backend(args.backend, args.adapter)  # vllm + adapter would sample the base model: refused here
         load_problems(get_task(args.task), args.data, args.limit)  # bad task, data or limit: fail before model load
         from eval.__main__ import load_model
 
-        model, tokenizer = load_model(args.model, args.adapter, args.dtype, args.backend)
-        records = sample_rollouts(
-            model,
-            tokenizer,
-            args.task,
-            args.out,
-            data=args.data,
-            limit=args.limit,
-            k=args.k,
-            temperature=args.temperature,
-            max_new_tokens=args.max_new_tokens,
-            batch_size=args.batch_size,
-            seed=args.seed,
-            backend=args.backend,
-            run_info={"model": args.model, "adapter": args.adapter},
-        )
+        try:  # a second sampler into this folder is refused here, before its model loads
+            with lock_output_folder(args.out):
+                model, tokenizer = load_model(args.model, args.adapter, args.dtype, args.backend)
+                records = sample_rollouts(
+                    model,
+                    tokenizer,
+                    args.task,
+                    args.out,
+                    data=args.data,
+                    limit=args.limit,
+                    k=args.k,
+                    temperature=args.temperature,
+                    max_new_tokens=args.max_new_tokens,
+                    batch_size=args.batch_size,
+                    seed=args.seed,
+                    backend=args.backend,
+                    run_info={"model": args.model, "adapter": args.adapter},
+                )
+        except FolderBusyError as e:
+            parser.exit(2, f"error: {e}\n")
         rates = [r["pass_rate"] for r in records]
         print(f"{args.out}/{ROLLOUTS_FILE}: {len(records)} problems, mean pass rate {sum(rates) / len(rates):.3f}")
     elif args.command == "filter":
