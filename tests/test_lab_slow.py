@@ -2,8 +2,8 @@
 
 They train for real, for two seeds: each seed's warm start (cached under runs/lab/cache, so only the first run pays
 for it; it stops on the validation split, never on the held-out set) and short GRPO runs of the lab configs through
-the recipe, two at a time as in the demo. Per seed: the default rewards must gain, the random-reward control must
-not. Seed 0 also runs the format-only config for the hack signature. docs/lab.md has their measured times and numbers.
+the recipe, two at a time as in the demo. Per seed: the default rewards (under the curriculum, which must log its
+difficulty every step) must gain, the random-reward control must not. Seed 0 also runs the format-only config for the hack signature. docs/lab.md has their measured times and numbers.
 """
 
 from pathlib import Path
@@ -37,7 +37,7 @@ def runs(request, tmp_path_factory):
     names = ["grpo_lab_default", "grpo_lab_random"] + (["grpo_lab_format_only"] if seed == SEEDS[0] else [])
     configs = [CONFIGS / f"{name}.yaml" for name in names]
     run_matrix([str(c) for c in configs], [seed], out, extra, jobs=2)
-    return {c.stem: summarize_run(run_dir(out, c, seed)) for c in configs}
+    return {c.stem: summarize_run(run_dir(out, c, seed)) for c in configs} | {"_out": out}  # _out: the logs' root
 
 
 def test_default_rewards_improve_heldout_accuracy(runs):
@@ -64,3 +64,18 @@ def test_hackable_reward_raises_reward_not_accuracy(runs):
     assert run.accuracy_after <= run.accuracy_before + NOISE, (
         f"accuracy rose {run.accuracy_before:.3f} -> {run.accuracy_after:.3f} under a format-only reward"
     )
+
+
+def test_default_run_logs_its_curriculum_every_step(runs):
+    # the default config trains under cpu_lab.curriculum: every training step's log line carries the difficulty it
+    # drew at and the pass rate that moves it, beside the monitors' measured degenerate share
+    from cpu_lab.curriculum import LADDER
+    from cpu_lab.matrix import read_log
+
+    run = runs["grpo_lab_default"]
+    folder = run_dir(runs["_out"], CONFIGS / "grpo_lab_default.yaml", run.seed)
+    steps = [r for r in read_log(folder / "log.jsonl") if "loss" in r]
+    assert len(steps) == STEPS
+    for r in steps:
+        assert 0 <= r["curriculum/difficulty"] <= len(LADDER) - 1 and 0 <= r["curriculum/pass_rate"] <= 1
+        assert 0 <= r["monitor/degenerate_share"] <= 1 and 0 <= r["curriculum/degenerate_predicted_share"] <= 1
