@@ -3,7 +3,8 @@
 They train for real, for two seeds: each seed's warm start (cached under runs/lab/cache, so only the first run pays
 for it; it stops on the validation split, never on the held-out set) and short GRPO runs of the lab configs through
 the recipe, two at a time as in the demo. Per seed: the default rewards (under the curriculum, which must log its
-difficulty every step) must gain, the random-reward control must not. Seed 0 also runs the format-only config for the hack signature. docs/lab.md has their measured times and numbers.
+difficulty every step) must gain, the random-reward control must not. Seed 0 also runs the format-only config for
+the hack signature. docs/lab.md has their measured times and numbers.
 """
 
 from pathlib import Path
