@@ -3,11 +3,12 @@
 The judge sees the question and the model's answer -- never the gold answer -- and replies with a score from 0 to
 10; the reward is ``score / 10``. Two backends:
 
-- ``OpenAIJudgeClient``: any OpenAI-compatible ``/v1/chat/completions`` endpoint (``vllm serve``, llama.cpp's
-  server, a hosted API). Base URL and model come from config, and so does the NAME of the environment variable that
-  holds the API key: the key itself is read from the environment at request time, is never stored on the object,
-  never logged, never pickled and never written to a config. Requests run with bounded concurrency, a timeout, and
-  retries with exponential backoff on 429, 5xx, timeouts and connection errors.
+- ``OpenAIJudgeClient``: any OpenAI-compatible ``/v1/chat/completions`` endpoint (``vllm serve``, ``ollama``,
+  llama.cpp's server, a hosted API), called with the official ``openai`` client, which does the timeouts, the retries
+  with exponential backoff and ``Retry-After``. Base URL and model come from config, and so does the NAME of the
+  environment variable that holds the API key: the key itself is read from the environment at each request and is
+  never logged, never pickled and never written to a config; errors are redacted. A thread pool bounds the requests
+  in flight.
 - ``HFJudgeClient``: a local Hugging Face causal LM scoring with ``generate`` (greedy), for users without an endpoint.
 
 Both read the score one of two ways (``mode``):
@@ -38,15 +39,10 @@ whatever the judge failed on -- noise with a direction. Every such reply is coun
 
 from __future__ import annotations
 
-import json
 import logging
 import os
-import random
 import re
 import threading
-import time
-import urllib.error
-import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
@@ -61,7 +57,6 @@ JUDGE_SYSTEM_PROMPT = (
     "reasoning sound. Reply with a single integer score from 0 (wrong) to 10 (certainly correct) and nothing else."
 )
 JUDGE_USER_TEMPLATE = "Question:\n{question}\n\nStudent's answer:\n{answer}\n\nScore (0-10):"
-RETRY_STATUS = {408, 409, 429, 500, 502, 503, 504}
 MAX_LOGGED_REPLY_CHARS = 200
 LOG_FIRST_N = 20  # unparseable replies logged in full; after that every 100th (all are counted in stats)
 
@@ -243,17 +238,19 @@ def _record_distribution(
 
 
 class OpenAIJudgeClient:
-    """Scores answers through an OpenAI-compatible chat-completions endpoint.
+    """Scores answers through an OpenAI-compatible chat-completions endpoint, with the official ``openai`` client.
 
     Args:
-        base_url: the API root, e.g. ``http://127.0.0.1:8000/v1`` (``/chat/completions`` is appended).
+        base_url: the API root, e.g. ``http://127.0.0.1:8000/v1`` (``vllm serve``, ``ollama serve``'s
+            ``http://127.0.0.1:11434/v1``, a hosted API).
         model: the model name the server expects.
-        api_key_env: NAME of the environment variable holding the key (read per request); None or an unset variable
-            sends no Authorization header (fine for a local vLLM server).
-        max_concurrency: requests in flight at once.
-        timeout_s: per request; a timeout is retried.
-        max_retries: retries after the first attempt, on 429/5xx/timeouts/connection errors, with exponential
-            backoff ``backoff_s * 2**attempt`` (plus jitter; a ``Retry-After`` header is honoured up to 60 s).
+        api_key_env: NAME of the environment variable holding the key, read at each request; None sends no
+            Authorization header (fine for a local vLLM server). ``OPENAI_API_KEY`` is never read in its place.
+        max_concurrency: requests in flight at once (a thread pool of this size over one ``openai.OpenAI``).
+        timeout_s: per attempt (connect, and each read); a timeout is retried.
+        max_retries: retries after the first attempt, done by ``openai``: on 408, 409, 429, 5xx, timeouts and
+            connection errors, with exponential backoff (0.5 s doubling up to 8 s, minus up to 25 % jitter) or the
+            server's ``Retry-After`` when it asks for at most 2 minutes.
         temperature, max_tokens: sampling settings of the judge (0 = greedy, as a judge is usually run).
         mode: ``"text"`` (parse the reply) or ``"logprob"`` (read ``top_logprobs`` of the reply's first two tokens;
             ``max_tokens`` is then 2). The second position splits "1" into 1 and 10 only when the reply's first
@@ -276,7 +273,6 @@ class OpenAIJudgeClient:
         max_concurrency: int = 8,
         timeout_s: float = 60.0,
         max_retries: int = 4,
-        backoff_s: float = 1.0,
         temperature: float = 0.0,
         max_tokens: int = 16,
         mode: str = "text",
@@ -296,73 +292,75 @@ class OpenAIJudgeClient:
             raise ValueError("judge max_concurrency must be >= 1, timeout_s > 0 and max_retries >= 0")
         check_mode(mode, logprob_score, min_score_mass)
         self.mode, self.logprob_score, self.min_score_mass = mode, logprob_score, min_score_mass
-        self.url = base_url.rstrip("/") + "/chat/completions"
+        self.base_url = base_url.rstrip("/")
+        self.url = self.base_url + "/chat/completions"
         self.model = model
         self.api_key_env = api_key_env
         self.max_concurrency = max_concurrency
         self.timeout_s = timeout_s
         self.max_retries = max_retries
-        self.backoff_s = backoff_s
         self.temperature = temperature
         self.max_tokens = max_tokens
         self.stats = JudgeStats()
+        self._openai = None  # built at the first request; never pickled (it holds the last key it sent)
 
     def __repr__(self) -> str:  # no key here: only the variable's name
         mode = "" if self.mode == "text" else f", mode={self.mode!r}"
         return f"OpenAIJudgeClient(url={self.url!r}, model={self.model!r}, api_key_env={self.api_key_env!r}{mode})"
 
-    def _key(self) -> str | None:
-        return os.environ.get(self.api_key_env) if self.api_key_env else None
+    def __getstate__(self):
+        return {**self.__dict__, "_openai": None}
+
+    def _key(self) -> str:
+        return os.environ.get(self.api_key_env, "") if self.api_key_env else ""
 
     def _redact(self, text: str) -> str:
         key = self._key()
         return text.replace(key, "***") if key else text
 
-    def _post(self, messages: list[dict]) -> tuple[dict | None, str | None]:
-        """(the response's first choice, None) or (None, error description); retries what is worth retrying."""
-        request_body = {"model": self.model, "messages": messages, "temperature": self.temperature}
+    def _client(self):
+        if self._openai is None:
+            import openai
+
+            def count_attempt(request):  # openai numbers its attempts in this header: 0 is the first, 1+ a retry
+                self.stats.add(requests=1, retries=int(request.headers.get("x-stainless-retry-count", "0") != "0"))
+
+            self._openai = openai.OpenAI(
+                base_url=self.base_url,
+                api_key=self._key,  # a callable: the key is read from the environment at each request
+                timeout=self.timeout_s,
+                max_retries=self.max_retries,
+                http_client=openai.DefaultHttpxClient(event_hooks={"request": [count_attempt]}),
+            )
+        return self._openai
+
+    def _chat(self, messages: list[dict]):
+        """(the response's first choice, None) or (None, error description); ``openai`` retries what is worth it."""
+        import openai
+
+        if self.api_key_env and not self._key():
+            return None, f"{self.api_key_env} is not set: export the judge's API key in it (api_key_env names it)"
+        settings = {"max_tokens": self.max_tokens}
         if self.mode == "logprob":  # the score's first token, and the one after it (to tell 1 from 10)
-            request_body.update(max_tokens=2, logprobs=True, top_logprobs=TOP_LOGPROBS)
-        else:
-            request_body["max_tokens"] = self.max_tokens
-        body = json.dumps(request_body).encode()
-        error = "no attempt"
-        for attempt in range(self.max_retries + 1):
-            if attempt:
-                self.stats.add(retries=1)
-            self.stats.add(requests=1)
-            headers = {"Content-Type": "application/json"}
-            key = self._key()
-            if key:
-                headers["Authorization"] = f"Bearer {key}"
-            request = urllib.request.Request(self.url, data=body, headers=headers, method="POST")
-            retry_after = None
-            try:
-                with urllib.request.urlopen(request, timeout=self.timeout_s) as response:
-                    payload = json.loads(response.read().decode("utf-8", errors="replace"))
-                choice = payload["choices"][0]
-                choice["message"]["content"]  # noqa: B018 - a body without it is malformed (KeyError below)
-                return choice, None
-            except urllib.error.HTTPError as e:
-                detail = e.read()[:200].decode("utf-8", errors="replace")
-                error = self._redact(f"HTTP {e.code} from {self.url}: {detail}")
-                if e.code not in RETRY_STATUS:
-                    return None, error
-                retry_after = e.headers.get("Retry-After") if e.headers else None
-            except TimeoutError as e:  # socket.timeout is TimeoutError
-                error = f"timeout after {self.timeout_s} s from {self.url} ({e.__class__.__name__})"
-            except urllib.error.URLError as e:
-                error = self._redact(f"cannot reach {self.url}: {e.reason}")
-            except (KeyError, IndexError, TypeError, ValueError) as e:  # 200 but not a chat-completions body
-                return None, f"malformed chat-completions response from {self.url}: {e.__class__.__name__} {e}"
-            except (ConnectionError, OSError) as e:
-                error = f"connection error with {self.url}: {e.__class__.__name__}"
-            if attempt < self.max_retries:
-                delay = self.backoff_s * 2**attempt * (1 + 0.25 * random.random())
-                if retry_after and retry_after.strip().isdigit():
-                    delay = max(delay, min(float(retry_after), 60.0))
-                time.sleep(delay)
-        return None, f"{error} (gave up after {self.max_retries + 1} attempts)"
+            settings = {"max_tokens": 2, "logprobs": True, "top_logprobs": TOP_LOGPROBS}
+        if not self.api_key_env:  # the SDK insists on a key; a local server needs none: send no Authorization
+            settings["extra_headers"] = {"Authorization": openai.omit}
+        try:
+            completion = self._client().chat.completions.create(
+                model=self.model, messages=messages, temperature=self.temperature, **settings
+            )
+            choice = completion.choices[0]
+            choice.message.content  # noqa: B018 - a body without it is malformed (AttributeError below)
+            return choice, None
+        except openai.APITimeoutError:
+            error = f"timeout after {self.timeout_s} s from {self.url} ({self.max_retries + 1} attempts)"
+        except openai.APIStatusError as e:  # retried first when worth it (429, 5xx)
+            error = f"HTTP {e.status_code} from {self.url}: {e.response.text[:200]}"
+        except openai.APIConnectionError as e:
+            error = f"cannot reach {self.url}: {e.__cause__ or e} ({self.max_retries + 1} attempts)"
+        except (AttributeError, IndexError, KeyError, TypeError, ValueError) as e:  # 200, but no chat completion
+            error = f"malformed chat-completions response from {self.url}: {e.__class__.__name__}: {e}"
+        return None, self._redact(error)
 
     def score_many(self, conversations: list[list[dict]]) -> list[JudgeResult]:
         """Judge each conversation (at most ``max_concurrency`` at once); results in input order, never raises."""
@@ -370,36 +368,37 @@ class OpenAIJudgeClient:
             return []
 
         def one(messages):
-            choice, error = self._post(messages)
+            choice, error = self._chat(messages)
             if error is None and self.mode == "logprob":
                 try:
-                    probs, resolved = score_distribution(*_first_positions(choice["logprobs"]["content"]))
-                except (KeyError, IndexError, TypeError, ValueError) as e:
+                    probs, resolved = score_distribution(*_first_positions(choice.logprobs.content))
+                except (AttributeError, IndexError, TypeError, ValueError) as e:
                     error = (
                         f"no top_logprobs in the response from {self.url} ({e.__class__.__name__}): does it serve them?"
                     )
                 else:
                     return _record_distribution(self.stats, probs, resolved, self.logprob_score, self.min_score_mass)
-            content = choice["message"]["content"] if error is None else None
+            content = choice.message.content if error is None else None
             return _record(self.stats, content if isinstance(content, str) or error else "", error)
 
+        self._client()  # built once, before the threads share it
         with ThreadPoolExecutor(max_workers=min(self.max_concurrency, len(conversations))) as pool:
             return list(pool.map(one, conversations))
 
 
-def _first_positions(content: list[dict]) -> tuple[dict[str, float], dict[str, float] | None]:
-    """From a chat-completions ``logprobs.content`` list: the score-token probabilities at the first position, and the
+def _first_positions(content) -> tuple[dict[str, float], dict[str, float] | None]:
+    """From a chat completion's ``logprobs.content``: the score-token probabilities at the first position, and the
     next-token probabilities after a "1" when the reply's first token is "1" (else None)."""
     import math
 
-    def probabilities(position: dict) -> dict[str, float]:
+    def probabilities(position) -> dict[str, float]:
         out: dict[str, float] = {}
-        for entry in position["top_logprobs"]:  # " 7" and "7" are both the score 7
-            out[entry["token"].strip()] = out.get(entry["token"].strip(), 0.0) + math.exp(float(entry["logprob"]))
+        for entry in position.top_logprobs:  # " 7" and "7" are both the score 7
+            out[entry.token.strip()] = out.get(entry.token.strip(), 0.0) + math.exp(float(entry.logprob))
         return out
 
     first = probabilities(content[0])
-    after_one = probabilities(content[1]) if content[0]["token"].strip() == "1" and len(content) > 1 else None
+    after_one = probabilities(content[1]) if content[0].token.strip() == "1" and len(content) > 1 else None
     return first, after_one
 
 

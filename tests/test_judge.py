@@ -2,7 +2,9 @@
 strict checker. Run: ``OMP_NUM_THREADS=1 .venv/bin/python -m pytest -q tests/test_judge.py``.
 
 The server reads what to do from the answer it is asked to judge (``SCORE 7``, ``SLOW``, ``HTTP500``, ...), records
-every request (body and Authorization header), and counts requests in flight.
+every request (body, Authorization header and arrival time), and counts requests in flight. The client under test is
+the real ``openai`` client, so these tests check what it does on the wire (retries, ``Retry-After``, timeouts, headers),
+not what we asked it to do.
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ class FakeJudgeServer:
         self.requests: list[dict] = []
         self.auth_headers: list[str | None] = []
         self.seen: dict[str, int] = {}
+        self.arrivals: dict[str, list[float]] = {}  # time.monotonic() of each request, per answer
         self.in_flight = self.max_in_flight = 0
         self.lock = threading.Lock()
         self.slow_s = slow_s
@@ -65,6 +68,7 @@ class FakeJudgeServer:
                     server.max_in_flight = max(server.max_in_flight, server.in_flight)
                     answer = body["messages"][-1]["content"].split("Student's answer:\n")[1].split("\n")[0]
                     server.seen[answer] = server.seen.get(answer, 0) + 1
+                    server.arrivals.setdefault(answer, []).append(time.monotonic())
                     times_seen = server.seen[answer]
                 self._counted = True
                 try:
@@ -104,7 +108,7 @@ class FakeJudgeServer:
                     return self._reply(200, "<html>gateway</html>")
                 if answer == "RATE_LIMITED_ONCE":
                     if times_seen == 1:
-                        return self._reply(429, {"error": "slow down"}, {"Retry-After": "0"})
+                        return self._reply(429, {"error": "slow down"}, {"Retry-After": "1"})
                     return self._reply(200, chat("Score: 8/10"))
                 return self._reply(200, chat(str(len(answer) % 11)))  # anything else: a score that varies
 
@@ -161,7 +165,7 @@ def judge_log(tmp_path, monkeypatch):
 
 
 def make_client(server, **overrides):
-    settings = dict(api_key_env=KEY_ENV, timeout_s=0.3, max_retries=2, backoff_s=0.01, max_concurrency=4)
+    settings = dict(api_key_env=KEY_ENV, timeout_s=0.3, max_retries=1, max_concurrency=4)
     settings.update(overrides)
     return OpenAIJudgeClient(server.base_url, "judge-model", **settings)
 
@@ -177,9 +181,9 @@ CASES = [
     ("SCORE 7", 7.0, None, 1),  # plain score
     ("SCORE 10", 10.0, None, 1),  # top of the range
     ("GARBAGE", None, None, 1),  # 200 with prose and no score: unparseable, not retried, not crashed
-    ("HTTP500", None, "HTTP 500", 3),  # server error: retried twice, then given up
-    ("SLOW", None, "timeout", 3),  # reply slower than timeout_s: retried, then given up
-    ("RATE_LIMITED_ONCE", 8.0, None, 2),  # 429 then success: one retry
+    ("HTTP500", None, "HTTP 500", 2),  # server error: retried once (max_retries=1), then given up
+    ("SLOW", None, "timeout", 2),  # reply slower than timeout_s: retried, then given up
+    ("RATE_LIMITED_ONCE", 8.0, None, 2),  # 429 (Retry-After: 1) then success: one retry
     ("NOT_JSON", None, "malformed", 1),  # 200 with a non-JSON body: not retried
     ("HTTP401", None, "HTTP 401", 1),  # client error: not retried
 ]
@@ -193,6 +197,25 @@ def test_judge_client_behaviours(server, judge_log, answer, score, error, attemp
     assert (result.error is None) if error is None else (error in result.error)
     assert server.seen[answer] == attempts
     assert client.stats.requests == attempts and client.stats.retries == attempts - 1
+    assert SENTINEL_KEY not in (result.error or "")  # the key was sent (judge_log sets it); no error text holds it
+
+
+def test_retry_after_is_honoured(server, judge_log):
+    [result] = make_client(server).score_many([conversation("RATE_LIMITED_ONCE")])
+    first, second = server.arrivals["RATE_LIMITED_ONCE"]
+    assert result.score == 8.0
+    assert second - first >= 1.0  # the server's Retry-After: 1, not openai's own first backoff (at most 0.5 s)
+
+
+def test_timeout_is_real(judge_log):
+    with FakeJudgeServer(slow_s=3.0) as slow_server:
+        client = make_client(slow_server, timeout_s=0.3, max_retries=1)
+        start = time.monotonic()
+        [result] = client.score_many([conversation("SLOW")])
+        elapsed = time.monotonic() - start
+    assert result.score is None and "timeout after 0.3 s" in result.error
+    assert slow_server.seen["SLOW"] == 2  # both attempts reached the server ...
+    assert elapsed < 3.0  # ... and were abandoned after 0.3 s each (+ backoff): waiting for one reply takes 3 s
 
 
 def test_unparseable_and_failed_replies_are_counted_logged_and_give_none(server, judge_log):
@@ -209,7 +232,7 @@ def test_unparseable_and_failed_replies_are_counted_logged_and_give_none(server,
     assert extra["judge_score"] == [9.0, None, None, 2.0]
     assert metrics == {"judge/unparseable_frac": 0.25, "judge/failed_frac": 0.25}
     assert reward.client.stats.as_dict() == {
-        "requests": 6, "scored": 2, "unparseable": 1, "low_mass": 0, "failed": 1, "retries": 2, "ten_unresolved": 0
+        "requests": 5, "scored": 2, "unparseable": 1, "low_mass": 0, "failed": 1, "retries": 1, "ten_unresolved": 0
     }  # fmt: skip
     log = judge_log.read_text()
     assert "holds no 0-10 score" in log and "This answer looks plausible" in log and "HTTP 500" in log
@@ -227,12 +250,26 @@ def test_key_is_sent_but_never_logged_pickled_or_printed(server, judge_log):
     assert SENTINEL_KEY not in log
     assert SENTINEL_KEY not in repr(reward)
     assert SENTINEL_KEY.encode() not in pickle.dumps(reward)
+    assert pickle.loads(pickle.dumps(reward))(prompts=["q"], completions=["SCORE 5"]) == [0.5]  # and still works
 
 
-def test_no_key_variable_sends_no_authorization(server, judge_log):
+def test_no_key_variable_sends_no_authorization(server, judge_log, monkeypatch):
+    monkeypatch.setenv("OPENAI_API_KEY", SENTINEL_KEY)  # the openai client's own default: must not be read
+    monkeypatch.setenv("OPENAI_BASE_URL", "http://127.0.0.1:9/v1")  # nor this one: the judge's base_url wins
     client = make_client(server, api_key_env=None)
     assert client.score_many([conversation("SCORE 3")])[0].score == 3.0
     assert server.auth_headers == [None]
+
+
+def test_key_is_read_from_the_environment_at_each_request(server, judge_log, monkeypatch):
+    client = make_client(server)
+    client.score_many([conversation("SCORE 1")])
+    monkeypatch.setenv(KEY_ENV, "sk-rotated")  # a key rotated while training runs is picked up
+    client.score_many([conversation("SCORE 2")])
+    monkeypatch.delenv(KEY_ENV)  # an unset variable: a failed result naming it, and no request without the key
+    [result] = client.score_many([conversation("SCORE 3")])
+    assert server.auth_headers == [f"Bearer {SENTINEL_KEY}", "Bearer sk-rotated"]
+    assert result.score is None and f"{KEY_ENV} is not set" in result.error and client.stats.failed == 1
 
 
 def test_judge_sees_question_and_answer_but_never_the_gold(server, judge_log):
