@@ -9,11 +9,16 @@ monitors' ``monitor/...`` and TRL's ``reward`` per logging step). Per config, ac
 - mean length in tokens of correct and of wrong held-out answers after training;
 - degenerate-group share: groups whose answers are all right or all wrong (zero advantage, no signal);
 - training reward at the start and at the end, and the reward-accuracy gap (``monitor/reward_correctness_gap``: mean
-  reward minus the share of correct answers during training; it grows when the reward pays something else).
+  reward minus the share of correct answers during training; it grows when the reward pays something else);
+- seconds per optimizer step (TRL's logged ``step_time``: generation, loss and backward; evaluations excluded).
+
+The loss axis: ``--losses grpo,dr_grpo,...`` adds ``recipes/configs/lab/grpo_lab_loss_<loss>.yaml`` for each name, one
+config per TRL loss variant with the parameters it needs (docs/loss_variants.md has the table this made).
 
     python -m cpu_lab.matrix --configs recipes/configs/lab/grpo_lab_default.yaml recipes/configs/lab/grpo_lab_dr_grpo.yaml \\
         --seeds 0 1 2 --out runs/lab/matrix -- --max_steps 60
     python -m cpu_lab.matrix --out runs/lab/matrix --table-only      # just (re)write the table and plots
+    python -m cpu_lab.matrix --losses grpo,dr_grpo,dapo,bnpo,cispo,sapo,gspo --seeds 0,1,2 --jobs 2 --out runs/lab/losses
 
 Everything after ``--`` is passed to every run (flags of the recipe, e.g. ``--model_name_or_path``).
 """  # noqa: E501
@@ -32,8 +37,20 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from eval.jsonl import read_jsonl
+
 RECIPE_PREFIXES = ("grpo", "dpo", "judge_lab")  # the config file name's prefix names the recipe module
 END_FRACTION = 0.25  # "end of training" = the last quarter of the logged steps
+LOSS_CONFIG = "recipes/configs/lab/grpo_lab_loss_{}.yaml"  # the loss axis: one config per TRL loss variant
+LOSSES = (
+    "grpo",
+    "dr_grpo",
+    "dapo",
+    "bnpo",
+    "cispo",
+    "sapo",
+    "gspo",
+)  # gspo: grpo, importance_sampling_level sequence
 
 
 @dataclass(frozen=True)
@@ -52,6 +69,7 @@ class RunSummary:
     gap_end: float | None  # monitor/reward_correctness_gap over the last quarter
     steps: int
     seconds: float | None = None  # the run's wall time, evaluations included (report.json)
+    step_time: float | None = None  # mean seconds per optimizer step (TRL's logged step_time; no evaluations)
 
 
 def recipe_for(config: str | Path) -> str:
@@ -71,6 +89,31 @@ def recipe_for(config: str | Path) -> str:
     raise ValueError(
         f"config {config}: the file name must start with one of {RECIPE_PREFIXES} followed by '_' (it names the recipe)"
     )
+
+
+def loss_configs(losses: list[str]) -> list[str]:
+    """The loss axis: the config of each named loss variant, checked before anything runs.
+
+    >>> loss_configs(["grpo", "gspo"])
+    ['recipes/configs/lab/grpo_lab_loss_grpo.yaml', 'recipes/configs/lab/grpo_lab_loss_gspo.yaml']
+    >>> loss_configs(["drgrpo"])
+    Traceback (most recent call last):
+    ...
+    ValueError: unknown loss(es) ['drgrpo']: --losses takes names from grpo,dr_grpo,dapo,bnpo,cispo,sapo,gspo
+    """
+    unknown = [name for name in losses if name not in LOSSES]
+    if unknown:
+        raise ValueError(f"unknown loss(es) {unknown}: --losses takes names from {','.join(LOSSES)}")
+    return [LOSS_CONFIG.format(name) for name in losses]
+
+
+def split_list(values: list[str]) -> list[str]:
+    """Command-line lists written either way: ``a,b c`` -> ``['a', 'b', 'c']``.
+
+    >>> split_list(["0,1", "2"])
+    ['0', '1', '2']
+    """
+    return [item for value in values for item in value.split(",") if item]
 
 
 def run_dir(out: str | Path, config: str | Path, seed: int) -> Path:
@@ -164,7 +207,7 @@ def read_log(path: Path) -> list[dict]:
     """The training log rows (JSON lines) that carry training metrics, in step order; [] if there is no log."""
     if not path.exists():
         return []
-    rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    rows = read_jsonl(path, "a run killed while it wrote its log leaves a torn last line: delete that line")
     return [r for r in rows if "reward" in r or any(k.startswith("monitor/") for k in r)]
 
 
@@ -206,6 +249,7 @@ def summarize_run(folder: str | Path) -> RunSummary:
         gap_end=_window(rows, "monitor/reward_correctness_gap", start=False),
         steps=max((r.get("step", 0) for r in rows), default=0),
         seconds=report.get("seconds"),
+        step_time=_mean(r.get("step_time") for r in rows),
     )
 
 
@@ -251,16 +295,17 @@ def comparison_table(groups: dict[str, list[RunSummary]]) -> str:
     """The markdown comparison table, one row per config (values across seeds)."""
     header = (
         "| config | seeds | accuracy before | accuracy after (mean ± std) | length correct | length wrong | "
-        "degenerate groups | reward start → end | reward-accuracy gap (end) |"
+        "degenerate groups | reward start → end | reward-accuracy gap (end) | seconds per step |"
     )
-    lines = [header, "|" + "---|" * 9]
+    lines = [header, "|" + "---|" * 10]
     for config, runs in groups.items():
         m = lambda attr, runs=runs: _mean(getattr(r, attr) for r in runs)  # noqa: E731
         lines.append(
             f"| {config} | {', '.join(str(r.seed) for r in runs)} | {_fmt(m('accuracy_before'))} | "
             f"{_fmt_mean_std([r.accuracy_after for r in runs])} | {_fmt(m('length_correct'), 1)} | "
             f"{_fmt(m('length_wrong'), 1)} | {_fmt(m('degenerate_share'), 2)} | "
-            f"{_fmt(m('reward_start'))} → {_fmt(m('reward_end'))} | {_fmt(m('gap_end'))} |"
+            f"{_fmt(m('reward_start'))} → {_fmt(m('reward_end'))} | {_fmt(m('gap_end'))} | "
+            f"{_fmt_mean_std([r.step_time for r in runs], 2)} |"
         )
     return "\n".join(lines)
 
@@ -337,7 +382,8 @@ def write_table(out: str | Path, plots: bool = True) -> Path:
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--configs", nargs="*", default=[], help="config YAML paths")
-    parser.add_argument("--seeds", nargs="*", type=int, default=[0])
+    parser.add_argument("--losses", nargs="*", default=[], help=f"loss axis, any of {','.join(LOSSES)} (adds configs)")
+    parser.add_argument("--seeds", nargs="*", default=["0"], help="seeds: 0 1 2 or 0,1,2")
     parser.add_argument("--out", default="runs/lab/matrix")
     parser.add_argument("--table-only", action="store_true", help="only (re)write the table and plots")
     parser.add_argument("--jobs", type=int, default=1, help="runs at once, each its own process (default 1: in turn)")
@@ -345,11 +391,19 @@ def main(argv: list[str] | None = None) -> None:
     extra = argv[argv.index("--") + 1 :] if "--" in argv else []
     args = parser.parse_args(argv[: argv.index("--")] if "--" in argv else argv)
     if not args.table_only:
-        if not args.configs:
-            parser.error("give --configs (or --table-only to re-read finished runs)")
+        try:
+            configs = args.configs + loss_configs(split_list(args.losses))
+        except ValueError as error:
+            parser.error(str(error))
+        seeds = split_list(args.seeds)
+        if not all(seed.isdigit() for seed in seeds):
+            parser.error(f"--seeds takes whole numbers (0 1 2 or 0,1,2), got {args.seeds}")
+        seeds = [int(seed) for seed in seeds]
+        if not configs:
+            parser.error("give --configs or --losses (or --table-only to re-read finished runs)")
         if args.jobs < 1:
             parser.error(f"--jobs must be >= 1, got {args.jobs}")
-        run_matrix(args.configs, args.seeds, args.out, extra, jobs=args.jobs)
+        run_matrix(configs, seeds, args.out, extra, jobs=args.jobs)
     path = write_table(args.out)
     print(path.read_text())
     print(f"matrix table: {path}")
