@@ -3,7 +3,8 @@ sqrt(KL) (Gao et al., "Scaling Laws for Reward Model Overoptimization", 2022), f
 checker-reward control.
 
     python -m reward_model_lab.overoptimisation              # warm start (cached), pairs, RM, 5 arms x 3 seeds, report
-    python -m reward_model_lab.overoptimisation --steps 60 --seeds 0       # shorter
+    python -m reward_model_lab.overoptimisation --steps 100 --eval-every 20   # longer (the earlier default: ~21 min)
+    python -m reward_model_lab.overoptimisation --steps 30 --seeds 0          # shorter
 
 What it does, in order (every step's outputs land in ``--out``, default ``runs/lab/overoptimisation``):
 1. the lab warm start (``cpu_lab.warmstart``, cached) samples ``--pair-problems`` train problems x ``--pair-k``
@@ -59,8 +60,10 @@ class Settings:
     seeds: list[int] = field(default_factory=lambda: [0, 1, 2])
     betas: list[float] = field(default_factory=lambda: [0.0, 0.01, 0.04, 0.2])
     checker_control: bool = True
-    steps: int = 100
-    eval_every: int = 20
+    # 60 steps x 5 arms x 3 seeds fit the 15 minutes on 2 cores (GRPO steps are ~90% of the time; 100 steps took 21
+    # minutes); by step 60 every reward-model arm has already lost most of its true accuracy (docs/reward_model.md)
+    steps: int = 60
+    eval_every: int = 10
     eval_n: int = 64  # held-out problems per evaluation (greedy accuracy, one sample each for proxy and KL)
     probe_n: int = 50  # held-out problems the reward model's hack probes are built from
     pairs: str = "policy"  # "policy": the warm start's own answers; "reference": reference vs answer + 1
@@ -245,9 +248,18 @@ def prepare(settings: Settings, out: Path) -> dict:
         paths = {"policy": Path(settings.policy), "train": Path(settings.train_data),
                  "heldout": Path(settings.heldout_data)}  # fmt: skip
     paths["rm"] = out / "rm"
+    # what the reward model depends on: a different warm start or pair setting trains a new one
+    made_from = {"policy": str(Path(paths["policy"]).resolve()), "train": str(Path(paths["train"]).resolve())} | {
+        k: v for k, v in asdict(settings).items() if k.startswith(("pair", "rm_")) or k == "max_completion_length"
+    }
+    made_from_path = out / "rm_made_from.json"
     if (paths["rm"] / "report.json").exists():
-        logger.info("reusing the reward model in %s", paths["rm"])
-        return paths
+        if made_from_path.exists() and json.loads(made_from_path.read_text()) == made_from:
+            logger.info("reusing the reward model in %s", paths["rm"])
+            return paths
+        logger.info(
+            "the reward model in %s was made from other settings (or unknown ones): training it again", paths["rm"]
+        )
     rollouts = out / "rollouts"
     if settings.pairs == "reference":
         write_jsonl(
@@ -266,6 +278,7 @@ def prepare(settings: Settings, out: Path) -> dict:
              "--save_strategy", "no", "--gradient_checkpointing", "false", "--report_to", "none",
              "--disable_tqdm", "true", "--max_pairs_per_problem", "4"]  # fmt: skip
     train_rm(*parse_or_explain(make_parser(), flags))
+    made_from_path.write_text(json.dumps(made_from, indent=1))
     return paths
 
 

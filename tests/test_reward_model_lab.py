@@ -1,15 +1,18 @@
 """The over-optimisation experiment (reward_model_lab/overoptimisation.py) end to end at a tiny size: a random
-~100k-parameter
-model, reference pairs, 2 GRPO steps per arm (mechanics, not learning). The real run is in the slow tier.
+~100k-parameter model, reference pairs, 2 GRPO steps per arm (mechanics, not learning). The real run, on the lab
+warm start, is in the slow tier.
 
     OMP_NUM_THREADS=1 .venv/bin/python -m pytest tests/test_reward_model_lab.py -q
+    OMP_NUM_THREADS=1 .venv/bin/python -m pytest tests/test_reward_model_lab.py -q -m slow   # ~10 min on 2 cores
 """
 
 import json
 import math
 
+import pytest
+
 from cpu_lab.problems import heldout_problems, train_problems
-from eval.jsonl import write_jsonl
+from eval.jsonl import read_jsonl, write_jsonl
 from reward_model_lab.overoptimisation import Settings, arms, main, mean_curve, run
 
 
@@ -27,11 +30,11 @@ def test_tiny_experiment_writes_curves_plots_and_report(tiny_model_dir, tmp_path
     assert json.loads((out / "rm" / "report.json").read_text())["first_loss_ok"] is True
     for arm, beta in arms(settings):
         for seed in settings.seeds:
-            rows = [json.loads(line) for line in (out / arm / f"seed{seed}" / "curve.jsonl").read_text().splitlines()]
+            rows = read_jsonl(out / arm / f"seed{seed}" / "curve.jsonl")
             assert [r["step"] for r in rows] == [0, 1, 2]
             assert abs(rows[0]["rm/kl"]) < 1e-4  # step 0: the policy IS the reference
             assert all(math.isclose(r["rm/sqrt_kl"], math.sqrt(max(r["rm/kl"], 0))) for r in rows)
-            log = [json.loads(line) for line in (out / arm / f"seed{seed}" / "log.jsonl").read_text().splitlines()]
+            log = read_jsonl(out / arm / f"seed{seed}" / "log.jsonl")
             assert any("rm/proxy_reward" in r for r in log)  # reaches the trainer's logs (W&B)
             if arm != "checker":
                 assert any("rewards/reward_model_reward/mean" in r for r in log)  # trained against the RM
@@ -66,3 +69,14 @@ def test_leash_measurement_leaves_the_trainers_random_stream_alone(tiny_model_di
     first = sample_with_kl(model, model, tokenizer, prompts, max_new_tokens=4, seed=3)
     assert torch.equal(torch.rand(3), expected)
     assert sample_with_kl(model, model, tokenizer, prompts, max_new_tokens=4, seed=3) == first  # still seeded
+
+
+@pytest.mark.slow
+def test_overoptimisation_on_the_lab_warm_start(tmp_path):
+    """The real experiment at its default length (60 steps), one seed, two arms: against the reward model with beta 0
+    the proxy rises; a large beta holds the policy closer to the warm start."""
+    main(["--seeds", "0", "--betas", "0", "0.2", "--no-checker-control", "--out", str(tmp_path)])
+    curves = {arm: read_jsonl(tmp_path / arm / "seed0" / "curve.jsonl") for arm in ("rm_beta0", "rm_beta0.2")}
+    assert [row["step"] for row in curves["rm_beta0"]] == list(range(0, 61, 10))  # the default length and cadence
+    assert curves["rm_beta0"][-1]["rm/proxy_reward"] > curves["rm_beta0"][0]["rm/proxy_reward"]
+    assert curves["rm_beta0.2"][-1]["rm/kl"] < curves["rm_beta0"][-1]["rm/kl"]
