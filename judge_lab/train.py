@@ -17,9 +17,8 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
-from pathlib import Path
 
-from recipes import validate
+from recipes import run_setup, validate
 from recipes.model_args import model_init_kwargs
 
 LAB_REWARDS = ("llm_judge", "answer_line_correctness", "gsm8k_correctness")
@@ -27,8 +26,8 @@ LAB_CHECKERS = ("answer_line_correctness", "gsm8k_correctness")  # the verdict l
 
 
 @dataclass
-class JudgeLabArguments:
-    """What the lab adds to TRL's ``GRPOConfig`` and ``ModelConfig``."""
+class JudgeLabArguments(run_setup.RunArguments):
+    """What the lab adds to TRL's ``GRPOConfig`` and ``ModelConfig`` (``build_tiny_model`` and ``resume`` too)."""
 
     reward: str = field(default="llm_judge", metadata={"help": f"training reward, one of {LAB_REWARDS}"})
     question: str = field(
@@ -58,9 +57,6 @@ class JudgeLabArguments:
     judge_logprob_score: str = field(default="expected", metadata={"help": "logprob mode: 'expected' or 'argmax'"})
     judge_min_score_mass: float = field(
         default=0.5, metadata={"help": "logprob mode: below this mass on the scores 0-10, the reward is None"}
-    )
-    build_tiny_model: bool = field(
-        default=False, metadata={"help": "build recipes.tiny_model at model path if missing"}
     )
 
 
@@ -129,22 +125,12 @@ def main(script_args, training_args, model_args):
     tracker = ProbabilityTracker(
         rows[0]["prompt"], dict(zip(args.tracked_names, args.tracked_answers, strict=True)), training_args.temperature
     )
-    out = Path(training_args.output_dir)
-    identity = validate.run_identity(
-        "judge_lab", model_args.model_name_or_path, training_args.loss_type, training_args.beta, [args.reward],
-        training_args.seed, "lora" if model_args.use_peft else "full",
-    )  # fmt: skip
-    training_args.run_name = training_args.run_name or identity["name"]
-    validate.save_resolved_config(out / "resolved_config.json", script_args, training_args, model_args)
-    if args.build_tiny_model and not Path(model_args.model_name_or_path).exists():
-        from recipes.tiny_model import save_tiny_model
-
-        save_tiny_model(model_args.model_name_or_path)
+    identity = run_setup.run_identity("judge_lab", model_args, training_args.loss_type, training_args.beta,
+                                      [args.reward], training_args.seed)  # fmt: skip
+    out, _ = run_setup.start_run(script_args, training_args, model_args, identity)
     training_args.model_init_kwargs = model_init_kwargs(model_args, training_args.model_init_kwargs)
 
     step_logger = LabStepLogger(out / "steps.jsonl", tracker)
-    for stale in (out / "steps.jsonl", out / "log.jsonl"):  # a rerun into the same folder starts fresh logs
-        stale.unlink(missing_ok=True)
     trainer = GRPOTrainer(
         model=model_args.model_name_or_path,
         reward_funcs=[AnswerTap(reward, tracker, checker=get_reward(args.checker))],
@@ -155,8 +141,11 @@ def main(script_args, training_args, model_args):
     )
     tracker.attach(trainer)
     step_logger.attach(trainer)
-    trainer.train()
-    if trainer.accelerator.is_main_process:
+    # resumed: both logs go on; without a reference model (beta 0, full fine-tuning) the tracker's reference is then
+    # the policy as the resumed run began
+    trainer.train(resume_from_checkpoint=run_setup.resume_checkpoint(training_args, args.resume,
+                                                                     ["steps.jsonl", "log.jsonl"]))  # fmt: skip
+    if run_setup.is_main_process(training_args):
         print(f"run {training_args.run_name}: per-step answers {out / 'steps.jsonl'}, TRL log {out / 'log.jsonl'}")
         print(f"report: python -m judge_lab.report {out} --out {out / 'report'}")
     if hasattr(reward, "client"):

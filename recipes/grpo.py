@@ -13,19 +13,17 @@ log are in ``eval/monitors.py``; how to read them is in docs/grpo.md.
 
 from __future__ import annotations
 
-import json
-import os
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from recipes import validate
+from recipes import run_setup, validate
 from recipes.model_args import model_init_kwargs
 
 
 @dataclass
-class GRPOScriptArguments:
-    """What the recipe adds to TRL's ``GRPOConfig`` and ``ModelConfig``."""
+class GRPOScriptArguments(run_setup.RunArguments):
+    """What the recipe adds to TRL's ``GRPOConfig`` and ``ModelConfig`` (``build_tiny_model`` and ``resume`` too)."""
 
     task: str = field(default="gsm8k_train", metadata={"help": "training task of eval.tasks.TASKS"})
     data: str | None = field(default=None, metadata={"help": "hub id or local .jsonl (default: the task's hub set)"})
@@ -43,9 +41,6 @@ class GRPOScriptArguments:
     monitor_eval_steps: int = field(default=0, metadata={"help": "held-out eval every N steps (0: never)"})
     monitor_eval_limit: int = field(default=32, metadata={"help": "problems in each monitor eval"})
     probe_problems: int = field(default=4, metadata={"help": "problems the hack probes are built from (0: skip)"})
-    build_tiny_model: bool = field(
-        default=False, metadata={"help": "build recipes.tiny_model at model path if missing"}
-    )
     use_vllm_if_available: bool = field(
         default=False,
         metadata={
@@ -53,7 +48,6 @@ class GRPOScriptArguments:
             "--use_vllm on the command line wins; a 4/8-bit model always generates with transformers"
         },
     )
-    resume: bool = field(default=True, metadata={"help": "resume from the last checkpoint in output_dir"})
     curriculum: str | None = field(
         default=None,
         metadata={
@@ -74,13 +68,7 @@ def check_args(script_args, training_args, model_args):
     print(generation)  # one line: which backend generates, and why
     validate.check_precision(model_args.use_peft, model_args.dtype, validate.uses_deepspeed(training_args))
     task, eval_task = get_task(script_args.task), get_task(script_args.eval_task)
-    validate.check_loss(training_args.loss_type, training_args.scale_rewards)
-    validate.check_group_size(
-        training_args.num_generations,
-        training_args.per_device_train_batch_size,
-        training_args.world_size,
-        training_args.steps_per_generation,
-    )
+    validate.check_loss(training_args.loss_type, training_args.scale_rewards)  # group size: GRPOConfig checks it
     names, weights = script_args.reward_funcs, training_args.reward_weights
     validate.check_rewards(names, weights, on_violation=script_args.reward_check)
     validate.check_reward_task(names, task.answer_style)
@@ -127,7 +115,6 @@ def import_hook(spec: str):
 
 def main(script_args, training_args, model_args):
     started = time.monotonic()
-    from transformers.trainer_utils import get_last_checkpoint
     from trl import GRPOTrainer, get_peft_config, get_quantization_config
 
     from eval.monitors import JsonlLogCallback, MonitorCallback, make_monitored_trainer_class
@@ -148,24 +135,12 @@ def main(script_args, training_args, model_args):
     # Rewards, wrapped by the monitor (same names, so TRL's rewards/<name>/mean keys do not change)
     monitor = reward_monitor(names, training_args, eval_task.name)
 
-    # Run identity for W&B grouping, and the resolved config (secrets redacted) beside the outputs
-    adapter = "qlora" if model_args.load_in_4bit else "lora" if model_args.use_peft else "full"
-    identity = validate.run_identity(
-        task.name, model_args.model_name_or_path, training_args.loss_type, training_args.beta, names,
-        training_args.seed, adapter,
-    )  # fmt: skip
-    training_args.run_name = training_args.run_name or identity["name"]
-    if "wandb" in (training_args.report_to or []):  # read by wandb.init; a value set by the user wins
-        os.environ.setdefault("WANDB_RUN_GROUP", identity["group"])
-        os.environ.setdefault("WANDB_TAGS", ",".join(identity["tags"]))
-    out = Path(training_args.output_dir)
-    config = validate.save_resolved_config(out / "resolved_config.json", script_args, training_args, model_args)
+    # Run name for W&B grouping, the resolved config (secrets redacted) beside the outputs, the tiny model if asked
+    identity = run_setup.run_identity(task.name, model_args, training_args.loss_type, training_args.beta, names,
+                                      training_args.seed)  # fmt: skip
+    out, config = run_setup.start_run(script_args, training_args, model_args, identity)
 
-    # Model (+LoRA / QLoRA): TRL loads it from the path; the tiny demo model is built locally if asked
-    if args.build_tiny_model and not Path(model_args.model_name_or_path).exists():
-        from recipes.tiny_model import save_tiny_model
-
-        save_tiny_model(model_args.model_name_or_path)
+    # Model (+LoRA / QLoRA): TRL loads it from the path
     training_args.model_init_kwargs = model_init_kwargs(model_args, training_args.model_init_kwargs)
 
     # Trainer with the monitors: probes at the start, monitor/* every log, eval/* every monitor_eval_steps
@@ -200,38 +175,28 @@ def main(script_args, training_args, model_args):
     tokenizer = getattr(trainer.processing_class, "tokenizer", trainer.processing_class)
     monitor.stop_token_ids = [*trainer.eos_token_ids, tokenizer.pad_token_id]  # truncated as TRL's clipped_ratio
 
-    # Evaluate before, train (resuming after a kill), save, evaluate after
-    is_main = trainer.accelerator.is_main_process  # every process generates (ZeRO-3 needs all); one writes
+    # Evaluate before, train (resuming after a kill), save, evaluate after; every process evaluates, one writes
     report = {"run_name": training_args.run_name, "output_dir": str(out), "processes": training_args.world_size}
     if args.eval_limit:
         report["before"] = evaluate(trainer.model, trainer.processing_class, eval_task.name, limit=args.eval_limit,
-                                    out_dir=out / "eval_before" if is_main else None, **eval_kwargs)  # fmt: skip
-    last = get_last_checkpoint(str(out)) if args.resume and out.is_dir() else None
-    if last:
-        print(f"resuming from {last}")  # the logs below continue the killed run's files
-    elif is_main:  # a fresh run replaces the previous run's logs in this folder, as it replaces its weights
-        for stale in ("log.jsonl", "top_completions.jsonl"):
-            (out / stale).unlink(missing_ok=True)
-    trainer.train(resume_from_checkpoint=training_args.resume_from_checkpoint or last)
+                                    out_dir=run_setup.main_process_path(training_args, out / "eval_before"),
+                                    **eval_kwargs)  # fmt: skip
+    logs = ("log.jsonl", "top_completions.jsonl")  # a resumed run appends to them; a fresh run starts them anew
+    trainer.train(resume_from_checkpoint=run_setup.resume_checkpoint(training_args, args.resume, logs))
     trainer.save_model(str(out))
     if args.eval_limit:
         report["after"] = evaluate(trainer.model, trainer.processing_class, eval_task.name, limit=args.eval_limit,
-                                   out_dir=out / "eval_after" if is_main else None, **eval_kwargs)  # fmt: skip
+                                   out_dir=run_setup.main_process_path(training_args, out / "eval_after"),
+                                   **eval_kwargs)  # fmt: skip
     report["seconds"] = round(time.monotonic() - started, 1)  # the whole run: evals, training, saving
-    if is_main:
-        (out / "report.json").write_text(json.dumps(report, indent=1, default=str))
-        print(summary(report, out))
+    run_setup.write_report(training_args, report, summary(report, out))
     trainer.end()  # finishes the W&B run (flushes offline files) and the process group
     return report
 
 
 def summary(report: dict, out: Path) -> str:
     """Where things are, and accuracy before -> after."""
-    lines = [f"run {report['run_name']}"]
-    if "before" in report and "after" in report:
-        b, a = report["before"], report["after"]
-        lines.append(f"held-out accuracy {b['accuracy']:.3f} -> {a['accuracy']:.3f} (n={a['n']})")
-        lines.append(f"eval reports: {out / 'eval_before'} and {out / 'eval_after'} (summary.md, results.json)")
+    lines = [f"run {report['run_name']}", *run_setup.held_out_lines(report, out)]
     lines.append(f"train log (JSON lines): {out / 'log.jsonl'}; top completions: {out / 'top_completions.jsonl'}")
     lines.append(
         f"hack probes: {out / 'probes.json'}; config: {out / 'resolved_config.json'}; report: {out / 'report.json'}"

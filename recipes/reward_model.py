@@ -20,7 +20,6 @@ Metrics go to ``report_to`` under ``rm/`` (pairwise accuracy, margin) and always
 
 from __future__ import annotations
 
-import json
 import logging
 import math
 from dataclasses import dataclass, field
@@ -28,8 +27,10 @@ from pathlib import Path
 
 from transformers import TrainerCallback
 
-from recipes import validate
+from recipes import run_setup, validate
+from recipes.first_loss import REWARD_MODEL_START, FirstLossCheck
 from recipes.model_args import model_init_kwargs
+from recipes.preference_pairs import PairArguments, load_pairs, split_by_prompt
 
 logger = logging.getLogger(__name__)
 TOLERANCE = 1e-4
@@ -39,57 +40,12 @@ RM_KEYS = {"accuracy": "rm/train_pairwise_accuracy", "margin": "rm/train_margin"
 
 
 @dataclass
-class RMScriptArguments:
-    """What the recipe adds to TRL's ``RewardConfig`` and ``ModelConfig``."""
+class RMScriptArguments(PairArguments):
+    """What the recipe adds to TRL's ``RewardConfig`` and ``ModelConfig`` (and to the shared ``PairArguments``)."""
 
-    data: str = field(default="", metadata={"help": "rollouts .jsonl, pairs .jsonl or hub preference data set"})
-    data_split: str = field(default="train", metadata={"help": "split of a hub data set"})
     eval_data: str | None = field(default=None, metadata={"help": "held-out pairs (same kinds as data)"})
     eval_fraction: float = field(default=0.1, metadata={"help": "without eval_data: share of PROMPTS held out"})
-    max_pairs_per_problem: int = field(default=4, metadata={"help": "pairs built from one problem (0: no cap)"})
-    length_tolerance: float | None = field(
-        default=None, metadata={"help": "pair only answers whose |a-b|/max(a,b) token lengths are within this"}
-    )
     margin: float | None = field(default=None, metadata={"help": "BT margin m: loss -log sigmoid(r_c - r_r - m)"})
-    build_tiny_model: bool = field(
-        default=False, metadata={"help": "build recipes.tiny_model at model path if missing"}
-    )
-
-
-def check_pairs(dataset, source: str) -> None:
-    """Both answer columns present, and no pair whose chosen equals its rejected (it teaches nothing and hides a bug
-    in the pair builder)."""
-    missing = [c for c in ("chosen", "rejected") if c not in dataset.column_names]
-    if missing:
-        raise ValueError(
-            f"preference data {source} has no {missing} column(s) (it has {dataset.column_names}): a reward model "
-            "needs chosen and rejected answers (and a prompt); give a rollouts file of "
-            "`python -m training_data.rollouts sample` or a prompt/chosen/rejected set"
-        )
-    same = [i for i, (c, r) in enumerate(zip(dataset["chosen"], dataset["rejected"], strict=True)) if c == r]
-    if same:
-        raise ValueError(
-            f"preference data {source}: {len(same)} pair(s) have chosen == rejected (rows {same[:5]}): such a pair has "
-            "no preference to learn. Drop those rows (or rebuild the pairs with "
-            "`python -m training_data.rollouts pairs`)"
-        )
-
-
-def split_by_prompt(dataset, fraction: float, seed: int):
-    """(train, held-out) with every pair of one prompt on the same side; ``fraction`` of the prompts held out."""
-    import random
-
-    if not 0 < fraction < 1:
-        raise ValueError(f"eval_fraction={fraction}: give a share in (0, 1), or held-out pairs with eval_data:")
-    key = [json.dumps(p, sort_keys=True) for p in dataset["prompt"]] if "prompt" in dataset.column_names else None
-    prompts = sorted(set(key or range(len(dataset))))
-    random.Random(seed).shuffle(prompts)
-    held = set(prompts[: max(1, round(fraction * len(prompts)))])
-    if len(held) == len(prompts):
-        raise ValueError(f"{len(prompts)} prompt(s) cannot be split: give more pairs or eval_data:")
-    keys = key or list(range(len(dataset)))
-    return (dataset.select([i for i, k in enumerate(keys) if k not in held]),
-            dataset.select([i for i, k in enumerate(keys) if k in held]))  # fmt: skip
 
 
 def check_bt_loss(trainer, margin: float | None) -> dict:
@@ -125,30 +81,6 @@ def check_bt_loss(trainer, margin: float | None) -> dict:
     return measured
 
 
-class FirstLossCheck(TrainerCallback):
-    """Step 1 is logged alone; with a zero head every score is 0, so the loss must be ``log(1 + e^margin)`` and the
-    logged min/max reward 0. ``ok`` holds the verdict (None: not checked, e.g. a head that was already trained)."""
-
-    def __init__(self, expected: float | None):
-        self.expected, self.first_loss, self.ok = expected, None, None
-
-    def on_step_end(self, args, state, control, **kwargs):
-        if state.global_step == 1:
-            control.should_log = True
-        return control
-
-    def on_log(self, args, state, control, logs=None, **kwargs):
-        if self.expected is None or self.ok is not None or state.global_step != 1 or "loss" not in (logs or {}):
-            return
-        self.first_loss = logs["loss"]
-        spread = max(abs(logs.get("min_reward", 0.0)), abs(logs.get("max_reward", 0.0)))
-        self.ok = abs(self.first_loss - self.expected) <= TOLERANCE and spread <= TOLERANCE
-        if not self.ok:
-            logger.warning("%s\nREWARD MODEL FIRST LOSS %.6f (scores up to %.4g), expected %.6f with a zero head: the "
-                           "head was not zero or the loss is not the one configured\n%s", "!" * 80, self.first_loss,
-                           spread, self.expected, "!" * 80)  # fmt: skip
-
-
 class RMKeys(TrainerCallback):
     """Copies TRL's reward-model metrics under ``rm/`` (first in the callback list, so W&B sees them)."""
 
@@ -168,31 +100,6 @@ def check_model_path(path: str | None) -> None:
         )
 
 
-def load_pairs(source, args, seed):
-    from training_data.pairs import load_preference_dataset
-
-    if not source:
-        raise ValueError(
-            "no data: set data: to a rollouts file (python -m training_data.rollouts sample), pairs or a hub set"
-        )
-    cap = args.max_pairs_per_problem or None
-    try:
-        pairs, report = load_preference_dataset(source, split=args.data_split, max_pairs_per_problem=cap,
-                                                length_tolerance=args.length_tolerance, seed=seed)  # fmt: skip
-    except ValueError as error:
-        if "column" not in str(error):
-            raise
-        from datasets import load_dataset
-
-        pairs, report = load_dataset("json", data_files=source, split="train"), None  # for the message below
-    check_pairs(pairs, source)
-    if args.margin is not None:
-        if "margin" in pairs.column_names:
-            raise ValueError(f"{source} has its own margin column and margin: is set too: keep one of them")
-        pairs = pairs.add_column("margin", [float(args.margin)] * len(pairs))
-    return pairs, report
-
-
 def main(script_args, training_args, model_args):
     import torch
     from transformers import AutoConfig, AutoModelForSequenceClassification, AutoTokenizer
@@ -204,28 +111,20 @@ def main(script_args, training_args, model_args):
 
     # Validate everything that can be checked without loading weights: model path, tokenizer, pairs
     args, model_path = script_args, model_args.model_name_or_path
-    if args.build_tiny_model and not Path(model_path).exists():
-        from recipes.tiny_model import save_tiny_model
-
-        save_tiny_model(model_path)
+    run_setup.build_tiny_model_if_asked(args, model_args)  # the checks below read its config and tokenizer
     with validate.config_errors():
         check_model_path(model_path)
         check_chat_template(model_path)
         validate.check_quantization(model_args.load_in_4bit, model_args.load_in_8bit, model_args.use_peft)
-        pairs, pair_report = load_pairs(args.data, args, training_args.seed)
-        if pair_report:
-            print("pairs built from the rollouts: " + json.dumps(pair_report))
+        pairs, pair_report = load_pairs(args.data, args, training_args.seed, args.margin)
         if args.eval_data:
-            train, heldout = pairs, load_pairs(args.eval_data, args, training_args.seed)[0]
+            train, heldout = pairs, load_pairs(args.eval_data, args, training_args.seed, args.margin)[0]
         else:
             train, heldout = split_by_prompt(pairs, args.eval_fraction, training_args.seed)
 
-    out = Path(training_args.output_dir)
-    (out / "log.jsonl").unlink(missing_ok=True)  # a fresh run replaces the previous run's log, as its weights
-    training_args.run_name = (
-        training_args.run_name or f"rm-{validate.short_model_name(model_path)}-s{training_args.seed}"
-    )
-    validate.save_resolved_config(out / "resolved_config.json", script_args, training_args, model_args)
+    # Run name, and the resolved config (secrets redacted) beside the outputs
+    identity = {"name": f"rm-{run_setup.short_model_name(model_path)}-s{training_args.seed}"}
+    out, _ = run_setup.start_run(script_args, training_args, model_args, identity)
 
     # Model: a one-label score head on the base; a NEW head starts at zero, so the first loss is known
     kwargs = model_init_kwargs(model_args) | {
@@ -241,10 +140,12 @@ def main(script_args, training_args, model_args):
     if model_args.use_peft:
         model_args.lora_task_type = "SEQ_CLS"  # peft then trains and saves the score head with the adapters
     tokenizer = AutoTokenizer.from_pretrained(model_path)
-    first = FirstLossCheck(math.log1p(math.exp(args.margin or 0.0)) if new_head else None)
+    margin = args.margin or 0.0  # a zero head ties every pair: the first loss is log(1 + e^margin)
+    first = FirstLossCheck(math.log1p(math.exp(margin)), f"log(1 + e^{margin:g})", TOLERANCE, REWARD_MODEL_START)
+    callbacks = [JsonlLogCallback(out / "log.jsonl"), *([first] if new_head else [])]  # a trained head: unchecked
     trainer = RewardTrainer(model=model, args=training_args, train_dataset=train, eval_dataset=heldout,
                             processing_class=tokenizer, peft_config=get_peft_config(model_args),
-                            callbacks=[JsonlLogCallback(out / "log.jsonl"), first])  # fmt: skip
+                            callbacks=callbacks)  # fmt: skip
     trainer.callback_handler.callbacks.insert(0, RMKeys())
     report = {"run_name": training_args.run_name, "output_dir": str(out), "pairs": len(train) + len(heldout),
               "dropped_over_max_length": len(train) + len(heldout) - len(trainer.train_dataset)
@@ -253,26 +154,21 @@ def main(script_args, training_args, model_args):
     if not len(trainer.train_dataset):
         raise ValueError(f"every pair is longer than max_length={training_args.max_length} tokens: raise max_length")
 
-    # Check the loss, train, save, evaluate on held-out pairs
+    # Check the loss, train (resuming after a kill), save, evaluate on held-out pairs
     report["bt_loss_check"] = check_bt_loss(trainer, args.margin)
-    trainer.train(resume_from_checkpoint=training_args.resume_from_checkpoint)
+    trainer.train(resume_from_checkpoint=run_setup.resume_checkpoint(training_args, args.resume, ["log.jsonl"]))
     final = trainer.evaluate()
     if model_args.use_peft:
         trainer.model = trainer.model.merge_and_unload()  # the saved folder is a plain classifier the reward loads
     trainer.save_model(str(out))
     tokenizer.save_pretrained(str(out))
     report["heldout_pairwise_accuracy"], report["heldout_loss"] = final["eval_accuracy"], final["eval_loss"]
-    report["first_loss"], report["first_loss_ok"], report["first_loss_expected"] = (
-        first.first_loss,
-        first.ok,
-        first.expected,
-    )
-    if trainer.accelerator.is_main_process:
-        (out / "report.json").write_text(json.dumps(report, indent=1, default=str))
-        print(f"reward model {out}: {report['train_pairs']} train / {report['heldout_pairs']} held-out pairs; "
-              f"first loss {first.first_loss} ({'ok' if first.ok else 'CHECK FAILED' if first.ok is False else '-'});"
-              f" held-out pairwise accuracy {report['heldout_pairwise_accuracy']:.3f}\n"
-              f"use it in GRPO: LEASH_REWARD_MODEL={out} with reward_funcs: [reward_model]")  # fmt: skip
+    report |= first.report() if new_head else dict.fromkeys(first.report())
+    run_setup.write_report(training_args, report, (
+        f"reward model {out}: {report['train_pairs']} train / {report['heldout_pairs']} held-out pairs; "
+        f"first loss {first.first_loss} ({'ok' if first.ok else 'CHECK FAILED' if first.ok is False else '-'});"
+        f" held-out pairwise accuracy {report['heldout_pairwise_accuracy']:.3f}\n"
+        f"use it in GRPO: LEASH_REWARD_MODEL={out} with reward_funcs: [reward_model]"))  # fmt: skip
     trainer.accelerator.end_training()
     return report
 

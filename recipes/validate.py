@@ -1,37 +1,36 @@
-"""Checks every recipe runs BEFORE loading a model, each error saying what to change; plus run naming and redaction.
+"""Checks every recipe runs BEFORE loading a model, each error saying what to change.
 
 TRL notices a bad ``loss_type`` or ``scale_rewards`` only inside the first training step (after the model is loaded
-and the first generation ran); these checks fail in a second instead. The DPO and judge-lab recipes reuse
-``check_rewards``, ``check_answer_column``, ``check_vllm``, ``check_quantization``, ``parse_or_explain``,
-``run_identity`` and ``save_resolved_config``.
+and the first generation ran); these checks fail in a second instead. What TRL's own configs already refuse while
+they are parsed (a generation batch that does not hold whole groups, fewer than 2 generations, a DPO ``loss_weights``
+list of the wrong length) is not checked again: ``parse_or_explain`` adds the fix to TRL's error, or words it anew
+where the numbers give a better one. The run's name, config and folder are ``recipes/run_setup.py``.
 
 >>> check_loss("dr_grpo", "none")
 >>> check_loss("drgrpo", "group")
 Traceback (most recent call last):
 ...
 ValueError: loss_type 'drgrpo' is not a GRPO loss: use one of ['bnpo', 'cispo', 'dapo', 'dr_grpo', 'grpo', 'luspo', 'sapo', 'vespo'] (set loss_type: in the config or --loss_type)
->>> redact({"wandb_api_key": "abc", "hub_token": None, "max_new_tokens": 512, "nested": {"my_secret": "s"}})
-{'wandb_api_key': '<redacted>', 'hub_token': None, 'max_new_tokens': 512, 'nested': {'my_secret': '<redacted>'}}
 """  # noqa: E501
 
 from __future__ import annotations
 
-import dataclasses
-import json
 import logging
+import math
 import os
 import re
 import sys
 import warnings
 from collections.abc import Sequence
 from contextlib import contextmanager
-from pathlib import Path
 
 logger = logging.getLogger(__name__)
 
 GRPO_LOSSES = ("bnpo", "cispo", "dapo", "dr_grpo", "grpo", "luspo", "sapo", "vespo")  # TRL 1.16 GRPOConfig.loss_type
 SCALE_REWARDS = ("group", "batch", "none")
-SECRET_KEY_RE = re.compile(r"key|token|secret|password", re.IGNORECASE)
+# TRL 1.16 DPOConfig.loss_type values (TRL itself notices an unknown one only inside the first step)
+DPO_LOSSES = ("sigmoid", "sigmoid_norm", "robust", "hinge", "ipo", "exo_pair", "nca_pair", "bco_pair", "sppo_hard",
+              "aot", "aot_unpaired", "apo_zero", "apo_down", "discopop", "sft")  # fmt: skip
 
 
 def check_loss(loss_type: str, scale_rewards: str | bool) -> None:
@@ -53,27 +52,20 @@ def check_loss(loss_type: str, scale_rewards: str | bool) -> None:
         )
 
 
-def check_group_size(num_generations: int, per_device_batch: int, num_processes: int, steps_per_generation: int):
-    """The generation batch (completions per generation) must hold whole groups of ``num_generations``.
+def check_dpo_loss(loss_types: list[str]) -> None:
+    """Every ``loss_type`` must be one TRL's DPO loss knows (TRL itself notices only inside the first step).
 
-    >>> check_group_size(4, 2, 1, 2)
-    >>> check_group_size(8, 4, 1, 1)
+    >>> check_dpo_loss(["sigmoid"])
+    >>> check_dpo_loss(["sigmiod"])
     Traceback (most recent call last):
     ...
-    ValueError: the generation batch is per_device_train_batch_size 4 x processes 1 x steps_per_generation 1 = 4 completions, not a multiple of num_generations 8 (group size). Set steps_per_generation: 2 (or per_device_train_batch_size: 8, or num_generations to a divisor of 4)
+    ValueError: loss_type ['sigmiod'] holds unknown DPO loss(es) ['sigmiod']: use names from ['aot', 'aot_unpaired', 'apo_down', 'apo_zero', 'bco_pair', 'discopop', 'exo_pair', 'hinge', 'ipo', 'nca_pair', 'robust', 'sft', 'sigmoid', 'sigmoid_norm', 'sppo_hard'] (loss_type: [sigmoid] in the config)
     """  # noqa: E501
-    if num_generations < 2:
-        raise ValueError(f"num_generations is {num_generations}: GRPO compares answers within a group, use >= 2")
-    batch = per_device_batch * num_processes * steps_per_generation
-    if batch % num_generations:
-        needed = next(
-            s for s in range(1, num_generations + 1) if (per_device_batch * num_processes * s) % num_generations == 0
-        )
+    unknown = [t for t in loss_types if t not in DPO_LOSSES]
+    if not loss_types or unknown:
         raise ValueError(
-            f"the generation batch is per_device_train_batch_size {per_device_batch} x processes {num_processes} x "
-            f"steps_per_generation {steps_per_generation} = {batch} completions, not a multiple of num_generations "
-            f"{num_generations} (group size). Set steps_per_generation: {needed} (or per_device_train_batch_size: "
-            f"{num_generations}, or num_generations to a divisor of {batch})"
+            f"loss_type {list(loss_types)} holds unknown DPO loss(es) {unknown}: use names from {sorted(DPO_LOSSES)} "
+            "(loss_type: [sigmoid] in the config)"
         )
 
 
@@ -256,82 +248,52 @@ def check_steps(eval_every: int, logging_steps: float) -> None:
 
 
 HINTS = {  # TRL/transformers errors raised while parsing a config -> what to change
-    "divisible by num_generations": "make per_device_train_batch_size x processes x steps_per_generation a multiple "
-    "of num_generations (e.g. set steps_per_generation or per_device_train_batch_size)",
+    "at least 2 generations per prompt": "set num_generations: 2 or more (GRPO compares the answers of a group)",
+    "`loss_weights` must have the same length": "give one loss_weights value per loss_type, in the same order (or "
+    "drop loss_weights for 1.0 each)",
     "bf16": "this machine has no GPU: set use_cpu: true (or bf16: false) for CPU runs",
     "fp16": "this machine has no GPU: set use_cpu: true (or fp16: false) for CPU runs",
     "Some specified arguments are not used": "remove or rename the unknown keys (use the dataclass field names)",
 }
+TRL_GROUP_ERROR = re.compile(r"generation_batch_size \((\d+)\) must be divisible by num_generations \((\d+)\)")
+
+
+def reword_group_error(message: str) -> str | None:
+    """TRL's refusal of a generation batch that does not hold whole groups, in words that say what to set; None for
+    any other message.
+
+    >>> reword_group_error("generation_batch_size (4) must be divisible by num_generations (8).")
+    'the generation batch (per_device_train_batch_size x processes x steps_per_generation) is 4 completions, not a multiple of num_generations 8 (group size). Set steps_per_generation to 2 times its value (gradient_accumulation_steps when unset), or per_device_train_batch_size: 8, or num_generations to a divisor of 4'
+    """  # noqa: E501
+    found = TRL_GROUP_ERROR.search(message)
+    if not found:
+        return None
+    batch, group = map(int, found.groups())
+    times = group // math.gcd(batch, group)  # the smallest factor that makes the batch a multiple of the group
+    return (
+        f"the generation batch (per_device_train_batch_size x processes x steps_per_generation) is {batch} "
+        f"completions, not a multiple of num_generations {group} (group size). Set steps_per_generation to {times} "
+        f"times its value (gradient_accumulation_steps when unset), or per_device_train_batch_size: {group}, or "
+        f"num_generations to a divisor of {batch}"
+    )
 
 
 def parse_or_explain(parser, args: Sequence[str] | None = None):
-    """``parser.parse_args_and_config(args)``, adding what to change to the errors TRL raises while building configs;
-    a flag given on the command line wins over the config's automatic choices (``let_explicit_flags_win``)."""
+    """``parser.parse_args_and_config(args)``, with what to change added to the errors TRL raises while building
+    configs (``HINTS``, ``reword_group_error``); a flag given on the command line wins over the config's automatic
+    choices (``let_explicit_flags_win``)."""
     try:
         parsed = parser.parse_args_and_config(args)
         let_explicit_flags_win(parsed, sys.argv[1:] if args is None else args)
         return parsed
     except ValueError as error:
+        reworded = reword_group_error(str(error))
+        if reworded:
+            raise ValueError(reworded) from error
         hint = next((h for key, h in HINTS.items() if key in str(error)), None)
         if hint is None:
             raise
         raise ValueError(f"{error}\n  -> {hint}") from error
-
-
-def short_model_name(path: str) -> str:
-    """``Qwen/Qwen2.5-0.5B-Instruct`` -> ``qwen2.5-0.5b-instruct``; a local folder -> its name.
-
-    >>> short_model_name("Qwen/Qwen2.5-0.5B-Instruct"), short_model_name("runs/tiny_model/")
-    ('qwen2.5-0.5b-instruct', 'tiny_model')
-    """
-    return Path(path.rstrip("/")).name.lower()
-
-
-def run_identity(
-    task: str, model: str, method: str, beta: float, reward_funcs: Sequence[str], seed: int, adapter: str
-) -> dict:
-    """W&B run name, group (the same minus the seed, so seeds of one setting group together) and tags.
-
-    >>> ident = run_identity("gsm8k", "Qwen/Qwen2.5-0.5B-Instruct", "dr_grpo", 0.04, ["gsm8k_correctness"], 1, "lora")
-    >>> ident["name"], ident["group"]
-    ('gsm8k-qwen2.5-0.5b-instruct-dr_grpo-b0.04-gsm8k_correctness-lora-s1', 'gsm8k-qwen2.5-0.5b-instruct-dr_grpo-b0.04-gsm8k_correctness-lora')
-    >>> ident["tags"]
-    ['task=gsm8k', 'model=qwen2.5-0.5b-instruct', 'method=dr_grpo', 'beta=0.04', 'rewards=gsm8k_correctness', 'adapter=lora', 'seed=1']
-    """  # noqa: E501
-    rewards = "+".join(reward_funcs)
-    parts = [task, short_model_name(model), method, f"b{beta:g}", rewards, adapter]
-    group = "-".join(parts)
-    tags = [f"task={task}", f"model={parts[1]}", f"method={method}", f"beta={beta:g}", f"rewards={rewards}"]
-    return {"name": f"{group}-s{seed}", "group": group, "tags": [*tags, f"adapter={adapter}", f"seed={seed}"]}
-
-
-def redact(value):
-    """A copy with string values under keys that look like secrets (``*key*``, ``*token*``, ``*secret*``) masked."""
-    if isinstance(value, dict):
-        return {
-            k: "<redacted>" if SECRET_KEY_RE.search(str(k)) and isinstance(v, str) and v else redact(v)
-            for k, v in value.items()
-        }
-    if isinstance(value, list | tuple):
-        return [redact(v) for v in value]
-    return value
-
-
-def resolved_config(*dataclass_objects) -> dict:
-    """All fields of the parsed argument dataclasses in one JSON-able dict, secrets redacted."""
-    merged: dict = {}
-    for obj in dataclass_objects:
-        for f in dataclasses.fields(obj):
-            merged[f.name] = getattr(obj, f.name)
-    return redact(json.loads(json.dumps(merged, default=str)))
-
-
-def save_resolved_config(path: str | Path, *dataclass_objects) -> dict:
-    """Write the resolved, redacted config as JSON to ``path`` and, when a W&B run is active, to its config."""
-    config = resolved_config(*dataclass_objects)
-    Path(path).parent.mkdir(parents=True, exist_ok=True)
-    Path(path).write_text(json.dumps(config, indent=1, sort_keys=True))
-    return config
 
 
 class ConfigError(ValueError):

@@ -13,6 +13,8 @@ from pathlib import Path
 import pytest
 import yaml
 
+from eval.jsonl import read_jsonl
+
 ROOT = Path(__file__).resolve().parents[1]
 ACCELERATE_CONFIGS = sorted((ROOT / "recipes" / "accelerate").glob("*.yaml"))
 
@@ -47,7 +49,7 @@ def test_two_process_launch_on_cpu(tiny_model_dir, shared_data, tmp_path):
     assert result.returncode == 0, result.stderr[-3000:]
     assert result.stdout.count("held-out accuracy") == 1  # one process reports
     assert json.loads((out / "report.json").read_text())["processes"] == 2
-    log = [json.loads(line) for line in (out / "log.jsonl").read_text().splitlines()]
+    log = read_jsonl(out / "log.jsonl")
     assert [r["step"] for r in log if "loss" in r] == [1, 2]  # one line per log, not one per process
     assert all("monitor/degenerate_share" in r for r in log if "loss" in r)
     assert len((out / "top_completions.jsonl").read_text().splitlines()) == 2

@@ -1,9 +1,9 @@
-"""The DPO recipe on the tiny model: the real configs, first-loss check, parameters that move, validation.
+"""The DPO recipe on the tiny model: the real configs, first-loss check, parameters that move, validation, resuming,
+and writes from the main process only.
 
 OMP_NUM_THREADS=1 .venv/bin/python -m pytest -q tests/test_dpo.py
 """
 
-import json
 import logging
 import math
 import types
@@ -13,8 +13,9 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from eval.jsonl import write_jsonl
-from recipes.dpo import FirstLossCheck, expected_first_loss, main, make_parser
+from eval.jsonl import read_jsonl, write_jsonl
+from recipes.dpo import main, make_parser
+from recipes.first_loss import FirstLossCheck, expected_first_loss
 from training_data.rollouts import reference_rollouts
 
 CONFIG = "recipes/configs/tiny/dpo_cpu.yaml"
@@ -33,13 +34,13 @@ def parse(*flags, config=CONFIG):
     return make_parser().parse_args_and_config(["--config", config, *flags])
 
 
-def run_args(model_dir, data, out, config=CONFIG):
+def run_args(model_dir, data, out, *extra, config=CONFIG):
     return parse(
         "--model_name_or_path", str(model_dir), "--build_tiny_model", "false", "--data", data,
         "--output_dir", str(out), "--max_steps", "2",
         "--per_device_train_batch_size", "2",  # 2 pairs a step
         "--eval_limit", "2", "--eval_max_new_tokens", "4",  # the before/after eval runs, briefly
-        config=config,
+        *extra, config=config,
     )  # fmt: skip
 
 
@@ -55,15 +56,16 @@ def weights(folder):
     ],
 )
 def test_two_step_dpo_run(tiny_model_dir, reference_pairs, tmp_path, config):
-    report = main(*run_args(tiny_model_dir, reference_pairs, tmp_path, config))
+    report = main(*run_args(tiny_model_dir, reference_pairs, tmp_path, config=config))
 
-    log = [json.loads(line) for line in (tmp_path / "log.jsonl").read_text().splitlines()]
+    log = read_jsonl(tmp_path / "log.jsonl")
     losses = [r for r in log if "loss" in r and "train_loss" not in r]
     assert losses[0]["step"] == 1 and abs(losses[0]["loss"] - math.log(2)) < 1e-4  # policy == reference
     assert report["first_loss_ok"] is True
     assert [r["step"] for r in losses] == [1, 2]
     assert report["pairs"] == 4 and report["pair_report"]["problems_with_pairs"] == 4
-    assert {"before", "after"} <= set(report) and (tmp_path / "eval_after" / "results.json").exists()
+    assert {"before", "after"} <= set(report)
+    assert (tmp_path / "eval_before" / "results.json").exists() and (tmp_path / "eval_after" / "results.json").exists()
 
     if config == LORA_CONFIG:  # the adapter moved away from its zero start
         adapter = load_file(str(tmp_path / "adapter_model.safetensors"))
@@ -75,8 +77,7 @@ def test_two_step_dpo_run(tiny_model_dir, reference_pairs, tmp_path, config):
 
 
 def write(path, rows):
-    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
-    return str(path)
+    return str(write_jsonl(rows, path))
 
 
 @pytest.mark.parametrize(
@@ -128,7 +129,7 @@ def state(step):
 )
 def test_first_loss_check(caplog, step, logs, ok):
     check = FirstLossCheck(math.log(2))
-    with caplog.at_level(logging.WARNING, logger="recipes.dpo"):
+    with caplog.at_level(logging.WARNING, logger="recipes.first_loss"):
         check.on_log(None, state(step), None, logs=logs)
     assert check.ok is ok
     assert bool(caplog.records) is not ok  # a warning exactly when the check fails
@@ -138,8 +139,7 @@ def test_first_loss_check(caplog, step, logs, ok):
 
 def first_losses(folder):
     """The logged training losses (not the end-of-training summary), with their steps."""
-    log = [json.loads(line) for line in (folder / "log.jsonl").read_text().splitlines()]
-    return [(r["step"], r["loss"]) for r in log if "loss" in r]
+    return [(r["step"], r["loss"]) for r in read_jsonl(folder / "log.jsonl") if "loss" in r]
 
 
 @pytest.mark.parametrize("config", GSM8K_CONFIGS)
@@ -225,7 +225,7 @@ def test_unpredicted_loss_still_checks_the_rewards(caplog):
     ok = FirstLossCheck(None, "not predicted: use_weighting")
     ok.on_log(None, state(1), None, logs={"loss": 0.41, "rewards/chosen": 0.0, "rewards/rejected": 0.0})
     bad = FirstLossCheck(None, "not predicted: use_weighting")
-    with caplog.at_level(logging.WARNING, logger="recipes.dpo"):
+    with caplog.at_level(logging.WARNING, logger="recipes.first_loss"):
         bad.on_log(None, state(1), None, logs={"loss": 0.41, "rewards/chosen": 0.0, "rewards/rejected": -0.2})
     assert ok.ok is True and bad.ok is False and "rewards/rejected" in caplog.text
 
@@ -236,6 +236,30 @@ def test_resumed_run_is_not_checked(caplog):
 
     check = FirstLossCheck(math.log(2))
     check.on_step_end(None, state(7), TrainerControl())
-    with caplog.at_level(logging.WARNING, logger="recipes.dpo"):
+    with caplog.at_level(logging.WARNING, logger="recipes.first_loss"):
         check.on_log(None, state(10), None, logs={"loss": 0.31})
     assert check.ok is None and check.resumed_at == 7 and not caplog.records
+
+
+def test_only_the_main_process_writes(tiny_model_dir, reference_pairs, tmp_path, monkeypatch):
+    # a second process of `accelerate launch`: it trains and evaluates like the main one, and writes none of the files
+    # the main process writes (the eval reports, report.json, resolved_config.json)
+    from trl import DPOConfig
+
+    monkeypatch.setattr(DPOConfig, "process_index", property(lambda self: 1))  # what run_setup reads
+    report = main(*run_args(tiny_model_dir, reference_pairs, tmp_path))
+    assert {"before", "after"} <= set(report)  # it evaluated ...
+    for name in ("eval_before", "eval_after", "report.json", "resolved_config.json"):
+        assert not (tmp_path / name).exists(), name  # ... and wrote nothing
+
+
+def test_a_run_started_again_resumes_from_its_last_checkpoint(tiny_model_dir, reference_pairs, tmp_path, capsys):
+    no_eval = ("--eval_limit", "0")
+    main(
+        *run_args(tiny_model_dir, reference_pairs, tmp_path, *no_eval, "--save_strategy", "steps", "--save_steps", "1")
+    )
+    assert (tmp_path / "checkpoint-2").is_dir()
+    report = main(*run_args(tiny_model_dir, reference_pairs, tmp_path, *no_eval, "--max_steps", "3"))
+    assert f"resuming from {tmp_path / 'checkpoint-2'}" in capsys.readouterr().out
+    assert [step for step, _ in first_losses(tmp_path)] == [1, 2, 3]  # step 3 only, appended to the first run's log
+    assert report["first_loss_ok"] is None  # a resumed policy is no longer the reference: not judged

@@ -7,7 +7,6 @@ vLLM batching with an exact resume, and model-init pass-through.
 What only a GPU can check (vLLM itself, its LoRA path, memory peaks) is listed in docs/gpu.md.
 """
 
-import json
 import sys
 from pathlib import Path
 from types import SimpleNamespace
@@ -17,6 +16,7 @@ import torch
 import trl.trainer.grpo_trainer  # noqa: F401 - imported for real, before any test pretends vLLM is installed
 import yaml
 
+from eval.jsonl import read_jsonl
 from recipes import validate
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -259,7 +259,7 @@ def test_vllm_gets_all_pending_prompts_in_one_call_and_a_resume_is_exact(tiny, p
     assert [len(prompts) for prompts, _ in resumed.calls] == [13, 27]
 
     def samples(folder):
-        return [json.loads(line)["samples"] for line in (folder / SAMPLES_FILE).read_text().splitlines()]
+        return [row["samples"] for row in read_jsonl(folder / SAMPLES_FILE)]
 
     assert samples(tmp_path / "resumed") == samples(tmp_path / "fresh")  # per-problem seeds: same samples
 

@@ -19,6 +19,7 @@ import torch
 from safetensors.torch import load_file
 from transformers import AutoTokenizer
 
+from eval.jsonl import read_jsonl, write_jsonl
 from recipes import grpo
 from rewards import registry
 from rewards._common import completion_text
@@ -64,7 +65,7 @@ def run_recipe(tiny_model_dir, shared_data, out: Path, *overrides: str):
 
 
 def read_log(out: Path) -> list[dict]:
-    return [json.loads(line) for line in (out / "log.jsonl").read_text().splitlines()]
+    return read_jsonl(out / "log.jsonl")
 
 
 @pytest.mark.integration
@@ -106,7 +107,7 @@ def test_two_step_run_trains_and_logs_monitors(
     assert math.isfinite(steps[0]["probe/genuine_correct"]) and steps[0]["probe/violations"] >= 0  # scored at start
     assert math.isfinite(steps[1]["eval/accuracy"])  # monitor_eval_steps: 2
     assert ("kl" in steps[0]) == (beta != "0.0")
-    top = [json.loads(line) for line in (out / "top_completions.jsonl").read_text().splitlines()]
+    top = read_jsonl(out / "top_completions.jsonl")
     assert len(top) == 2 and 0 < len(top[0]["rows"]) <= 20
     assert top[0]["rows"][0]["reward"] == max(r["reward"] for r in top[0]["rows"])
 
@@ -155,9 +156,8 @@ def test_monitor_reward_mean_and_truncation_equal_trls_own_logs(tiny_model_dir, 
     monkeypatch.setattr(grpo, "reward_monitor", lambda *args: monitors.append(make_monitor(*args)) or monitors[-1])
     # training rows with the pass_rate column `training_data.rollouts filter` writes: the monitor's prior for unseen
     # prompts
-    rows = (shared_data / "gsm8k" / "train.jsonl").read_text().splitlines()[:16]
-    data = tmp_path / "filtered.jsonl"
-    data.write_text("".join(json.dumps(json.loads(row) | {"pass_rate": 0.25}) + "\n" for row in rows))
+    rows = read_jsonl(shared_data / "gsm8k" / "train.jsonl")[:16]
+    data = write_jsonl([row | {"pass_rate": 0.25} for row in rows], tmp_path / "filtered.jsonl")
     out = tmp_path / "run"
     overrides = ["--reward_funcs", "toy_flaky_judge", "toy_unscorable", "--reward_weights", "0.5", "10.0"]
     overrides += ["--max_steps", "4", "--logging_steps", "2", "--monitor_eval_steps", "0", "--probe_problems", "0"]

@@ -7,7 +7,6 @@ moves), called with a sentinel key that must not appear in any file the run writ
 
 from __future__ import annotations
 
-import json
 import logging
 import math
 from pathlib import Path
@@ -15,6 +14,7 @@ from pathlib import Path
 import pytest
 from test_judge import KEY_ENV, SENTINEL_KEY, FakeJudgeServer
 
+from eval.jsonl import read_jsonl
 from judge_lab import train as judge_lab
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -25,10 +25,6 @@ TINY_CHECKER = CONFIGS / "tiny" / "judge_lab_tiny_checker_b0.04.yaml"
 
 def parse(config: Path, *overrides: str):
     return judge_lab.make_parser().parse_args_and_config(["--config", str(config), *overrides])
-
-
-def read_jsonl(path: Path) -> list[dict]:
-    return [json.loads(line) for line in path.read_text().splitlines()]
 
 
 @pytest.mark.integration
@@ -158,6 +154,20 @@ def test_checker_lab_without_reference_model(tiny_model_dir, tmp_path):
         assert record["group_std"] == [0.0] and all(a["advantage"] == 0.0 for a in record["answers"])
         for tracked in record["tracked"].values():
             assert math.isfinite(tracked["logp_policy"]) and tracked["kl"] == 0.0  # zero advantage: no update
+
+
+@pytest.mark.integration
+def test_a_run_started_again_resumes_from_its_last_checkpoint(tiny_model_dir, tmp_path, capsys):
+    out = tmp_path / "run"
+    flags = ("--output_dir", str(out), "--model_name_or_path", str(tiny_model_dir))
+    every_step = ("--save_strategy", "steps", "--save_steps", "1")  # a checkpoint after each step
+    judge_lab.main(*parse(TINY_CHECKER, *flags, "--max_steps", "2", *every_step))
+    assert (out / "checkpoint-2").is_dir()
+    judge_lab.main(*parse(TINY_CHECKER, *flags, "--max_steps", "3"))
+    assert f"resuming from {out / 'checkpoint-2'}" in capsys.readouterr().out
+    # step 3 only, appended to both logs of the first run (each run ends with its after-training measurement)
+    assert [r["step"] for r in read_jsonl(out / "steps.jsonl") if not r.get("after_training")] == [1, 2, 3]
+    assert [r["step"] for r in read_jsonl(out / "log.jsonl") if "reward" in r] == [1, 2, 3]
 
 
 BAD_OVERRIDES = [

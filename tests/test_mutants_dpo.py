@@ -1,4 +1,4 @@
-"""Behaviour of the DPO first-loss check (recipes.dpo.FirstLossCheck, expected_first_loss) that mutation testing
+"""Behaviour of the DPO first-loss check (recipes.first_loss.FirstLossCheck, expected_first_loss) that mutation testing
 (`make mutate`, docs/mutation.md) found unpinned: what it logs, the edges of its tolerance, when a run counts as
 resumed. No model is trained here; the trainer's state and control are stand-ins.
 
@@ -12,7 +12,7 @@ import types
 import pytest
 from transformers import TrainerControl
 
-from recipes.dpo import FirstLossCheck, expected_first_loss
+from recipes.first_loss import FirstLossCheck, expected_first_loss
 
 
 def state(step: int):
@@ -20,7 +20,7 @@ def state(step: int):
 
 
 def messages(caplog) -> list[tuple[str, str]]:
-    return [(r.levelname, r.getMessage()) for r in caplog.records if r.name == "recipes.dpo"]
+    return [(r.levelname, r.getMessage()) for r in caplog.records if r.name == "recipes.first_loss"]
 
 
 def test_nothing_is_known_before_the_first_log():
@@ -38,7 +38,7 @@ def test_nothing_is_known_before_the_first_log():
 )
 def test_a_run_is_resumed_when_its_first_step_is_past_1(caplog, steps, resumed_at):
     check = FirstLossCheck(math.log(2))
-    with caplog.at_level(logging.INFO, logger="recipes.dpo"):
+    with caplog.at_level(logging.INFO, logger="recipes.first_loss"):
         controls = [check.on_step_end(None, state(s), TrainerControl()) for s in steps]
     assert check.resumed_at == resumed_at
     assert [c.should_log for c in controls] == [s == 1 for s in steps]
@@ -54,7 +54,7 @@ def test_logs_without_a_loss_are_not_the_first_loss():
 
 def test_a_first_loss_logged_late_is_said(caplog):
     check = FirstLossCheck(math.log(2))
-    with caplog.at_level(logging.WARNING, logger="recipes.dpo"):
+    with caplog.at_level(logging.WARNING, logger="recipes.first_loss"):
         check.on_log(None, state(3), None, logs={"loss": 0.5})
     assert check.ok is False
     assert messages(caplog) == [("WARNING", "first loss logged at step 3, not 1: cannot check policy == reference")]
@@ -74,7 +74,7 @@ def test_exactly_at_the_tolerance_is_within_it():
 
 def test_the_warning_names_every_problem_loss_first(caplog):
     check = FirstLossCheck(0.5, "ln 2 x (0.72)", tolerance=0.25)
-    with caplog.at_level(logging.WARNING, logger="recipes.dpo"):
+    with caplog.at_level(logging.WARNING, logger="recipes.first_loss"):
         check.on_log(None, state(1), None, logs={"loss": 1.0, "rewards/chosen": 0.5, "rewards/rejected": -0.5})
     bar = "!" * 100
     said = (
@@ -96,7 +96,7 @@ def test_the_warning_names_every_problem_loss_first(caplog):
 )  # fmt: skip
 def test_a_passed_check_says_so(caplog, expected, note, said):
     check = FirstLossCheck(expected, note)
-    with caplog.at_level(logging.INFO, logger="recipes.dpo"):
+    with caplog.at_level(logging.INFO, logger="recipes.first_loss"):
         check.on_log(None, state(1), None, logs={"loss": 0.5, "rewards/chosen": 0.0, "rewards/rejected": 0.0})
     assert check.ok is True and messages(caplog) == [("INFO", said)]
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from recipes import grpo, validate
+from recipes import dpo, grpo, run_setup, validate
 
 ROOT = Path(__file__).resolve().parents[1]
 TINY_CONFIG = ROOT / "recipes" / "configs" / "tiny" / "grpo_cpu.yaml"
@@ -22,6 +22,7 @@ NO_MODEL = "/nonexistent/model/never/loaded"
 
 def test_module_doctests():
     assert doctest.testmod(validate).failed == 0
+    assert doctest.testmod(run_setup).failed == 0
 
 
 def parse(*overrides: str):
@@ -70,19 +71,30 @@ def test_dataset_without_answer_column(tmp_path, shared_data):
         validate.check_answer_column(["prompt", "question"], "my_data.jsonl")
 
 
-def test_group_size_must_divide_the_generation_batch():
-    with pytest.raises(ValueError, match="Set steps_per_generation: 2"):
-        validate.check_group_size(num_generations=8, per_device_batch=4, num_processes=1, steps_per_generation=1)
-    with pytest.raises(ValueError, match="use >= 2"):
-        validate.check_group_size(num_generations=1, per_device_batch=4, num_processes=1, steps_per_generation=1)
-    validate.check_group_size(num_generations=8, per_device_batch=4, num_processes=2, steps_per_generation=1)
-
-
-def test_group_size_error_at_parse_time_says_what_to_change():
-    # TRL's GRPOConfig refuses this while the config is parsed; parse_or_explain adds the fix
-    args = ["--config", str(TINY_CONFIG), "--num_generations", "3"]
-    with pytest.raises(ValueError, match="divisible by num_generations.*\n.*steps_per_generation"):
+@pytest.mark.parametrize(
+    "flags, message",
+    [
+        # 4 completions a generation, groups of 8: TRL's GRPOConfig refuses it; the reworded error says what to set
+        (["--num_generations", "8", "--steps_per_generation", "1"], "is 4 completions, not a multiple of "
+         "num_generations 8 .* Set steps_per_generation to 2 times its value .* per_device_train_batch_size: 8"),
+        # groups of 3 in 4 completions: 3 times the steps
+        (["--num_generations", "3", "--steps_per_generation", "1"], "Set steps_per_generation to 3 times"),
+        # a group of one has no advantage: TRL's error, with the fix added
+        (["--num_generations", "1"], "at least 2 generations per prompt.*\n.*num_generations: 2 or more"),
+    ],
+)  # fmt: skip
+def test_group_size_errors_at_parse_time_say_what_to_change(flags, message):
+    args = ["--config", str(TINY_CONFIG), "--per_device_train_batch_size", "4", *flags]
+    with pytest.raises(ValueError, match=message):
         validate.parse_or_explain(grpo.make_parser(), args)
+    ok = validate.parse_or_explain(grpo.make_parser(), [*args, "--steps_per_generation", "6", "--num_generations", "8"])
+    assert ok[1].generation_batch_size == 24 and ok[1].num_generations == 8  # whole groups: accepted
+
+
+def test_dpo_loss_weights_length_is_trls_check_with_the_fix():
+    args = ["--config", "recipes/configs/tiny/dpo_cpu.yaml", "--loss_type", "sigmoid", "robust", "--loss_weights", "1"]
+    with pytest.raises(ValueError, match="same length as `loss_type`.*\n.*one loss_weights value per loss_type"):
+        validate.parse_or_explain(dpo.make_parser(), args)
 
 
 @pytest.mark.skipif(importlib.util.find_spec("vllm") is not None, reason="vllm installed here")
@@ -111,7 +123,7 @@ def test_qlora_on_cpu_warns_but_runs(monkeypatch):
 
 def test_redaction_of_secrets_in_the_resolved_config(tmp_path):
     _, training_args, model_args = parse("--hub_token", "hf_secret_value")
-    config = validate.save_resolved_config(tmp_path / "c.json", training_args, model_args)
+    config = run_setup.save_resolved_config(tmp_path / "c.json", training_args, model_args)
     text = (tmp_path / "c.json").read_text()
     assert "hf_secret_value" not in text and config["hub_token"] == "<redacted>"
     assert config["max_completion_length"] == 16  # numbers under *token*-like keys are not secrets
