@@ -1,0 +1,297 @@
+"""The long-answer lab: can GRPO's per-answer length normalisation make wrong answers longer than Dr. GRPO's?
+
+In the CPU lab an answer has at most 32 tokens, and GRPO and Dr. GRPO end with the same lengths, so the bias Dr. GRPO
+removes cannot show: GRPO divides each answer's summed token loss by that answer's own length, so a long wrong answer
+(negative advantage) is pushed down less per token than a short one, and a model that does not know may learn to write
+more. This variant gives it room: problems of 3-6 operations whose worked solutions take 60-120 tokens of the lab
+tokenizer (one line per operation, ``Max sells 2: 37 - 2 = 35.``), a completion budget of 160 tokens that truncates,
+and the lab's warm start trained the same way on these problems (``cpu_lab.warmstart``, cached by its settings).
+Then ``grpo`` and ``dr_grpo`` (``scale_rewards: none``) run from it (``recipes/configs/lab_long/``), and the plot shows
+the length of correct, wrong and truncated answers per step (the monitors' ``monitor/length_*`` log keys).
+
+    python -m cpu_lab.long_answers prepare             # the warm start (cached) and runs/lab_long/data
+    python -m cpu_lab.long_answers run --seeds 0 1     # both configs x seeds, then the report and the plot
+    python -m cpu_lab.long_answers report              # re-read finished runs: report.md and lengths.png
+
+Measured times and the results are in docs/lab_long.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import random
+import statistics
+import time
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from cpu_lab.problems import GAIN, ITEMS, LOSS, NAMES, Difficulty
+from cpu_lab.warmstart import WarmStartSettings, prepare_lab
+
+logger = logging.getLogger(__name__)
+
+ROOT = Path("runs/lab_long")  # the configs read runs/lab_long/warmstart and runs/lab_long/data/*.jsonl
+CONFIG_DIR = Path(__file__).resolve().parents[1] / "recipes" / "configs" / "lab_long"
+CONFIGS = [CONFIG_DIR / "grpo_lab_long_grpo.yaml", CONFIG_DIR / "grpo_lab_long_dr_grpo.yaml"]
+# The verbs of the solution lines, in the order of the question's (cpu_lab.problems.GAIN / LOSS): one token or two.
+SHORT_GAIN = ["buys", "finds", "gets", "is given"]
+SHORT_LOSS = ["gives away", "loses", "sells", "uses"]
+LENGTH_KEYS = {"correct": "monitor/length_correct", "wrong": "monitor/length_wrong",
+               "truncated": "monitor/length_truncated"}  # fmt: skip
+TRUNCATED_RATE = "monitor/truncated_rate"
+WINDOW = 0.25  # "start" and "end" of a run: its first and last quarter of logged steps
+
+
+@dataclass(frozen=True)
+class LongDifficulty(Difficulty):
+    """3-6 operations on amounts of 1-9 with running totals at most ``max_total``, one solution line per operation.
+
+    Amounts of one digit and totals of at most two keep the solution's length close to a linear function of the
+    operations: 60-120 tokens for 3-6 of them (tests/test_lab_long.py counts them with the lab tokenizer).
+
+    >>> p = LongDifficulty().make_problem(random.Random(3))
+    >>> print(p["question"])
+    Ava has 9 stamps. Ava gives away 8 stamps. Then Ava gets 8 more stamps. Then Ava is given 4 more stamps. Then Ava is given 9 more stamps. How many stamps does Ava have now?
+    >>> print(p["answer"])
+    Ava starts with 9 stamps.
+    Ava gives away 8: 9 - 8 = 1.
+    Ava gets 8: 1 + 8 = 9.
+    Ava is given 4: 9 + 4 = 13.
+    Ava is given 9: 13 + 9 = 22.
+    So Ava has 22 stamps now.
+    #### 22
+    """  # noqa: E501
+
+    min_steps: int = 3
+    max_steps: int = 6
+    max_number: int = 9
+    max_total: int = 99  # an addition that would pass it becomes a subtraction
+    story: str = "long_worked"  # names the generator in the warm start's settings hash
+
+    def __post_init__(self):
+        super().__post_init__()
+        if self.max_total <= self.max_number:
+            raise ValueError(f"LongDifficulty needs max_total > max_number, got {self.max_total} <= {self.max_number}: "
+                             "raise max_total")  # fmt: skip
+
+    def make_problem(self, rng: random.Random) -> dict:
+        """One problem: ``question``, ``answer`` (a worked line per operation, then ``#### N``) and ``final``."""
+        name, item = rng.choice(NAMES), rng.choice(ITEMS)
+        total = rng.randint(1, self.max_number)
+        question, solution = [f"{name} has {total} {item}."], [f"{name} starts with {total} {item}."]
+        for step in range(rng.randint(self.min_steps, self.max_steps)):
+            subtract = total >= 1 and (total + 1 > self.max_total or rng.random() < 0.5)
+            amount = rng.randint(
+                1, min(total, self.max_number) if subtract else min(self.max_number, self.max_total - total)
+            )
+            verb = rng.randrange(len(GAIN))
+            question.append(
+                f"{'Then ' if step else ''}{name} {(LOSS if subtract else GAIN)[verb].format(n=amount, item=item)}."
+            )
+            new_total = total - amount if subtract else total + amount
+            solution.append(
+                f"{name} {(SHORT_LOSS if subtract else SHORT_GAIN)[verb]} {amount}: "
+                f"{total} {'-' if subtract else '+'} {amount} = {new_total}."
+            )
+            total = new_total
+        question.append(f"How many {item} does {name} have now?")
+        solution.append(f"So {name} has {total} {item} now.")
+        return {"question": " ".join(question), "answer": "\n".join([*solution, f"#### {total}"]), "final": str(total)}
+
+
+# The lab's warm start (same model, tokenizer recipe, SFT and stopping rule) on the long problems; its greedy checks
+# may write up to 160 tokens, as GRPO may.
+WARMSTART = WarmStartSettings(difficulty=LongDifficulty(), max_new_tokens=160)
+
+
+def prepare(seed: int = 0, root: str | Path = ROOT) -> dict[str, Path]:
+    """The warm start for ``seed`` (trained or reused from the lab's cache), linked at ``<root>/warmstart``, and the
+    GRPO data the lab_long configs read (``<root>/data/train.jsonl`` and ``heldout.jsonl``)."""
+    return prepare_lab(replace(WARMSTART, seed=seed), root=root)
+
+
+def run(seeds: list[int], steps: int, out: str | Path, jobs: int = 2, warm_start_seed: int = 0) -> Path:
+    """Both configs x ``seeds`` for ``steps`` GRPO steps each (``cpu_lab.matrix``: finished runs are skipped), from
+    the warm start of ``warm_start_seed``; then the report. Returns the report's path."""
+    from cpu_lab.matrix import run_matrix
+
+    prepare(warm_start_seed)
+    run_matrix([str(c) for c in CONFIGS], seeds, out, ["--max_steps", str(steps)], jobs=jobs)
+    return write_report(out)
+
+
+# ----------------------------------------------------------------------------------------------- reading the runs
+def _number(value) -> float | None:
+    """A logged value as a float; None for a missing or NaN one (an empty class: no correct answer in that step)."""
+    return None if value is None or value != value else float(value)
+
+
+def length_curves(folder: str | Path) -> dict[str, list[tuple[int, float]]]:
+    """Per logged step, the mean length of the step's correct, wrong and truncated sampled answers and the truncated
+    share, from the run's ``log.jsonl`` (``eval.monitors`` writes them as ``monitor/length_*``); steps where a class
+    was empty are left out of its curve."""
+    from eval.jsonl import read_jsonl
+
+    keys = {**LENGTH_KEYS, "truncated_rate": TRUNCATED_RATE}
+    curves: dict[str, list[tuple[int, float]]] = {name: [] for name in keys}
+    for row in read_jsonl(Path(folder) / "log.jsonl"):
+        for name, key in keys.items():
+            if _number(row.get(key)) is not None and "step" in row:
+                curves[name].append((int(row["step"]), float(row[key])))
+    return curves
+
+
+def _window_mean(points: list[tuple[int, float]], start: bool) -> float | None:
+    if not points:
+        return None
+    n = max(1, round(len(points) * WINDOW))
+    return statistics.fmean(v for _, v in (points[:n] if start else points[-n:]))
+
+
+def summarize(folder: str | Path) -> dict:
+    """One run's numbers: each curve's mean over the first and the last quarter of its steps, and from
+    ``report.json`` the held-out accuracy and the greedy length of wrong held-out answers before and after."""
+    folder = Path(folder)
+    summary = {}
+    for name, points in length_curves(folder).items():
+        summary[f"{name}_start"], summary[f"{name}_end"] = _window_mean(points, True), _window_mean(points, False)
+    report = json.loads((folder / "report.json").read_text()) if (folder / "report.json").exists() else {}
+    for when in ("before", "after"):
+        result = report.get(when) or {}
+        summary[f"accuracy_{when}"] = result.get("accuracy")
+        summary[f"heldout_length_wrong_{when}"] = ((result.get("length_tokens") or {}).get("wrong") or {}).get("mean")
+    summary["seconds"] = report.get("seconds")
+    return summary
+
+
+def _mean_std(values) -> str:
+    values = [v for v in values if v is not None]
+    if not values:
+        return "–"
+    if len(values) == 1:
+        return f"{values[0]:.1f} (1 seed)"
+    return f"{statistics.fmean(values):.1f} ± {statistics.stdev(values):.1f}"
+
+
+def _runs(out: Path) -> dict[str, dict[int, Path]]:
+    """``{config name: {seed: folder}}`` for the finished runs under ``out``."""
+    runs: dict[str, dict[int, Path]] = {}
+    for config in CONFIGS:
+        for folder in sorted((out / config.stem).glob("seed*")):
+            if (folder / "log.jsonl").exists():
+                runs.setdefault(config.stem, {})[int(folder.name.removeprefix("seed"))] = folder
+    return runs
+
+
+def report_table(runs: dict[str, dict[int, Path]]) -> str:
+    """The markdown table: per config, mean ± sample std over seeds of each number (start -> end of training)."""
+    rows = [
+        ("sampled wrong answers, tokens", "wrong", 1), ("sampled correct answers, tokens", "correct", 1),
+        ("truncated share, %", "truncated_rate", 100),
+    ]  # fmt: skip
+    lines = ["| config | seeds | " + " | ".join(f"{label}: start → end" for label, _, _ in rows) +
+             " | greedy held-out wrong answers, tokens: before → after | held-out accuracy, %: before → after |",
+             "|" + "---|" * (len(rows) + 4)]  # fmt: skip
+    for config, by_seed in runs.items():
+        summaries = [summarize(folder) for folder in by_seed.values()]
+        cells = []
+        for _, name, scale in rows:
+            start = [s[f"{name}_start"] * scale if s[f"{name}_start"] is not None else None for s in summaries]
+            end = [s[f"{name}_end"] * scale if s[f"{name}_end"] is not None else None for s in summaries]
+            cells.append(f"{_mean_std(start)} → {_mean_std(end)}")
+        greedy = [_mean_std(s[f"heldout_length_wrong_{w}"] for s in summaries) for w in ("before", "after")]
+        accuracy = [_mean_std(100 * s[f"accuracy_{w}"] if s[f"accuracy_{w}"] is not None else None for s in summaries)
+                    for w in ("before", "after")]  # fmt: skip
+        lines.append(f"| {config} | {', '.join(map(str, by_seed))} | {' | '.join(cells)} | {' → '.join(greedy)} | "
+                     f"{' → '.join(accuracy)} |")  # fmt: skip
+    return "\n".join(lines)
+
+
+def plot_lengths(runs: dict[str, dict[int, Path]], path: str | Path, smooth: int = 5) -> Path:
+    """Three panels over steps: length of correct and of wrong sampled answers, and the truncated share (a truncated
+    answer is as long as the budget, so its length is a constant; how many there are is what moves). Thin lines: each
+    seed; thick: the mean over seeds, smoothed over ``smooth`` steps."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    panels = [("correct", "correct answers: mean tokens"), ("wrong", "wrong answers: mean tokens"),
+              ("truncated_rate", "truncated share (cut at the budget)")]  # fmt: skip
+    fig, axes = plt.subplots(1, 3, figsize=(14, 3.8))
+    for colour, (config, by_seed) in zip(("tab:red", "tab:blue", "tab:green"), runs.items(), strict=False):
+        curves = [length_curves(folder) for folder in by_seed.values()]
+        for ax, (name, title) in zip(axes, panels, strict=True):
+            by_step: dict[int, list[float]] = {}
+            for curve in curves:
+                ax.plot(*zip(*curve[name], strict=True), color=colour, alpha=0.25, lw=0.8) if curve[name] else None
+                for step, value in curve[name]:
+                    by_step.setdefault(step, []).append(value)
+            steps = sorted(by_step)
+            means = [statistics.fmean(by_step[s]) for s in steps]
+            smoothed = [statistics.fmean(means[max(0, i - smooth + 1) : i + 1]) for i in range(len(means))]
+            ax.plot(steps, smoothed, color=colour, lw=2, label=f"{config} ({len(curves)} seed(s))")
+            ax.set(title=title, xlabel="GRPO step")
+    axes[0].legend(fontsize=7)
+    fig.tight_layout()
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    return path
+
+
+def write_report(out: str | Path) -> Path:
+    """``<out>/report.md`` (the table, each run's seconds) and ``<out>/lengths.png``; returns the report's path."""
+    out = Path(out)
+    runs = _runs(out)
+    if not runs:
+        raise FileNotFoundError(f"no runs under {out}: expected <config>/seed<k>/log.jsonl (run `run` first)")
+    png = plot_lengths(runs, out / "lengths.png")
+    seconds = [f"{config} seed {seed}: {summarize(folder)['seconds']} s" for config, by_seed in runs.items()
+               for seed, folder in by_seed.items()]  # fmt: skip
+    text = ["# Long-answer lab: GRPO vs Dr. GRPO answer lengths", "",
+            f"Start = first {WINDOW:.0%} of the logged steps, end = last {WINDOW:.0%}; mean ± sample std over seeds.",
+            "", report_table(runs), "", f"![lengths]({png.name})", "", "Wall time per run (evaluations included): "
+            + "; ".join(seconds)]  # fmt: skip
+    path = out / "report.md"
+    path.write_text("\n".join(text) + "\n")
+    return path
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = parser.add_subparsers(dest="command", required=True)
+    prep = sub.add_parser("prepare", help="the warm start (cached) and the GRPO data under runs/lab_long")
+    prep.add_argument("--seed", type=int, default=0)
+    go = sub.add_parser("run", help="both configs x seeds, then the report")
+    go.add_argument("--seeds", nargs="+", type=int, default=[0])
+    go.add_argument("--steps", type=int, default=150)
+    go.add_argument("--jobs", type=int, default=2, help="runs at once, one torch thread each on 2 cores")
+    go.add_argument("--out", default=str(ROOT / "matrix"))
+    go.add_argument("--warm-start-seed", type=int, default=0)
+    rep = sub.add_parser("report", help="re-read finished runs: report.md and lengths.png")
+    rep.add_argument("--out", default=str(ROOT / "matrix"))
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(message)s")
+    started = time.monotonic()
+    if args.command == "prepare":
+        paths = prepare(args.seed)
+        record = json.loads((paths["model"] / "warmstart.json").read_text())
+        print(f"warm start: {paths['model']} (step {record['steps']}, validation accuracy "
+              f"{record['validation_accuracy']} at the stop, held-out accuracy {record['heldout_accuracy']}, "
+              f"{record['seconds']} s when trained); GRPO data: {paths['train']}, {paths['heldout']}")  # fmt: skip
+    else:
+        if args.command == "run" and (args.steps < 1 or args.jobs < 1):
+            parser.error(f"--steps and --jobs must be >= 1, got {args.steps} and {args.jobs}")
+        path = run(args.seeds, args.steps, args.out, args.jobs, args.warm_start_seed) if args.command == "run" \
+            else write_report(args.out)  # fmt: skip
+        print(path.read_text())
+        print(f"report: {path}")
+    print(f"{args.command} took {time.monotonic() - started:.0f} s")
+
+
+if __name__ == "__main__":
+    main()
