@@ -22,6 +22,8 @@ monitors' per-prompt prediction).
 
     # in a lab GRPO config (recipes/configs/lab/grpo_lab_default.yaml)
     curriculum: cpu_lab.curriculum:lab_curriculum
+    # greedy accuracy of a model at every level (100 problems each): where the ladder's rungs sit for it
+    python -m cpu_lab.curriculum runs/lab/warmstart
 """
 
 from __future__ import annotations
@@ -33,8 +35,9 @@ from dataclasses import dataclass, field
 from cpu_lab.problems import HELDOUT_SIZE, VALIDATION_SIZE, Difficulty, kept_out_questions, make_problem
 
 # Easiest first. The held-out set's difficulty (Difficulty(): 1-2 operations, numbers up to 50) is a level, and the
-# start. Greedy accuracy of the seed-0 warm start on 100 problems of each level (docs/lab.md): 65%, 36%,
-# 13%, 5%, 3%. The top stays at two operations: a third does not fit the lab's 32-token completions.
+# start. Greedy accuracy of the seed-0 warm start on 100 problems of each level (`python -m cpu_lab.curriculum`):
+# 56, 38, 16, 13, 2%; seed 1's: 39, 31, 32, 10, 9% (100 problems: +-5 points, so neighbours can swap). The top
+# stays at two operations: a third does not fit the lab's 32-token completions.
 LADDER = (
     Difficulty(min_steps=1, max_steps=1, max_number=50),
     Difficulty(min_steps=1, max_steps=2, max_number=50),
@@ -172,3 +175,41 @@ def lab_curriculum(rows, training_args):
     data = CurriculumDataset(len(rows), seed=training_args.seed, task_name=TASK)
     controller = CurriculumController(n_levels=len(LADDER), level=START_LEVEL)
     return data.dataset, make_callback(controller, data, training_args.num_generations)
+
+
+def ladder_accuracy(model_dir: str, n: int = 100, seed: int = 0) -> list[float]:
+    """Greedy accuracy of the model in ``model_dir`` on ``n`` training problems of each level, easiest first."""
+    import tempfile
+    from pathlib import Path
+
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from cpu_lab.warmstart import TASK
+    from eval.jsonl import write_jsonl
+    from eval.run import evaluate
+
+    model, tokenizer = AutoModelForCausalLM.from_pretrained(model_dir), AutoTokenizer.from_pretrained(model_dir)
+    kept_out, accuracies = kept_out_questions(), []
+    with tempfile.TemporaryDirectory() as tmp:
+        for level in range(len(LADDER)):
+            rows = [problem_at(seed, level, i, kept_out) for i in range(n)]
+            path = write_jsonl(rows, Path(tmp) / f"level{level}.jsonl")
+            result = evaluate(model, tokenizer, TASK, data=str(path), limit=n, max_new_tokens=32, batch_size=100,
+                              progress=False)  # fmt: skip
+            accuracies.append(float(result["accuracy"]))
+    return accuracies
+
+
+def main() -> None:
+    import argparse
+
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("model_dir", help="a lab model folder, e.g. runs/lab/warmstart")
+    parser.add_argument("--n", type=int, default=100, help="problems per level")
+    args = parser.parse_args()
+    for level, (difficulty, accuracy) in enumerate(zip(LADDER, ladder_accuracy(args.model_dir, args.n), strict=True)):
+        print(f"level {level} {difficulty}: greedy accuracy {accuracy:.3f}")
+
+
+if __name__ == "__main__":
+    main()
