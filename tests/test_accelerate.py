@@ -52,4 +52,4 @@ def test_two_process_launch_on_cpu(tiny_model_dir, shared_data, tmp_path):
     log = read_jsonl(out / "log.jsonl")
     assert [r["step"] for r in log if "loss" in r] == [1, 2]  # one line per log, not one per process
     assert all("monitor/degenerate_share" in r for r in log if "loss" in r)
-    assert len((out / "top_completions.jsonl").read_text().splitlines()) == 2
+    assert len(read_jsonl(out / "top_completions.jsonl")) == 2

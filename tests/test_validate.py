@@ -8,11 +8,11 @@ therefore proves the check ran before any model load.
 
 import doctest
 import importlib.util
-import json
 from pathlib import Path
 
 import pytest
 
+from eval.jsonl import write_jsonl
 from recipes import dpo, grpo, run_setup, validate
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -64,7 +64,7 @@ def test_format_only_reward_set_needs_explicit_warn(tmp_path, shared_data, caplo
 
 def test_dataset_without_answer_column(tmp_path, shared_data):
     data = tmp_path / "questions_only.jsonl"
-    data.write_text(json.dumps({"question": "What is 1 + 1?"}) + "\n")
+    write_jsonl([{"question": "What is 1 + 1?"}], data)
     with pytest.raises(ValueError, match="no \\['answer'\\] column"):  # eval.tasks.load_rows names the gold field
         run_main(tmp_path, shared_data, "--data", str(data))
     with pytest.raises(ValueError, match="has no 'answer' column"):  # rows handed to the trainer
