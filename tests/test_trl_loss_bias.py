@@ -103,6 +103,9 @@ def test_a_lone_wrong_answer_gets_a_larger_advantage_than_a_split_group(tokenize
     assert group_b == pytest.approx([math.sqrt(3) / 2 * s for s in (1, -1, -1, 1)], abs=1e-3)
     # the population std (divisor n, the curriculum's worked numbers) would have given -1.73 and +-1
     assert group_a[3] != pytest.approx(-math.sqrt(3), abs=0.1) and group_b[0] != pytest.approx(1.0, abs=0.1)
+    # Dr. GRPO's scale_rewards none keeps the raw difference from the group mean: the same order, -0.75 against +-0.5
+    _, batch = score_batch(tokenizer, tmp_path, monkeypatch, [1, 1, 1, 0, 1, 0, 0, 1], [2] * 8, scale_rewards="none")
+    assert batch["advantages"].tolist() == pytest.approx([0.25, 0.25, 0.25, -0.75, 0.5, -0.5, -0.5, 0.5])
 
 
 # (name, loss_type, extra config, gradient ratio short/long wrong answer): per-answer length averaging gives LONG/SHORT
