@@ -19,6 +19,7 @@ from pathlib import Path
 
 from recipes import run_setup, validate
 from recipes.model_args import model_init_kwargs
+from recipes.validate import import_hook
 
 
 @dataclass
@@ -90,27 +91,6 @@ def reward_monitor(names: list[str], training_args, eval_task_name: str):
         training_args.max_completion_length, correctness[0] if correctness else None,
         group_size=training_args.num_generations,
     )  # fmt: skip
-
-
-def import_hook(spec: str):
-    """The function named by ``'module:function'`` (a config's hook, e.g. ``curriculum``).
-
-    >>> import_hook("recipes.grpo:summary").__name__
-    'summary'
-    >>> import_hook("recipes.grpo.summary")
-    Traceback (most recent call last):
-    ...
-    ValueError: hook 'recipes.grpo.summary' must read 'module:function', e.g. cpu_lab.curriculum:lab_curriculum
-    """
-    import importlib
-
-    module, _, name = spec.partition(":")
-    if not module or not name:
-        raise ValueError(f"hook {spec!r} must read 'module:function', e.g. cpu_lab.curriculum:lab_curriculum")
-    try:
-        return getattr(importlib.import_module(module), name)
-    except (ImportError, AttributeError) as error:
-        raise ValueError(f"hook {spec!r} cannot be imported ({error}): check the module path and the name") from None
 
 
 def main(script_args, training_args, model_args):

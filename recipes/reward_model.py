@@ -14,8 +14,9 @@ from the prompts that ``eval_fraction`` sets aside (no prompt is in both). The l
 ``-log sigmoid(r_chosen - r_rejected - margin)``. Before training the recipe checks it on TRL's own ``compute_loss``:
 a reward difference of 1 must cost ``-log sigmoid(1) = 0.3133`` and equal scores ``ln 2 = 0.6931``. The new score head
 starts at zero, so every pair starts tied and the first logged loss must be ``log(1 + e^margin)`` (ln 2 without a
-margin), which a callback checks.
-Metrics go to ``report_to`` under ``rm/`` (pairwise accuracy, margin) and always to ``<output_dir>/log.jsonl``.
+margin), which a callback checks (``recipes.first_loss``, the DPO recipe's check).
+Metrics go to ``report_to`` under ``rm/`` (pairwise accuracy, margin) and always to ``<output_dir>/log.jsonl``. A run
+started again into the same ``output_dir`` resumes from its last checkpoint (``resume: false`` starts over).
 """
 
 from __future__ import annotations
@@ -160,8 +161,7 @@ def main(script_args, training_args, model_args):
     final = trainer.evaluate()
     if model_args.use_peft:
         trainer.model = trainer.model.merge_and_unload()  # the saved folder is a plain classifier the reward loads
-    trainer.save_model(str(out))
-    tokenizer.save_pretrained(str(out))
+    trainer.save_model(str(out))  # with the tokenizer (the processing_class), from the main process
     report["heldout_pairwise_accuracy"], report["heldout_loss"] = final["eval_accuracy"], final["eval_loss"]
     report |= first.report() if new_head else dict.fromkeys(first.report())
     run_setup.write_report(training_args, report, (

@@ -105,6 +105,28 @@ def check_reward_task(names: Sequence[str], answer_style: str) -> None:
             )
 
 
+def import_hook(spec: str):
+    """The function named by ``'module:function'`` (a config's hook, e.g. GRPO's ``curriculum``), imported before any
+    model loads.
+
+    >>> import_hook("json:dumps").__name__
+    'dumps'
+    >>> import_hook("json.dumps")
+    Traceback (most recent call last):
+    ...
+    ValueError: hook 'json.dumps' must read 'module:function', e.g. cpu_lab.curriculum:lab_curriculum
+    """
+    import importlib
+
+    module, _, name = spec.partition(":")
+    if not module or not name:
+        raise ValueError(f"hook {spec!r} must read 'module:function', e.g. cpu_lab.curriculum:lab_curriculum")
+    try:
+        return getattr(importlib.import_module(module), name)
+    except (ImportError, AttributeError) as error:
+        raise ValueError(f"hook {spec!r} cannot be imported ({error}): check the module path and the name") from None
+
+
 def check_answer_column(columns: Sequence[str], source: str) -> None:
     """The training rows must carry the gold final answer in an ``answer`` column (what the rewards compare to)."""
     if "answer" not in columns:
