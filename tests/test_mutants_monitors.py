@@ -20,8 +20,11 @@ from eval.monitors import (
     JsonlLogCallback,
     MonitorCallback,
     RewardMonitor,
+    Sample,
+    group_metrics,
     held_out_metrics,
     make_monitored_trainer_class,
+    split_groups,
 )
 
 
@@ -48,7 +51,8 @@ def fake_evaluate(monkeypatch):
 
     def evaluate(model, tokenizer, **kwargs):
         seen.append({"training": model.training, "tokenizer": tokenizer, **kwargs})
-        return {"accuracy": 0.375, "n": 16, "length": {"correct": 12.0, "wrong": 30.0}, "empty_rate": 0.0625}
+        result = {"accuracy": 0.375, "n": 16, "length": {"correct": 12.0, "wrong": 30.0}, "empty_rate": 0.0625}
+        return result | {"truncation_rate": 0.125, "format_rate": 0.5, "timeout_rate": 0.25, "reasons": {"ok": 6}}
 
     monkeypatch.setattr(eval.run, "evaluate", evaluate)
     return seen
@@ -62,6 +66,7 @@ def monitor_with_top(top_k: int = 2) -> RewardMonitor:
     "eval_every, step, model_given, runs",
     [
         (3, 6, True, True),  # a multiple of eval_every
+        (1, 7, True, True),  # eval_every 1: every step
         (3, 7, True, False),  # not a multiple
         (0, 6, True, False),  # eval_every 0: never
         (3, 6, False, False),  # no model handed to the callback: nothing to evaluate
@@ -94,7 +99,17 @@ def test_held_out_metrics_restore_the_models_mode_and_keep_only_dashboard_scalar
         "eval/length/correct": 12.0,
         "eval/length/wrong": 30.0,
         "eval/empty_rate": 0.0625,
+        "eval/truncation_rate": 0.125,
+        "eval/format_rate": 0.5,
+        "eval/timeout_rate": 0.25,
     }
+
+
+def test_a_held_out_evaluation_keeps_the_metrics_already_waiting(tmp_path, fake_evaluate):
+    callback = MonitorCallback(monitor_with_top(), tmp_path, eval_every=2)
+    callback.pending = {"probe/violations": 3}
+    callback.on_step_end(None, types.SimpleNamespace(global_step=4), None, model=FakeModel(training=True))
+    assert callback.pending["probe/violations"] == 3 and callback.pending["eval/accuracy"] == 0.375
 
 
 def test_held_out_metrics_restore_train_mode_when_the_evaluation_fails(monkeypatch):
@@ -143,7 +158,7 @@ def test_the_top_table_goes_to_wandb_when_reported_there(tmp_path, monkeypatch):
     MonitorCallback(monitor, tmp_path, report_to=("wandb",)).pop_pending(step=9)
     [(data, commit)] = logged
     table = data["monitor/top_completions"]
-    assert not commit  # rides on the trainer's next log
+    assert commit is False  # rides on the trainer's next log (wandb commits on None)
     assert table.columns == ["step", "reward", "correct", "n_tokens", "truncated", "gold", "completion"]
     assert [row[6] for row in table.data] == ["#### 1", "#### 3"] and table.data[0][0] == 5  # trainer_state step + 1
 
@@ -198,21 +213,22 @@ def probe_callback(tmp_path, **kwargs) -> MonitorCallback:
 
 
 def test_probes_at_train_start_count_violations_warn_and_write_probes_json(tmp_path, caplog):
-    callback = probe_callback(tmp_path / "out")
+    callback = probe_callback(tmp_path / "runs" / "out")  # two folders that do not exist yet
     with caplog.at_level(logging.WARNING, logger="eval.monitors"):
         callback.on_train_begin(None, types.SimpleNamespace(global_step=0, is_world_process_zero=True), None)
-    hacks = sorted(name for name, info in callback.probes.items() if info["violation"])
+    hacks = [name for name, info in callback.probes.items() if info["violation"]]
     assert hacks  # a format-only reward pays the format hacks: the case this test is about
     assert callback.pending["probe/violations"] == len(hacks)
     assert all(callback.pending[f"probe/{n}"] == info["score"] for n, info in callback.probes.items())
-    assert "REWARD HACK PROBES" in caplog.text and hacks[0] in caplog.text
-    written = json.loads((tmp_path / "out" / "probes.json").read_text())
+    warning = f"REWARD HACK PROBES pass under this reward set: {hacks} (see probes.json)"
+    assert [r.getMessage() for r in caplog.records if r.name == "eval.monitors"] == [warning]
+    written = json.loads((tmp_path / "runs" / "out" / "probes.json").read_text())
     assert sorted(written) == sorted(callback.probes)
 
 
 def test_probes_are_not_rerun_on_resume_nor_written_by_other_processes(tmp_path):
     resumed = probe_callback(tmp_path / "a")
-    resumed.on_train_begin(None, types.SimpleNamespace(global_step=5, is_world_process_zero=True), None)
+    resumed.on_train_begin(None, types.SimpleNamespace(global_step=1, is_world_process_zero=True), None)
     assert resumed.pending == {} and not (tmp_path / "a").exists()
     other_rank = probe_callback(tmp_path / "b")
     other_rank.on_train_begin(None, types.SimpleNamespace(global_step=0, is_world_process_zero=False), None)
@@ -339,3 +355,52 @@ def test_the_jsonl_log_turns_odd_values_into_json(tmp_path):
     record = json.loads(path.read_text())
     assert record == {"lr": 0.25, "inf": None, "name": "('a', 'b')", "ok": True, "none": None, "step": 7, "epoch": 1.5}
     assert not math.isnan(record["lr"])
+
+
+def test_probes_json_is_written_for_rewards_that_return_numpy_scores(tmp_path):
+    import numpy as np
+
+    def numpy_reward(completions, **kwargs):  # a reward model's scores, as numpy gives them
+        return [np.float32(0.25) if "####" in c else np.float32(0.0) for c in completions]
+
+    monitor = RewardMonitor([numpy_reward], None, "gsm8k", 100, group_size=4)
+    problems = [{"question": "Ann has 4 pens and gets 9 more. How many now?", "answer": "13"}]
+    callback = MonitorCallback(monitor, tmp_path, probe_problems=problems)
+    callback.on_train_begin(None, types.SimpleNamespace(global_step=0, is_world_process_zero=True), None)
+    written = json.loads((tmp_path / "probes.json").read_text())
+    assert float(written["bare_wrong"]["score"]) == 0.25 and float(written["empty"]["score"]) == 0.0
+
+
+def test_group_metrics_refuses_an_empty_batch_by_name():
+    with pytest.raises(ValueError) as raised:
+        group_metrics([])
+    assert str(raised.value) == "group_metrics needs at least one non-empty group"
+
+
+def test_a_group_of_one_answer_is_not_a_duplicate():
+    metrics = group_metrics([[Sample(True, 1.0, 4, False, "same")], [Sample(False, 0.0, 4, False, "same")]])
+    assert metrics["monitor/duplicate_share"] == 0.0 and metrics["monitor/collapsed_group_share"] == 0.0
+
+
+def test_split_groups_refuses_keys_and_items_of_different_lengths():
+    with pytest.raises(ValueError):
+        split_groups(["p", "p", "q"], [1, 2])
+
+
+@pytest.mark.parametrize("column", ["pass_rate", "answer"])
+def test_a_column_of_the_wrong_length_is_an_error_not_a_shorter_batch(column):
+    monitor = RewardMonitor([fake_correctness], [2.0], "gsm8k", 100, correctness_index=0, group_size=2)
+    completions = [[{"role": "assistant", "content": "#### 8"}]] * 4
+    columns = {"answer": ["8"] * 4, "prompts": ["p", "p", "q", "q"], "pass_rate": [0.5] * 4}
+    columns[column] = columns[column][:3]
+    correctness = monitor.wrapped()[0]
+    with pytest.raises(ValueError):
+        correctness(completions=completions, **columns)
+
+
+def test_the_piece_of_a_group_another_process_holds_is_not_a_group():
+    # G = 4: this process holds p's whole group and two answers of q's; q's two are both right but not a group
+    monitor = RewardMonitor([fake_correctness], [2.0], "gsm8k", 100, correctness_index=0, group_size=4)
+    texts = ["#### 8", "#### 9", "#### 8", "#### 9", "#### 8", "#### 8"]
+    _, logged, _ = call_batch(monitor, texts, ["8"] * 6, ["p"] * 4 + ["q"] * 2, [[1]] * 6)
+    assert logged["monitor/degenerate_share"] == 0.0 and logged["monitor/correct_rate"] == pytest.approx(4 / 6)
