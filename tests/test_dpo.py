@@ -241,6 +241,14 @@ def test_resumed_run_is_not_checked(caplog):
     assert check.ok is None and check.resumed_at == 7 and not caplog.records
 
 
+def test_the_check_reports_its_outcome_under_the_report_json_keys():
+    check = FirstLossCheck(0.5, "ln 2 x (0.72)")
+    assert check.report() == {"first_loss": None, "first_loss_ok": None, "first_loss_expected": 0.5,
+                              "first_loss_note": "ln 2 x (0.72)"}  # fmt: skip
+    check.on_log(None, state(1), None, logs={"loss": 0.75})
+    assert check.report()["first_loss"] == 0.75 and check.report()["first_loss_ok"] is False
+
+
 def test_only_the_main_process_writes(tiny_model_dir, reference_pairs, tmp_path, monkeypatch):
     # a second process of `accelerate launch`: it trains and evaluates like the main one, and writes none of the files
     # the main process writes (the eval reports, report.json, resolved_config.json)

@@ -143,6 +143,17 @@ def test_a_run_started_again_resumes_from_its_last_checkpoint(tiny_model_dir, re
     assert report["first_loss_ok"] is None  # resumed: the head is no longer zero, not judged
 
 
+def test_only_the_main_process_writes(tiny_model_dir, reference_pairs, tmp_path, monkeypatch):
+    # a second process of `accelerate launch` trains like the main one and writes none of the run's files
+    from trl import RewardConfig
+
+    monkeypatch.setattr(RewardConfig, "process_index", property(lambda self: 1))  # what run_setup reads
+    report = main(*parse(*run_flags(tiny_model_dir, reference_pairs, tmp_path, "--max_steps", "1")))
+    assert report["heldout_pairwise_accuracy"] is not None  # it trained and evaluated ...
+    written = {p.name for p in tmp_path.iterdir()}
+    assert not written & {"report.json", "resolved_config.json", "log.jsonl", "model.safetensors"}, written
+
+
 def _write(path, rows):
     return str(write_jsonl(rows, path))
 
