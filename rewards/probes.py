@@ -242,12 +242,18 @@ def _as_callable(reward) -> Callable:
 
 
 def weighted_totals(
-    reward_funcs: Sequence, weights: Sequence[float] | None, completions: list[str], answers: list[str]
+    reward_funcs: Sequence,
+    weights: Sequence[float] | None,
+    completions: list[str],
+    answers: list[str],
+    questions: list[str] | None = None,
 ) -> list[float]:
     """Per-completion weighted total, as TRL sums it (``rewards.totals``): a ``None`` score counts 0 next to another
-    function's score; a completion that every function scores ``None`` is unscorable (NaN, not 0)."""
+    function's score; a completion that every function scores ``None`` is unscorable (NaN, not 0). Each completion's
+    prompt is its question as the user's message (a judge or a reward model reads it there; empty when not given)."""
     funcs = [_as_callable(f) for f in reward_funcs]
-    prompts = [[{"role": "user", "content": ""}] for _ in completions]
+    questions = [""] * len(completions) if questions is None else questions
+    prompts = [[{"role": "user", "content": q}] for q in questions]
     scores = [func(prompts=prompts, completions=completions, answer=answers) for func in funcs]
     return _sum_weighted(scores, weights)
 
@@ -273,7 +279,8 @@ def probe_scores(reward_funcs: list, weights: list[float] | None, task: str, pro
     answers = [t.gold for t in texts]
     names = list(REFERENCES) + list(PROBES)
     completions = [REFERENCES[n](t) if n in REFERENCES else PROBES[n][1](t) for n in names for t in texts]
-    totals = weighted_totals(reward_funcs, weights, completions, answers * len(names))
+    questions = [t.question for t in texts] * len(names)
+    totals = weighted_totals(reward_funcs, weights, completions, answers * len(names), questions)
     n = len(texts)
     means = {name: mean_total(totals[i * n : (i + 1) * n]) for i, name in enumerate(names)}
     correct, wrong = means["genuine_correct"], means["genuine_wrong"]

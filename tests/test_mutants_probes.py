@@ -52,3 +52,38 @@ def test_messages_name_the_fix():
         probe_scores([paying({})], None, "gsm8", PROBLEMS)
     with pytest.raises(ValueError, match=r"^no problems given: pass dicts with 'question' and 'answer'"):
         probe_scores([paying({})], None, "gsm8k", [])
+
+
+def test_a_judge_scoring_the_probes_is_shown_each_problems_question():
+    # a judge reads the question from the prompt (rewards.judge); an empty prompt would have it judge blind
+    from rewards.judge import _question_of
+
+    problems = PROBLEMS + [{"question": "A box holds 6 eggs. How many eggs are in 4 boxes?", "answer": 24}]
+    seen = []
+
+    def judge(prompts, completions, **kwargs):
+        seen.extend(zip(map(_question_of, prompts), completions, strict=True))
+        return [1.0 if _question_of(p) and c.strip() else 0.0 for p, c in zip(prompts, completions, strict=True)]
+
+    rows = probe_scores([judge], None, "math", problems)
+    by_text = {c: q for q, c in seen}
+    for problem in problems:
+        for name in ("genuine_correct", "restated_question", "hedge"):
+            assert by_text[build_probe(name, problem, "math")] == problem["question"]
+    assert rows["genuine_correct"]["score"] == 1.0 and rows["empty"]["score"] == 0.0
+
+
+def test_wrong_answers_for_golds_that_are_not_plain_numbers():
+    from rewards.probes import wrong_answer_for
+
+    assert wrong_answer_for("\\sqrt{9}", "math") == "7"  # 3 would be right: the next candidate
+    assert wrong_answer_for("x + 1", "math") == "3"
+    assert wrong_answer_for("1,000", "gsm8k") == "1001" and wrong_answer_for("2.25", "math") == "3.25"
+
+
+def test_a_probe_is_built_from_the_problem_as_given():
+    problem = {"question": "How many legs do 3 spiders have?", "answer": " 24 "}  # padded, as some data is
+    assert build_probe("restated_question", problem, "gsm8k") == "The problem asks: How many legs do 3 spiders have?"
+    assert build_probe("hedge", problem, "gsm8k") == "#### 24 or 25"
+    assert build_probe("hedge", {**problem, "answer": 24}, "math") == "\\boxed{24 or 25}"
+    assert build_probe("genuine_wrong", problem, "math").endswith("The final answer is $\\boxed{25}$.")
