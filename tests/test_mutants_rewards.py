@@ -1,11 +1,12 @@
-"""Behaviour of the reward classes that mutation testing (`make mutate`, docs/mutation.md) found unpinned: names,
-defaults and the limits of their arguments.
+"""Behaviour of the rewards and the answer extractor that mutation testing (`make mutate`, docs/mutation.md) found
+unpinned: names, defaults, the limits of their arguments, the fields of an ``Answer:`` line, the messages.
 
 OMP_NUM_THREADS=1 .venv/bin/python -m pytest -q tests/test_mutants_rewards.py
 """
 
 import pytest
 
+from rewards.answers import Answer, extract_answer, gsm8k_gold
 from rewards.correctness import CorrectnessReward
 from rewards.format import FormatReward
 from rewards.verify import warm_up
@@ -70,3 +71,28 @@ def test_a_missing_answer_column_says_how_to_add_it(task):
     with pytest.raises(ValueError) as raised:
         CorrectnessReward(task, answer_line=True)(["Answer: 18"])
     assert str(raised.value) == message
+
+
+@pytest.mark.parametrize(
+    "text, task, expected",
+    [
+        # the trailing period goes, before the number is read (raw shows what was read)
+        ("She has 17 left.\nAnswer: 17.", "gsm8k", Answer("17", "ok", "answer_line", 1, 28, "17")),
+        # MATH: the period, then the dollar signs around the expression
+        ("so\nFinal answer: $x+1$.", "math", Answer("x+1", "ok", "answer_line", 1, 23, "x+1")),
+        ("Answer: $$", "math", Answer(None, "empty", "answer_line", 1, 10, "")),  # nothing inside the dollars
+        ("Answer: $3$ or $4$", "math", Answer(None, "hedge", "answer_line", 1, 18, "3$ or $4")),
+        ("A: 5\nThe answer is 6", "gsm8k", Answer("6", "ok", "answer_line", 2, 20, "6")),  # the last line counts
+        ("no marker at all", "math", Answer(None, "no_marker")),  # every field at its default
+    ],
+)
+def test_an_answer_line_is_read_field_by_field(text, task, expected):
+    assert extract_answer(text, task=task, answer_line=True) == expected
+
+
+def test_a_gsm8k_solution_without_a_final_answer_is_named_by_its_end():
+    solution = "Tom buys 3 packs of 12 pencils and gives away 5, so he keeps 3 * 12 - 5 = 31 pencils at the end."
+    with pytest.raises(ValueError) as raised:
+        gsm8k_gold(solution)
+    assert str(raised.value) == f"GSM8K solution has no '#### N' final answer: {solution[-80:]!r}"
+    assert len(solution) > 81  # the message shows the last 80 characters, not the whole text
