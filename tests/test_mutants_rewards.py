@@ -4,6 +4,8 @@ unpinned: names, defaults, the limits of their arguments, the fields of an ``Ans
 OMP_NUM_THREADS=1 .venv/bin/python -m pytest -q tests/test_mutants_rewards.py
 """
 
+from collections import OrderedDict
+
 import pytest
 
 from rewards.answers import Answer, extract_answer, gsm8k_gold
@@ -96,3 +98,20 @@ def test_a_gsm8k_solution_without_a_final_answer_is_named_by_its_end():
         gsm8k_gold(solution)
     assert str(raised.value) == f"GSM8K solution has no '#### N' final answer: {solution[-80:]!r}"
     assert len(solution) > 81  # the message shows the last 80 characters, not the whole text
+
+
+def test_answers_equal_up_to_spacing_and_dfrac_never_wait_for_the_checker(monkeypatch):
+    # on a loaded machine math-verify can time out: an answer written as the gold is, up to spaces and \dfrac, must not
+    import rewards.verify as verify
+
+    class NoChecker:
+        def compare(self, gold, pred, budget):
+            raise AssertionError(f"math-verify was asked about {pred!r} vs {gold!r}")
+
+    monkeypatch.setattr(verify, "_POOL", NoChecker())
+    monkeypatch.setattr(verify, "_CACHE", OrderedDict())  # no verdict remembered from an earlier test
+    assert verify.compare_answers("\\dfrac{3}{ 4 }", "\\frac{3}{4}", task="math") is verify.Verdict.EQUAL
+    assert verify.compare_answers("x \\, + \\; 1", "x+1", task="math") is verify.Verdict.EQUAL
+    two_boxes = "so \\boxed{\\tfrac{5}{8}} and again \\boxed{\\frac{5}{8}}"
+    expected = Answer("\\frac{5}{8}", "ok", "boxed", 2, len(two_boxes), "\\frac{5}{8}")
+    assert extract_answer(two_boxes, task="math") == expected
