@@ -139,6 +139,7 @@ class LeashCurve:
         self.rows: list[dict] = []
 
     def measure(self, model, tokenizer, step: int) -> dict:
+        from eval.jsonl import append_jsonl
         from eval.run import evaluate
         from rewards.correctness import gsm8k_correctness_reward
 
@@ -157,8 +158,7 @@ class LeashCurve:
                "rm/sampled_accuracy": sum(c or 0 for c in correct) / len(correct)}  # fmt: skip
         wrong = sorted(((sc, t) for sc, t, c in zip(scores, texts, correct, strict=True) if not c), reverse=True)
         self.rows.append(row)
-        with (self.out / "curve.jsonl").open("a") as f:
-            f.write(json.dumps(row | {"top_wrong": wrong[:5]}) + "\n")
+        append_jsonl(row | {"top_wrong": wrong[:5]}, self.out / "curve.jsonl")
         self.pending = row
         return row
 
@@ -324,6 +324,11 @@ def mean_curve(runs: list[list[dict]], key: str) -> list[float]:
     return [statistics.fmean(run[i][key] for run in runs) for i in range(min(len(r) for r in runs))]
 
 
+def std_curve(runs: list[list[dict]], key: str) -> list[float]:
+    """Standard deviation over seeds at each evaluation (0 with one seed)."""
+    return [statistics.stdev(r[i][key] for r in runs) if len(runs) > 1 else 0.0 for i in range(min(map(len, runs)))]
+
+
 def _ms(values: list[float]) -> str:
     return f"{statistics.fmean(values):.3f} ± {statistics.stdev(values):.3f}" if len(values) > 1 else f"{values[0]:.3f}"
 
@@ -338,15 +343,20 @@ def write_report(out: Path, settings: Settings, paths: dict, prepared_s: float |
     from rewards.reward_model import RewardModelReward
 
     curves = read_curves(out, settings)
-    fig, axes = plt.subplots(1, 2, figsize=(11, 4))
+    fig, axes = plt.subplots(1, 3, figsize=(15, 4))
     for arm, runs in curves.items():
         x = mean_curve(runs, "rm/sqrt_kl")
-        axes[0].plot(x, mean_curve(runs, "rm/proxy_reward"), marker="o", label=arm)
-        axes[1].plot(x, mean_curve(runs, "rm/true_accuracy"), marker="o", label=arm)
-    for ax, title in zip(axes, ("proxy reward (reward model)", "true held-out accuracy (checker)"), strict=True):
-        ax.set_xlabel("sqrt(KL(policy || warm start))")
+        for ax, key in zip(axes[:2], ("rm/proxy_reward", "rm/true_accuracy"), strict=True):
+            ax.errorbar(x, mean_curve(runs, key), yerr=std_curve(runs, key), marker="o", capsize=2, label=arm)
+        axes[2].errorbar([row["step"] for row in runs[0][: len(x)]], x, yerr=std_curve(runs, "rm/sqrt_kl"),
+                         marker="o", capsize=2, label=arm)  # fmt: skip
+    titles = ("proxy reward (reward model)", "true held-out accuracy (checker, greedy)", "the leash: sqrt KL by step")
+    for ax, title in zip(axes, titles, strict=True):
+        ax.set_xlabel("sqrt(KL(policy || warm start))" if ax is not axes[2] else "GRPO step")
         ax.set_title(title)
         ax.legend(fontsize=8)
+    axes[2].set_ylabel("sqrt(KL)")
+    fig.suptitle(f"mean ± std over seeds {', '.join(map(str, settings.seeds))}", fontsize=9)
     fig.tight_layout()
     fig.savefig(out / "overoptimisation.png", dpi=110)
     rm_report = json.loads((paths["rm"] / "report.json").read_text())
@@ -362,18 +372,24 @@ def write_report(out: Path, settings: Settings, paths: dict, prepared_s: float |
         f"{len(settings.seeds)} seeds); evaluations on {settings.eval_n} held-out problems every "
         f"{settings.eval_every} steps. Values are mean ± std over seeds.", "",
         "![proxy and truth against sqrt KL](overoptimisation.png)", "",
-        "| arm | accuracy at 0 | peak accuracy (step, sqrt KL) | accuracy at the end | proxy 0 -> end "
+        "| arm | accuracy at 0 | peak mean accuracy (step, sqrt KL) | accuracy at the end | proxy 0 -> end "
         "| sqrt KL at the end |",
         "|---|---|---|---|---|---|",
     ]  # fmt: skip
     for arm, runs in curves.items():
         acc = mean_curve(runs, "rm/true_accuracy")
         peak = max(range(len(acc)), key=acc.__getitem__)
-        proxy, sqrt_kl = mean_curve(runs, "rm/proxy_reward"), mean_curve(runs, "rm/sqrt_kl")
-        end = {k: _ms([r[-1][k] for r in runs]) for k in ("rm/true_accuracy", "rm/proxy_reward", "rm/sqrt_kl")}
-        lines.append(f"| {arm} | {acc[0]:.3f} | {acc[peak]:.3f} (step {runs[0][peak]['step']}, {sqrt_kl[peak]:.2f}) | "
-                     f"{end['rm/true_accuracy']} | {proxy[0]:.3f} -> {end['rm/proxy_reward']} | "
-                     f"{end['rm/sqrt_kl']} |")  # fmt: skip
+        sqrt_kl = mean_curve(runs, "rm/sqrt_kl")
+        first, end = ({k: _ms([r[i][k] for r in runs]) for k in ("rm/true_accuracy", "rm/proxy_reward", "rm/sqrt_kl")}
+                      for i in (0, -1))  # fmt: skip
+        lines.append(f"| {arm} | {first['rm/true_accuracy']} | {acc[peak]:.3f} (step {runs[0][peak]['step']}, "
+                     f"{sqrt_kl[peak]:.2f}) | {end['rm/true_accuracy']} | {first['rm/proxy_reward']} -> "
+                     f"{end['rm/proxy_reward']} | {end['rm/sqrt_kl']} |")  # fmt: skip
+    steps = [row["step"] for row in next(iter(curves.values()))[0]] if curves else []
+    lines += ["", "Mean true accuracy at each evaluation (does it rise before it falls?):", "",
+              "| arm | " + " | ".join(f"step {k}" for k in steps) + " |", "|---" * (len(steps) + 1) + "|"]  # fmt: skip
+    for arm, runs in curves.items():
+        lines.append(f"| {arm} | " + " | ".join(f"{a:.3f}" for a in mean_curve(runs, "rm/true_accuracy")) + " |")
     heldout = _read_jsonl(paths["heldout"], settings.probe_n)
     problems = [{"question": p["question"], "answer": p["answer"].split("####")[-1].strip()} for p in heldout]
     probes = reward_model_scores(RewardModelReward(paths["rm"]), "gsm8k", problems, LAB_INSTRUCTION)
@@ -383,10 +399,28 @@ def write_report(out: Path, settings: Settings, paths: dict, prepared_s: float |
               f"Raw mean scores: genuine correct {probes['genuine_correct']['raw']:.3f}, genuine wrong "
               f"{probes['genuine_wrong']['raw']:.3f} (the normalised values divide by their difference).", "",
               "Probes that break their rule: " + (", ".join(paid) or "none") + ".", ""]  # fmt: skip
-    lines += ["## Highest-scored WRONG answers at the last evaluation (first finished seed)", ""]
+    rm_arms = [arm for arm in curves if arm != CHECKER]
+    if rm_arms:  # the RM does not change in GRPO; what changes is how its probes compare with the policy's answers
+        arm = rm_arms[0]
+        before, after = (statistics.fmean(r[i]["rm/proxy_reward"] for r in curves[arm]) for i in (0, -1))
+        lines += [f"Before and after: does a probe score above the policy's own sampled answers (mean RM score "
+                  f"{before:.3f} at step 0, {after:.3f} at the end of {arm}, mean over seeds)?", "",
+                  "| probe | kind | raw score | normalised | breaks its rule | above the policy at step 0 "
+                  f"| above {arm} at the end |", "|---|---|---|---|---|---|---|"]  # fmt: skip
+        for name, cell in probes.items():
+            lines.append(f"| `{name}` | {cell['kind']} | {cell['raw']:.3f} | {cell['score']:.2f} | "
+                         f"{'yes' if cell['violation'] else ''} | {'yes' if cell['raw'] > before else ''} | "
+                         f"{'yes' if cell['raw'] > after else ''} |")  # fmt: skip
+        lines.append("")
+    lines += ["## Highest-scored WRONG answers, at step 0 and at the last evaluation (first finished seed)", ""]
+    if curves:  # step 0: every arm's policy is the warm start, sampled alike
+        first_row = next(iter(curves.values()))[0][0]
+        lines += [
+            f"- step 0 (every arm): {score:.2f} `{text.strip()[:80]!r}`" for score, text in first_row["top_wrong"][:3]
+        ]
     for arm, runs in curves.items():
-        for score, text in runs[0][-1]["top_wrong"][:3]:
-            lines.append(f"- {arm}: {score:.2f} `{text.strip()[:80]!r}`")
+        lines += [f"- {arm}, step {runs[0][-1]['step']}: {score:.2f} `{text.strip()[:80]!r}`"
+                  for score, text in runs[0][-1]["top_wrong"][:3]]  # fmt: skip
     (out / "probes.json").write_text(json.dumps(probes, indent=1))
     report = out / "report.md"
     report.write_text("\n".join(lines) + "\n")
