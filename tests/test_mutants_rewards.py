@@ -115,3 +115,27 @@ def test_answers_equal_up_to_spacing_and_dfrac_never_wait_for_the_checker(monkey
     two_boxes = "so \\boxed{\\tfrac{5}{8}} and again \\boxed{\\frac{5}{8}}"
     expected = Answer("\\frac{5}{8}", "ok", "boxed", 2, len(two_boxes), "\\frac{5}{8}")
     assert extract_answer(two_boxes, task="math") == expected
+
+
+GAP = " and then some more words to make the gap long enough, "  # more than HEDGE_GAP_CHARS between two boxes
+FOUR_FAR_APART = GAP.join(f"\\boxed{{{i}}}" for i in range(1, 5))  # more than MAX_DISTINCT_BOXES others
+
+
+@pytest.mark.parametrize(
+    "text, task, expected",
+    [
+        ("so \\boxed{ }", "math", Answer(None, "empty", "boxed", 1, 12, "")),
+        ("first \\boxed{2} then \\boxed{}", "math", Answer(None, "empty", "boxed", 2, 29, "")),
+        ("\\boxed{3 \\text{ or } 4}", "math", Answer(None, "hedge", "boxed", 1, 23, "3 \\text{ or } 4")),
+        ("\\boxed{3} or \\boxed{4}", "math", Answer(None, "hedge", "boxed", 2, 22, "4")),  # close together: a list
+        ("\\boxed{3}" + GAP + "\\boxed{4}", "math", Answer(None, "conflicting_markers", "boxed", 2, 73, "4")),
+        ("\\boxed{1}, \\boxed{2}, \\boxed{3}, \\boxed{4}", "math", Answer(None, "hedge", "boxed", 4, 42, "4")),
+        (FOUR_FAR_APART, "math", Answer(None, "conflicting_markers", "boxed", 4, 201, "4")),
+        ("#### 3\nno wait\n#### 4 apples", "gsm8k", Answer(None, "conflicting_markers", "####", 2, 28, "4 apples")),
+        ("#### 3 or 4", "gsm8k", Answer(None, "hedge", "####", 1, 11, "3 or 4")),
+        ("#### \n", "gsm8k", Answer(None, "empty", "####", 1, 5, "")),  # the answer's line ends at the newline
+        ("#### 2\\sqrt(2)", "gsm8k", Answer(None, "expression", "####", 1, 14, "2\\sqrt(2)")),
+    ],
+)
+def test_an_answer_that_is_not_one_says_why_field_by_field(text, task, expected):
+    assert extract_answer(text, task=task) == expected
