@@ -139,3 +139,9 @@ FOUR_FAR_APART = GAP.join(f"\\boxed{{{i}}}" for i in range(1, 5))  # more than M
 )
 def test_an_answer_that_is_not_one_says_why_field_by_field(text, task, expected):
     assert extract_answer(text, task=task) == expected
+
+
+@pytest.mark.parametrize("gap, reason", [(40, "hedge"), (41, "conflicting_markers")])
+def test_two_different_boxes_within_40_characters_are_a_list(gap, reason):
+    text = "\\boxed{3}" + "~" * gap + "\\boxed{5}"
+    assert extract_answer(text, task="math").reason == reason
