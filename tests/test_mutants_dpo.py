@@ -108,3 +108,71 @@ def test_the_wpo_reason_names_the_weights():
         "not predicted: use_weighting (WPO) multiplies each pair's loss by weights computed from the policy's own "
         "token probabilities on that pair, so it depends on the model and the batch"
     )
+
+
+def test_every_log_sigmoid_loss_starts_at_ln_2_per_weight():
+    loss, how = expected_first_loss(["sigmoid", "sigmoid_norm", "robust"], None, False)
+    assert loss == pytest.approx(3 * math.log(2)) and how == "ln 2 x (1 + 1 + 1)"  # no weights: 1.0 each, as TRL
+
+
+def test_losses_that_are_not_log_sigmoid_are_named_and_not_predicted():
+    loss, why = expected_first_loss(["hinge", "sigmoid", "ipo"], [1.0, 0.5, 2.0], False)
+    assert loss is None
+    assert why == "not predicted: loss_type ['hinge', 'ipo'] is not a log-sigmoid loss (not ln 2 at the start)"
+
+
+def test_the_default_tolerance_is_a_thousandth():
+    near, far = FirstLossCheck(0.75), FirstLossCheck(0.75)
+    near.on_log(None, state(1), None, logs={"loss": 0.7509, "rewards/chosen": -0.0009})
+    far.on_log(None, state(1), None, logs={"loss": 0.7511})
+    assert near.ok is True and far.ok is False
+
+
+def test_the_reward_model_start_is_checked_and_worded_as_a_tie(caplog):
+    from recipes.first_loss import REWARD_MODEL_START
+
+    passed = FirstLossCheck(0.25, "log(1 + e^-1)", 0.125, REWARD_MODEL_START)
+    failed = FirstLossCheck(0.25, "log(1 + e^-1)", 0.125, REWARD_MODEL_START)
+    with caplog.at_level(logging.INFO, logger="recipes.first_loss"):
+        passed.on_log(None, state(1), None, logs={"loss": 0.25, "min_reward": -0.125, "max_reward": 0.125})
+        failed.on_log(None, state(1), None, logs={"loss": 0.25, "min_reward": -0.5, "rewards/chosen": 3.0})
+        resumed = FirstLossCheck(0.25, "log(1 + e^-1)", 0.125, REWARD_MODEL_START)
+        resumed.on_step_end(None, state(4), TrainerControl())
+    bar = "!" * 100
+    assert messages(caplog) == [
+        ("INFO", "first reward-model loss 0.250000 = log(1 + e^-1): every pair starts tied"),
+        (
+            "WARNING",
+            f"\n{bar}\nREWARD MODEL FIRST LOSS IS NOT A TIE: min_reward = -0.500000, not 0.\nThe score head was not "
+            f"zero at the start, or the loss is not the one configured (margin).\n{bar}",
+        ),
+        ("INFO", "first step seen is 4 (resumed): the zero score head check does not apply"),
+    ]
+    assert (passed.ok, failed.ok) == (True, False)
+
+
+def test_the_report_holds_the_outcome_for_report_json():
+    check = FirstLossCheck(0.5, "ln 2 x (0.72)", tolerance=0.01)
+    assert check.report() == {
+        "first_loss": None,
+        "first_loss_ok": None,
+        "first_loss_expected": 0.5,
+        "first_loss_note": "ln 2 x (0.72)",
+    }
+    check.on_log(None, state(1), None, logs={"loss": 0.505})
+    assert check.report() == {
+        "first_loss": 0.505,
+        "first_loss_ok": True,
+        "first_loss_expected": 0.5,
+        "first_loss_note": "ln 2 x (0.72)",
+    }
+
+
+def test_a_reward_model_start_without_an_expected_loss_checks_the_scores(caplog):
+    from recipes.first_loss import REWARD_MODEL_START
+
+    check = FirstLossCheck(None, "margin from the data", 0.125, REWARD_MODEL_START)
+    with caplog.at_level(logging.INFO, logger="recipes.first_loss"):
+        check.on_log(None, state(1), None, logs={"loss": 0.9, "min_reward": 0.0, "max_reward": 0.0})
+    said = "first reward-model loss 0.900000 (margin from the data); scores 0: every pair starts tied"
+    assert check.ok is True and messages(caplog) == [("INFO", said)]
