@@ -145,3 +145,9 @@ def test_an_answer_that_is_not_one_says_why_field_by_field(text, task, expected)
 def test_two_different_boxes_within_40_characters_are_a_list(gap, reason):
     text = "\\boxed{3}" + "~" * gap + "\\boxed{5}"
     assert extract_answer(text, task="math").reason == reason
+
+
+def test_two_other_boxes_are_still_compared_and_may_be_the_same_answer():
+    # MAX_DISTINCT_BOXES (2) other boxes are compared with math-verify; here both equal the last one
+    text = "half: \\boxed{\\frac{1}{2}}" + GAP + "\\boxed{\\tfrac{2}{4}}" + GAP + "so \\boxed{0.5}"
+    assert extract_answer(text, task="math") == Answer("0.5", "ok", "boxed", 3, len(text), "0.5")
