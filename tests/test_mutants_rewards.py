@@ -151,3 +151,20 @@ def test_two_other_boxes_are_still_compared_and_may_be_the_same_answer():
     # MAX_DISTINCT_BOXES (2) other boxes are compared with math-verify; here both equal the last one
     text = "half: \\boxed{\\frac{1}{2}}" + GAP + "\\boxed{\\tfrac{2}{4}}" + GAP + "so \\boxed{0.5}"
     assert extract_answer(text, task="math") == Answer("0.5", "ok", "boxed", 3, len(text), "0.5")
+
+
+def test_comparing_the_other_boxes_shares_one_comparisons_budget(monkeypatch):
+    import rewards.verify as verify
+
+    budgets = []
+
+    class Pool:  # says "equal" and records the time it was given
+        def compare(self, gold, pred, budget):
+            budgets.append(budget)
+            return verify.Verdict.EQUAL
+
+    monkeypatch.setattr(verify, "_POOL", Pool())
+    monkeypatch.setattr(verify, "_CACHE", OrderedDict())
+    text = "\\boxed{\\sqrt{4}}" + GAP + "\\boxed{4^{1}}" + GAP + "so \\boxed{2^{2}}"
+    assert extract_answer(text, task="math").value == "2^{2}"
+    assert budgets == [pytest.approx(verify.TIME_BUDGET_S / 2)] * 2  # two other boxes: half the budget each
