@@ -150,9 +150,33 @@ def _window_mean(points: list[tuple[int, float]], start: bool) -> float | None:
     return statistics.fmean(v for _, v in (points[:n] if start else points[-n:]))
 
 
+def excess_tokens(folder: str | Path, when: str) -> dict[str, float | None]:
+    """Mean tokens beyond the gold solution of the greedy held-out answers of ``eval_<when>`` (``before`` or
+    ``after``), over the wrong and over the correct ones: ``n_tokens`` of each sample minus the length of its problem's
+    worked solution in the run's tokenizer. Wrong answers belong to longer problems (more operations, more chances to
+    slip), so their raw length is longer whatever the loss; the excess is what a length bias would add."""
+    from transformers import AutoTokenizer
+
+    from eval.jsonl import read_jsonl
+
+    folder = Path(folder)
+    samples_path = folder / f"eval_{when}" / "samples.jsonl"
+    if not samples_path.exists():
+        return {"wrong": None, "correct": None}
+    config = json.loads((folder / "resolved_config.json").read_text())
+    tokenizer = AutoTokenizer.from_pretrained(config["model_name_or_path"])
+    gold = {row["question"]: row["answer"] for row in read_jsonl(config["eval_data"])}
+    excess: dict[str, list[int]] = {"wrong": [], "correct": []}
+    for sample in read_jsonl(samples_path):
+        solution_tokens = len(tokenizer(gold[sample["question"]])["input_ids"])
+        excess["correct" if sample["correct"] else "wrong"].append(sample["n_tokens"] - solution_tokens)
+    return {name: statistics.fmean(values) if values else None for name, values in excess.items()}
+
+
 def summarize(folder: str | Path) -> dict:
     """One run's numbers: each curve's mean over the first and the last quarter of its steps, and from
-    ``report.json`` the held-out accuracy and the greedy length of wrong held-out answers before and after."""
+    ``report.json`` and the evaluations' samples the held-out accuracy and the greedy wrong answers' tokens beyond
+    the gold solution, before and after."""
     folder = Path(folder)
     summary = {}
     for name, points in length_curves(folder).items():
@@ -161,7 +185,7 @@ def summarize(folder: str | Path) -> dict:
     for when in ("before", "after"):
         result = report.get(when) or {}
         summary[f"accuracy_{when}"] = result.get("accuracy")
-        summary[f"heldout_length_wrong_{when}"] = ((result.get("length_tokens") or {}).get("wrong") or {}).get("mean")
+        summary[f"excess_wrong_{when}"] = excess_tokens(folder, when)["wrong"]
     summary["seconds"] = report.get("seconds")
     return summary
 
@@ -192,7 +216,8 @@ def report_table(runs: dict[str, dict[int, Path]]) -> str:
         ("truncated share, %", "truncated_rate", 100),
     ]  # fmt: skip
     lines = ["| config | seeds | " + " | ".join(f"{label}: start → end" for label, _, _ in rows) +
-             " | greedy held-out wrong answers, tokens: before → after | held-out accuracy, %: before → after |",
+             " | greedy held-out wrong answers, tokens beyond the gold solution: before → after"
+             " | held-out accuracy, %: before → after |",
              "|" + "---|" * (len(rows) + 4)]  # fmt: skip
     for config, by_seed in runs.items():
         summaries = [summarize(folder) for folder in by_seed.values()]
@@ -201,7 +226,7 @@ def report_table(runs: dict[str, dict[int, Path]]) -> str:
             start = [s[f"{name}_start"] * scale if s[f"{name}_start"] is not None else None for s in summaries]
             end = [s[f"{name}_end"] * scale if s[f"{name}_end"] is not None else None for s in summaries]
             cells.append(f"{_mean_std(start)} → {_mean_std(end)}")
-        greedy = [_mean_std(s[f"heldout_length_wrong_{w}"] for s in summaries) for w in ("before", "after")]
+        greedy = [_mean_std(s[f"excess_wrong_{w}"] for s in summaries) for w in ("before", "after")]
         accuracy = [_mean_std(100 * s[f"accuracy_{w}"] if s[f"accuracy_{w}"] is not None else None for s in summaries)
                     for w in ("before", "after")]  # fmt: skip
         lines.append(f"| {config} | {', '.join(map(str, by_seed))} | {' | '.join(cells)} | {' → '.join(greedy)} | "

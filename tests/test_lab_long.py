@@ -121,6 +121,9 @@ def test_two_steps_of_each_config_write_the_length_keys_the_report_plots(tmp_pat
         assert [step for step, _ in curves["truncated_rate"]] == [1, 2]
         assert all(value == 12.0 for _, value in curves["truncated"])  # a cut answer is as long as the budget
         assert all(1.0 <= value <= 12.0 for _, value in curves["wrong"] + curves["correct"])
+        # at most 12 tokens against solutions of at least 60: every greedy answer falls short of its gold solution
+        excess = long_answers.excess_tokens(tmp_path / "matrix" / config.stem / "seed0", "after")
+        assert excess["wrong"] is not None and excess["wrong"] <= 12 - 60
     report = long_answers.write_report(tmp_path / "matrix")
     text = report.read_text()
     assert all(c.stem in text for c in CONFIGS) and "(1 seed) → " in text
