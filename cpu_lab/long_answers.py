@@ -234,10 +234,33 @@ def report_table(runs: dict[str, dict[int, Path]]) -> str:
     return "\n".join(lines)
 
 
+def paired_difference(runs: dict[str, dict[int, Path]], name: str = "wrong") -> dict[int, list[tuple[int, float]]]:
+    """Per seed run by both configs, per step logged by both: ``name``'s value under grpo minus under dr_grpo.
+
+    Runs of one seed draw the same prompts in the same order (the sampler is seeded), so the step's mix of easy and
+    hard problems, which moves the raw lengths by ±10 tokens from step to step, cancels in the difference."""
+    grpo, dr_grpo = (runs.get(config.stem, {}) for config in CONFIGS)
+    differences = {}
+    for seed in sorted(set(grpo) & set(dr_grpo)):
+        other = dict(length_curves(dr_grpo[seed])[name])
+        differences[seed] = [(step, value - other[step]) for step, value in length_curves(grpo[seed])[name]
+                             if step in other]  # fmt: skip
+    return differences
+
+
+def paired_summary(runs: dict[str, dict[int, Path]], name: str = "wrong") -> str:
+    """``grpo - dr_grpo`` of ``name`` over the first and the last quarter of the steps, mean ± std over seeds."""
+    differences = paired_difference(runs, name).values()
+    start = [_window_mean(points, True) for points in differences]
+    end = [_window_mean(points, False) for points in differences]
+    return f"{_mean_std(start)} → {_mean_std(end)} tokens ({len(start)} seed(s))"
+
+
 def plot_lengths(runs: dict[str, dict[int, Path]], path: str | Path, smooth: int = 5) -> Path:
-    """Three panels over steps: length of correct and of wrong sampled answers, and the truncated share (a truncated
-    answer is as long as the budget, so its length is a constant; how many there are is what moves). Thin lines: each
-    seed; thick: the mean over seeds, smoothed over ``smooth`` steps."""
+    """Four panels over steps: length of correct and of wrong sampled answers, the truncated share (a truncated
+    answer is as long as the budget, so its length is a constant; how many there are is what moves), and the wrong
+    answers' length under grpo minus under dr_grpo for the same seed. Thin lines: each seed; thick: the mean over
+    seeds, smoothed over ``smooth`` steps."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -245,10 +268,10 @@ def plot_lengths(runs: dict[str, dict[int, Path]], path: str | Path, smooth: int
 
     panels = [("correct", "correct answers: mean tokens"), ("wrong", "wrong answers: mean tokens"),
               ("truncated_rate", "truncated share (cut at the budget)")]  # fmt: skip
-    fig, axes = plt.subplots(1, 3, figsize=(14, 3.8))
+    fig, axes = plt.subplots(1, 4, figsize=(18, 3.8))
     for colour, (config, by_seed) in zip(("tab:red", "tab:blue", "tab:green"), runs.items(), strict=False):
         curves = [length_curves(folder) for folder in by_seed.values()]
-        for ax, (name, title) in zip(axes, panels, strict=True):
+        for ax, (name, title) in zip(axes[:3], panels, strict=True):
             by_step: dict[int, list[float]] = {}
             for curve in curves:
                 ax.plot(*zip(*curve[name], strict=True), color=colour, alpha=0.25, lw=0.8) if curve[name] else None
@@ -259,6 +282,21 @@ def plot_lengths(runs: dict[str, dict[int, Path]], path: str | Path, smooth: int
             smoothed = [statistics.fmean(means[max(0, i - smooth + 1) : i + 1]) for i in range(len(means))]
             ax.plot(steps, smoothed, color=colour, lw=2, label=f"{config} ({len(curves)} seed(s))")
             ax.set(title=title, xlabel="GRPO step")
+    differences = paired_difference(runs)
+    for points in differences.values():
+        axes[3].plot(*zip(*points, strict=True), color="black", alpha=0.3, lw=0.8) if points else None
+    if differences:
+        by_step: dict[int, list[float]] = {}
+        for points in differences.values():
+            for step, value in points:
+                by_step.setdefault(step, []).append(value)
+        steps = sorted(by_step)
+        means = [statistics.fmean(by_step[s]) for s in steps]
+        smoothed = [statistics.fmean(means[max(0, i - smooth + 1) : i + 1]) for i in range(len(means))]
+        axes[3].plot(steps, smoothed, color="black", lw=2, label=f"mean of {len(differences)} seed(s)")
+        axes[3].legend(fontsize=7)
+    axes[3].axhline(0, color="grey", lw=0.8)
+    axes[3].set(title="wrong answers: grpo minus dr_grpo, same seed", xlabel="GRPO step", ylabel="tokens")
     axes[0].legend(fontsize=7)
     fig.tight_layout()
     path = Path(path)
@@ -279,7 +317,9 @@ def write_report(out: str | Path) -> Path:
                for seed, folder in by_seed.items()]  # fmt: skip
     text = ["# Long-answer lab: GRPO vs Dr. GRPO answer lengths", "",
             f"Start = first {WINDOW:.0%} of the logged steps, end = last {WINDOW:.0%}; mean ± sample std over seeds.",
-            "", report_table(runs), "", f"![lengths]({png.name})", "", "Wall time per run (evaluations included): "
+            "", report_table(runs), "",
+            f"Wrong sampled answers, grpo minus dr_grpo for the same seed (same prompts), start → end: "
+            f"{paired_summary(runs)}.", "", f"![lengths]({png.name})", "", "Wall time per run (evaluations included): "
             + "; ".join(seconds)]  # fmt: skip
     path = out / "report.md"
     path.write_text("\n".join(text) + "\n")
