@@ -87,3 +87,10 @@ def test_a_probe_is_built_from_the_problem_as_given():
     assert build_probe("hedge", problem, "gsm8k") == "#### 24 or 25"
     assert build_probe("hedge", {**problem, "answer": 24}, "math") == "\\boxed{24 or 25}"
     assert build_probe("genuine_wrong", problem, "math").endswith("The final answer is $\\boxed{25}$.")
+
+
+def test_the_wrong_answer_for_a_large_integer_gold_is_still_wrong():
+    from rewards.probes import wrong_answer_for
+
+    # beyond float precision (2**53) adding 1 as a float would give the gold back
+    assert wrong_answer_for("12345678901234567890", "gsm8k") == "12345678901234567891"
