@@ -168,3 +168,31 @@ def test_comparing_the_other_boxes_shares_one_comparisons_budget(monkeypatch):
     text = "\\boxed{\\sqrt{4}}" + GAP + "\\boxed{4^{1}}" + GAP + "so \\boxed{2^{2}}"
     assert extract_answer(text, task="math").value == "2^{2}"
     assert budgets == [pytest.approx(verify.TIME_BUDGET_S / 2)] * 2  # two other boxes: half the budget each
+
+
+def test_without_a_gold_nothing_is_correct_not_even_the_word_none():
+    from eval.scoring import score_completion
+
+    scored = score_completion("so \\boxed{None}", None, "math500")
+    assert (scored["correct"], scored["extracted"], scored["reason"]) == (False, "None", "ok")
+
+
+def test_a_hedged_gold_matched_by_the_same_list_is_reported_as_extracted():
+    from eval.scoring import score_completion
+
+    scored = score_completion("so \\boxed{-2 \\text{ or } -12}", "-2 \\text{ or } -12", "math500")
+    assert (scored["correct"], scored["extracted"], scored["format_ok"]) == (True, "-2 \\text{ or } -12", True)
+
+
+def test_the_format_reward_scores_0_where_reading_the_answer_fails_and_goes_on(monkeypatch):
+    import rewards.format
+
+    real = rewards.format.extract_answer
+
+    def fragile(text, task):
+        if "boom" in text:
+            raise RuntimeError("extractor bug")
+        return real(text, task=task)
+
+    monkeypatch.setattr(rewards.format, "extract_answer", fragile)
+    assert FormatReward("gsm8k", bonus=0.4)(["#### 3 boom", "so\n#### 8"]) == [0.0, 0.4]
