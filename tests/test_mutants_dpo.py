@@ -176,3 +176,7 @@ def test_a_reward_model_start_without_an_expected_loss_checks_the_scores(caplog)
         check.on_log(None, state(1), None, logs={"loss": 0.9, "min_reward": 0.0, "max_reward": 0.0})
     said = "first reward-model loss 0.900000 (margin from the data); scores 0: every pair starts tied"
     assert check.ok is True and messages(caplog) == [("INFO", said)]
+
+
+def test_without_a_note_the_report_says_nothing_about_the_expected_loss():
+    assert FirstLossCheck(0.5).report()["first_loss_note"] == ""

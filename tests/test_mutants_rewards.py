@@ -196,3 +196,10 @@ def test_the_format_reward_scores_0_where_reading_the_answer_fails_and_goes_on(m
 
     monkeypatch.setattr(rewards.format, "extract_answer", fragile)
     assert FormatReward("gsm8k", bonus=0.4)(["#### 3 boom", "so\n#### 8"]) == [0.0, 0.4]
+
+
+def test_eval_reports_the_value_read_and_how_many_markers_there_were():
+    from eval.scoring import score_completion
+
+    scored = score_completion("#### 18\nso, again:\n#### 18 dollars", "18", "gsm8k")
+    assert (scored["correct"], scored["extracted"], scored["n_markers"]) == (True, "18", 2)
