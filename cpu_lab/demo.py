@@ -224,7 +224,10 @@ def seed_table(demo_dirs: list[str | Path]) -> str:
         afters = [r[name].accuracy_after for r in by_seed.values() if name in r]
         gains = [(r[name].accuracy_after - r[name].accuracy_before) * 100 for r in by_seed.values() if name in r]
         a, g = matrix.mean_std(afters), matrix.mean_std(gains)
-        stats.append("–" if a[0] is None else f"{a[0]:.3f} ± {a[1] or 0:.3f} ({g[0]:+.1f} ± {g[1] or 0:.1f})")
+        if a[0] is None or a[1] is None:  # no run, or one seed: no spread to give
+            stats.append("–" if a[0] is None else f"{a[0]:.3f} ({g[0]:+.1f}; 1 seed)")
+        else:
+            stats.append(f"{a[0]:.3f} ± {a[1]:.3f} ({g[0]:+.1f} ± {g[1]:.1f})")
     befores = matrix.mean_std([next(iter(r.values())).accuracy_before for r in by_seed.values()])
     lines.append(f"| mean ± std ({len(by_seed)} seeds) | {befores[0]:.3f} ± {befores[1] or 0:.3f} | "
                  + " | ".join(stats) + " |")  # fmt: skip

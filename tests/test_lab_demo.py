@@ -57,6 +57,7 @@ def test_seed_table_gives_each_seeds_gain_and_the_mean_and_std_over_seeds(tmp_pa
     # mean 0.475, sample std of (0.50, 0.45) = 0.035; gains +12.5 ± 10.6
     assert "| mean ± std (2 seeds) | 0.350 ± 0.071 | 0.475 ± 0.035 (+12.5 ± 10.6) |" in table
     assert "Default gain >= +15 points on 1 of 2 seeds." in table
+    assert table.count("– |") == 2 * 2 + 2  # no dr_grpo or format-only run: a dash per seed and in the mean row
 
 
 def test_seed_table_of_empty_folders_names_what_it_expected(tmp_path):
