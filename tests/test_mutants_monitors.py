@@ -387,15 +387,12 @@ def test_split_groups_refuses_keys_and_items_of_different_lengths():
         split_groups(["p", "p", "q"], [1, 2])
 
 
-@pytest.mark.parametrize("column", ["pass_rate", "answer"])
-def test_a_column_of_the_wrong_length_is_an_error_not_a_shorter_batch(column):
-    monitor = RewardMonitor([fake_correctness], [2.0], "gsm8k", 100, correctness_index=0, group_size=2)
+def test_an_answer_column_of_the_wrong_length_is_an_error_not_a_shorter_table():
+    # the run's correctness comes from the reward outputs, so only the top table reads the answers
+    monitor = RewardMonitor([fake_format], [2.0], "gsm8k", 100, correctness_index=0, group_size=2)
     completions = [[{"role": "assistant", "content": "#### 8"}]] * 4
-    columns = {"answer": ["8"] * 4, "prompts": ["p", "p", "q", "q"], "pass_rate": [0.5] * 4}
-    columns[column] = columns[column][:3]
-    correctness = monitor.wrapped()[0]
     with pytest.raises(ValueError):
-        correctness(completions=completions, **columns)
+        monitor.wrapped()[0](completions=completions, answer=["8"] * 3, prompts=["p", "p", "q", "q"])
 
 
 def test_the_piece_of_a_group_another_process_holds_is_not_a_group():
