@@ -61,7 +61,7 @@ class Settings:
     betas: list[float] = field(default_factory=lambda: [0.0, 0.01, 0.04, 0.2])
     checker_control: bool = True
     # 60 steps x 5 arms x 3 seeds fit the 15 minutes on 2 cores (GRPO steps are ~90% of the time; 100 steps took 21
-    # minutes); by step 60 every reward-model arm has already lost most of its true accuracy (docs/reward_model.md)
+    # minutes); by step 60 every reward-model arm has lost most of its true accuracy (docs/reward_model.md)
     steps: int = 60
     eval_every: int = 10
     eval_n: int = 64  # held-out problems per evaluation (greedy accuracy, one sample each for proxy and KL)
@@ -356,7 +356,8 @@ def write_report(out: Path, settings: Settings, paths: dict, prepared_s: float |
         ax.set_title(title)
         ax.legend(fontsize=8)
     axes[2].set_ylabel("sqrt(KL)")
-    fig.suptitle(f"mean ± std over seeds {', '.join(map(str, settings.seeds))}", fontsize=9)
+    finished = ", ".join(f"{arm} {len(runs)}" for arm, runs in curves.items())
+    fig.suptitle(f"mean ± std over the finished seeds (of {len(settings.seeds)}): {finished}", fontsize=9)
     fig.tight_layout()
     fig.savefig(out / "overoptimisation.png", dpi=110)
     rm_report = json.loads((paths["rm"] / "report.json").read_text())
