@@ -12,7 +12,8 @@ The training set is a ``datasets.Dataset`` of indices whose rows are drawn when 
 L and i), so the G copies of a prompt that TRL's ``RepeatSampler`` puts in one batch are one problem, and a level
 change reaches the batches fetched after it (one to two steps later: accelerate fetches a batch ahead). No training
 problem asks a held-out or a validation question (``problems.kept_out_questions`` at the default difficulty): the
-held-out set is the same 200 problems at every level, so before/after accuracy compares across runs.
+held-out set is the same 200 problems at every level, so before/after accuracy compares across runs. The controller's
+state is not checkpointed: a run resumed from a checkpoint starts again at the start level.
 
 Each log line gets ``curriculum/difficulty`` (the level new batches draw from), ``curriculum/pass_rate`` (the
 running pass rate), ``curriculum/step_pass_rate`` (the monitors' ``monitor/correct_rate`` of that window) and
