@@ -77,14 +77,20 @@ def test_gsm8k_matrix_differs_only_in_loss_and_beta(model):
     folder = ROOT / "recipes" / "configs" / "gsm8k" / model
     runs = {
         name: load(folder / f"{name}.yaml")
-        for name in ("grpo_lora_b0.04", "grpo_lora_b0", "grpo_lora_drgrpo_b0.04", "grpo_lora_drgrpo_b0")
+        for name in (
+            "grpo_lora_b0.04",
+            "grpo_lora_b0",
+            "grpo_lora_drgrpo_b0.04",
+            "grpo_lora_drgrpo_b0",
+            "grpo_lora_dapo_b0",
+        )
     }
     reference = runs["grpo_lora_b0.04"]
     for name, config in runs.items():
         differing = {k for k in reference.keys() | config.keys() if reference.get(k) != config.get(k)}
         assert differing <= MATRIX_KEYS, f"{name} differs in {differing - MATRIX_KEYS}"
         assert config["seed"] == reference["seed"] and "data_seed" in config  # same seed and data order
-        expected = ("dr_grpo", "none") if "drgrpo" in name else ("grpo", "group")
+        expected = {"drgrpo": ("dr_grpo", "none"), "dapo": ("dapo", "group")}.get(name.split("_")[2], ("grpo", "group"))
         assert (config["loss_type"], config["scale_rewards"]) == expected
         assert config["beta"] == (0.04 if name.endswith("b0.04") else 0)
 
