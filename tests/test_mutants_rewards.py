@@ -86,6 +86,8 @@ def test_a_missing_answer_column_says_how_to_add_it(task):
         ("Answer: $3$ or $4$", "math", Answer(None, "hedge", "answer_line", 1, 18, "3$ or $4")),
         ("A: 5\nThe answer is 6", "gsm8k", Answer("6", "ok", "answer_line", 2, 20, "6")),  # the last line counts
         ("no marker at all", "math", Answer(None, "no_marker")),  # every field at its default
+        ("Answer: 2X.", "math", Answer("2X", "ok", "answer_line", 1, 11, "2X")),  # only the period goes
+        ("Answer: $X+1$", "math", Answer("X+1", "ok", "answer_line", 1, 13, "X+1")),  # only the dollars and spaces
     ],
 )
 def test_an_answer_line_is_read_field_by_field(text, task, expected):
