@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from bench import grpo_gpu, grpo_overhead
+from eval.jsonl import read_jsonl
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -20,6 +21,7 @@ ROOT = Path(__file__).resolve().parents[1]
 # availability checks of transformers, TRL and peft use it) and importing raises.
 ABSENT = """
 import importlib.abc, importlib.util, runpy, sys
+from eval.jsonl import read_jsonl
 BLOCKED = {blocked!r}
 class Absent(importlib.abc.MetaPathFinder):
     def find_spec(self, name, path=None, target=None):
@@ -108,7 +110,7 @@ def test_overhead_bench_runs_the_recipe_with_probes_and_heldout_eval(tmp_path, s
     result = grpo_overhead.main(["--config", str(config), "--rounds", "1", "--steps", "2", "--warmup", "0", "--",
                                  *data])  # fmt: skip
     assert result["monitor_eval_steps"] == 2 and result["probe_problems"] == 2
-    ours_log = [json.loads(line) for line in (Path(result["output_dirs"]["ours"][0]) / "log.jsonl").open()]
+    ours_log = read_jsonl(Path(result["output_dirs"]["ours"][0]) / "log.jsonl")
     assert any("eval/accuracy" in record for record in ours_log)  # held-out eval ran inside the timed training
     assert any("probe/violations" in record for record in ours_log)  # probes too
     assert not (Path(result["output_dirs"]["plain"][0]) / "log.jsonl").exists()  # plain TRL: no monitors

@@ -7,6 +7,7 @@ import json
 
 import pytest
 
+from eval.jsonl import read_jsonl
 from eval.run import score_predictions
 from eval.scoring import score_completion
 
@@ -72,7 +73,7 @@ def test_unknown_task_is_an_error():
 )
 def test_reference_solutions_rescore_at_100_percent(shared_data, tmp_path, task, path, completion_field, n_rows):
     results = score_predictions(task, shared_data / path, tmp_path, completion_field=completion_field)
-    wrong = [json.loads(line) for line in (tmp_path / "samples.jsonl").read_text().splitlines()]
+    wrong = read_jsonl(tmp_path / "samples.jsonl")
     wrong = [(r["index"], r["extracted"], r["gold"]) for r in wrong if not r["correct"]]
     assert results["n"] == n_rows
     assert {(task, index) for index, *_ in wrong} <= KNOWN_UNSCORABLE, wrong
@@ -88,7 +89,7 @@ def test_score_keeps_input_order_and_reads_truncation(tmp_path):
     ]
     predictions.write_text("".join(json.dumps(r) + "\n" for r in rows))
     score_predictions("gsm8k", predictions, tmp_path / "out")
-    lines = [json.loads(line) for line in (tmp_path / "out" / "samples.jsonl").read_text().splitlines()]
+    lines = read_jsonl(tmp_path / "out" / "samples.jsonl")
     assert [line["correct"] for line in lines] == [False, True, True]
     assert [line["truncated"] for line in lines] == [False, True, False]
     assert all(isinstance(line["correct"], bool) for line in lines)
@@ -103,7 +104,7 @@ def test_score_list_of_completions_gives_pass_at_k(tmp_path):
     ]
     predictions.write_text("".join(json.dumps(r) + "\n" for r in rows))
     results = score_predictions("gsm8k", predictions, tmp_path / "out")
-    lines = [json.loads(line) for line in (tmp_path / "out" / "samples.jsonl").read_text().splitlines()]
+    lines = read_jsonl(tmp_path / "out" / "samples.jsonl")
     assert [line["n_correct_samples"] for line in lines] == [2, 0]
     assert [s["correct"] for s in lines[0]["samples"]] == [True, False, True]
     assert results["pass_at_k"]["3"] == 0.5 and results["accuracy"] == pytest.approx(2 / 6)
@@ -163,10 +164,6 @@ def test_a_comparison_without_verdict_is_reported_not_scored_wrong(monkeypatch, 
     s = score_completion("so \\boxed{\\frac{15}{4}}", "\\frac{30}{8}", "math500")
     assert (s["correct"], s["reason"], s["timeout"]) == (False, reason, timeout)
     assert s["extracted"] == "\\frac{15}{4}" and s["format_ok"]  # the answer was read; only the comparison failed
-
-
-def read_jsonl(path):
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
 
 
 def test_hedged_golds_score_as_the_reward_scores_them(shared_data):

@@ -3,7 +3,6 @@
 OMP_NUM_THREADS=1 .venv/bin/python -m pytest -q tests/test_lab_problems.py
 """
 
-import json
 import random
 import re
 
@@ -18,6 +17,7 @@ from cpu_lab.problems import (
     validation_problems,
     write_lab_data,
 )
+from eval.jsonl import read_jsonl
 from rewards.answers import extract_answer
 from rewards.verify import is_correct
 
@@ -101,8 +101,8 @@ def test_grpo_data_of_the_lab_leaves_out_both_sets(tmp_path):
     cached.mkdir(parents=True)
     (cached / "warmstart.json").write_text("{}")
     paths = prepare_lab(settings, tmp_path / "cache", tmp_path / "lab")
-    grpo = {r["question"] for r in map(json.loads, paths["train"].read_text().splitlines())}
-    held = [r["question"] for r in map(json.loads, paths["heldout"].read_text().splitlines())]
+    grpo = {r["question"] for r in read_jsonl(paths["train"])}
+    held = [r["question"] for r in read_jsonl(paths["heldout"])]
     assert len(held) == 80 and not grpo & set(held)
     assert not grpo & {p["question"] for p in validation_problems(CROWDED, 120, heldout_n=80)}
 

@@ -11,6 +11,7 @@ import pytest
 
 from cpu_lab.problems import Difficulty, heldout_problems, validation_problems
 from cpu_lab.warmstart import WarmStartSettings, lab_tokenizer, sft_rows, warm_start
+from eval.jsonl import read_jsonl
 
 # A model and run small enough for a unit test; the lab's real settings are WarmStartSettings() defaults.
 TINY = dict(
@@ -41,7 +42,7 @@ def test_few_sft_steps_train_save_and_cache(tmp_path):
     assert record["steps"] == 3 and [c["step"] for c in record["curve"]] == [3]
     assert not record["reached_threshold"]  # a 3-step model does not solve everything
     assert 0.0 <= record["validation_accuracy"] <= 1.0 and 0.0 <= record["heldout_accuracy"] <= 1.0
-    read = lambda name: [json.loads(line) for line in (out / name).read_text().splitlines()]  # noqa: E731
+    read = lambda name: read_jsonl(out / name)  # noqa: E731
     assert read("validation.jsonl") == validation_problems(settings.difficulty, 5, heldout_n=4)
     assert read("heldout.jsonl") == heldout_problems(settings.difficulty, 4)
     trained = AutoModelForCausalLM.from_pretrained(out)
