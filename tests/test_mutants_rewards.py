@@ -205,3 +205,38 @@ def test_eval_reports_the_value_read_and_how_many_markers_there_were():
 
     scored = score_completion("#### 18\nso, again:\n#### 18 dollars", "18", "gsm8k")
     assert (scored["correct"], scored["extracted"], scored["n_markers"]) == (True, "18", 2)
+
+
+def test_a_pair_given_up_is_not_asked_again_for_a_while_and_the_retry_asks_the_same_pair(monkeypatch, caplog):
+    import logging
+
+    import rewards.verify as verify
+
+    calls = []
+
+    class SlowPool:  # every comparison runs out of time
+        def compare(self, gold, pred, budget):
+            calls.append((gold, pred, budget))
+            return verify.Verdict.TIMEOUT
+
+    monkeypatch.setattr(verify, "_POOL", SlowPool())
+    monkeypatch.setattr(verify, "_CACHE", OrderedDict())
+    monkeypatch.setattr(verify, "_GIVEN_UP", {})
+    monkeypatch.setattr(verify, "TIMEOUT_MEMO_S", 600.0)
+    before = verify.timeout_count()
+    with caplog.at_level(logging.WARNING, logger="rewards.verify"):
+        first = verify.compare_answers("\\frac{21}{6}", "\\frac{7}{2}", task="math", timeout=0.5)
+    assert first is verify.Verdict.TIMEOUT
+    assert calls == [
+        ("\\frac{7}{2}", "\\frac{21}{6}", 0.5),
+        ("\\frac{7}{2}", "\\frac{21}{6}", 0.5 * verify.RETRY_FACTOR),
+    ]
+    said = "math-verify timed out twice (0.50s, then 2.00s) on '\\\\frac{21}{6}' vs gold '\\\\frac{7}{2}': "
+    said += "no verdict, not paid"
+    assert [r.getMessage() for r in caplog.records if r.name == "rewards.verify"] == [said]
+    # the same pair again, within the memo: given up at once, counted, the pool not asked
+    assert verify.compare_answers("\\frac{21}{6}", "\\frac{7}{2}", task="math", timeout=0.5) is verify.Verdict.TIMEOUT
+    assert len(calls) == 2 and verify.timeout_count() - before == 2
+    # another pair is asked
+    verify.compare_answers("\\frac{9}{6}", "\\frac{3}{2}", task="math", timeout=0.5)
+    assert len(calls) == 4
