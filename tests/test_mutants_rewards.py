@@ -240,3 +240,10 @@ def test_a_pair_given_up_is_not_asked_again_for_a_while_and_the_retry_asks_the_s
     # another pair is asked
     verify.compare_answers("\\frac{9}{6}", "\\frac{3}{2}", task="math", timeout=0.5)
     assert len(calls) == 4
+
+
+def test_is_correct_asks_for_the_tasks_own_marker_unless_told_otherwise():
+    from rewards.verify import is_correct
+
+    assert not is_correct("So she has 8 apples.\nAnswer: 8", "8")
+    assert is_correct("So she has 8 apples.\nAnswer: 8", "8", answer_line=True)
