@@ -3,7 +3,8 @@
 warm start, is in the slow tier.
 
     OMP_NUM_THREADS=1 .venv/bin/python -m pytest tests/test_reward_model_lab.py -q
-    OMP_NUM_THREADS=1 .venv/bin/python -m pytest tests/test_reward_model_lab.py -q -m slow   # ~10 min on 2 cores
+    # the slow tier: 39 min on the shared 2-core box at load 12-16 (docs/reward_model.md)
+    OMP_NUM_THREADS=1 .venv/bin/python -m pytest tests/test_reward_model_lab.py -q -m slow
 """
 
 import json
