@@ -41,8 +41,8 @@ from rewards.probes import (
     RULES,
     TOLERANCE,
     WRONG_ANSWER,
-    _problem_text,
     probe_scores,
+    problem_text,
 )
 from rewards.registry import reward_info
 
@@ -136,7 +136,7 @@ def reward_model_scores(reward_model, task: str, problems: list[dict], instructi
 
     if not isinstance(reward_model, RewardModelReward):
         reward_model = RewardModelReward(reward_model)
-    texts = [_problem_text(p, task) for p in problems]
+    texts = [problem_text(p, task) for p in problems]
     names = list(REFERENCES) + list(PROBES)
     completions = [REFERENCES[n](t) if n in REFERENCES else PROBES[n][1](t) for n in names for t in texts]
     prompt = [[{"role": "user", "content": f"{t.question.strip()}\n\n{instruction}".strip()}] for t in texts]

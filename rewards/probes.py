@@ -223,12 +223,12 @@ def build_probe(name: str, problem: dict, task: str) -> str:
     >>> build_probe("hedge", {"question": "?", "answer": "18"}, "gsm8k")
     '#### 18 or 19'
     """
-    text = _problem_text(problem, task)
+    text = problem_text(problem, task)
     builder = REFERENCES.get(name) or PROBES[name][1]
     return builder(text)
 
 
-def _problem_text(problem: dict, task: str) -> ProblemText:
+def problem_text(problem: dict, task: str) -> ProblemText:
     gold = str(problem["answer"]).strip()
     return ProblemText(str(problem["question"]), gold, wrong_answer_for(gold, task), task)
 
@@ -275,7 +275,7 @@ def probe_scores(reward_funcs: list, weights: list[float] | None, task: str, pro
         raise ValueError(f"unknown task {task!r}: use 'gsm8k' or 'math'")
     if not problems:
         raise ValueError("no problems given: pass dicts with 'question' and 'answer' (the final answer)")
-    texts = [_problem_text(p, task) for p in problems]
+    texts = [problem_text(p, task) for p in problems]
     answers = [t.gold for t in texts]
     names = list(REFERENCES) + list(PROBES)
     completions = [REFERENCES[n](t) if n in REFERENCES else PROBES[n][1](t) for n in names for t in texts]
