@@ -152,7 +152,7 @@ def run_arm(kind: str, shape: str, overrides: list[str], warmup: int) -> dict:
 
 
 def _text(completion) -> str:
-    from rewards._common import completion_text
+    from rewards.completions import completion_text
 
     return completion_text(completion)
 

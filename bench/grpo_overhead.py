@@ -185,8 +185,8 @@ def answer_share(completions: list, answer_style: str) -> float:
     >>> answer_share(["2 + 3 = 5\\n#### 5", "I think 5", [{"role": "assistant", "content": "#### 7"}]], "gsm8k")
     0.6666666666666666
     """
-    from rewards._common import completion_text
     from rewards.answers import extract_answer
+    from rewards.completions import completion_text
 
     if not completions:
         return float("nan")

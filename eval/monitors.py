@@ -147,7 +147,7 @@ def _timeout_count() -> int:
 
 
 def _text(completion) -> str:
-    from rewards._common import completion_text
+    from rewards.completions import completion_text
 
     return completion_text(completion)
 

@@ -375,7 +375,7 @@ def _completions_of(value) -> list[str]:
     >>> _completions_of(["#### 3", "#### 4"])
     ['#### 3', '#### 4']
     """
-    from rewards._common import completion_text
+    from rewards.completions import completion_text
 
     if isinstance(value, list) and value and all(isinstance(v, str) for v in value):
         return list(value)

@@ -8,8 +8,8 @@ The final answer is what ``rewards.answers.extract_answer`` says it is (the last
 
 from __future__ import annotations
 
-from rewards._common import completion_text
 from rewards.answers import TASKS
+from rewards.completions import completion_text
 from rewards.verify import is_correct
 
 

@@ -6,8 +6,8 @@ weight well below correctness; ``rewards.check_reward_weights`` refuses sets whe
 
 from __future__ import annotations
 
-from rewards._common import completion_text
 from rewards.answers import TASKS, extract_answer
+from rewards.completions import completion_text
 
 DEFAULT_BONUS = 0.1
 TRAILING_CHARS = 40  # what may follow the final answer (a period, "dollars", a closing $) and still be "at the end"

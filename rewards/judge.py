@@ -46,8 +46,8 @@ import threading
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
-from rewards._common import completion_text
 from rewards.answers import extract_answer, normalize_number, normalize_text
+from rewards.completions import completion_text
 
 logger = logging.getLogger(__name__)
 

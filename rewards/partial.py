@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from rewards._common import completion_text
 from rewards.answers import NUMBER_RE, normalize_number, normalize_text
+from rewards.completions import completion_text
 
 PARTIAL_CREDIT = 0.5
 

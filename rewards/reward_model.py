@@ -31,7 +31,7 @@ import logging
 import os
 from pathlib import Path
 
-from rewards._common import completion_text
+from rewards.completions import completion_text
 
 logger = logging.getLogger(__name__)
 

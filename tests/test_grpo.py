@@ -22,7 +22,7 @@ from transformers import AutoTokenizer
 from eval.jsonl import read_jsonl, write_jsonl
 from recipes import grpo
 from rewards import registry
-from rewards._common import completion_text
+from rewards.completions import completion_text
 
 ROOT = Path(__file__).resolve().parents[1]
 TINY_CONFIG = ROOT / "recipes" / "configs" / "tiny" / "grpo_cpu.yaml"
