@@ -60,8 +60,8 @@ class Settings:
     seeds: list[int] = field(default_factory=lambda: [0, 1, 2])
     betas: list[float] = field(default_factory=lambda: [0.0, 0.01, 0.04, 0.2])
     checker_control: bool = True
-    # 60 steps x 5 arms x 3 seeds fit the 15 minutes on 2 cores (GRPO steps are ~90% of the time; 100 steps took 21
-    # minutes); by step 60 every reward-model arm has lost most of its true accuracy (docs/reward_model.md)
+    # 60 steps x 5 arms x 3 seeds: ~15 minutes on 2 cores, estimated (GRPO steps are ~90% of the time; 100 steps took
+    # 21 minutes); by step 60 every reward-model arm has lost most of its true accuracy (docs/reward_model.md)
     steps: int = 60
     eval_every: int = 10
     eval_n: int = 64  # held-out problems per evaluation (greedy accuracy, one sample each for proxy and KL)
