@@ -13,7 +13,7 @@ the length of correct, wrong and truncated answers per step (the monitors' ``mon
     python -m cpu_lab.long_answers run --seeds 0 1     # both configs x seeds, then the report and the plot
     python -m cpu_lab.long_answers report              # re-read finished runs: report.md and lengths.png
 
-Measured times and the results are in docs/lab_long.md.
+Measured times and the results are in docs/cpu_lab_long_answers.md.
 """
 
 from __future__ import annotations
@@ -49,7 +49,7 @@ class LongDifficulty(Difficulty):
     """3-6 operations on amounts of 1-9 with running totals at most ``max_total``, one solution line per operation.
 
     Amounts of one digit and totals of at most two keep the solution's length close to a linear function of the
-    operations: 60-120 tokens for 3-6 of them (tests/test_lab_long.py counts them with the lab tokenizer).
+    operations: 60-120 tokens for 3-6 of them (tests/test_cpu_lab_long_answers.py counts them with the lab tokenizer).
 
     >>> p = LongDifficulty().make_problem(random.Random(3))
     >>> print(p["question"])

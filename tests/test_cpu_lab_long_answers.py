@@ -2,7 +2,7 @@
 are correct step by step, splits that share no question, and a 2-step run of each config that writes the length keys
 the report and the plot read.
 
-    OMP_NUM_THREADS=1 .venv/bin/python -m pytest -q tests/test_lab_long.py
+    OMP_NUM_THREADS=1 .venv/bin/python -m pytest -q tests/test_cpu_lab_long_answers.py
 """
 
 import random
@@ -100,7 +100,7 @@ def test_two_steps_of_each_config_write_the_length_keys_the_report_plots(tmp_pat
     from cpu_lab.matrix import run_matrix
     from cpu_lab.warmstart import prepare_lab
     from eval.jsonl import read_jsonl
-    from tests.test_lab_warmstart import TINY
+    from tests.test_cpu_lab_warmstart import TINY
 
     monkeypatch.chdir(tmp_path)  # the configs' output folders are relative; keep them here
     settings = WarmStartSettings(**TINY, difficulty=LongDifficulty(), max_steps=2, eval_every=2, validation_n=2,

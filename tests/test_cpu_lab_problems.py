@@ -1,6 +1,6 @@
 """The lab's problem generator: deterministic per seed, correct worked solutions, three splits that share no question.
 
-OMP_NUM_THREADS=1 .venv/bin/python -m pytest -q tests/test_lab_problems.py
+OMP_NUM_THREADS=1 .venv/bin/python -m pytest -q tests/test_cpu_lab_problems.py
 """
 
 import random

@@ -1,7 +1,7 @@
 """The lab's SFT warm start, shrunk to seconds: it trains with TRL's SFTTrainer, stops on a VALIDATION threshold (the
 held-out set is read once, after the stop), and a second call with the same settings reuses the cached folder.
 
-    OMP_NUM_THREADS=1 .venv/bin/python -m pytest -q tests/test_lab_warmstart.py
+    OMP_NUM_THREADS=1 .venv/bin/python -m pytest -q tests/test_cpu_lab_warmstart.py
 """
 
 import json

@@ -1,10 +1,10 @@
-"""Opt-in regression runs of the CPU lab (`make test-slow`, or `pytest -m slow tests/test_lab_slow.py`).
+"""Opt-in regression runs of the CPU lab (`make test-slow`, or `pytest -m slow tests/test_cpu_lab_slow.py`).
 
 They train for real, for two seeds: each seed's warm start (cached under runs/lab/cache, so only the first run pays
 for it; it stops on the validation split, never on the held-out set) and short GRPO runs of the lab configs through
 the recipe, two at a time as in the demo. Per seed: the default rewards (under the curriculum, which must log its
 difficulty every step) must gain, the random-reward control must not. Seed 0 also runs the format-only config for
-the hack signature. docs/lab.md has their measured times and numbers.
+the hack signature. docs/cpu_lab.md has their measured times and numbers.
 """
 
 from pathlib import Path
@@ -19,7 +19,7 @@ CONFIGS = ROOT / "recipes" / "configs" / "lab"
 SEEDS = [0, 1]  # each its own warm start and GRPO sampling
 STEPS = 120  # GRPO steps per run, as in `make demo`
 # Margins, in accuracy fractions on the 200 held-out problems. One standard error of such an accuracy near 50% is
-# 3.5 points; a before -> after difference of the same problems has about the same noise again (docs/lab.md).
+# 3.5 points; a before -> after difference of the same problems has about the same noise again (docs/cpu_lab.md).
 MIN_GAIN = 0.10  # the default rewards must add at least this (about three standard errors)
 NOISE = 0.035  # the controls must not rise by more than one standard error
 

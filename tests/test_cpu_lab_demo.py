@@ -1,12 +1,12 @@
-"""The demo's verdicts, computed from synthetic run folders (the real runs are in tests/test_lab_slow.py).
+"""The demo's verdicts, computed from synthetic run folders (the real runs are in tests/test_cpu_lab_slow.py).
 
-OMP_NUM_THREADS=1 .venv/bin/python -m pytest -q tests/test_lab_demo.py
+OMP_NUM_THREADS=1 .venv/bin/python -m pytest -q tests/test_cpu_lab_demo.py
 """
 
 import json
 
 from cpu_lab import demo, matrix
-from tests.test_lab_matrix import fake_run
+from tests.test_cpu_lab_matrix import fake_run
 
 
 def test_findings_state_each_verdict_from_the_numbers(tmp_path):
