@@ -87,11 +87,16 @@ def resolved_config(*dataclass_objects) -> dict:
     return redact(json.loads(json.dumps(merged, default=str)))
 
 
+def write_config(path: str | Path, config: dict) -> None:
+    """Write a resolved config as JSON to ``path``."""
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    Path(path).write_text(json.dumps(config, indent=1, sort_keys=True))
+
+
 def save_resolved_config(path: str | Path, *dataclass_objects) -> dict:
     """Write the resolved, redacted config as JSON to ``path``; returns it."""
     config = resolved_config(*dataclass_objects)
-    Path(path).parent.mkdir(parents=True, exist_ok=True)
-    Path(path).write_text(json.dumps(config, indent=1, sort_keys=True))
+    write_config(path, config)
     return config
 
 
@@ -124,7 +129,7 @@ def start_run(script_args, training_args, model_args, identity: dict) -> tuple[P
     out = Path(training_args.output_dir)
     config = resolved_config(script_args, training_args, model_args)
     if is_main_process(training_args):
-        save_resolved_config(out / "resolved_config.json", script_args, training_args, model_args)
+        write_config(out / "resolved_config.json", config)
     build_tiny_model_if_asked(script_args, model_args)
     return out, config
 
