@@ -346,6 +346,7 @@ def scripted_pool(monkeypatch):
     import rewards.verify as verify
 
     monkeypatch.setattr(verify, "_CACHE", type(verify._CACHE)())  # the script answers, not an earlier test's verdict
+    monkeypatch.setattr(verify, "_GIVEN_UP", {})  # nor an earlier run's give-up (mutmut runs a test twice in a process)
 
     def install(*verdicts):
         pool = _ScriptedPool(verdicts)
