@@ -68,9 +68,10 @@ def main(argv: list[str] | None = None) -> Path:
     out.mkdir(parents=True, exist_ok=True)
     started = time.monotonic()
 
-    # 1. Warm start (cached) and the lab's data
+    # 1. Warm start (cached) and the lab's data, in the demo's own folder: two demos (two seeds) at once must not
+    # rewrite each other's training set (runs/lab/{warmstart,data} are `python -m cpu_lab.warmstart`'s)
     t0 = time.monotonic()
-    paths = prepare_lab(WarmStartSettings(seed=args.seed), args.cache_root)
+    paths = prepare_lab(WarmStartSettings(seed=args.seed), args.cache_root, root=out)
     warm = json.loads((paths["model"] / "warmstart.json").read_text())
     warm_seconds = time.monotonic() - t0
     print(

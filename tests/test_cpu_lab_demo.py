@@ -4,6 +4,7 @@ OMP_NUM_THREADS=1 .venv/bin/python -m pytest -q tests/test_cpu_lab_demo.py
 """
 
 import json
+from pathlib import Path
 
 from cpu_lab import demo, matrix
 from tests.test_cpu_lab_matrix import fake_run
@@ -82,3 +83,31 @@ def test_curriculum_line_gives_the_difficulty_path_and_the_three_degenerate_shar
     assert "0.50 measured, 0.10 predicted from the running pass rate" in line
     assert "0.30 predicted by the monitors" in line
     assert demo.curriculum_lines(None) == [] and demo.curriculum_lines(tmp_path / "missing.jsonl") == []
+
+
+def test_two_demos_of_different_seeds_train_on_their_own_data(tmp_path, monkeypatch):
+    """Each demo writes the GRPO data into its own folder and its runs read it there: a second demo (another seed)
+    started meanwhile cannot swap the first one's training set (they shared runs/lab/data before)."""
+    from cpu_lab.warmstart import WarmStartSettings
+    from eval.jsonl import read_jsonl
+
+    seen = {}
+    monkeypatch.setattr(demo.matrix, "run_matrix", lambda configs, seeds, out, extra, jobs: seen.update({out: extra}))
+    monkeypatch.setattr(demo, "write_report", lambda out, *a: out / "report.md")
+    monkeypatch.setattr(demo, "CONFIG_DIR", demo.CONFIG_DIR.resolve())
+    monkeypatch.chdir(tmp_path)  # anything written to the default runs/lab would land here
+    for seed in (3, 4):  # a cached "model" folder per seed, so no training happens
+        cached = tmp_path / "cache" / f"warmstart-{WarmStartSettings(seed=seed).key()}"
+        cached.mkdir(parents=True)
+        (cached / "warmstart.json").write_text(json.dumps({"steps": 1, "validation_accuracy": 0.3,
+                                                          "heldout_accuracy": 0.3}))  # fmt: skip
+        demo.main(["--seed", str(seed), "--out", str(tmp_path / f"demo{seed}"), "--cache-root", str(tmp_path / "cache")])
+    train = {}
+    for seed in (3, 4):
+        out = tmp_path / f"demo{seed}"
+        extra = seen[out]
+        data = Path(extra[extra.index("--data") + 1])
+        assert data.parent.parent == out and Path(extra[extra.index("--eval_data") + 1]).parent.parent == out
+        train[seed] = [r["question"] for r in read_jsonl(data)]
+    assert train[3] != train[4]  # each seed's own problems, still on disk after the other demo
+    assert not (tmp_path / "runs").exists()  # the shared runs/lab/{data,warmstart} untouched
