@@ -99,9 +99,10 @@ def test_two_demos_of_different_seeds_train_on_their_own_data(tmp_path, monkeypa
     for seed in (3, 4):  # a cached "model" folder per seed, so no training happens
         cached = tmp_path / "cache" / f"warmstart-{WarmStartSettings(seed=seed).key()}"
         cached.mkdir(parents=True)
-        (cached / "warmstart.json").write_text(json.dumps({"steps": 1, "validation_accuracy": 0.3,
-                                                          "heldout_accuracy": 0.3}))  # fmt: skip
-        demo.main(["--seed", str(seed), "--out", str(tmp_path / f"demo{seed}"), "--cache-root", str(tmp_path / "cache")])
+        record = {"steps": 1, "validation_accuracy": 0.3, "heldout_accuracy": 0.3}
+        (cached / "warmstart.json").write_text(json.dumps(record))
+        out, cache = tmp_path / f"demo{seed}", tmp_path / "cache"
+        demo.main(["--seed", str(seed), "--out", str(out), "--cache-root", str(cache)])
     train = {}
     for seed in (3, 4):
         out = tmp_path / f"demo{seed}"
