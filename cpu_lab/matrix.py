@@ -1,7 +1,8 @@
 """Run configs x seeds one after the other, then compare them from the recipes' own logs (no W&B needed).
 
-Each run goes to ``<out>/<config name>/seed<k>`` and is skipped when its ``report.json`` already exists, so an
-interrupted matrix continues where it stopped. The table reads what every recipe run writes: ``report.json``
+Each run goes to ``<out>/<config name>/seed<k>`` and is skipped when its ``report.json`` already exists and its
+``matrix_run.json`` (config path and text, seed, extra flags) matches this call, so an interrupted matrix continues
+where it stopped; a finished run made with other settings is refused, not reused. The table reads what every recipe run writes: ``report.json``
 (held-out accuracy before and after training, lengths of correct and wrong answers) and ``log.jsonl`` (the
 monitors' ``monitor/...`` and TRL's ``reward`` per logging step). Per config, across seeds:
 
@@ -26,6 +27,7 @@ Everything after ``--`` is passed to every run (flags of the recipe, e.g. ``--mo
 from __future__ import annotations
 
 import argparse
+import hashlib
 import importlib
 import json
 import math
@@ -144,6 +146,33 @@ def run_subprocess(config: str | Path, seed: int, out_dir: Path, extra_args: lis
         return subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT)
 
 
+SETTINGS_FILE = "matrix_run.json"  # what a run was started with: a finished run is reused only for the same settings
+
+
+def run_settings(config: str | Path, seed: int, extra_args) -> dict:
+    """What makes two runs of the matrix the same run: the config's path and text, the seed and the extra flags."""
+    text = Path(config).read_bytes()
+    return {"config": str(config), "config_sha256": hashlib.sha256(text).hexdigest(), "seed": seed,
+            "extra_args": [str(a) for a in extra_args]}  # fmt: skip
+
+
+def check_finished(folder: Path, settings: dict) -> None:
+    """Refuse to reuse a finished run whose recorded settings differ from ``settings`` (a changed config, step count
+    or model would otherwise put an old run into the new table without a word)."""
+    path = folder / SETTINGS_FILE
+    if not path.exists():
+        print(f"[matrix] {folder}: finished earlier, skipped (made before runs recorded their settings: not checked)")
+        return
+    recorded = json.loads(path.read_text())
+    changed = sorted(k for k in settings if recorded.get(k) != settings[k])
+    if changed:
+        diff = "; ".join(f"{k}: {recorded.get(k)!r} then, {settings[k]!r} now" for k in changed)
+        raise ValueError(
+            f"{folder} finished with other settings ({diff}): pass another --out, or delete that folder to run it again"
+        )
+    print(f"[matrix] {folder}: finished earlier with the same settings, skipped")
+
+
 def run_matrix(
     configs: list[str], seeds: list[int], out: str | Path, extra_args: list[str] = (), jobs: int = 1
 ) -> list[Path]:
@@ -164,10 +193,15 @@ def run_matrix(
         for seed in seeds:
             folder = run_dir(out, config, seed)
             folders.append(folder)
+            settings = run_settings(config, seed, extra_args)
             if (folder / "report.json").exists():
-                print(f"[matrix] {folder}: finished earlier, skipped")
+                check_finished(folder, settings)  # before any run starts: a refusal costs nothing
             else:
-                todo.append((config, seed, folder))
+                todo.append((config, seed, folder, settings))
+    for _, _, folder, settings in todo:
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / SETTINGS_FILE).write_text(json.dumps(settings, indent=1))
+    todo = [t[:3] for t in todo]
     if jobs == 1:
         for config, seed, folder in todo:
             print(f"[matrix] running {config} seed {seed} -> {folder}")

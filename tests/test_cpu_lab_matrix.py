@@ -198,3 +198,30 @@ def test_bad_loss_axis_arguments_fail_before_any_run(tmp_path, capsys, argv, mes
     with pytest.raises(SystemExit):
         matrix.main([*argv, "--out", str(tmp_path)])
     assert message in capsys.readouterr().err
+
+
+def test_a_finished_run_is_reused_only_with_the_settings_it_was_made_with(tmp_path, monkeypatch, capsys):
+    """A rerun into the same folder skips a finished run only if its config text, seed and extra flags are the ones it
+    was started with; otherwise it refuses before any run starts and names what changed (the loss axis went from 30
+    to 80 steps: the 30-step runs must not fill the 80-step table)."""
+    config = tmp_path / "grpo_lab_x.yaml"
+    config.write_text("max_steps: 30\n")
+    started = []
+    monkeypatch.setattr(matrix, "run_one", lambda c, seed, folder, extra: started.append(folder) or
+                        (folder / "report.json").write_text("{}"))  # fmt: skip
+    out = tmp_path / "m"
+    matrix.run_matrix([str(config)], [0, 1], out, ["--max_steps", "30"])
+    assert len(started) == 2 and (out / "grpo_lab_x" / "seed0" / matrix.SETTINGS_FILE).exists()
+    matrix.run_matrix([str(config)], [0, 1], out, ["--max_steps", "30"])  # same settings: both skipped
+    assert len(started) == 2 and capsys.readouterr().out.count("with the same settings, skipped") == 2
+    with pytest.raises(ValueError, match=r"seed0 finished with other settings \(extra_args: .*'30'.*'80'.*--out"):
+        matrix.run_matrix([str(config)], [0, 1], out, ["--max_steps", "80"])
+    config.write_text("max_steps: 80\n")  # the config's text changed, not its name
+    with pytest.raises(ValueError, match="config_sha256"):
+        matrix.run_matrix([str(config)], [0, 1], out, ["--max_steps", "30"])
+    assert len(started) == 2  # nothing ran after a refusal
+    # a run folder from before the settings were recorded is still skipped, and says it was not checked
+    (out / "grpo_lab_x" / "seed1" / matrix.SETTINGS_FILE).unlink()
+    config.write_text("max_steps: 30\n")
+    matrix.run_matrix([str(config)], [0, 1], out, ["--max_steps", "30"])
+    assert len(started) == 2 and "not checked" in capsys.readouterr().out
