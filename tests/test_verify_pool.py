@@ -147,11 +147,17 @@ def test_threads_up_to_the_pool_size_compare_at_once_and_the_next_one_waits(work
     assert len(workers.made) == 2
 
 
-def test_a_waiting_thread_gets_the_worker_as_soon_as_it_is_given_back(workers):
+def one_busy_worker(workers):
+    """A pool of one whose worker is comparing for a first thread (``busy``) until the test sets its ``answering``."""
     workers.answer_at_once = False
     pool = watched_pool(1)
     busy = Compare(pool, timeout=10.0)
     assert workers.new.acquire(timeout=HANG_S) and workers.made[0].comparing.wait(HANG_S)
+    return pool, busy
+
+
+def test_a_waiting_thread_gets_the_worker_as_soon_as_it_is_given_back(workers):
+    pool, busy = one_busy_worker(workers)
     waiting = Compare(pool, pred="9", timeout=BUDGET_S)
     assert pool._cond.waiting.acquire(timeout=HANG_S)
     workers.made[0].answering.set()
@@ -161,10 +167,7 @@ def test_a_waiting_thread_gets_the_worker_as_soon_as_it_is_given_back(workers):
 
 
 def test_every_waiting_thread_gets_the_worker_in_turn(workers):
-    workers.answer_at_once = False
-    pool = watched_pool(1)
-    busy = Compare(pool, timeout=10.0)
-    assert workers.new.acquire(timeout=HANG_S) and workers.made[0].comparing.wait(HANG_S)
+    pool, busy = one_busy_worker(workers)
     waiting = [Compare(pool, pred=pred) for pred in ("8", "9", "8")]
     for _ in waiting:
         assert pool._cond.waiting.acquire(timeout=HANG_S)
@@ -175,10 +178,7 @@ def test_every_waiting_thread_gets_the_worker_in_turn(workers):
 
 
 def test_a_thread_out_of_budget_while_every_worker_is_busy_times_out_within_its_budget(workers):
-    workers.answer_at_once = False
-    pool = watched_pool(1)
-    busy = Compare(pool, timeout=10.0)
-    assert workers.new.acquire(timeout=HANG_S) and workers.made[0].comparing.wait(HANG_S)
+    pool, busy = one_busy_worker(workers)
     hurried = Compare(pool, timeout=0.2)
     assert hurried.verdict() == Verdict.TIMEOUT
     assert hurried.seconds < 0.2 + 0.5  # its own budget (and some scheduling on a loaded box), not the busy one's
