@@ -267,13 +267,16 @@ def timeout_count() -> int:
         return _TIMEOUTS
 
 
-def _count_timeout(key: tuple[str, str]) -> None:
+def _count_timeout(key: tuple[str, str], remember: bool = True) -> None:
+    """Count one timeout; ``remember`` (a comparison really given up) starts the pair's memo window from now. A
+    refusal from the memo does not, or a pair that comes back within every window would never be asked again."""
     global _TIMEOUTS
     with _CACHE_LOCK:
         _TIMEOUTS += 1
-        _GIVEN_UP[key] = time.monotonic()
-        if len(_GIVEN_UP) > CACHE_SIZE:
-            _GIVEN_UP.pop(next(iter(_GIVEN_UP)))
+        if remember:
+            _GIVEN_UP[key] = time.monotonic()
+            if len(_GIVEN_UP) > CACHE_SIZE:
+                _GIVEN_UP.pop(next(iter(_GIVEN_UP)))
 
 
 def warm_up(n_workers: int | None = None) -> None:
@@ -289,7 +292,7 @@ def _math_verify(gold: str, pred: str, timeout: float) -> Verdict:
             return _CACHE[key]
         recently_given_up = time.monotonic() - _GIVEN_UP.get(key, -TIMEOUT_MEMO_S) < TIMEOUT_MEMO_S
     if recently_given_up:
-        _count_timeout(key)
+        _count_timeout(key, remember=False)
         return Verdict.TIMEOUT
     verdict = _POOL.compare(gold, pred, timeout)
     if verdict in (Verdict.TIMEOUT, Verdict.CHECKER_ERROR):  # a loaded machine or a replaced worker: once more

@@ -159,18 +159,23 @@ def test_the_memo_of_pairs_given_up_keeps_the_newest_cache_size_pairs(scripted, 
     assert len(pool.asked) == asked + 2  # the oldest was forgotten: asked again (and retried)
 
 
-def test_a_pair_given_up_from_the_memo_stays_given_up_for_another_window(scripted, monkeypatch):
+def test_a_pair_that_keeps_coming_back_is_asked_again_once_its_window_has_passed(scripted, monkeypatch):
+    # a GRPO group repeats an answer every step: refusals from the memo are counted but do not extend its window, or
+    # a pair given up once under load would never be asked again while it keeps coming back
     clock = [1000.0]
     monkeypatch.setattr(verify, "time", SimpleNamespace(monotonic=lambda: clock[0]))
     monkeypatch.setattr(verify, "TIMEOUT_MEMO_S", 30.0)
-    pool = scripted(Verdict.TIMEOUT, Verdict.TIMEOUT)
+    pool = scripted(Verdict.TIMEOUT, Verdict.TIMEOUT, Verdict.EQUAL)
     gold, pred = PAIRS[0]
     before = verify.timeout_count()
-    for clock[0] in (1000.0, 1020.0, 1040.0):  # each memo hit is a give-up, counted and remembered from then
+    for clock[0] in (1000.0, 1020.0):  # given up (asked twice), then refused from the memo
         assert compare_answers(pred, gold, task="math") is Verdict.TIMEOUT
-    assert len(pool.asked) == 2 and verify.timeout_count() - before == 3
+    assert len(pool.asked) == 2 and verify.timeout_count() - before == 2
     given_up = verify._GIVEN_UP
-    assert given_up == {(gold, pred): 1040.0}  # remembered from the last give-up
+    assert given_up == {(gold, pred): 1000.0}  # the refusal did not move the window
+    clock[0] = 1031.0  # 31 s after the give-up, 11 s after the last refusal: asked again, and this time it answers
+    assert compare_answers(pred, gold, task="math") is Verdict.EQUAL
+    assert len(pool.asked) == 3 and verify.timeout_count() - before == 2
 
 
 def test_the_verdict_cache_keeps_the_newest_cache_size_verdicts(scripted, monkeypatch):
