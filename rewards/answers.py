@@ -205,11 +205,14 @@ def _is_placeholder(content: str) -> bool:
 
 
 def _is_hedge(content: str) -> bool:
-    # Words inside \text{} other than "or" are units or labels ("\text{ cm}", "\text{(A)}"), not hedges.
+    """A box that offers candidates or doubts its answer. Words inside ``\\text{}`` are units or labels
+    ("\\text{ cm}", "\\text{(A)}") and dropped, unless they hedge themselves ("\\text{ or }", "\\text{ maybe}").
+
+    >>> _is_hedge("12 \\text{ cm}"), _is_hedge("17 \\text{ OR } 18"), _is_hedge("18 \\text{ (perhaps)}")
+    (False, True, True)
+    """
     return bool(
-        HEDGE_RE.search(
-            re.sub(r"\\text\{([^{}]*)\}", lambda m: " or " if re.search(r"\bor\b", m.group(1)) else "", content)
-        )
+        HEDGE_RE.search(re.sub(r"\\text\{([^{}]*)\}", lambda m: " or " if HEDGE_RE.search(m.group(1)) else "", content))
     )
 
 

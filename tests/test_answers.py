@@ -54,6 +54,9 @@ MATH_CASES = [
     ("fill in \\boxed{\\phantom{2}} ... so \\boxed{4}", "4", "ok"),  # a blank from the question is no answer
     ("\\boxed{17} or \\boxed{18}", None, "hedge"),  # two candidates side by side
     ("\\boxed{17 \\text{ or } 18}", None, "hedge"),  # a hedge inside the box
+    ("\\boxed{17 \\text{ OR } 18}", None, "hedge"),  # in capitals too
+    ("\\boxed{18 \\text{ maybe}}", None, "hedge"),  # a doubt inside \text is a hedge, not a unit
+    ("\\boxed{18\\text{ (perhaps 19?)}}", None, "hedge"),
     ("\\boxed{18} is tempting.\n\nBut in the end the answer is \\boxed{19}", None, "conflicting_markers"),  # changes
     ("\\boxed{}", None, "empty"),  # empty box
     ("\\boxed{18", None, "no_marker"),  # unbalanced braces: no box at all
