@@ -81,11 +81,17 @@ def normalize_number(raw: str) -> str | None:
 
     >>> normalize_number("18.00"), normalize_number("$1,000"), normalize_number("- 3"), normalize_number("abc")
     ('18', '1000', '-3', None)
+
+    A negative exponent is a number (``str(0.00001)`` is ``"1e-05"``); a hyphen anywhere else is a range:
+
+    >>> normalize_number(str(0.00001)), normalize_number("-2.5E-1"), normalize_number("1-2"), normalize_number("1e-3-2")
+    ('0.00001', '-0.25', None, None)
     """
     s = normalize_text(raw).strip().rstrip(".").replace("$", "").replace(",", "").replace(" ", "")
     if len(s) > MAX_NUMBER_CHARS:
         return None
-    if s.count("-") > 1 or ("-" in s and not s.startswith("-")):
+    signs = re.sub(r"(?<=\d)[eE]-(?=\d)", "e", s)  # the sign of an exponent is not a range's hyphen
+    if signs.count("-") > 1 or ("-" in signs and not signs.startswith("-")):
         return None
     try:
         d = Decimal(s)
