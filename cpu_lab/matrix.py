@@ -19,7 +19,7 @@ config per TRL loss variant with the parameters it needs (docs/loss_variants.md 
     python -m cpu_lab.matrix --configs recipes/configs/lab/grpo_lab_default.yaml recipes/configs/lab/grpo_lab_dr_grpo.yaml \\
         --seeds 0 1 2 --out runs/lab/matrix -- --max_steps 60
     python -m cpu_lab.matrix --out runs/lab/matrix --table-only      # just (re)write the table and plots
-    python -m cpu_lab.matrix --losses grpo,dr_grpo,dapo,bnpo,cispo,sapo,gspo --seeds 0,1,2 --jobs 2 --out runs/lab/losses
+    python -m cpu_lab.matrix --losses grpo,dr_grpo,dapo,bnpo,cispo,sapo,gspo --seeds 0,1,2 --jobs 2 --out runs/lab/losses70
 
 Everything after ``--`` is passed to every run (flags of the recipe, e.g. ``--model_name_or_path``).
 """  # noqa: E501
