@@ -44,3 +44,40 @@ def _fresh_wandb_session():
 
         wandb.finish()
         wandb.teardown()
+
+
+class ScriptedPool:
+    """Stands in for the math-verify worker pool: replies from a script (an empty script fails the test) and records
+    each question as (gold, pred, budget)."""
+
+    def __init__(self, verdicts):
+        self.verdicts, self.asked = list(verdicts), []
+
+    @property
+    def budgets(self) -> list[float]:
+        return [budget for _, _, budget in self.asked]
+
+    def compare(self, gold, pred, timeout):
+        self.asked.append((gold, pred, timeout))
+        assert self.verdicts, f"math-verify was asked about {pred!r} vs {gold!r}"
+        return self.verdicts.pop(0)
+
+
+@pytest.fixture
+def scripted_pool(monkeypatch):
+    """``scripted_pool(*verdicts)`` installs a ``ScriptedPool`` as rewards.verify's pool, with an empty verdict cache
+    and memo of pairs given up (the script answers, not an earlier test's verdict or give-up; mutmut runs a test twice
+    in one process)."""
+    from collections import OrderedDict
+
+    import rewards.verify as verify
+
+    monkeypatch.setattr(verify, "_CACHE", OrderedDict())
+    monkeypatch.setattr(verify, "_GIVEN_UP", {})
+
+    def install(*verdicts) -> ScriptedPool:
+        pool = ScriptedPool(verdicts)
+        monkeypatch.setattr(verify, "_POOL", pool)
+        return pool
+
+    return install

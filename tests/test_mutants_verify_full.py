@@ -1,14 +1,13 @@
 """Behaviour of ``rewards/verify.py`` that the full mutmut run of it (docs/mutation.md) found unpinned: the pool's
 warm-up and its replacement of a stuck worker, a spent budget, the bounds of the verdict cache and of the memo of
 pairs given up, the defaults and the task of the public functions, and what ``check`` says when it gives no verdict.
-Fake workers and scripted pools: no math-verify process starts; every wait has a timeout.
+Fake workers and scripted_pool pools: no math-verify process starts; every wait has a timeout.
 
 OMP_NUM_THREADS=1 .venv/bin/python -m pytest -q tests/test_mutants_verify_full.py
 """
 
 import logging
 import time
-from collections import OrderedDict
 from types import SimpleNamespace
 
 import pytest
@@ -37,31 +36,6 @@ def workers(monkeypatch) -> CappedWorkers:
     fake = CappedWorkers(cap=8)
     monkeypatch.setattr(verify, "_Worker", fake)
     return fake
-
-
-class ScriptedPool:
-    """Stands in for the worker pool: replies from a script (an empty script fails the test), records each question."""
-
-    def __init__(self, verdicts):
-        self.verdicts, self.asked = list(verdicts), []
-
-    def compare(self, gold, pred, timeout):
-        self.asked.append((gold, pred, timeout))
-        assert self.verdicts, f"math-verify was asked about {pred!r} vs {gold!r}"
-        return self.verdicts.pop(0)
-
-
-@pytest.fixture
-def scripted(monkeypatch):
-    monkeypatch.setattr(verify, "_CACHE", OrderedDict())  # the script answers, not an earlier test's verdict
-    monkeypatch.setattr(verify, "_GIVEN_UP", {})
-
-    def install(*verdicts) -> ScriptedPool:
-        pool = ScriptedPool(verdicts)
-        monkeypatch.setattr(verify, "_POOL", pool)
-        return pool
-
-    return install
 
 
 def messages(caplog) -> list[str]:
@@ -144,10 +118,10 @@ def test_a_stuck_worker_is_killed_and_its_replacement_starts_at_once_in_the_pool
 PAIRS = [("\\frac{1}{3}", "\\frac{2}{6}"), ("\\frac{2}{3}", "\\frac{4}{6}"), ("\\frac{4}{3}", "\\frac{8}{6}")]
 
 
-def test_the_memo_of_pairs_given_up_keeps_the_newest_cache_size_pairs(scripted, monkeypatch):
+def test_the_memo_of_pairs_given_up_keeps_the_newest_cache_size_pairs(scripted_pool, monkeypatch):
     monkeypatch.setattr(verify, "CACHE_SIZE", 2)
     monkeypatch.setattr(verify, "TIMEOUT_MEMO_S", 600.0)
-    pool = scripted(*[Verdict.TIMEOUT] * 8)
+    pool = scripted_pool(*[Verdict.TIMEOUT] * 8)
     for gold, pred in PAIRS:
         assert compare_answers(pred, gold, task="math") is Verdict.TIMEOUT  # a full memo never raises
     assert list(verify._GIVEN_UP) == PAIRS[1:]
@@ -159,13 +133,13 @@ def test_the_memo_of_pairs_given_up_keeps_the_newest_cache_size_pairs(scripted, 
     assert len(pool.asked) == asked + 2  # the oldest was forgotten: asked again (and retried)
 
 
-def test_a_pair_that_keeps_coming_back_is_asked_again_once_its_window_has_passed(scripted, monkeypatch):
+def test_a_pair_that_keeps_coming_back_is_asked_again_once_its_window_has_passed(scripted_pool, monkeypatch):
     # a GRPO group repeats an answer every step: refusals from the memo are counted but do not extend its window, or
     # a pair given up once under load would never be asked again while it keeps coming back
     clock = [1000.0]
     monkeypatch.setattr(verify, "time", SimpleNamespace(monotonic=lambda: clock[0]))
     monkeypatch.setattr(verify, "TIMEOUT_MEMO_S", 30.0)
-    pool = scripted(Verdict.TIMEOUT, Verdict.TIMEOUT, Verdict.EQUAL)
+    pool = scripted_pool(Verdict.TIMEOUT, Verdict.TIMEOUT, Verdict.EQUAL)
     gold, pred = PAIRS[0]
     before = verify.timeout_count()
     for clock[0] in (1000.0, 1020.0):  # given up (asked twice), then refused from the memo
@@ -178,21 +152,21 @@ def test_a_pair_that_keeps_coming_back_is_asked_again_once_its_window_has_passed
     assert len(pool.asked) == 3 and verify.timeout_count() - before == 2
 
 
-def test_the_verdict_cache_keeps_the_newest_cache_size_verdicts(scripted, monkeypatch):
+def test_the_verdict_cache_keeps_the_newest_cache_size_verdicts(scripted_pool, monkeypatch):
     monkeypatch.setattr(verify, "CACHE_SIZE", 2)
-    scripted(Verdict.EQUAL, Verdict.NOT_EQUAL, Verdict.EQUAL)
+    scripted_pool(Verdict.EQUAL, Verdict.NOT_EQUAL, Verdict.EQUAL)
     assert [compare_answers(pred, gold, task="math") for gold, pred in PAIRS] == [
         Verdict.EQUAL,
         Verdict.NOT_EQUAL,
         Verdict.EQUAL,
     ]
     assert list(verify._CACHE) == PAIRS[1:]
-    scripted()  # no replies left: the two newest answer from the cache
+    scripted_pool()  # no replies left: the two newest answer from the cache
     assert [compare_answers(pred, gold, task="math") for gold, pred in PAIRS[1:]] == [Verdict.NOT_EQUAL, Verdict.EQUAL]
 
 
-def test_the_checker_error_warning_names_the_pair(scripted, caplog):
-    scripted(Verdict.CHECKER_ERROR, Verdict.CHECKER_ERROR)
+def test_the_checker_error_warning_names_the_pair(scripted_pool, caplog):
+    scripted_pool(Verdict.CHECKER_ERROR, Verdict.CHECKER_ERROR)
     gold, pred = PAIRS[0]
     with caplog.at_level(logging.WARNING, logger="rewards.verify"):
         assert compare_answers(pred, gold, task="math") is Verdict.CHECKER_ERROR
@@ -202,8 +176,8 @@ def test_the_checker_error_warning_names_the_pair(scripted, caplog):
 # --- compare_answers and answers_match: the task, the defaults, the limits ---
 
 
-def test_gsm8k_compares_as_numbers_and_never_asks_math_verify(scripted):
-    scripted()  # any question to math-verify fails the test
+def test_gsm8k_compares_as_numbers_and_never_asks_math_verify(scripted_pool):
+    scripted_pool()  # any question to math-verify fails the test
     # math-verify would pay this (36/2 is 18); GSM8K reads numbers only
     assert compare_answers("\\frac{36}{2}", "18", task="gsm8k") is Verdict.NOT_EQUAL
     assert answers_match("\\frac{36}{2}", "18", task="gsm8k") is False
@@ -212,22 +186,22 @@ def test_gsm8k_compares_as_numbers_and_never_asks_math_verify(scripted):
     assert compare_answers("18", "$18", task="gsm8k") is Verdict.EQUAL  # a gold as GSM8K reads it
 
 
-def test_answers_match_passes_its_budget_on(scripted):
-    pool = scripted(Verdict.EQUAL)
+def test_answers_match_passes_its_budget_on(scripted_pool):
+    pool = scripted_pool(Verdict.EQUAL)
     assert answers_match("\\frac{9}{3}", "\\frac{27}{9}", task="math", timeout=0.3)
     assert [timeout for _, _, timeout in pool.asked] == [0.3]
 
 
-def test_a_plain_number_gold_with_thousands_separators_compares_as_a_decimal(scripted):
-    scripted()
+def test_a_plain_number_gold_with_thousands_separators_compares_as_a_decimal(scripted_pool):
+    scripted_pool()
     assert compare_answers("1000", "1,000", task="math") is Verdict.EQUAL
     assert compare_answers("1000.5", "1,000", task="math") is Verdict.NOT_EQUAL
 
 
-def test_pathological_answers_are_skipped_and_named_and_the_length_limit_is_inclusive(scripted, caplog):
+def test_pathological_answers_are_skipped_and_named_and_the_length_limit_is_inclusive(scripted_pool, caplog):
     long_answer = "x + " * 125 + "x"  # 501 characters
     assert len(long_answer) == verify.MAX_ANSWER_CHARS + 1
-    scripted()
+    scripted_pool()
     with caplog.at_level(logging.WARNING, logger="rewards.verify"):
         assert compare_answers(long_answer, "y", task="math") is Verdict.NOT_EQUAL
         assert compare_answers("9^{9^{9^{9}}}", "1", task="math") is Verdict.NOT_EQUAL  # short, but a power tower
@@ -235,7 +209,7 @@ def test_pathological_answers_are_skipped_and_named_and_the_length_limit_is_incl
         f"answer skipped as pathological (501 chars): {long_answer!r:.60}",
         "answer skipped as pathological (13 chars): '9^{9^{9^{9}}}'",
     ]
-    pool = scripted(Verdict.EQUAL)
+    pool = scripted_pool(Verdict.EQUAL)
     assert compare_answers("x" * verify.MAX_ANSWER_CHARS, "y", task="math") is Verdict.EQUAL  # at the limit: asked
     assert len(pool.asked) == 1
 
@@ -243,20 +217,20 @@ def test_pathological_answers_are_skipped_and_named_and_the_length_limit_is_incl
 # --- check ---
 
 
-def test_check_defaults_to_gsm8k_and_its_own_marker(scripted):
-    scripted()
+def test_check_defaults_to_gsm8k_and_its_own_marker(scripted_pool):
+    scripted_pool()
     assert check("so 3 + 5 = 8\n#### 8", "8") == Check(Answer("8", "ok", "####", 1, 19, "8"), Verdict.EQUAL, "ok")
     assert check("So she has 8 apples.\nAnswer: 8", "8").reason == "no_marker"  # no Answer: line unless asked
 
 
-def test_check_compares_a_gsm8k_answer_as_gsm8k_does(scripted):
-    scripted()  # a GSM8K completion never reaches math-verify
+def test_check_compares_a_gsm8k_answer_as_gsm8k_does(scripted_pool):
+    scripted_pool()  # a GSM8K completion never reaches math-verify
     assert check("#### 18", "$18", task="gsm8k").correct
 
 
 @pytest.mark.parametrize("verdict, reason", [(Verdict.TIMEOUT, "timeout"), (Verdict.CHECKER_ERROR, "checker_error")])
-def test_boxes_that_cannot_be_compared_give_the_checks_verdict_and_reason(scripted, verdict, reason):
-    scripted(verdict, verdict)  # comparing the two boxes with each other: no verdict, even after the retry
+def test_boxes_that_cannot_be_compared_give_the_checks_verdict_and_reason(scripted_pool, verdict, reason):
+    scripted_pool(verdict, verdict)  # comparing the two boxes with each other: no verdict, even after the retry
     result = check("\\boxed{\\frac{1}{2}}, that is \\boxed{0.5}", "0.5", task="math")
     assert (result.verdict, result.reason, result.correct) == (verdict, reason, False)
     assert result.answer.reason == reason

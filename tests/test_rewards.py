@@ -330,32 +330,6 @@ def test_gsm8k_arithmetic_on_the_gold_is_not_the_gold():
 # --- the time budget: a real bound, timeouts reported, never cached as verdicts ---
 
 
-class _ScriptedPool:
-    """Stands in for the worker pool: replies from a script, records the budgets it was given."""
-
-    def __init__(self, verdicts):
-        self.verdicts, self.budgets = list(verdicts), []
-
-    def compare(self, gold, pred, timeout):
-        self.budgets.append(timeout)
-        return self.verdicts.pop(0)
-
-
-@pytest.fixture
-def scripted_pool(monkeypatch):
-    import rewards.verify as verify
-
-    monkeypatch.setattr(verify, "_CACHE", type(verify._CACHE)())  # the script answers, not an earlier test's verdict
-    monkeypatch.setattr(verify, "_GIVEN_UP", {})  # nor an earlier run's give-up (mutmut runs a test twice in a process)
-
-    def install(*verdicts):
-        pool = _ScriptedPool(verdicts)
-        monkeypatch.setattr(verify, "_POOL", pool)
-        return pool
-
-    return install
-
-
 def test_timeout_is_retried_once_with_a_larger_budget_then_reported(scripted_pool, caplog):
     pool = scripted_pool(Verdict.TIMEOUT, Verdict.TIMEOUT)
     before = timeout_count()
