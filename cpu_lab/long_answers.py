@@ -256,6 +256,19 @@ def paired_summary(runs: dict[str, dict[int, Path]], name: str = "wrong") -> str
     return f"{_mean_std(start)} → {_mean_std(end)} tokens ({len(start)} seed(s))"
 
 
+def _plot_seeds_and_mean(ax, per_seed: list[list[tuple[int, float]]], colour, label: str, smooth: int, alpha: float):
+    """One thin line per seed, and a thick one: the mean over the seeds at each step, smoothed over ``smooth`` steps."""
+    by_step: dict[int, list[float]] = {}
+    for points in per_seed:
+        ax.plot(*zip(*points, strict=True), color=colour, alpha=alpha, lw=0.8) if points else None
+        for step, value in points:
+            by_step.setdefault(step, []).append(value)
+    steps = sorted(by_step)
+    means = [statistics.fmean(by_step[s]) for s in steps]
+    smoothed = [statistics.fmean(means[max(0, i - smooth + 1) : i + 1]) for i in range(len(means))]
+    ax.plot(steps, smoothed, color=colour, lw=2, label=label)
+
+
 def plot_lengths(runs: dict[str, dict[int, Path]], path: str | Path, smooth: int = 5) -> Path:
     """Four panels over steps: length of correct and of wrong sampled answers, the truncated share (a truncated
     answer is as long as the budget, so its length is a constant; how many there are is what moves), and the wrong
@@ -272,28 +285,13 @@ def plot_lengths(runs: dict[str, dict[int, Path]], path: str | Path, smooth: int
     for colour, (config, by_seed) in zip(("tab:red", "tab:blue", "tab:green"), runs.items(), strict=False):
         curves = [length_curves(folder) for folder in by_seed.values()]
         for ax, (name, title) in zip(axes[:3], panels, strict=True):
-            by_step: dict[int, list[float]] = {}
-            for curve in curves:
-                ax.plot(*zip(*curve[name], strict=True), color=colour, alpha=0.25, lw=0.8) if curve[name] else None
-                for step, value in curve[name]:
-                    by_step.setdefault(step, []).append(value)
-            steps = sorted(by_step)
-            means = [statistics.fmean(by_step[s]) for s in steps]
-            smoothed = [statistics.fmean(means[max(0, i - smooth + 1) : i + 1]) for i in range(len(means))]
-            ax.plot(steps, smoothed, color=colour, lw=2, label=f"{config} ({len(curves)} seed(s))")
+            _plot_seeds_and_mean(ax, [curve[name] for curve in curves], colour, f"{config} ({len(curves)} seed(s))",
+                                 smooth, alpha=0.25)  # fmt: skip
             ax.set(title=title, xlabel="GRPO step")
     differences = paired_difference(runs)
-    for points in differences.values():
-        axes[3].plot(*zip(*points, strict=True), color="black", alpha=0.3, lw=0.8) if points else None
     if differences:
-        by_step: dict[int, list[float]] = {}
-        for points in differences.values():
-            for step, value in points:
-                by_step.setdefault(step, []).append(value)
-        steps = sorted(by_step)
-        means = [statistics.fmean(by_step[s]) for s in steps]
-        smoothed = [statistics.fmean(means[max(0, i - smooth + 1) : i + 1]) for i in range(len(means))]
-        axes[3].plot(steps, smoothed, color="black", lw=2, label=f"mean of {len(differences)} seed(s)")
+        _plot_seeds_and_mean(axes[3], list(differences.values()), "black", f"mean of {len(differences)} seed(s)",
+                             smooth, alpha=0.3)  # fmt: skip
         axes[3].legend(fontsize=7)
     axes[3].axhline(0, color="grey", lw=0.8)
     axes[3].set(title="wrong answers: grpo minus dr_grpo, same seed", xlabel="GRPO step", ylabel="tokens")

@@ -201,9 +201,8 @@ def run_matrix(
     for _, _, folder, settings in todo:
         folder.mkdir(parents=True, exist_ok=True)
         (folder / SETTINGS_FILE).write_text(json.dumps(settings, indent=1))
-    todo = [t[:3] for t in todo]
     if jobs == 1:
-        for config, seed, folder in todo:
+        for config, seed, folder, _ in todo:
             print(f"[matrix] running {config} seed {seed} -> {folder}")
             run_one(config, seed, folder, list(extra_args))
         return folders
@@ -212,7 +211,7 @@ def run_matrix(
     try:
         while todo or running:
             while todo and len(running) < jobs:
-                config, seed, folder = todo.pop(0)
+                config, seed, folder, _ = todo.pop(0)
                 print(
                     f"[matrix] starting {config} seed {seed} -> {folder} ({threads} thread(s); log: {folder}/run.log)"
                 )
