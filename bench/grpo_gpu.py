@@ -49,13 +49,16 @@ CONFIGS = ROOT / "recipes" / "configs" / "gsm8k"
 DEFAULT_TOKENIZER = ROOT / "runs" / "real_model" / "tokenizer"
 
 SHAPES = {  # Qwen/Qwen2.5-{0.5B,1.5B}-Instruct config.json, without vocab_size (taken from the tokenizer)
-    "0.5b": dict(hidden_size=896, intermediate_size=4864, num_hidden_layers=24, num_attention_heads=14,
-                 num_key_value_heads=2),
-    "1.5b": dict(hidden_size=1536, intermediate_size=8960, num_hidden_layers=28, num_attention_heads=12,
-                 num_key_value_heads=2),
-    "toy": dict(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
-                num_key_value_heads=2),
-}  # fmt: skip
+    "0.5b": dict(
+        hidden_size=896, intermediate_size=4864, num_hidden_layers=24, num_attention_heads=14, num_key_value_heads=2
+    ),
+    "1.5b": dict(
+        hidden_size=1536, intermediate_size=8960, num_hidden_layers=28, num_attention_heads=12, num_key_value_heads=2
+    ),
+    "toy": dict(
+        hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2
+    ),
+}
 SHAPES["toy_gc"] = SHAPES["toy"]  # --smoke through the 1.5B config's path (gradient checkpointing)
 COMMON = dict(max_position_embeddings=32768, rope_theta=1000000.0, rms_norm_eps=1e-6, tie_word_embeddings=True)
 CONFIG_OF = {
@@ -93,8 +96,9 @@ def build_model(folder: Path, shape: str, tokenizer, device: str) -> Path:
     import torch
     from transformers import GenerationConfig, Qwen2Config, Qwen2ForCausalLM
 
-    ids = dict(bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id,
-               pad_token_id=tokenizer.pad_token_id)  # fmt: skip
+    ids = dict(
+        bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.pad_token_id
+    )
     config = Qwen2Config(**SHAPES[shape], **COMMON, vocab_size=len(tokenizer), **ids)
     torch.manual_seed(0)
     with torch.device(device):  # initialised where it will run: a 1.5B float32 init on CPU takes minutes
@@ -108,9 +112,13 @@ def build_model(folder: Path, shape: str, tokenizer, device: str) -> Path:
 
 def write_prompts(path: Path, n: int = 64) -> Path:
     """Synthetic GSM8K-style rows (the offline data may not be on the GPU machine); the recipe adds its prompt."""
-    rows = [{"question": f"Tom has {a} apples and buys {b} more. How many apples does he have now?",
-             "answer": f"{a} + {b} = {a + b}\n#### {a + b}"} for a, b in zip(range(3, 3 + n), range(5, 5 + n),
-                                                                          strict=True)]  # fmt: skip
+    rows = [
+        {
+            "question": f"Tom has {a} apples and buys {b} more. How many apples does he have now?",
+            "answer": f"{a} + {b} = {a + b}\n#### {a + b}",
+        }
+        for a, b in zip(range(3, 3 + n), range(5, 5 + n), strict=True)
+    ]
     write_jsonl(rows, path)
     return path
 
@@ -143,7 +151,7 @@ def run_arm(kind: str, shape: str, overrides: list[str], warmup: int) -> dict:
         "steps": len(clock.step_seconds),
         "nonempty_share": round(
             sum(bool(str(c).strip()) for c in map(_text, clock.completions)) / max(len(clock.completions), 1), 3
-        ),  # fmt: skip
+        ),
         "answer_share": round(answer_share(clock.completions, "gsm8k"), 3),
     }
     del clock
@@ -195,12 +203,35 @@ def main(argv: list[str] | None = None) -> list[dict]:
                 shutil.rmtree(models.pop(old))
             models[shape] = build_model(tmp / f"model_{shape}", shape, tokenizer, device)
             free_memory()
-        overrides = ["--model_name_or_path", str(models[shape]), "--data", str(data), "--eval_limit", "0",
-                     "--num_generations", str(group_size), "--per_device_train_batch_size", str(2 * group_size),
-                     "--gradient_accumulation_steps", "1", "--max_completion_length", str(length),
-                     "--max_steps", str(steps), "--logging_steps", "1", "--save_strategy", "no",
-                     "--report_to", "none", "--use_vllm_if_available", "false", "--warmup_steps", "0",
-                     *device_flags]  # fmt: skip
+        overrides = [
+            "--model_name_or_path",
+            str(models[shape]),
+            "--data",
+            str(data),
+            "--eval_limit",
+            "0",
+            "--num_generations",
+            str(group_size),
+            "--per_device_train_batch_size",
+            str(2 * group_size),
+            "--gradient_accumulation_steps",
+            "1",
+            "--max_completion_length",
+            str(length),
+            "--max_steps",
+            str(steps),
+            "--logging_steps",
+            "1",
+            "--save_strategy",
+            "no",
+            "--report_to",
+            "none",
+            "--use_vllm_if_available",
+            "false",
+            "--warmup_steps",
+            "0",
+            *device_flags,
+        ]
         row = {"shape": shape, "G": group_size, "completion_length": length}
         try:  # a failing setting (out of memory...) is reported and the others still run
             for kind in ("plain", "ours") if index % 2 == 0 else ("ours", "plain"):
@@ -214,22 +245,31 @@ def main(argv: list[str] | None = None) -> list[dict]:
             continue
         row["ratio_median"] = round(row["ours_median_s_per_step"] / row["plain_median_s_per_step"], 3)
         row["ratio_all_in"] = round(row["ours_all_in_s_per_step"] / row["plain_all_in_s_per_step"], 3)
-        last = {"seconds": time.monotonic() - setting_start, "length": length,
-                "layers": SHAPES[shape]["num_hidden_layers"]}  # fmt: skip
+        last = {
+            "seconds": time.monotonic() - setting_start,
+            "length": length,
+            "layers": SHAPES[shape]["num_hidden_layers"],
+        }
         results.append(row)
         print(json.dumps(row), flush=True)
     name = torch.cuda.get_device_name() if torch.cuda.is_available() and not args.smoke else "cpu"
     print(f"\n{name}; python -m bench.grpo_gpu {' '.join(argv)}; {time.monotonic() - started:.0f} s in all")
-    print(f"model: random weights, vocab {len(tokenizer)} (the tokenizer's); completions are random real tokens, "
-          "never answers (see the non-empty share); s/step = median after warm-up; peak = max allocated")  # fmt: skip
-    print("| shape | G | length | plain s/step | ours s/step | ratio | plain all-in | ours all-in | ratio all-in "
-          "| plain peak GiB | ours peak GiB | non-empty |")  # fmt: skip
+    print(
+        f"model: random weights, vocab {len(tokenizer)} (the tokenizer's); completions are random real tokens, "
+        "never answers (see the non-empty share); s/step = median after warm-up; peak = max allocated"
+    )
+    print(
+        "| shape | G | length | plain s/step | ours s/step | ratio | plain all-in | ours all-in | ratio all-in "
+        "| plain peak GiB | ours peak GiB | non-empty |"
+    )
     print("|---|---|---|---|---|---|---|---|---|---|---|---|")
     for r in results:
-        print(f"| {r['shape']} | {r['G']} | {r['completion_length']} | {r['plain_median_s_per_step']} | "
-              f"{r['ours_median_s_per_step']} | {r['ratio_median']} | {r['plain_all_in_s_per_step']} | "
-              f"{r['ours_all_in_s_per_step']} | {r['ratio_all_in']} | {r['plain_peak_alloc_gib']} | "
-              f"{r['ours_peak_alloc_gib']} | {r['ours_nonempty_share']} |")  # fmt: skip
+        print(
+            f"| {r['shape']} | {r['G']} | {r['completion_length']} | {r['plain_median_s_per_step']} | "
+            f"{r['ours_median_s_per_step']} | {r['ratio_median']} | {r['plain_all_in_s_per_step']} | "
+            f"{r['ours_all_in_s_per_step']} | {r['ratio_all_in']} | {r['plain_peak_alloc_gib']} | "
+            f"{r['ours_peak_alloc_gib']} | {r['ours_nonempty_share']} |"
+        )
     imported = [m for m in OPTIONAL_MODULES if m in sys.modules]
     print(f"optional modules imported: {imported or 'none'} (libraries import installed ones; the GPU image has none)")
     for row in failed:

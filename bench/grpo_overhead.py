@@ -200,8 +200,14 @@ def prepare(config: Path, tmp: Path) -> list[str]:
         from cpu_lab.warmstart import WarmStartSettings, prepare_lab
 
         paths = prepare_lab(WarmStartSettings())  # trains the warm start if it is not cached
-        return ["--model_name_or_path", str(paths["model"]), "--data", str(paths["train"]), "--eval_data",
-                str(paths["heldout"])]  # fmt: skip
+        return [
+            "--model_name_or_path",
+            str(paths["model"]),
+            "--data",
+            str(paths["train"]),
+            "--eval_data",
+            str(paths["heldout"]),
+        ]
     if script_args.build_tiny_model:  # the plain arm may run first, and it builds nothing
         from recipes.tiny_model import save_tiny_model
 
@@ -230,7 +236,7 @@ def summarize(clocks: dict[str, list[Clock]], warmup: int) -> dict:
         "ours_reward_wrapper_s": round(sum(c.monitor_seconds for c in ours), 3),
         "ours_share_in_monitors": round(
             (sum(callbacks.values()) + sum(c.monitor_seconds for c in ours)) / train["ours"], 4
-        ),  # fmt: skip
+        ),
     }
 
 
@@ -257,8 +263,10 @@ def main(argv: list[str] | None = None) -> dict:
             overrides = [*base, "--output_dir", output_dirs[kind][-1]]
             (run_plain if kind == "plain" else run_recipe)(args.config, overrides, clock)
             clocks[kind].append(clock)
-            print(f"round {round_index} {kind}: {clock.train_seconds:.1f} s for {len(clock.step_seconds)} steps",
-                  flush=True)  # fmt: skip
+            print(
+                f"round {round_index} {kind}: {clock.train_seconds:.1f} s for {len(clock.step_seconds)} steps",
+                flush=True,
+            )
 
     from eval.tasks import get_task
 

@@ -33,9 +33,16 @@ PROMPTS = (
     "Write the first five prime numbers.",
 )
 QWEN05B_SHAPE = dict(  # Qwen/Qwen2.5-0.5B-Instruct's config.json
-    vocab_size=151936, hidden_size=896, intermediate_size=4864, num_hidden_layers=24, num_attention_heads=14,
-    num_key_value_heads=2, max_position_embeddings=32768, rope_theta=1000000.0, tie_word_embeddings=True,
-)  # fmt: skip
+    vocab_size=151936,
+    hidden_size=896,
+    intermediate_size=4864,
+    num_hidden_layers=24,
+    num_attention_heads=14,
+    num_key_value_heads=2,
+    max_position_embeddings=32768,
+    rope_theta=1000000.0,
+    tie_word_embeddings=True,
+)
 
 
 def smollm2_gguf() -> Path:

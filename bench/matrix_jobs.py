@@ -36,9 +36,24 @@ def main(argv: list[str] | None = None) -> dict:
     cores = os.cpu_count() or 1
     torch.set_num_threads(cores)  # the sequential way gets every core, as `make demo` gives it (OMP_NUM_THREADS=2)
     paths = prepare_lab(WarmStartSettings())
-    extra = ["--model_name_or_path", str(paths["model"]), "--data", str(paths["train"]), "--eval_data",
-             str(paths["heldout"]), "--max_steps", str(args.steps), "--eval_limit", "0", "--monitor_eval_steps", "0",
-             "--probe_problems", "0", "--logging_steps", str(args.steps)]  # fmt: skip
+    extra = [
+        "--model_name_or_path",
+        str(paths["model"]),
+        "--data",
+        str(paths["train"]),
+        "--eval_data",
+        str(paths["heldout"]),
+        "--max_steps",
+        str(args.steps),
+        "--eval_limit",
+        "0",
+        "--monitor_eval_steps",
+        "0",
+        "--probe_problems",
+        "0",
+        "--logging_steps",
+        str(args.steps),
+    ]
     seconds = {1: [], 2: []}
     for _ in range(args.rounds):
         for jobs in (1, 2):

@@ -111,8 +111,16 @@ class CurriculumDataset:
     """The training rows: a ``datasets.Dataset`` of ``size`` indices whose problems are drawn at the current level
     when the trainer fetches them. ``dataset`` is what the trainer gets; ``level`` is read at every fetch."""
 
-    def __init__(self, size: int, seed: int, task_name: str, level: int = START_LEVEL, ladder=LADDER,
-                 heldout_n: int = HELDOUT_SIZE, validation_n: int = VALIDATION_SIZE):  # fmt: skip
+    def __init__(
+        self,
+        size: int,
+        seed: int,
+        task_name: str,
+        level: int = START_LEVEL,
+        ladder=LADDER,
+        heldout_n: int = HELDOUT_SIZE,
+        validation_n: int = VALIDATION_SIZE,
+    ):
         from datasets import Dataset
 
         from eval.tasks import get_task
@@ -195,8 +203,9 @@ def ladder_accuracy(model_dir: str, n: int = 100, seed: int = 0) -> list[float]:
         for level in range(len(LADDER)):
             rows = [problem_at(seed, level, i, kept_out) for i in range(n)]
             path = write_jsonl(rows, Path(tmp) / f"level{level}.jsonl")
-            result = evaluate(model, tokenizer, TASK, data=str(path), limit=n, max_new_tokens=32, batch_size=100,
-                              progress=False)  # fmt: skip
+            result = evaluate(
+                model, tokenizer, TASK, data=str(path), limit=n, max_new_tokens=32, batch_size=100, progress=False
+            )
             accuracies.append(float(result["accuracy"]))
     return accuracies
 

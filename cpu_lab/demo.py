@@ -80,8 +80,16 @@ def main(argv: list[str] | None = None) -> Path:
     )
 
     # 2. One GRPO run per config, all from the same start, through the recipe (cpu_lab.matrix runs it in-process)
-    extra = ["--model_name_or_path", str(paths["model"]), "--data", str(paths["train"]),
-             "--eval_data", str(paths["heldout"]), "--max_steps", str(args.steps)]  # fmt: skip
+    extra = [
+        "--model_name_or_path",
+        str(paths["model"]),
+        "--data",
+        str(paths["train"]),
+        "--eval_data",
+        str(paths["heldout"]),
+        "--max_steps",
+        str(args.steps),
+    ]
     t0 = time.monotonic()
     matrix.run_matrix([str(c) for c in configs], [args.seed], out, extra, jobs=args.jobs)
     seconds = {"GRPO runs": time.monotonic() - t0}
@@ -99,34 +107,57 @@ def write_report(out: Path, args, warm: dict, paths: dict, extra, seconds, warm_
     pngs = matrix.plot_matrix(out, groups)
     warm_png = plot_warm_start(warm, out / "warmstart.png")
     lines = [f"# CPU lab demo (seed {args.seed}, {args.steps} GRPO steps per run)", ""]
-    lines += [f"Warm start: {warm['params']:,}-parameter Qwen2, SFT stopped at step {warm['steps']} with validation "
-              f"accuracy {warm['validation_accuracy']:.3f} (threshold {warm['settings']['stop_at_accuracy']}, on "
-              f"{warm['settings']['validation_n']} validation problems); held-out accuracy of that model "
-              f"{warm['heldout_accuracy']:.3f} (the held-out set is read only after the stop; "
-              f"{warm['seconds']:.0f} s to train, {warm_seconds:.0f} s in this demo: "
-              f"{'reused from the cache' if warm_seconds < 0.5 * warm['seconds'] else 'trained now'}).",
-              ""]  # fmt: skip
+    lines += [
+        f"Warm start: {warm['params']:,}-parameter Qwen2, SFT stopped at step {warm['steps']} with validation "
+        f"accuracy {warm['validation_accuracy']:.3f} (threshold {warm['settings']['stop_at_accuracy']}, on "
+        f"{warm['settings']['validation_n']} validation problems); held-out accuracy of that model "
+        f"{warm['heldout_accuracy']:.3f} (the held-out set is read only after the stop; "
+        f"{warm['seconds']:.0f} s to train, {warm_seconds:.0f} s in this demo: "
+        f"{'reused from the cache' if warm_seconds < 0.5 * warm['seconds'] else 'trained now'}).",
+        "",
+    ]
     lines += findings(runs, out)
     lines += ["", "## All runs", "", matrix.comparison_table(groups), ""]
-    lines += ["Accuracy: greedy, on the 200-problem held-out set. Lengths: mean tokens of held-out answers after "
-              "training. Degenerate groups: share of GRPO groups all right or all wrong. Gap: mean training reward "
-              "minus share of correct training answers, over the last quarter of steps.", ""]  # fmt: skip
+    lines += [
+        "Accuracy: greedy, on the 200-problem held-out set. Lengths: mean tokens of held-out answers after "
+        "training. Degenerate groups: share of GRPO groups all right or all wrong. Gap: mean training reward "
+        "minus share of correct training answers, over the last quarter of steps.",
+        "",
+    ]
     lines += [f"![{p.stem}]({p.name})" for p in [*pngs, warm_png]]
     lines += ["", "## Time", ""]
     lines += [f"- {name}: {s:.0f} s" for name, s in seconds.items()]
     lines += [f"  - {name}: {r.seconds:.0f} s" for name, r in runs.items() if r.seconds is not None]  # own clocks
     lines += [f"- warm start in this demo: {warm_seconds:.0f} s; whole demo: {total:.0f} s", ""]
-    lines += ["## Reproduce", "", "```",
-              f"OMP_NUM_THREADS=2 python -m cpu_lab.demo --seed {args.seed} --steps {args.steps} --jobs {args.jobs}",
-              "# the same, step by step:",
-              f"python -m cpu_lab.warmstart --seed {args.seed}"]  # fmt: skip
+    lines += [
+        "## Reproduce",
+        "",
+        "```",
+        f"OMP_NUM_THREADS=2 python -m cpu_lab.demo --seed {args.seed} --steps {args.steps} --jobs {args.jobs}",
+        "# the same, step by step:",
+        f"python -m cpu_lab.warmstart --seed {args.seed}",
+    ]
     for name in runs:
-        cmd = ["python", "-m", "recipes.grpo", "--config", str(CONFIG_DIR / f"{name}.yaml"), "--seed", str(args.seed),
-               "--output_dir", str(out / name / f"seed{args.seed}"), *extra]  # fmt: skip
+        cmd = [
+            "python",
+            "-m",
+            "recipes.grpo",
+            "--config",
+            str(CONFIG_DIR / f"{name}.yaml"),
+            "--seed",
+            str(args.seed),
+            "--output_dir",
+            str(out / name / f"seed{args.seed}"),
+            *extra,
+        ]
         lines.append(shlex.join(cmd))
-    lines += [f"python -m cpu_lab.matrix --out {out} --table-only", "```", "",
-              f"Each run's folder holds report.json, log.jsonl (monitors), probes.json, eval_before/ and eval_after/. "
-              f"Command line of this demo: `{shlex.join(sys.argv)}`."]  # fmt: skip
+    lines += [
+        f"python -m cpu_lab.matrix --out {out} --table-only",
+        "```",
+        "",
+        f"Each run's folder holds report.json, log.jsonl (monitors), probes.json, eval_before/ and eval_after/. "
+        f"Command line of this demo: `{shlex.join(sys.argv)}`.",
+    ]
     path = out / "report.md"
     path.write_text("\n".join(lines) + "\n")
     return path
@@ -144,29 +175,40 @@ def findings(runs: dict, out: Path) -> list[str]:
     if after is not None:
         gain = after - before
         verdict = "meets" if gain >= TARGET_GAIN else "MISSES"
-        lines.append(f"- **Default rewards (grpo)**: held-out accuracy {before:.3f} → {after:.3f} "
-                     f"({gain * 100:+.1f} points; {verdict} the +{TARGET_GAIN * 100:.0f}-point target).")  # fmt: skip
-    lines += curriculum_lines(out / "grpo_lab_default" / f"seed{runs['grpo_lab_default'].seed}" / "log.jsonl"
-                              if "grpo_lab_default" in runs else None)  # fmt: skip
+        lines.append(
+            f"- **Default rewards (grpo)**: held-out accuracy {before:.3f} → {after:.3f} "
+            f"({gain * 100:+.1f} points; {verdict} the +{TARGET_GAIN * 100:.0f}-point target)."
+        )
+    lines += curriculum_lines(
+        out / "grpo_lab_default" / f"seed{runs['grpo_lab_default'].seed}" / "log.jsonl"
+        if "grpo_lab_default" in runs
+        else None
+    )
     before, after = acc("grpo_lab_random")
     if after is not None:
         verdict = "did not rise, as it must" if after <= before + 0.035 else "ROSE: the default gain may not be signal"
-        lines.append(f"- **Random reward (control)**: {before:.3f} → {after:.3f}: accuracy {verdict} "
-                     "(tolerance: one standard error, 3.5 points).")  # fmt: skip
+        lines.append(
+            f"- **Random reward (control)**: {before:.3f} → {after:.3f}: accuracy {verdict} "
+            "(tolerance: one standard error, 3.5 points)."
+        )
     hack = runs.get("grpo_lab_format_only")
     if hack and hack.accuracy_after is not None:
         rose = hack.reward_end is not None and hack.reward_start is not None and hack.reward_end > hack.reward_start
         flat = hack.accuracy_after <= hack.accuracy_before + 0.035
         signature = "the hacking signature" if rose and flat else "NOT the hacking signature in this run"
-        lines.append(f"- **Format-only reward (hackable)**: training reward {hack.reward_start:.3f} → "
-                     f"{hack.reward_end:.3f}, held-out accuracy {hack.accuracy_before:.3f} → "
-                     f"{hack.accuracy_after:.3f}: {signature}.")  # fmt: skip
+        lines.append(
+            f"- **Format-only reward (hackable)**: training reward {hack.reward_start:.3f} → "
+            f"{hack.reward_end:.3f}, held-out accuracy {hack.accuracy_before:.3f} → "
+            f"{hack.accuracy_after:.3f}: {signature}."
+        )
         lines += probe_lines(out / "grpo_lab_format_only" / f"seed{hack.seed}" / "probes.json")
     a, b = runs.get("grpo_lab_default"), runs.get("grpo_lab_dr_grpo")
     if a and b and a.accuracy_after is not None and b.accuracy_after is not None:
-        lines.append(f"- **grpo vs dr_grpo**: accuracy {a.accuracy_after:.3f} vs {b.accuracy_after:.3f}; mean length "
-                     f"of wrong answers {_tokens(a.length_wrong)} vs {_tokens(b.length_wrong)} tokens, of correct "
-                     f"ones {_tokens(a.length_correct)} vs {_tokens(b.length_correct)}.")  # fmt: skip
+        lines.append(
+            f"- **grpo vs dr_grpo**: accuracy {a.accuracy_after:.3f} vs {b.accuracy_after:.3f}; mean length "
+            f"of wrong answers {_tokens(a.length_wrong)} vs {_tokens(b.length_wrong)} tokens, of correct "
+            f"ones {_tokens(a.length_correct)} vs {_tokens(b.length_correct)}."
+        )
     return lines
 
 
@@ -181,15 +223,19 @@ def curriculum_lines(log_path: Path | None) -> list[str]:
         if r["curriculum/next_difficulty"] != level:
             level = r["curriculum/next_difficulty"]
             path.append(f"{level} (step {r['step']})")
-    counts = {lvl: sum(r["curriculum/difficulty"] == lvl for r in rows) for lvl in sorted(
-        {r["curriculum/difficulty"] for r in rows})}  # fmt: skip
+    counts = {
+        lvl: sum(r["curriculum/difficulty"] == lvl for r in rows)
+        for lvl in sorted({r["curriculum/difficulty"] for r in rows})
+    }
     measured = matrix.mean_std([r.get("monitor/degenerate_share") for r in rows])[0]
     predicted = matrix.mean_std([r.get("curriculum/degenerate_predicted_share") for r in rows])[0]
     monitors = matrix.mean_std([r.get("monitor/degenerate_expected_share") for r in rows])[0]
-    return [f"  - curriculum (`cpu_lab/curriculum.py`): difficulty level {' → '.join(path)}; steps per level "
-            f"{', '.join(f'{lvl:g}: {n}' for lvl, n in counts.items())}; degenerate groups {_share(measured)} "
-            f"measured, {_share(predicted)} predicted from the running pass rate (p^G + (1-p)^G), "
-            f"{_share(monitors)} predicted by the monitors per prompt."]  # fmt: skip
+    return [
+        f"  - curriculum (`cpu_lab/curriculum.py`): difficulty level {' → '.join(path)}; steps per level "
+        f"{', '.join(f'{lvl:g}: {n}' for lvl, n in counts.items())}; degenerate groups {_share(measured)} "
+        f"measured, {_share(predicted)} predicted from the running pass rate (p^G + (1-p)^G), "
+        f"{_share(monitors)} predicted by the monitors per prompt."
+    ]
 
 
 def _share(value: float | None) -> str:
@@ -198,8 +244,12 @@ def _share(value: float | None) -> str:
 
 def seed_table(demo_dirs: list[str | Path]) -> str:
     """Per seed: held-out accuracy before, and after with the gain, of each demo run; then mean ± std over seeds."""
-    names = {"grpo_lab_default": "default", "grpo_lab_dr_grpo": "dr_grpo", "grpo_lab_random": "random",
-             "grpo_lab_format_only": "format only"}  # fmt: skip
+    names = {
+        "grpo_lab_default": "default",
+        "grpo_lab_dr_grpo": "dr_grpo",
+        "grpo_lab_random": "random",
+        "grpo_lab_format_only": "format only",
+    }
     by_seed: dict[int, dict] = {}
     for folder in demo_dirs:
         for name, runs in matrix.collect(folder).items():
@@ -230,15 +280,16 @@ def seed_table(demo_dirs: list[str | Path]) -> str:
         else:
             stats.append(f"{a[0]:.3f} ± {a[1]:.3f} ({g[0]:+.1f} ± {g[1]:.1f})")
     befores = matrix.mean_std([next(iter(r.values())).accuracy_before for r in by_seed.values()])
-    lines.append(f"| mean ± std ({len(by_seed)} seeds) | {befores[0]:.3f} ± {befores[1] or 0:.3f} | "
-                 + " | ".join(stats) + " |")  # fmt: skip
+    lines.append(
+        f"| mean ± std ({len(by_seed)} seeds) | {befores[0]:.3f} ± {befores[1] or 0:.3f} | " + " | ".join(stats) + " |"
+    )
     met = sum(
         1
         for r in by_seed.values()
         if "grpo_lab_default" in r
         and r["grpo_lab_default"].accuracy_after - r["grpo_lab_default"].accuracy_before >= TARGET_GAIN
     )
-    lines += ["", f"Default gain >= +{TARGET_GAIN * 100:.0f} points on {met} of {len(by_seed)} seeds."]  # fmt: skip
+    lines += ["", f"Default gain >= +{TARGET_GAIN * 100:.0f} points on {met} of {len(by_seed)} seeds."]
     return "\n".join(lines)
 
 
@@ -251,8 +302,10 @@ def probe_lines(path: Path) -> list[str]:
     hits = [(n, p) for n, p in probes.items() if p.get("violation")]
     if not hits:
         return [f"  - hack probes: none passes under this reward set (genuine correct scores {correct:.3f})"]
-    return [f"  - hack probe `{n}` scores {p['score']:.3f} vs genuine correct {correct:.3f}: {p['description']}"
-            for n, p in hits]  # fmt: skip
+    return [
+        f"  - hack probe `{n}` scores {p['score']:.3f} vs genuine correct {correct:.3f}: {p['description']}"
+        for n, p in hits
+    ]
 
 
 def _tokens(value: float | None) -> str:

@@ -38,8 +38,11 @@ CONFIGS = [CONFIG_DIR / "grpo_lab_long_grpo.yaml", CONFIG_DIR / "grpo_lab_long_d
 # The verbs of the solution lines, in the order of the question's (cpu_lab.problems.GAIN / LOSS): one token or two.
 SHORT_GAIN = ["buys", "finds", "gets", "is given"]
 SHORT_LOSS = ["gives away", "loses", "sells", "uses"]
-LENGTH_KEYS = {"correct": "monitor/length_correct", "wrong": "monitor/length_wrong",
-               "truncated": "monitor/length_truncated"}  # fmt: skip
+LENGTH_KEYS = {
+    "correct": "monitor/length_correct",
+    "wrong": "monitor/length_wrong",
+    "truncated": "monitor/length_truncated",
+}
 TRUNCATED_RATE = "monitor/truncated_rate"
 WINDOW = 0.25  # "start" and "end" of a run: its first and last quarter of logged steps
 
@@ -73,8 +76,10 @@ class LongDifficulty(Difficulty):
     def __post_init__(self):
         super().__post_init__()
         if self.max_total <= self.max_number:
-            raise ValueError(f"LongDifficulty needs max_total > max_number, got {self.max_total} <= {self.max_number}: "
-                             "raise max_total")  # fmt: skip
+            raise ValueError(
+                f"LongDifficulty needs max_total > max_number, got {self.max_total} <= {self.max_number}: "
+                "raise max_total"
+            )
 
     def make_problem(self, rng: random.Random) -> dict:
         """One problem: ``question``, ``answer`` (a worked line per operation, then ``#### N``) and ``final``."""
@@ -212,13 +217,17 @@ def _runs(out: Path) -> dict[str, dict[int, Path]]:
 def report_table(runs: dict[str, dict[int, Path]]) -> str:
     """The markdown table: per config, mean ± sample std over seeds of each number (start -> end of training)."""
     rows = [
-        ("sampled wrong answers, tokens", "wrong", 1), ("sampled correct answers, tokens", "correct", 1),
+        ("sampled wrong answers, tokens", "wrong", 1),
+        ("sampled correct answers, tokens", "correct", 1),
         ("truncated share, %", "truncated_rate", 100),
-    ]  # fmt: skip
-    lines = ["| config | seeds | " + " | ".join(f"{label}: start → end" for label, _, _ in rows) +
-             " | greedy held-out wrong answers, tokens beyond the gold solution: before → after"
-             " | held-out accuracy, %: before → after |",
-             "|" + "---|" * (len(rows) + 4)]  # fmt: skip
+    ]
+    lines = [
+        "| config | seeds | "
+        + " | ".join(f"{label}: start → end" for label, _, _ in rows)
+        + " | greedy held-out wrong answers, tokens beyond the gold solution: before → after"
+        " | held-out accuracy, %: before → after |",
+        "|" + "---|" * (len(rows) + 4),
+    ]
     for config, by_seed in runs.items():
         summaries = [summarize(folder) for folder in by_seed.values()]
         cells = []
@@ -227,10 +236,14 @@ def report_table(runs: dict[str, dict[int, Path]]) -> str:
             end = [s[f"{name}_end"] * scale if s[f"{name}_end"] is not None else None for s in summaries]
             cells.append(f"{_mean_std(start)} → {_mean_std(end)}")
         greedy = [_mean_std(s[f"excess_wrong_{w}"] for s in summaries) for w in ("before", "after")]
-        accuracy = [_mean_std(100 * s[f"accuracy_{w}"] if s[f"accuracy_{w}"] is not None else None for s in summaries)
-                    for w in ("before", "after")]  # fmt: skip
-        lines.append(f"| {config} | {', '.join(map(str, by_seed))} | {' | '.join(cells)} | {' → '.join(greedy)} | "
-                     f"{' → '.join(accuracy)} |")  # fmt: skip
+        accuracy = [
+            _mean_std(100 * s[f"accuracy_{w}"] if s[f"accuracy_{w}"] is not None else None for s in summaries)
+            for w in ("before", "after")
+        ]
+        lines.append(
+            f"| {config} | {', '.join(map(str, by_seed))} | {' | '.join(cells)} | {' → '.join(greedy)} | "
+            f"{' → '.join(accuracy)} |"
+        )
     return "\n".join(lines)
 
 
@@ -243,8 +256,9 @@ def paired_difference(runs: dict[str, dict[int, Path]], name: str = "wrong") -> 
     differences = {}
     for seed in sorted(set(grpo) & set(dr_grpo)):
         other = dict(length_curves(dr_grpo[seed])[name])
-        differences[seed] = [(step, value - other[step]) for step, value in length_curves(grpo[seed])[name]
-                             if step in other]  # fmt: skip
+        differences[seed] = [
+            (step, value - other[step]) for step, value in length_curves(grpo[seed])[name] if step in other
+        ]
     return differences
 
 
@@ -279,19 +293,24 @@ def plot_lengths(runs: dict[str, dict[int, Path]], path: str | Path, smooth: int
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    panels = [("correct", "correct answers: mean tokens"), ("wrong", "wrong answers: mean tokens"),
-              ("truncated_rate", "truncated share (cut at the budget)")]  # fmt: skip
+    panels = [
+        ("correct", "correct answers: mean tokens"),
+        ("wrong", "wrong answers: mean tokens"),
+        ("truncated_rate", "truncated share (cut at the budget)"),
+    ]
     fig, axes = plt.subplots(1, 4, figsize=(18, 3.8))
     for colour, (config, by_seed) in zip(("tab:red", "tab:blue", "tab:green"), runs.items(), strict=False):
         curves = [length_curves(folder) for folder in by_seed.values()]
         for ax, (name, title) in zip(axes[:3], panels, strict=True):
-            _plot_seeds_and_mean(ax, [curve[name] for curve in curves], colour, f"{config} ({len(curves)} seed(s))",
-                                 smooth, alpha=0.25)  # fmt: skip
+            _plot_seeds_and_mean(
+                ax, [curve[name] for curve in curves], colour, f"{config} ({len(curves)} seed(s))", smooth, alpha=0.25
+            )
             ax.set(title=title, xlabel="GRPO step")
     differences = paired_difference(runs)
     if differences:
-        _plot_seeds_and_mean(axes[3], list(differences.values()), "black", f"mean of {len(differences)} seed(s)",
-                             smooth, alpha=0.3)  # fmt: skip
+        _plot_seeds_and_mean(
+            axes[3], list(differences.values()), "black", f"mean of {len(differences)} seed(s)", smooth, alpha=0.3
+        )
         axes[3].legend(fontsize=7)
     axes[3].axhline(0, color="grey", lw=0.8)
     axes[3].set(title="wrong answers: grpo minus dr_grpo, same seed", xlabel="GRPO step", ylabel="tokens")
@@ -311,14 +330,25 @@ def write_report(out: str | Path) -> Path:
     if not runs:
         raise FileNotFoundError(f"no runs under {out}: expected <config>/seed<k>/log.jsonl (run `run` first)")
     png = plot_lengths(runs, out / "lengths.png")
-    seconds = [f"{config} seed {seed}: {summarize(folder)['seconds']} s" for config, by_seed in runs.items()
-               for seed, folder in by_seed.items()]  # fmt: skip
-    text = ["# Long-answer lab: GRPO vs Dr. GRPO answer lengths", "",
-            f"Start = first {WINDOW:.0%} of the logged steps, end = last {WINDOW:.0%}; mean ± sample std over seeds.",
-            "", report_table(runs), "",
-            f"Wrong sampled answers, grpo minus dr_grpo for the same seed (same prompts), start → end: "
-            f"{paired_summary(runs)}.", "", f"![lengths]({png.name})", "", "Wall time per run (evaluations included): "
-            + "; ".join(seconds)]  # fmt: skip
+    seconds = [
+        f"{config} seed {seed}: {summarize(folder)['seconds']} s"
+        for config, by_seed in runs.items()
+        for seed, folder in by_seed.items()
+    ]
+    text = [
+        "# Long-answer lab: GRPO vs Dr. GRPO answer lengths",
+        "",
+        f"Start = first {WINDOW:.0%} of the logged steps, end = last {WINDOW:.0%}; mean ± sample std over seeds.",
+        "",
+        report_table(runs),
+        "",
+        f"Wrong sampled answers, grpo minus dr_grpo for the same seed (same prompts), start → end: "
+        f"{paired_summary(runs)}.",
+        "",
+        f"![lengths]({png.name})",
+        "",
+        "Wall time per run (evaluations included): " + "; ".join(seconds),
+    ]
     path = out / "report.md"
     path.write_text("\n".join(text) + "\n")
     return path
@@ -343,14 +373,19 @@ def main(argv: list[str] | None = None) -> None:
     if args.command == "prepare":
         paths = prepare(args.seed)
         record = json.loads((paths["model"] / "warmstart.json").read_text())
-        print(f"warm start: {paths['model']} (step {record['steps']}, validation accuracy "
-              f"{record['validation_accuracy']} at the stop, held-out accuracy {record['heldout_accuracy']}, "
-              f"{record['seconds']} s when trained); GRPO data: {paths['train']}, {paths['heldout']}")  # fmt: skip
+        print(
+            f"warm start: {paths['model']} (step {record['steps']}, validation accuracy "
+            f"{record['validation_accuracy']} at the stop, held-out accuracy {record['heldout_accuracy']}, "
+            f"{record['seconds']} s when trained); GRPO data: {paths['train']}, {paths['heldout']}"
+        )
     else:
         if args.command == "run" and (args.steps < 1 or args.jobs < 1):
             parser.error(f"--steps and --jobs must be >= 1, got {args.steps} and {args.jobs}")
-        path = run(args.seeds, args.steps, args.out, args.jobs, args.warm_start_seed) if args.command == "run" \
-            else write_report(args.out)  # fmt: skip
+        path = (
+            run(args.seeds, args.steps, args.out, args.jobs, args.warm_start_seed)
+            if args.command == "run"
+            else write_report(args.out)
+        )
         print(path.read_text())
         print(f"report: {path}")
     print(f"{args.command} took {time.monotonic() - started:.0f} s")

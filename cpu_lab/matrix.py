@@ -139,8 +139,18 @@ def run_one(config: str | Path, seed: int, out_dir: Path, extra_args: list[str])
 def run_subprocess(config: str | Path, seed: int, out_dir: Path, extra_args: list[str], threads: int):
     """Start one run as its own process with ``threads`` torch threads; its output goes to ``<out_dir>/run.log``."""
     out_dir.mkdir(parents=True, exist_ok=True)
-    cmd = [sys.executable, "-m", recipe_for(config), "--config", str(config), "--seed", str(seed),
-           "--output_dir", str(out_dir), *extra_args]  # fmt: skip
+    cmd = [
+        sys.executable,
+        "-m",
+        recipe_for(config),
+        "--config",
+        str(config),
+        "--seed",
+        str(seed),
+        "--output_dir",
+        str(out_dir),
+        *extra_args,
+    ]
     env = os.environ | {"OMP_NUM_THREADS": str(threads), "MKL_NUM_THREADS": str(threads)}
     with open(out_dir / "run.log", "w") as log:
         return subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT)
@@ -152,8 +162,12 @@ SETTINGS_FILE = "matrix_run.json"  # what a run was started with: a finished run
 def run_settings(config: str | Path, seed: int, extra_args) -> dict:
     """What makes two runs of the matrix the same run: the config's path and text, the seed and the extra flags."""
     text = Path(config).read_bytes()
-    return {"config": str(config), "config_sha256": hashlib.sha256(text).hexdigest(), "seed": seed,
-            "extra_args": [str(a) for a in extra_args]}  # fmt: skip
+    return {
+        "config": str(config),
+        "config_sha256": hashlib.sha256(text).hexdigest(),
+        "seed": seed,
+        "extra_args": [str(a) for a in extra_args],
+    }
 
 
 def check_finished(folder: Path, settings: dict) -> None:

@@ -91,8 +91,11 @@ class WarmStartSettings:
         from eval.tasks import get_task
 
         prompt = {"instruction": get_task(TASK).instruction, "chat_template": LAB_CHAT_TEMPLATE}
-        splits = {"heldout_seed": problems.HELDOUT_SEED, "validation_seed": problems.VALIDATION_SEED,
-                  "stop_on": "validation"}  # fmt: skip
+        splits = {
+            "heldout_seed": problems.HELDOUT_SEED,
+            "validation_seed": problems.VALIDATION_SEED,
+            "stop_on": "validation",
+        }
         key = {**asdict(self), **prompt, "splits": splits}
         return hashlib.sha1(json.dumps(key, sort_keys=True).encode()).hexdigest()[:12]
 
@@ -138,8 +141,16 @@ def greedy_accuracy(model, tokenizer, data_path: Path, limit: int, max_new_token
     was_training = model.training
     model.eval()
     try:
-        result = evaluate(model, tokenizer, TASK, data=str(data_path), limit=limit, max_new_tokens=max_new_tokens,
-                          batch_size=100, progress=False)  # fmt: skip
+        result = evaluate(
+            model,
+            tokenizer,
+            TASK,
+            data=str(data_path),
+            limit=limit,
+            max_new_tokens=max_new_tokens,
+            batch_size=100,
+            progress=False,
+        )
     finally:
         model.train(was_training)
     return float(result["accuracy"])
@@ -179,8 +190,9 @@ def warm_start(
         num_key_value_heads=settings.num_key_value_heads,
         intermediate_size=settings.intermediate_size,
     )
-    train = train_problems(settings.n_train, settings.seed, settings.difficulty, settings.heldout_n,
-                           settings.validation_n)  # fmt: skip
+    train = train_problems(
+        settings.n_train, settings.seed, settings.difficulty, settings.heldout_n, settings.validation_n
+    )
     dataset = Dataset.from_list(sft_rows(train))
     curve: list[dict] = []
     started = time.monotonic()
@@ -271,8 +283,9 @@ def prepare_lab(
         link.unlink()
     link.symlink_to(model_dir.resolve(), target_is_directory=True)
     heldout = heldout_problems(settings.difficulty, settings.heldout_n)
-    train = train_problems(GRPO_TRAIN_SIZE, settings.seed + 1, settings.difficulty, settings.heldout_n,
-                           settings.validation_n)  # fmt: skip
+    train = train_problems(
+        GRPO_TRAIN_SIZE, settings.seed + 1, settings.difficulty, settings.heldout_n, settings.validation_n
+    )
     return {
         "model": model_dir,
         "link": link,
@@ -292,8 +305,10 @@ def main() -> None:
     settings = WarmStartSettings(seed=args.seed, stop_at_accuracy=args.stop_at_accuracy, max_steps=args.max_steps)
     paths = prepare_lab(settings, args.cache_root)
     record = json.loads((paths["model"] / "warmstart.json").read_text())
-    print(f"warm start: {paths['model']} (step {record['steps']}, validation accuracy {record['validation_accuracy']} "
-          f"at the stop, held-out accuracy {record['heldout_accuracy']})")  # fmt: skip
+    print(
+        f"warm start: {paths['model']} (step {record['steps']}, validation accuracy {record['validation_accuracy']} "
+        f"at the stop, held-out accuracy {record['heldout_accuracy']})"
+    )
     print(f"linked at {paths['link']}; GRPO data: {paths['train']}, held-out: {paths['heldout']}")
 
 

@@ -314,8 +314,11 @@ def write_outputs(out: Path, results: dict, records: list[dict]) -> None:
         logger.warning(
             "%s: %d of %d samples ran out of scoring time and count as wrong (problem/sample: %s); another scoring "
             "may grade them otherwise",
-            out, len(results["timeouts"]), results["n_samples"], format_timeouts(results["timeouts"]),
-        )  # fmt: skip
+            out,
+            len(results["timeouts"]),
+            results["n_samples"],
+            format_timeouts(results["timeouts"]),
+        )
     (out / RESULTS_FILE).write_text(json.dumps(results, indent=2) + "\n")
     (out / "summary.md").write_text(summary_markdown(results))
     if results["length_tokens"]["all"] is not None:
@@ -341,9 +344,17 @@ def log_to_wandb(results: dict, records: list[dict], config: dict) -> None:
     for r in records:
         for j, s in enumerate(sample_list(r)):
             table.add_data(
-                r["index"], j, r["question"], r["gold"], s["completion"], s["extracted"], s["correct"],
-                s.get("n_tokens"), s.get("truncated"), s.get("timeout", False),
-            )  # fmt: skip
+                r["index"],
+                j,
+                r["question"],
+                r["gold"],
+                s["completion"],
+                s["extracted"],
+                s["correct"],
+                s.get("n_tokens"),
+                s.get("truncated"),
+                s.get("timeout", False),
+            )
     run.log({"samples": table, **flat})
     run.finish()
 

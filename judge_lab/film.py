@@ -52,18 +52,51 @@ def run_args(name, reward, loss, beta, args, question) -> list[str]:
 
     q, gold, short_wrong, reference = question
     flags = [
-        "--config", str(BASE_CONFIG), "--output_dir", str(Path(args.out) / name),
-        "--model_name_or_path", str(args.policy), "--build_tiny_model", "false",
-        "--question", q, "--gold_answer", gold, "--instruction", get_task("lab").instruction,
-        "--checker", "gsm8k_correctness",
-        "--tracked_names", "short_wrong", "worked_correct", "--tracked_answers", short_wrong, reference,
-        "--reward", "llm_judge" if reward == "judge" else "gsm8k_correctness",
-        "--loss_type", loss, "--scale_rewards", "none" if loss == "dr_grpo" else "group", "--beta", str(beta),
-        "--max_steps", str(args.steps), "--max_completion_length", "32",  # the lab's answers are ~20 tokens
-        "--learning_rate", "5e-5",  # the CPU lab's GRPO rate (shared NOTES.md)
-        "--judge_backend", "hf", "--judge_model", str(args.judge), "--judge_mode", "logprob",
-        "--judge_min_score_mass", str(args.min_score_mass),
-    ]  # fmt: skip
+        "--config",
+        str(BASE_CONFIG),
+        "--output_dir",
+        str(Path(args.out) / name),
+        "--model_name_or_path",
+        str(args.policy),
+        "--build_tiny_model",
+        "false",
+        "--question",
+        q,
+        "--gold_answer",
+        gold,
+        "--instruction",
+        get_task("lab").instruction,
+        "--checker",
+        "gsm8k_correctness",
+        "--tracked_names",
+        "short_wrong",
+        "worked_correct",
+        "--tracked_answers",
+        short_wrong,
+        reference,
+        "--reward",
+        "llm_judge" if reward == "judge" else "gsm8k_correctness",
+        "--loss_type",
+        loss,
+        "--scale_rewards",
+        "none" if loss == "dr_grpo" else "group",
+        "--beta",
+        str(beta),
+        "--max_steps",
+        str(args.steps),
+        "--max_completion_length",
+        "32",  # the lab's answers are ~20 tokens
+        "--learning_rate",
+        "5e-5",  # the CPU lab's GRPO rate (shared NOTES.md)
+        "--judge_backend",
+        "hf",
+        "--judge_model",
+        str(args.judge),
+        "--judge_mode",
+        "logprob",
+        "--judge_min_score_mass",
+        str(args.min_score_mass),
+    ]
     return flags
 
 
@@ -139,11 +172,29 @@ def main(argv: list[str] | None = None) -> Path:
     noise = None
     if judge_runs:
         noise = judge_noise.main(
-            ["--judge_backend", "hf", "--judge_model", str(args.judge), "--judge_mode", "logprob",
-             "--judge_min_score_mass", str(args.min_score_mass),
-             "--question", question[0], "--answer", question[2], "--n", str(args.noise_n),
-             "--answers_from_run", str(out / judge_runs[0]), "--max_answers", "16", "--out", str(out / "noise")]
-        )  # fmt: skip
+            [
+                "--judge_backend",
+                "hf",
+                "--judge_model",
+                str(args.judge),
+                "--judge_mode",
+                "logprob",
+                "--judge_min_score_mass",
+                str(args.min_score_mass),
+                "--question",
+                question[0],
+                "--answer",
+                question[2],
+                "--n",
+                str(args.noise_n),
+                "--answers_from_run",
+                str(out / judge_runs[0]),
+                "--max_answers",
+                "16",
+                "--out",
+                str(out / "noise"),
+            ]
+        )
     text = [
         "# The judge film on a laptop",
         "",

@@ -160,8 +160,12 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--judge_api_key_env", default=None, help="NAME of the variable holding the key")
     parser.add_argument("--judge_temperature", type=float, default=0.0, help="the judge's sampling temperature")
     parser.add_argument("--judge_max_concurrency", type=int, default=8)
-    parser.add_argument("--judge_mode", default="text", choices=["text", "logprob"], help="parse a reply, or read "
-                        "the score tokens' probabilities (rewards/judge.py)")  # fmt: skip
+    parser.add_argument(
+        "--judge_mode",
+        default="text",
+        choices=["text", "logprob"],
+        help="parse a reply, or read the score tokens' probabilities (rewards/judge.py)",
+    )
     parser.add_argument("--judge_logprob_score", default="expected", choices=["expected", "argmax"])
     parser.add_argument("--judge_min_score_mass", type=float, default=0.5, help="logprob mode: below it, no score")
     parser.add_argument("--question", default=LAB_QUESTION)

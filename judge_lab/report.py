@@ -71,13 +71,21 @@ def draw(runs: dict[str, list[dict]], path: Path) -> None:
         if any(v is not None for v in judge):
             axes[0].plot(x, [float("nan") if v is None else v for v in judge], marker="o", label=name)
         axes[1].plot(x, [s["n_correct"] / s["n_answers"] for s in steps], marker="o", label=name)
-        axes[2].plot(x, [float("nan") if s["mean_n_tokens"] is None else s["mean_n_tokens"] for s in steps],
-                     marker="o", label=name)  # fmt: skip
+        axes[2].plot(
+            x,
+            [float("nan") if s["mean_n_tokens"] is None else s["mean_n_tokens"] for s in steps],
+            marker="o",
+            label=name,
+        )
         for tracked in steps[0].get("tracked", {}):
             values = [s.get("tracked", {}).get(tracked, {}).get("logp_policy", float("nan")) for s in steps]
             axes[3].plot(x, values, marker=".", label=f"{name}: {tracked}")
-    titles = ["mean judge score (0-10)", "share of answers correct", "mean answer length (tokens)",
-              "tracked answers: log p under the policy"]  # fmt: skip
+    titles = [
+        "mean judge score (0-10)",
+        "share of answers correct",
+        "mean answer length (tokens)",
+        "tracked answers: log p under the policy",
+    ]
     for ax, title in zip(axes, titles, strict=True):
         ax.set_title(title)
         ax.set_xlabel("step")

@@ -77,7 +77,7 @@ def check_lab(args: JudgeLabArguments, training_args) -> None:
         raise ValueError(
             f"the lab takes one update per group and logs every step: set num_iterations: 1, steps_per_generation: 1, "
             f"gradient_accumulation_steps: 1 and logging_steps: 1 (got {one_update} and {training_args.logging_steps})"
-        )  # fmt: skip
+        )
     if training_args.per_device_train_batch_size * training_args.world_size != training_args.num_generations:
         raise ValueError("the lab trains on one prompt: set per_device_train_batch_size x processes = num_generations")
     if args.reward == "llm_judge":
@@ -108,11 +108,23 @@ def main(script_args, training_args, model_args):
         validate.check_precision(model_args.use_peft, model_args.dtype, validate.uses_deepspeed(training_args))
         if args.reward == "llm_judge":
             reward = make_judge_reward(
-                args.judge_backend, args.judge_model, args.judge_base_url, args.judge_api_key_env,
-                **({"max_concurrency": args.judge_max_concurrency, "timeout_s": args.judge_timeout_s,
-                    "max_retries": args.judge_max_retries} if args.judge_backend == "openai" else {}),
-                mode=args.judge_mode, logprob_score=args.judge_logprob_score, min_score_mass=args.judge_min_score_mass,
-            )  # fmt: skip
+                args.judge_backend,
+                args.judge_model,
+                args.judge_base_url,
+                args.judge_api_key_env,
+                **(
+                    {
+                        "max_concurrency": args.judge_max_concurrency,
+                        "timeout_s": args.judge_timeout_s,
+                        "max_retries": args.judge_max_retries,
+                    }
+                    if args.judge_backend == "openai"
+                    else {}
+                ),
+                mode=args.judge_mode,
+                logprob_score=args.judge_logprob_score,
+                min_score_mass=args.judge_min_score_mass,
+            )
             if args.judge_backend == "openai":  # one request now, so a wrong URL or model fails before the model loads
                 [probe] = reward.client.score_many([judge_messages("What is 2 + 2?", "2 + 2 = 4\nAnswer: 4")])
                 if probe.error:
@@ -125,8 +137,9 @@ def main(script_args, training_args, model_args):
     tracker = ProbabilityTracker(
         rows[0]["prompt"], dict(zip(args.tracked_names, args.tracked_answers, strict=True)), training_args.temperature
     )
-    identity = run_setup.run_identity("judge_lab", model_args, training_args.loss_type, training_args.beta,
-                                      [args.reward], training_args.seed)  # fmt: skip
+    identity = run_setup.run_identity(
+        "judge_lab", model_args, training_args.loss_type, training_args.beta, [args.reward], training_args.seed
+    )
     out, _ = run_setup.start_run(script_args, training_args, model_args, identity)
     training_args.model_init_kwargs = model_init_kwargs(model_args, training_args.model_init_kwargs)
 
@@ -143,8 +156,9 @@ def main(script_args, training_args, model_args):
     step_logger.attach(trainer)
     # resumed: both logs go on; without a reference model (beta 0, full fine-tuning) the tracker's reference is then
     # the policy as the resumed run began
-    trainer.train(resume_from_checkpoint=run_setup.resume_checkpoint(training_args, args.resume,
-                                                                     ["steps.jsonl", "log.jsonl"]))  # fmt: skip
+    trainer.train(
+        resume_from_checkpoint=run_setup.resume_checkpoint(training_args, args.resume, ["steps.jsonl", "log.jsonl"])
+    )
     if run_setup.is_main_process(training_args):
         print(f"run {training_args.run_name}: per-step answers {out / 'steps.jsonl'}, TRL log {out / 'log.jsonl'}")
         print(f"report: python -m judge_lab.report {out} --out {out / 'report'}")

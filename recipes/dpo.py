@@ -61,8 +61,9 @@ def main(script_args, training_args, model_args):
 
     # Run name for W&B grouping, the resolved config (secrets redacted) beside the outputs, the tiny model if asked
     method = "dpo-" + "+".join(training_args.loss_type)
-    identity = run_setup.run_identity(eval_task.name, model_args, method, training_args.beta, ["verified_pairs"],
-                                      training_args.seed)  # fmt: skip
+    identity = run_setup.run_identity(
+        eval_task.name, model_args, method, training_args.beta, ["verified_pairs"], training_args.seed
+    )
     out, _ = run_setup.start_run(script_args, training_args, model_args, identity)
 
     # Model (+LoRA / QLoRA): TRL loads it and, without LoRA, the reference from the same path
@@ -84,28 +85,52 @@ def main(script_args, training_args, model_args):
     )
     dropped = len(pairs) - len(trainer.train_dataset)
     if dropped:
-        logger.warning("%d of %d pairs dropped: their prompt alone fills max_length=%s", dropped, len(pairs),
-                       training_args.max_length)  # fmt: skip
+        logger.warning(
+            "%d of %d pairs dropped: their prompt alone fills max_length=%s",
+            dropped,
+            len(pairs),
+            training_args.max_length,
+        )
     if dropped == len(pairs):
         raise ValueError(f"every pair's prompt fills max_length={training_args.max_length} tokens: raise max_length")
 
     # Evaluate before, train (resuming after a kill), save, evaluate after; every process evaluates, one writes
-    eval_kwargs = {"data": args.eval_data, "limit": args.eval_limit, "max_new_tokens": args.eval_max_new_tokens,
-                   "progress": False}  # fmt: skip
-    report = {"run_name": training_args.run_name, "output_dir": str(out), "pairs": len(pairs),
-              "pair_report": pair_report}  # fmt: skip
+    eval_kwargs = {
+        "data": args.eval_data,
+        "limit": args.eval_limit,
+        "max_new_tokens": args.eval_max_new_tokens,
+        "progress": False,
+    }
+    report = {
+        "run_name": training_args.run_name,
+        "output_dir": str(out),
+        "pairs": len(pairs),
+        "pair_report": pair_report,
+    }
     if args.eval_limit:
-        report["before"] = evaluate(trainer.model, tokenizer, eval_task.name,
-                                    out_dir=run_setup.main_process_path(training_args, out / "eval_before"),
-                                    **eval_kwargs)  # fmt: skip
+        report["before"] = evaluate(
+            trainer.model,
+            tokenizer,
+            eval_task.name,
+            out_dir=run_setup.main_process_path(training_args, out / "eval_before"),
+            **eval_kwargs,
+        )
     trainer.train(resume_from_checkpoint=run_setup.resume_checkpoint(training_args, args.resume, ["log.jsonl"]))
     trainer.save_model(str(out))
     if args.eval_limit:
-        report["after"] = evaluate(trainer.model, tokenizer, eval_task.name,
-                                   out_dir=run_setup.main_process_path(training_args, out / "eval_after"),
-                                   **eval_kwargs)  # fmt: skip
-        trainer.log({"final_eval/accuracy_before": report["before"]["accuracy"],
-                     "final_eval/accuracy_after": report["after"]["accuracy"]})  # fmt: skip
+        report["after"] = evaluate(
+            trainer.model,
+            tokenizer,
+            eval_task.name,
+            out_dir=run_setup.main_process_path(training_args, out / "eval_after"),
+            **eval_kwargs,
+        )
+        trainer.log(
+            {
+                "final_eval/accuracy_before": report["before"]["accuracy"],
+                "final_eval/accuracy_after": report["after"]["accuracy"],
+            }
+        )
     report |= first_loss_check.report()
     run_setup.write_report(training_args, report, summary(report, out))
     trainer.accelerator.end_training()

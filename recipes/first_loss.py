@@ -109,8 +109,9 @@ class FirstLossCheck(TrainerCallback):
     def on_step_end(self, args, state, control, **kwargs):
         if not self._seen_step and state.global_step > 1:
             self.resumed_at = state.global_step
-            logger.info("first step seen is %d (resumed): the %s check does not apply", state.global_step,
-                        self.start.state)  # fmt: skip
+            logger.info(
+                "first step seen is %d (resumed): the %s check does not apply", state.global_step, self.start.state
+            )
         self._seen_step = True
         if state.global_step == 1:
             control.should_log = True  # step 1's loss, not a mean over the first logging_steps steps
@@ -133,12 +134,22 @@ class FirstLossCheck(TrainerCallback):
             bar = "!" * 100
             logger.warning("\n%s\n%s: %s.\n%s\n%s", bar, self.start.alarm, "; ".join(problems), self.start.cause, bar)
         elif self.expected_loss is None:
-            logger.info("first %s loss %.6f (%s); %s 0: %s", self.start.name, self.first_loss, self.note,
-                        self.start.zeros, self.start.holds)  # fmt: skip
+            logger.info(
+                "first %s loss %.6f (%s); %s 0: %s",
+                self.start.name,
+                self.first_loss,
+                self.note,
+                self.start.zeros,
+                self.start.holds,
+            )
         else:
             logger.info("first %s loss %.6f = %s: %s", self.start.name, self.first_loss, self.note, self.start.holds)
 
     def report(self) -> dict:
         """The outcome as the recipes' ``report.json`` keys."""
-        return {"first_loss": self.first_loss, "first_loss_ok": self.ok, "first_loss_expected": self.expected_loss,
-                "first_loss_note": self.note}  # fmt: skip
+        return {
+            "first_loss": self.first_loss,
+            "first_loss_ok": self.ok,
+            "first_loss_expected": self.expected_loss,
+            "first_loss_note": self.note,
+        }

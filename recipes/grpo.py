@@ -63,9 +63,12 @@ def check_args(script_args, training_args, model_args):
     from eval.tasks import get_task
 
     training_args.use_vllm, generation = validate.decide_vllm(
-        training_args.use_vllm, script_args.use_vllm_if_available, training_args.vllm_mode,
-        model_args.load_in_4bit, model_args.load_in_8bit,
-    )  # fmt: skip
+        training_args.use_vllm,
+        script_args.use_vllm_if_available,
+        training_args.vllm_mode,
+        model_args.load_in_4bit,
+        model_args.load_in_8bit,
+    )
     print(generation)  # one line: which backend generates, and why
     validate.check_precision(model_args.use_peft, model_args.dtype, validate.uses_deepspeed(training_args))
     task, eval_task = get_task(script_args.task), get_task(script_args.eval_task)
@@ -87,10 +90,13 @@ def reward_monitor(names: list[str], training_args, eval_task_name: str):
 
     correctness = [i for i, name in enumerate(names) if reward_info(name).kind == "correctness"]
     return RewardMonitor(
-        [get_reward(name) for name in names], training_args.reward_weights, eval_task_name,
-        training_args.max_completion_length, correctness[0] if correctness else None,
+        [get_reward(name) for name in names],
+        training_args.reward_weights,
+        eval_task_name,
+        training_args.max_completion_length,
+        correctness[0] if correctness else None,
         group_size=training_args.num_generations,
-    )  # fmt: skip
+    )
 
 
 def main(script_args, training_args, model_args):
@@ -116,27 +122,33 @@ def main(script_args, training_args, model_args):
     monitor = reward_monitor(names, training_args, eval_task.name)
 
     # Run name for W&B grouping, the resolved config (secrets redacted) beside the outputs, the tiny model if asked
-    identity = run_setup.run_identity(task.name, model_args, training_args.loss_type, training_args.beta, names,
-                                      training_args.seed)  # fmt: skip
+    identity = run_setup.run_identity(
+        task.name, model_args, training_args.loss_type, training_args.beta, names, training_args.seed
+    )
     out, config = run_setup.start_run(script_args, training_args, model_args, identity)
 
     # Model (+LoRA / QLoRA): TRL loads it from the path
     training_args.model_init_kwargs = model_init_kwargs(model_args, training_args.model_init_kwargs)
 
     # Trainer with the monitors: probes at the start, monitor/* every log, eval/* every monitor_eval_steps
-    eval_kwargs = {"data": args.eval_data, "max_new_tokens": args.eval_max_new_tokens or
-                   training_args.max_completion_length, "progress": False}  # fmt: skip
+    eval_kwargs = {
+        "data": args.eval_data,
+        "max_new_tokens": args.eval_max_new_tokens or training_args.max_completion_length,
+        "progress": False,
+    }
     monitor_callback = MonitorCallback(
         monitor,
         out,
-        probe_problems=[{"question": r["question"], "answer": r["answer"]} for r in rows.select(
-            range(min(args.probe_problems, len(rows))))],
+        probe_problems=[
+            {"question": r["question"], "answer": r["answer"]}
+            for r in rows.select(range(min(args.probe_problems, len(rows))))
+        ],
         answer_style=task.answer_style,
         eval_every=args.monitor_eval_steps,
         eval_kwargs={"task_name": eval_task.name, "limit": args.monitor_eval_limit, **eval_kwargs},
         report_to=training_args.report_to or [],
         resolved_config=config,
-    )  # fmt: skip
+    )
     callbacks = [JsonlLogCallback(out / "log.jsonl"), monitor_callback]
     train_rows = rows
     if curriculum:  # its callback goes first: what it adds to a log line reaches log.jsonl
@@ -158,16 +170,26 @@ def main(script_args, training_args, model_args):
     # Evaluate before, train (resuming after a kill), save, evaluate after; every process evaluates, one writes
     report = {"run_name": training_args.run_name, "output_dir": str(out), "processes": training_args.world_size}
     if args.eval_limit:
-        report["before"] = evaluate(trainer.model, trainer.processing_class, eval_task.name, limit=args.eval_limit,
-                                    out_dir=run_setup.main_process_path(training_args, out / "eval_before"),
-                                    **eval_kwargs)  # fmt: skip
+        report["before"] = evaluate(
+            trainer.model,
+            trainer.processing_class,
+            eval_task.name,
+            limit=args.eval_limit,
+            out_dir=run_setup.main_process_path(training_args, out / "eval_before"),
+            **eval_kwargs,
+        )
     logs = ("log.jsonl", "top_completions.jsonl")  # a resumed run appends to them; a fresh run starts them anew
     trainer.train(resume_from_checkpoint=run_setup.resume_checkpoint(training_args, args.resume, logs))
     trainer.save_model(str(out))
     if args.eval_limit:
-        report["after"] = evaluate(trainer.model, trainer.processing_class, eval_task.name, limit=args.eval_limit,
-                                   out_dir=run_setup.main_process_path(training_args, out / "eval_after"),
-                                   **eval_kwargs)  # fmt: skip
+        report["after"] = evaluate(
+            trainer.model,
+            trainer.processing_class,
+            eval_task.name,
+            limit=args.eval_limit,
+            out_dir=run_setup.main_process_path(training_args, out / "eval_after"),
+            **eval_kwargs,
+        )
     report["seconds"] = round(time.monotonic() - started, 1)  # the whole run: evals, training, saving
     run_setup.write_report(training_args, report, summary(report, out))
     trainer.end()  # finishes the W&B run (flushes offline files) and the process group

@@ -46,9 +46,13 @@ def load_pairs(source: str, args: PairArguments, seed: int, margin: float | None
         raise ValueError(
             "no data: set data: to a rollouts file (python -m training_data.rollouts sample), pairs or a hub set"
         )
-    pairs, report = load_preference_dataset(source, split=args.data_split, seed=seed,
-                                            max_pairs_per_problem=args.max_pairs_per_problem or None,
-                                            length_tolerance=args.length_tolerance)  # fmt: skip
+    pairs, report = load_preference_dataset(
+        source,
+        split=args.data_split,
+        seed=seed,
+        max_pairs_per_problem=args.max_pairs_per_problem or None,
+        length_tolerance=args.length_tolerance,
+    )
     check_distinct(pairs, source)
     if report:
         print("pairs built from the rollouts: " + json.dumps(report))
@@ -70,5 +74,7 @@ def split_by_prompt(dataset, fraction: float, seed: int):
     if len(held) == len(prompts):
         raise ValueError(f"{len(prompts)} prompt(s) cannot be split: give more pairs or eval_data:")
     keys = key or list(range(len(dataset)))
-    return (dataset.select([i for i, k in enumerate(keys) if k not in held]),
-            dataset.select([i for i, k in enumerate(keys) if k in held]))  # fmt: skip
+    return (
+        dataset.select([i for i, k in enumerate(keys) if k not in held]),
+        dataset.select([i for i, k in enumerate(keys) if k in held]),
+    )

@@ -35,9 +35,14 @@ from recipes.preference_pairs import PairArguments, load_pairs, split_by_prompt
 
 logger = logging.getLogger(__name__)
 TOLERANCE = 1e-4
-RM_KEYS = {"accuracy": "rm/train_pairwise_accuracy", "margin": "rm/train_margin", "loss": "rm/train_loss",
-           "eval_accuracy": "rm/heldout_pairwise_accuracy", "eval_margin": "rm/heldout_margin",
-           "eval_loss": "rm/heldout_loss"}  # fmt: skip
+RM_KEYS = {
+    "accuracy": "rm/train_pairwise_accuracy",
+    "margin": "rm/train_margin",
+    "loss": "rm/train_loss",
+    "eval_accuracy": "rm/heldout_pairwise_accuracy",
+    "eval_margin": "rm/heldout_margin",
+    "eval_loss": "rm/heldout_loss",
+}
 
 
 @dataclass
@@ -69,13 +74,17 @@ def check_bt_loss(trainer, margin: float | None) -> dict:
         inputs["margin"] = torch.tensor([m])
     tokens = trainer._total_train_tokens
     measured = {}
-    for name, scores, expected in (("difference_1", [1.0, 0.0], math.log1p(math.exp(m - 1)) + center),
-                                   ("tie", [0.0, 0.0], math.log1p(math.exp(m)))):  # fmt: skip
+    for name, scores, expected in (
+        ("difference_1", [1.0, 0.0], math.log1p(math.exp(m - 1)) + center),
+        ("tie", [0.0, 0.0], math.log1p(math.exp(m))),
+    ):
         loss = trainer.compute_loss(FixedScores(scores), dict(inputs)).item()
         measured[name] = loss
         if abs(loss - expected) > TOLERANCE:
-            raise RuntimeError(f"TRL's reward loss gave {loss:.6f} for scores {scores} (margin {m}), expected "
-                               f"{expected:.6f}: the trainer's loss is not Bradley-Terry")  # fmt: skip
+            raise RuntimeError(
+                f"TRL's reward loss gave {loss:.6f} for scores {scores} (margin {m}), expected "
+                f"{expected:.6f}: the trainer's loss is not Bradley-Terry"
+            )
     for mode in trainer._metrics.values():  # the probe's numbers must not reach the first log
         mode.clear()
     trainer._total_train_tokens = tokens
@@ -144,14 +153,26 @@ def main(script_args, training_args, model_args):
     margin = args.margin or 0.0  # a zero head ties every pair: the first loss is log(1 + e^margin)
     first = FirstLossCheck(math.log1p(math.exp(margin)), f"log(1 + e^{margin:g})", TOLERANCE, REWARD_MODEL_START)
     callbacks = [JsonlLogCallback(out / "log.jsonl"), *([first] if new_head else [])]  # a trained head: unchecked
-    trainer = RewardTrainer(model=model, args=training_args, train_dataset=train, eval_dataset=heldout,
-                            processing_class=tokenizer, peft_config=get_peft_config(model_args),
-                            callbacks=callbacks)  # fmt: skip
+    trainer = RewardTrainer(
+        model=model,
+        args=training_args,
+        train_dataset=train,
+        eval_dataset=heldout,
+        processing_class=tokenizer,
+        peft_config=get_peft_config(model_args),
+        callbacks=callbacks,
+    )
     trainer.callback_handler.callbacks.insert(0, RMKeys())
-    report = {"run_name": training_args.run_name, "output_dir": str(out), "pairs": len(train) + len(heldout),
-              "dropped_over_max_length": len(train) + len(heldout) - len(trainer.train_dataset)
-              - len(trainer.eval_dataset), "train_pairs": len(trainer.train_dataset),
-              "heldout_pairs": len(trainer.eval_dataset), "pair_report": pair_report, "new_head": new_head}  # fmt: skip
+    report = {
+        "run_name": training_args.run_name,
+        "output_dir": str(out),
+        "pairs": len(train) + len(heldout),
+        "dropped_over_max_length": len(train) + len(heldout) - len(trainer.train_dataset) - len(trainer.eval_dataset),
+        "train_pairs": len(trainer.train_dataset),
+        "heldout_pairs": len(trainer.eval_dataset),
+        "pair_report": pair_report,
+        "new_head": new_head,
+    }
     if not len(trainer.train_dataset):
         raise ValueError(f"every pair is longer than max_length={training_args.max_length} tokens: raise max_length")
 
@@ -164,11 +185,16 @@ def main(script_args, training_args, model_args):
     trainer.save_model(str(out))  # with the tokenizer (the processing_class), from the main process
     report["heldout_pairwise_accuracy"], report["heldout_loss"] = final["eval_accuracy"], final["eval_loss"]
     report |= first.report() if new_head else dict.fromkeys(first.report())
-    run_setup.write_report(training_args, report, (
-        f"reward model {out}: {report['train_pairs']} train / {report['heldout_pairs']} held-out pairs; "
-        f"first loss {first.first_loss} ({'ok' if first.ok else 'CHECK FAILED' if first.ok is False else '-'});"
-        f" held-out pairwise accuracy {report['heldout_pairwise_accuracy']:.3f}\n"
-        f"use it in GRPO: LEASH_REWARD_MODEL={out} with reward_funcs: [reward_model]"))  # fmt: skip
+    run_setup.write_report(
+        training_args,
+        report,
+        (
+            f"reward model {out}: {report['train_pairs']} train / {report['heldout_pairs']} held-out pairs; "
+            f"first loss {first.first_loss} ({'ok' if first.ok else 'CHECK FAILED' if first.ok is False else '-'});"
+            f" held-out pairwise accuracy {report['heldout_pairwise_accuracy']:.3f}\n"
+            f"use it in GRPO: LEASH_REWARD_MODEL={out} with reward_funcs: [reward_model]"
+        ),
+    )
     trainer.accelerator.end_training()
     return report
 

@@ -155,8 +155,10 @@ def held_out_lines(report: dict, out: Path) -> list[str]:
     if "before" not in report or "after" not in report:
         return []
     before, after = report["before"], report["after"]
-    return [f"held-out accuracy {before['accuracy']:.3f} -> {after['accuracy']:.3f} (n={after['n']})",
-            f"eval reports: {out / 'eval_before'} and {out / 'eval_after'} (summary.md, results.json)"]  # fmt: skip
+    return [
+        f"held-out accuracy {before['accuracy']:.3f} -> {after['accuracy']:.3f} (n={after['n']})",
+        f"eval reports: {out / 'eval_before'} and {out / 'eval_after'} (summary.md, results.json)",
+    ]
 
 
 def write_report(training_args, report: dict, summary: str) -> None:

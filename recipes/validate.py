@@ -29,8 +29,23 @@ logger = logging.getLogger(__name__)
 GRPO_LOSSES = ("bnpo", "cispo", "dapo", "dr_grpo", "grpo", "luspo", "sapo", "vespo")  # TRL 1.16 GRPOConfig.loss_type
 SCALE_REWARDS = ("group", "batch", "none")
 # TRL 1.16 DPOConfig.loss_type values (TRL itself notices an unknown one only inside the first step)
-DPO_LOSSES = ("sigmoid", "sigmoid_norm", "robust", "hinge", "ipo", "exo_pair", "nca_pair", "bco_pair", "sppo_hard",
-              "aot", "aot_unpaired", "apo_zero", "apo_down", "discopop", "sft")  # fmt: skip
+DPO_LOSSES = (
+    "sigmoid",
+    "sigmoid_norm",
+    "robust",
+    "hinge",
+    "ipo",
+    "exo_pair",
+    "nca_pair",
+    "bco_pair",
+    "sppo_hard",
+    "aot",
+    "aot_unpaired",
+    "apo_zero",
+    "apo_down",
+    "discopop",
+    "sft",
+)
 
 
 def check_loss(loss_type: str, scale_rewards: str | bool) -> None:

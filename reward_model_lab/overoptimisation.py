@@ -107,11 +107,29 @@ def sample_with_kl(model, ref_model, tokenizer, prompts: list[list[dict]], max_n
     was_training = model.training
     model.eval()
     with torch.no_grad(), forked_rng(seed, model.device):  # the trainer's own sampling stream is left untouched
-        out = model.generate(input_ids=input_ids, attention_mask=mask, do_sample=True, temperature=1.0, top_k=0,
-                             top_p=1.0, max_new_tokens=max_new_tokens, pad_token_id=pad)  # fmt: skip
+        out = model.generate(
+            input_ids=input_ids,
+            attention_mask=mask,
+            do_sample=True,
+            temperature=1.0,
+            top_k=0,
+            top_p=1.0,
+            max_new_tokens=max_new_tokens,
+            pad_token_id=pad,
+        )
         answer = out[:, width:]  # [B, C]
-        eos = torch.tensor(sorted({tokenizer.eos_token_id, *([model.generation_config.eos_token_id] if isinstance(
-            model.generation_config.eos_token_id, int) else model.generation_config.eos_token_id or [])}))  # fmt: skip
+        eos = torch.tensor(
+            sorted(
+                {
+                    tokenizer.eos_token_id,
+                    *(
+                        [model.generation_config.eos_token_id]
+                        if isinstance(model.generation_config.eos_token_id, int)
+                        else model.generation_config.eos_token_id or []
+                    ),
+                }
+            )
+        )
         ended = torch.isin(answer, eos).int()
         keep = (ended.cumsum(1) - ended) == 0  # tokens up to and including the first end-of-sequence token
         full_mask = torch.cat([mask, keep.int()], dim=1)
@@ -144,8 +162,15 @@ class LeashCurve:
         from rewards.correctness import gsm8k_correctness_reward
 
         s = self.settings
-        result = evaluate(model, tokenizer, "lab", data=self.heldout, limit=s.eval_n,
-                          max_new_tokens=s.max_completion_length, progress=False)  # fmt: skip
+        result = evaluate(
+            model,
+            tokenizer,
+            "lab",
+            data=self.heldout,
+            limit=s.eval_n,
+            max_new_tokens=s.max_completion_length,
+            progress=False,
+        )
         problems = _read_jsonl(self.heldout, s.eval_n)
         prompts = [[{"role": "user", "content": f"{p['question'].strip()}\n\n{LAB_INSTRUCTION}"}] for p in problems]
         texts, kls = sample_with_kl(model, self.ref, tokenizer, prompts, s.max_completion_length, self.seed + step)
@@ -153,9 +178,14 @@ class LeashCurve:
         golds = [p["answer"].split("####")[-1].strip() for p in problems]
         correct = gsm8k_correctness_reward(texts, answer=golds)
         kl = sum(kls) / len(kls)
-        row = {"step": step, "rm/true_accuracy": result["accuracy"], "rm/proxy_reward": sum(scores) / len(scores),
-               "rm/kl": kl, "rm/sqrt_kl": math.sqrt(max(kl, 0.0)),
-               "rm/sampled_accuracy": sum(c or 0 for c in correct) / len(correct)}  # fmt: skip
+        row = {
+            "step": step,
+            "rm/true_accuracy": result["accuracy"],
+            "rm/proxy_reward": sum(scores) / len(scores),
+            "rm/kl": kl,
+            "rm/sqrt_kl": math.sqrt(max(kl, 0.0)),
+            "rm/sampled_accuracy": sum(c or 0 for c in correct) / len(correct),
+        }
         wrong = sorted(((sc, t) for sc, t, c in zip(scores, texts, correct, strict=True) if not c), reverse=True)
         self.rows.append(row)
         append_jsonl(row | {"top_wrong": wrong[:5]}, self.out / "curve.jsonl")
@@ -206,22 +236,42 @@ def run_arm(arm: str, beta: float, seed: int, paths: dict, settings: Settings, o
     task = get_task("lab")
     s = settings
     rows = to_prompt_rows(task, load_rows(task, str(paths["train"])))
-    config = GRPOConfig(output_dir=str(folder / "trainer"), use_cpu=not torch.cuda.is_available(), bf16=False,
-                        loss_type="grpo", beta=beta, scale_rewards="group", num_generations=s.group_size,
-                        per_device_train_batch_size=s.prompts_per_step * s.group_size,
-                        max_completion_length=s.max_completion_length, temperature=1.0, learning_rate=s.learning_rate,
-                        lr_scheduler_type="constant", max_steps=s.steps, logging_steps=max(1, s.eval_every // 4),
-                        save_strategy="no", gradient_checkpointing=False, report_to=s.report_to, seed=seed,
-                        run_name=f"{arm}-seed{seed}",
-                        disable_tqdm=True)  # fmt: skip
+    config = GRPOConfig(
+        output_dir=str(folder / "trainer"),
+        use_cpu=not torch.cuda.is_available(),
+        bf16=False,
+        loss_type="grpo",
+        beta=beta,
+        scale_rewards="group",
+        num_generations=s.group_size,
+        per_device_train_batch_size=s.prompts_per_step * s.group_size,
+        max_completion_length=s.max_completion_length,
+        temperature=1.0,
+        learning_rate=s.learning_rate,
+        lr_scheduler_type="constant",
+        max_steps=s.steps,
+        logging_steps=max(1, s.eval_every // 4),
+        save_strategy="no",
+        gradient_checkpointing=False,
+        report_to=s.report_to,
+        seed=seed,
+        run_name=f"{arm}-seed{seed}",
+        disable_tqdm=True,
+    )
     curve = LeashCurve(paths["policy"], str(paths["heldout"]), rm, s, folder, seed)
-    trainer = GRPOTrainer(model=str(paths["policy"]), reward_funcs=rewards, args=config, train_dataset=rows,
-                          callbacks=[JsonlLogCallback(folder / "log.jsonl")])  # fmt: skip
+    trainer = GRPOTrainer(
+        model=str(paths["policy"]),
+        reward_funcs=rewards,
+        args=config,
+        train_dataset=rows,
+        callbacks=[JsonlLogCallback(folder / "log.jsonl")],
+    )
     trainer.callback_handler.callbacks.insert(0, curve.callback())  # before the loggers: rm/* reach them
     started = time.monotonic()
     trainer.train()
-    (folder / "run.json").write_text(json.dumps({"arm": arm, "beta": beta, "seed": seed,
-                                                 "seconds": round(time.monotonic() - started, 1)}))  # fmt: skip
+    (folder / "run.json").write_text(
+        json.dumps({"arm": arm, "beta": beta, "seed": seed, "seconds": round(time.monotonic() - started, 1)})
+    )
     return folder
 
 
@@ -245,8 +295,11 @@ def prepare(settings: Settings, out: Path) -> dict:
         lab = prepare_lab()
         paths = {"policy": lab["model"], "train": lab["train"], "heldout": lab["heldout"]}
     else:
-        paths = {"policy": Path(settings.policy), "train": Path(settings.train_data),
-                 "heldout": Path(settings.heldout_data)}  # fmt: skip
+        paths = {
+            "policy": Path(settings.policy),
+            "train": Path(settings.train_data),
+            "heldout": Path(settings.heldout_data),
+        }
     paths["rm"] = out / "rm"
     # what the reward model depends on: a different warm start or pair setting trains a new one
     made_from = {"policy": str(Path(paths["policy"]).resolve()), "train": str(Path(paths["train"]).resolve())} | {
@@ -268,15 +321,52 @@ def prepare(settings: Settings, out: Path) -> dict:
     else:
         model = AutoModelForCausalLM.from_pretrained(paths["policy"])
         tokenizer = AutoTokenizer.from_pretrained(paths["policy"])
-        sample_rollouts(model, tokenizer, "lab", rollouts, data=str(paths["train"]), limit=settings.pair_problems,
-                        k=settings.pair_k, max_new_tokens=settings.max_completion_length)  # fmt: skip
-    flags = ["--model_name_or_path", str(paths["policy"]), "--data", str(rollouts / "rollouts.jsonl"),
-             "--output_dir", str(paths["rm"]), "--use_cpu", "true", "--bf16", "false", "--eval_fraction", "0.1",
-             "--max_length", "256", "--per_device_train_batch_size", str(settings.rm_batch_size),
-             "--per_device_eval_batch_size", str(settings.rm_batch_size), "--learning_rate",
-             str(settings.rm_learning_rate), "--num_train_epochs", str(settings.rm_epochs), "--logging_steps", "5",
-             "--save_strategy", "no", "--gradient_checkpointing", "false", "--report_to", "none",
-             "--disable_tqdm", "true", "--max_pairs_per_problem", "4"]  # fmt: skip
+        sample_rollouts(
+            model,
+            tokenizer,
+            "lab",
+            rollouts,
+            data=str(paths["train"]),
+            limit=settings.pair_problems,
+            k=settings.pair_k,
+            max_new_tokens=settings.max_completion_length,
+        )
+    flags = [
+        "--model_name_or_path",
+        str(paths["policy"]),
+        "--data",
+        str(rollouts / "rollouts.jsonl"),
+        "--output_dir",
+        str(paths["rm"]),
+        "--use_cpu",
+        "true",
+        "--bf16",
+        "false",
+        "--eval_fraction",
+        "0.1",
+        "--max_length",
+        "256",
+        "--per_device_train_batch_size",
+        str(settings.rm_batch_size),
+        "--per_device_eval_batch_size",
+        str(settings.rm_batch_size),
+        "--learning_rate",
+        str(settings.rm_learning_rate),
+        "--num_train_epochs",
+        str(settings.rm_epochs),
+        "--logging_steps",
+        "5",
+        "--save_strategy",
+        "no",
+        "--gradient_checkpointing",
+        "false",
+        "--report_to",
+        "none",
+        "--disable_tqdm",
+        "true",
+        "--max_pairs_per_problem",
+        "4",
+    ]
     train_rm(*parse_or_explain(make_parser(), flags))
     made_from_path.write_text(json.dumps(made_from, indent=1))
     return paths
@@ -348,8 +438,14 @@ def write_report(out: Path, settings: Settings, paths: dict, prepared_s: float |
         x = mean_curve(runs, "rm/sqrt_kl")
         for ax, key in zip(axes[:2], ("rm/proxy_reward", "rm/true_accuracy"), strict=True):
             ax.errorbar(x, mean_curve(runs, key), yerr=std_curve(runs, key), marker="o", capsize=2, label=arm)
-        axes[2].errorbar([row["step"] for row in runs[0][: len(x)]], x, yerr=std_curve(runs, "rm/sqrt_kl"),
-                         marker="o", capsize=2, label=arm)  # fmt: skip
+        axes[2].errorbar(
+            [row["step"] for row in runs[0][: len(x)]],
+            x,
+            yerr=std_curve(runs, "rm/sqrt_kl"),
+            marker="o",
+            capsize=2,
+            label=arm,
+        )
     titles = ("proxy reward (reward model)", "true held-out accuracy (checker, greedy)", "the leash: sqrt KL by step")
     for ax, title in zip(axes, titles, strict=True):
         ax.set_xlabel("sqrt(KL(policy || warm start))" if ax is not axes[2] else "GRPO step")
@@ -362,56 +458,84 @@ def write_report(out: Path, settings: Settings, paths: dict, prepared_s: float |
     fig.savefig(out / "overoptimisation.png", dpi=110)
     rm_report = json.loads((paths["rm"] / "report.json").read_text())
     lines = [
-        "# The leash, measured: GRPO against a learned reward model (CPU lab)", "",
-        f"Command: `python -m reward_model_lab.overoptimisation` with settings `{json.dumps(asdict(settings))}`", "",
+        "# The leash, measured: GRPO against a learned reward model (CPU lab)",
+        "",
+        f"Command: `python -m reward_model_lab.overoptimisation` with settings `{json.dumps(asdict(settings))}`",
+        "",
         f"Time: {total_s:.0f} s in all ({prepared_s:.0f} s for warm start, pairs and reward model)."
-        if prepared_s is not None else f"Report written {total_s:.0f} s after the run started (--report-only).", "",
+        if prepared_s is not None
+        else f"Report written {total_s:.0f} s after the run started (--report-only).",
+        "",
         f"Reward model: {rm_report['train_pairs']} train / {rm_report['heldout_pairs']} held-out pairs, held-out "
         f"pairwise accuracy {rm_report['heldout_pairwise_accuracy']:.3f}, first loss {rm_report['first_loss']:.4f} "
-        f"(ok: {rm_report['first_loss_ok']}).", "",
+        f"(ok: {rm_report['first_loss_ok']}).",
+        "",
         "Finished runs per arm: " + ", ".join(f"{a} {len(r)}" for a, r in curves.items()) + f" (of "
         f"{len(settings.seeds)} seeds); evaluations on {settings.eval_n} held-out problems every "
-        f"{settings.eval_every} steps. Values are mean ± std over seeds.", "",
-        "![proxy and truth against sqrt KL](overoptimisation.png)", "",
+        f"{settings.eval_every} steps. Values are mean ± std over seeds.",
+        "",
+        "![proxy and truth against sqrt KL](overoptimisation.png)",
+        "",
         "| arm | accuracy at 0 | peak mean accuracy (step, sqrt KL) | accuracy at the end | proxy 0 -> end "
         "| sqrt KL at the end |",
         "|---|---|---|---|---|---|",
-    ]  # fmt: skip
+    ]
     for arm, runs in curves.items():
         acc = mean_curve(runs, "rm/true_accuracy")
         peak = max(range(len(acc)), key=acc.__getitem__)
         sqrt_kl = mean_curve(runs, "rm/sqrt_kl")
-        first, end = ({k: _ms([r[i][k] for r in runs]) for k in ("rm/true_accuracy", "rm/proxy_reward", "rm/sqrt_kl")}
-                      for i in (0, -1))  # fmt: skip
-        lines.append(f"| {arm} | {first['rm/true_accuracy']} | {acc[peak]:.3f} (step {runs[0][peak]['step']}, "
-                     f"{sqrt_kl[peak]:.2f}) | {end['rm/true_accuracy']} | {first['rm/proxy_reward']} -> "
-                     f"{end['rm/proxy_reward']} | {end['rm/sqrt_kl']} |")  # fmt: skip
+        first, end = (
+            {k: _ms([r[i][k] for r in runs]) for k in ("rm/true_accuracy", "rm/proxy_reward", "rm/sqrt_kl")}
+            for i in (0, -1)
+        )
+        lines.append(
+            f"| {arm} | {first['rm/true_accuracy']} | {acc[peak]:.3f} (step {runs[0][peak]['step']}, "
+            f"{sqrt_kl[peak]:.2f}) | {end['rm/true_accuracy']} | {first['rm/proxy_reward']} -> "
+            f"{end['rm/proxy_reward']} | {end['rm/sqrt_kl']} |"
+        )
     steps = [row["step"] for row in next(iter(curves.values()))[0]] if curves else []
-    lines += ["", "Mean true accuracy at each evaluation (does it rise before it falls?):", "",
-              "| arm | " + " | ".join(f"step {k}" for k in steps) + " |", "|---" * (len(steps) + 1) + "|"]  # fmt: skip
+    lines += [
+        "",
+        "Mean true accuracy at each evaluation (does it rise before it falls?):",
+        "",
+        "| arm | " + " | ".join(f"step {k}" for k in steps) + " |",
+        "|---" * (len(steps) + 1) + "|",
+    ]
     for arm, runs in curves.items():
         lines.append(f"| {arm} | " + " | ".join(f"{a:.3f}" for a in mean_curve(runs, "rm/true_accuracy")) + " |")
     heldout = _read_jsonl(paths["heldout"], settings.probe_n)
     problems = [{"question": p["question"], "answer": p["answer"].split("####")[-1].strip()} for p in heldout]
     probes = reward_model_scores(RewardModelReward(paths["rm"]), "gsm8k", problems, LAB_INSTRUCTION)
     paid = [f"`{name}` {cell['score']:.2f}" for name, cell in probes.items() if cell["violation"]]
-    lines += ["", f"## What the reward model pays (hack probes on {len(problems)} held-out problems, normalised: "
-              "genuine correct 1, genuine wrong 0)", "",
-              f"Raw mean scores: genuine correct {probes['genuine_correct']['raw']:.3f}, genuine wrong "
-              f"{probes['genuine_wrong']['raw']:.3f} (the normalised values divide by their difference).", "",
-              "Probes that break their rule: " + (", ".join(paid) or "none") + ".", ""]  # fmt: skip
+    lines += [
+        "",
+        f"## What the reward model pays (hack probes on {len(problems)} held-out problems, normalised: "
+        "genuine correct 1, genuine wrong 0)",
+        "",
+        f"Raw mean scores: genuine correct {probes['genuine_correct']['raw']:.3f}, genuine wrong "
+        f"{probes['genuine_wrong']['raw']:.3f} (the normalised values divide by their difference).",
+        "",
+        "Probes that break their rule: " + (", ".join(paid) or "none") + ".",
+        "",
+    ]
     rm_arms = [arm for arm in curves if arm != CHECKER]
     if rm_arms:  # the RM does not change in GRPO; what changes is how its probes compare with the policy's answers
         arm = rm_arms[0]
         before, after = (statistics.fmean(r[i]["rm/proxy_reward"] for r in curves[arm]) for i in (0, -1))
-        lines += [f"Before and after: does a probe score above the policy's own sampled answers (mean RM score "
-                  f"{before:.3f} at step 0, {after:.3f} at the end of {arm}, mean over seeds)?", "",
-                  "| probe | kind | raw score | normalised | breaks its rule | above the policy at step 0 "
-                  f"| above {arm} at the end |", "|---|---|---|---|---|---|---|"]  # fmt: skip
+        lines += [
+            f"Before and after: does a probe score above the policy's own sampled answers (mean RM score "
+            f"{before:.3f} at step 0, {after:.3f} at the end of {arm}, mean over seeds)?",
+            "",
+            "| probe | kind | raw score | normalised | breaks its rule | above the policy at step 0 "
+            f"| above {arm} at the end |",
+            "|---|---|---|---|---|---|---|",
+        ]
         for name, cell in probes.items():
-            lines.append(f"| `{name}` | {cell['kind']} | {cell['raw']:.3f} | {cell['score']:.2f} | "
-                         f"{'yes' if cell['violation'] else ''} | {'yes' if cell['raw'] > before else ''} | "
-                         f"{'yes' if cell['raw'] > after else ''} |")  # fmt: skip
+            lines.append(
+                f"| `{name}` | {cell['kind']} | {cell['raw']:.3f} | {cell['score']:.2f} | "
+                f"{'yes' if cell['violation'] else ''} | {'yes' if cell['raw'] > before else ''} | "
+                f"{'yes' if cell['raw'] > after else ''} |"
+            )
         lines.append("")
     lines += ["## Highest-scored WRONG answers, at step 0 and at the last evaluation (first finished seed)", ""]
     if curves:  # step 0: every arm's policy is the warm start, sampled alike
@@ -420,8 +544,10 @@ def write_report(out: Path, settings: Settings, paths: dict, prepared_s: float |
             f"- step 0 (every arm): {score:.2f} `{text.strip()[:80]!r}`" for score, text in first_row["top_wrong"][:3]
         ]
     for arm, runs in curves.items():
-        lines += [f"- {arm}, step {runs[0][-1]['step']}: {score:.2f} `{text.strip()[:80]!r}`"
-                  for score, text in runs[0][-1]["top_wrong"][:3]]  # fmt: skip
+        lines += [
+            f"- {arm}, step {runs[0][-1]['step']}: {score:.2f} `{text.strip()[:80]!r}`"
+            for score, text in runs[0][-1]["top_wrong"][:3]
+        ]
     (out / "probes.json").write_text(json.dumps(probes, indent=1))
     report = out / "report.md"
     report.write_text("\n".join(lines) + "\n")
@@ -460,11 +586,22 @@ def main(argv: list[str] | None = None) -> Path:
         parser.error("--policy needs --train-data and --heldout-data (lab-style .jsonl with question and answer)")
     if min(args.steps, args.eval_every, args.eval_n, args.jobs, args.pair_problems, args.pair_k) < 1:
         parser.error("--steps, --eval-every, --eval-n, --jobs, --pair-problems and --pair-k must be >= 1")
-    settings = Settings(seeds=args.seeds, betas=args.betas, checker_control=not args.no_checker_control,
-                        steps=args.steps, eval_every=args.eval_every, eval_n=args.eval_n, pairs=args.pairs,
-                        pair_problems=args.pair_problems, pair_k=args.pair_k, jobs=args.jobs, policy=args.policy,
-                        train_data=args.train_data, heldout_data=args.heldout_data,
-                        report_to=args.report_to)  # fmt: skip
+    settings = Settings(
+        seeds=args.seeds,
+        betas=args.betas,
+        checker_control=not args.no_checker_control,
+        steps=args.steps,
+        eval_every=args.eval_every,
+        eval_n=args.eval_n,
+        pairs=args.pairs,
+        pair_problems=args.pair_problems,
+        pair_k=args.pair_k,
+        jobs=args.jobs,
+        policy=args.policy,
+        train_data=args.train_data,
+        heldout_data=args.heldout_data,
+        report_to=args.report_to,
+    )
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     report = run(settings, Path(args.out))
     print(f"report: {report}")

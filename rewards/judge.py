@@ -466,10 +466,13 @@ class HFJudgeClient:
         tok = self._tokenizer
         one = self._score_ids["1"]
         rows = [
-            tok(tok.apply_chat_template(m, tokenize=False, add_generation_prompt=True) + LOGPROB_PREFIX,
-                add_special_tokens=False)["input_ids"] + [one]
+            tok(
+                tok.apply_chat_template(m, tokenize=False, add_generation_prompt=True) + LOGPROB_PREFIX,
+                add_special_tokens=False,
+            )["input_ids"]
+            + [one]
             for m in batch
-        ]  # fmt: skip
+        ]
         width = max(map(len, rows))
         ids = torch.tensor([[tok.pad_token_id] * (width - len(r)) + r for r in rows])
         mask = torch.tensor([[0] * (width - len(r)) + [1] * len(r) for r in rows])

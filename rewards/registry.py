@@ -151,8 +151,10 @@ def check_reward_weights(names: list[str], weights: list[float] | None = None, o
         logger.warning(
             "reward set %s: %s is a learned, unbounded score, so only the bounded terms are checked here; what it pays "
             "each hack probe, relative to a genuine correct answer, is measured by `python -m eval.probe_matrix "
-            "--reward-model PATH`", names, ", ".join(learned),
-        )  # fmt: skip
+            "--reward-model PATH`",
+            names,
+            ", ".join(learned),
+        )
     if other_pay < correct_pay:
         return
     if correct_pay == 0:

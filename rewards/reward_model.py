@@ -109,8 +109,13 @@ class RewardModelReward:
         name: the ``__name__`` (TRL's W&B key is ``rewards/<name>/mean``).
     """
 
-    def __init__(self, path: str | Path | None = None, max_length: int | None = None, batch_size: int | None = None,
-                 name: str = "reward_model_reward"):  # fmt: skip
+    def __init__(
+        self,
+        path: str | Path | None = None,
+        max_length: int | None = None,
+        batch_size: int | None = None,
+        name: str = "reward_model_reward",
+    ):
         self.path, self.max_length, self.batch_size, self.__name__ = path, max_length, batch_size, name
         self.model = self.tokenizer = None
 

@@ -53,8 +53,9 @@ def test_gpu_bench_model_has_the_tokenizers_vocabulary(tmp_path):
     folder = grpo_gpu.build_model(tmp_path / "model", "toy", tokenizer, "cpu")
     model = AutoModelForCausalLM.from_pretrained(folder)
     assert model.config.vocab_size == len(tokenizer) and model.config.eos_token_id == tokenizer.eos_token_id
-    prompt = tokenizer.apply_chat_template([{"role": "user", "content": "1 + 2?"}], add_generation_prompt=True,
-                                           return_tensors="pt", return_dict=True)  # fmt: skip
+    prompt = tokenizer.apply_chat_template(
+        [{"role": "user", "content": "1 + 2?"}], add_generation_prompt=True, return_tensors="pt", return_dict=True
+    )
     torch.manual_seed(0)
     out = model.generate(**prompt, do_sample=True, max_new_tokens=16, num_return_sequences=8)
     texts = tokenizer.batch_decode(out[:, prompt["input_ids"].shape[1] :], skip_special_tokens=True)
@@ -63,10 +64,12 @@ def test_gpu_bench_model_has_the_tokenizers_vocabulary(tmp_path):
 
 def test_gpu_bench_shapes_are_qwen25s():
     # Qwen/Qwen2.5-0.5B-Instruct and -1.5B-Instruct config.json; vocab_size deliberately absent (the tokenizer's)
-    assert grpo_gpu.SHAPES["0.5b"] == dict(hidden_size=896, intermediate_size=4864, num_hidden_layers=24,
-                                           num_attention_heads=14, num_key_value_heads=2)  # fmt: skip
-    assert grpo_gpu.SHAPES["1.5b"] == dict(hidden_size=1536, intermediate_size=8960, num_hidden_layers=28,
-                                           num_attention_heads=12, num_key_value_heads=2)  # fmt: skip
+    assert grpo_gpu.SHAPES["0.5b"] == dict(
+        hidden_size=896, intermediate_size=4864, num_hidden_layers=24, num_attention_heads=14, num_key_value_heads=2
+    )
+    assert grpo_gpu.SHAPES["1.5b"] == dict(
+        hidden_size=1536, intermediate_size=8960, num_hidden_layers=28, num_attention_heads=12, num_key_value_heads=2
+    )
     assert {(s, g, n) for s, g, n in grpo_gpu.MATRIX} == {("0.5b", g, n) for g in (4, 8) for n in (256, 512)} | {
         ("1.5b", 8, 512)
     }
@@ -104,11 +107,20 @@ def test_gpu_bench_smoke_runs_both_arms_without_wandb_or_bitsandbytes(tmp_path):
 @pytest.mark.integration
 def test_overhead_bench_runs_the_recipe_with_probes_and_heldout_eval(tmp_path, shared_data):
     # the defect: a benchmark of "the monitors" with probes and held-out evaluation switched off
-    data = ["--data", str(shared_data / "gsm8k" / "train.jsonl"), "--eval_data", str(shared_data / "gsm8k" /
-            "test.jsonl"), "--num_generations", "3", "--per_device_train_batch_size", "6"]  # fmt: skip
+    data = [
+        "--data",
+        str(shared_data / "gsm8k" / "train.jsonl"),
+        "--eval_data",
+        str(shared_data / "gsm8k" / "test.jsonl"),
+        "--num_generations",
+        "3",
+        "--per_device_train_batch_size",
+        "6",
+    ]
     config = ROOT / "recipes" / "configs" / "tiny" / "grpo_cpu.yaml"  # probes on 2 problems, eval every 2 steps
-    result = grpo_overhead.main(["--config", str(config), "--rounds", "1", "--steps", "2", "--warmup", "0", "--",
-                                 *data])  # fmt: skip
+    result = grpo_overhead.main(
+        ["--config", str(config), "--rounds", "1", "--steps", "2", "--warmup", "0", "--", *data]
+    )
     assert result["monitor_eval_steps"] == 2 and result["probe_problems"] == 2
     ours_log = read_jsonl(Path(result["output_dirs"]["ours"][0]) / "log.jsonl")
     assert any("eval/accuracy" in record for record in ours_log)  # held-out eval ran inside the timed training

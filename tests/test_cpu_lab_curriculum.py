@@ -154,10 +154,30 @@ def test_recipe_run_moves_and_logs_the_difficulty(tiny_model_dir, tmp_path):
     train = write_jsonl(train_problems(32, seed=5), tmp_path / "train.jsonl")
     heldout = write_jsonl(heldout_problems(n=4), tmp_path / "heldout.jsonl")
     out = tmp_path / "run"
-    args = ["--config", "recipes/configs/lab/grpo_lab_default.yaml", "--model_name_or_path", str(tiny_model_dir),
-            "--output_dir", str(out), "--data", str(train), "--eval_data", str(heldout), "--max_steps", "6",
-            "--eval_limit", "0", "--monitor_eval_steps", "0", "--probe_problems", "0", "--max_completion_length", "8",
-            "--per_device_train_batch_size", "16"]  # fmt: skip
+    args = [
+        "--config",
+        "recipes/configs/lab/grpo_lab_default.yaml",
+        "--model_name_or_path",
+        str(tiny_model_dir),
+        "--output_dir",
+        str(out),
+        "--data",
+        str(train),
+        "--eval_data",
+        str(heldout),
+        "--max_steps",
+        "6",
+        "--eval_limit",
+        "0",
+        "--monitor_eval_steps",
+        "0",
+        "--probe_problems",
+        "0",
+        "--max_completion_length",
+        "8",
+        "--per_device_train_batch_size",
+        "16",
+    ]
     grpo.main(*grpo.make_parser().parse_args_and_config(args))
     steps = [r for r in read_jsonl(out / "log.jsonl") if "loss" in r]
     assert [r["step"] for r in steps] == [1, 2, 3, 4, 5, 6]

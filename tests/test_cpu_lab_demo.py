@@ -37,8 +37,15 @@ def test_report_names_validation_at_the_stop_and_heldout_apart(tmp_path):
 
     fake_run(tmp_path, "grpo_lab_default", 0, 0.33, 0.50, [0.4] * 8, [0.1] * 8, [0.4] * 8)
     curve = [{"step": 700, "validation_accuracy": 0.2}, {"step": 750, "validation_accuracy": 0.315}]
-    warm = {"params": 1_405_248, "steps": 750, "validation_accuracy": 0.315, "heldout_accuracy": 0.33,
-            "seconds": 200.0, "settings": {"stop_at_accuracy": 0.3, "validation_n": 200}, "curve": curve}  # fmt: skip
+    warm = {
+        "params": 1_405_248,
+        "steps": 750,
+        "validation_accuracy": 0.315,
+        "heldout_accuracy": 0.33,
+        "seconds": 200.0,
+        "settings": {"stop_at_accuracy": 0.3, "validation_n": 200},
+        "curve": curve,
+    }
     args = types.SimpleNamespace(seed=0, steps=120, jobs=2)
     report = demo.write_report(tmp_path, args, warm, {}, [], {"GRPO runs": 1.0}, 0.1, 2.0).read_text()
     assert "stopped at step 750 with validation accuracy 0.315 (threshold 0.3, on 200 validation problems)" in report
@@ -72,9 +79,16 @@ def test_curriculum_line_gives_the_difficulty_path_and_the_three_degenerate_shar
     rows = [{"step": 0, "probe/violations": 0}]
     plan = [(1, 1), (1, 0), (1, 0), (0, 0), (0, 1), (1, 1)]  # (served, next) per step: down at 2, up at 5
     for step, (served, planned) in enumerate(plan, start=1):
-        rows.append({"step": step, "curriculum/difficulty": served, "curriculum/next_difficulty": planned,
-                     "monitor/degenerate_share": 0.5, "curriculum/degenerate_predicted_share": 0.1,
-                     "monitor/degenerate_expected_share": 0.3})  # fmt: skip
+        rows.append(
+            {
+                "step": step,
+                "curriculum/difficulty": served,
+                "curriculum/next_difficulty": planned,
+                "monitor/degenerate_share": 0.5,
+                "curriculum/degenerate_predicted_share": 0.1,
+                "monitor/degenerate_expected_share": 0.3,
+            }
+        )
     log = tmp_path / "log.jsonl"
     log.write_text("".join(json.dumps(r) + "\n" for r in rows))
     (line,) = demo.curriculum_lines(log)

@@ -103,13 +103,36 @@ def test_two_steps_of_each_config_write_the_length_keys_the_report_plots(tmp_pat
     from tests.test_cpu_lab_warmstart import TINY
 
     monkeypatch.chdir(tmp_path)  # the configs' output folders are relative; keep them here
-    settings = WarmStartSettings(**TINY, difficulty=LongDifficulty(), max_steps=2, eval_every=2, validation_n=2,
-                                 heldout_n=2, stop_at_accuracy=1.0)  # fmt: skip  # seconds: untrained, but long data
+    settings = WarmStartSettings(
+        **TINY,
+        difficulty=LongDifficulty(),
+        max_steps=2,
+        eval_every=2,
+        validation_n=2,
+        heldout_n=2,
+        stop_at_accuracy=1.0,
+    )  # seconds: untrained, but long data
     paths = prepare_lab(settings, tmp_path / "cache", root=tmp_path / "lab_long")
-    extra = ["--model_name_or_path", str(paths["link"]), "--data", str(paths["train"]), "--eval_data",
-             str(paths["heldout"]), "--max_steps", "2", "--eval_limit", "2", "--probe_problems", "0",
-             "--max_completion_length", "12", "--eval_max_new_tokens", "12",  # an untrained model rambles: all cut
-             "--per_device_train_batch_size", "16"]  # fmt: skip  # 2 prompts x G=8 per step
+    extra = [
+        "--model_name_or_path",
+        str(paths["link"]),
+        "--data",
+        str(paths["train"]),
+        "--eval_data",
+        str(paths["heldout"]),
+        "--max_steps",
+        "2",
+        "--eval_limit",
+        "2",
+        "--probe_problems",
+        "0",
+        "--max_completion_length",
+        "12",
+        "--eval_max_new_tokens",
+        "12",  # an untrained model rambles: all cut
+        "--per_device_train_batch_size",
+        "16",
+    ]  # 2 prompts x G=8 per step
     run_matrix([str(c) for c in CONFIGS], [0], tmp_path / "matrix", extra)
     for config in CONFIGS:
         log = read_jsonl(tmp_path / "matrix" / config.stem / "seed0" / "log.jsonl")

@@ -19,15 +19,24 @@ def fake_run(root, config, seed, before, after, rewards, gaps, degenerate, lengt
     folder.mkdir(parents=True)
 
     def result(acc):
-        lengths = {"correct": {"n": 1, "mean": length_correct, "median": length_correct},
-                   "wrong": {"n": 1, "mean": length_wrong, "median": length_wrong}}  # fmt: skip
+        lengths = {
+            "correct": {"n": 1, "mean": length_correct, "median": length_correct},
+            "wrong": {"n": 1, "mean": length_wrong, "median": length_wrong},
+        }
         return {"accuracy": acc, "n": 200, "length_tokens": lengths}
 
     (folder / "report.json").write_text(json.dumps({"before": result(before), "after": result(after), "seconds": 12.5}))
     rows = [{"step": 0, "probe/violations": 0}]  # the probe row logged at the start carries no training metrics
     for i, (reward, gap, deg) in enumerate(zip(rewards, gaps, degenerate, strict=True)):
-        rows.append({"step": 5 * (i + 1), "reward": reward, "monitor/reward_correctness_gap": gap,
-                     "monitor/degenerate_share": deg, "eval/accuracy": after})  # fmt: skip
+        rows.append(
+            {
+                "step": 5 * (i + 1),
+                "reward": reward,
+                "monitor/reward_correctness_gap": gap,
+                "monitor/degenerate_share": deg,
+                "eval/accuracy": after,
+            }
+        )
     (folder / "log.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
     return folder
 
@@ -103,8 +112,18 @@ def test_jobs_run_at_once_in_their_own_processes_and_a_failure_names_its_log(
         Path("recipes/configs/tiny/grpo_cpu.yaml").read_text().replace("num_generations: 4", "num_generations: 3")
     )
     configs = ["recipes/configs/tiny/grpo_cpu.yaml", "recipes/configs/tiny/grpo_cpu_lora_drgrpo.yaml", str(bad)]
-    extra = ["--model_name_or_path", str(tiny_model_dir), "--max_steps", "1", "--eval_limit", "2",
-             "--monitor_eval_steps", "0", "--probe_problems", "0"]  # fmt: skip
+    extra = [
+        "--model_name_or_path",
+        str(tiny_model_dir),
+        "--max_steps",
+        "1",
+        "--eval_limit",
+        "2",
+        "--monitor_eval_steps",
+        "0",
+        "--probe_problems",
+        "0",
+    ]
     out = tmp_path / "m"
     with pytest.raises(RuntimeError, match=r"1 run\(s\) failed: .*grpo_bad/seed0 \(exit 2; see .*run.log\)"):
         matrix.run_matrix(configs, [0], out, extra, jobs=2)
@@ -157,10 +176,30 @@ def test_loss_axis_runs_every_variant_with_its_trl_parameters(tmp_path, tiny_mod
     from cpu_lab.problems import write_lab_data
 
     train, _, heldout = write_lab_data(tmp_path / "data", n_train=64)
-    extra = ["--model_name_or_path", str(tiny_model_dir), "--data", str(train), "--eval_data", str(heldout),
-             "--max_steps", "2", "--logging_steps", "1", "--eval_limit", "2", "--monitor_eval_steps", "0",
-             "--probe_problems", "0", "--max_completion_length", "8", "--eval_max_new_tokens", "8",
-             "--per_device_train_batch_size", "8"]  # fmt: skip  # 1 prompt x G=8 per step: seconds, not minutes
+    extra = [
+        "--model_name_or_path",
+        str(tiny_model_dir),
+        "--data",
+        str(train),
+        "--eval_data",
+        str(heldout),
+        "--max_steps",
+        "2",
+        "--logging_steps",
+        "1",
+        "--eval_limit",
+        "2",
+        "--monitor_eval_steps",
+        "0",
+        "--probe_problems",
+        "0",
+        "--max_completion_length",
+        "8",
+        "--eval_max_new_tokens",
+        "8",
+        "--per_device_train_batch_size",
+        "8",
+    ]  # 1 prompt x G=8 per step: seconds, not minutes
     out = tmp_path / "losses"
     matrix.main(["--losses", ",".join(matrix.LOSSES), "--seeds", "0", "--out", str(out), "--", *extra])
     expected = {  # what each variant's config must hand to TRL (the rest is shared)
@@ -207,8 +246,11 @@ def test_a_finished_run_is_reused_only_with_the_settings_it_was_made_with(tmp_pa
     config = tmp_path / "grpo_lab_x.yaml"
     config.write_text("max_steps: 30\n")
     started = []
-    monkeypatch.setattr(matrix, "run_one", lambda c, seed, folder, extra: started.append(folder) or
-                        (folder / "report.json").write_text("{}"))  # fmt: skip
+    monkeypatch.setattr(
+        matrix,
+        "run_one",
+        lambda c, seed, folder, extra: started.append(folder) or (folder / "report.json").write_text("{}"),
+    )
     out = tmp_path / "m"
     matrix.run_matrix([str(config)], [0, 1], out, ["--max_steps", "30"])
     assert len(started) == 2 and (out / "grpo_lab_x" / "seed0" / matrix.SETTINGS_FILE).exists()

@@ -36,8 +36,16 @@ def runs(request, tmp_path_factory):
     seed = request.param
     lab = tmp_path_factory.mktemp(f"lab{seed}")
     paths = prepare_lab(WarmStartSettings(seed=seed), ROOT / "runs" / "lab" / "cache", lab)
-    extra = ["--model_name_or_path", str(paths["model"]), "--data", str(paths["train"]),
-             "--eval_data", str(paths["heldout"]), "--max_steps", str(STEPS)]  # fmt: skip
+    extra = [
+        "--model_name_or_path",
+        str(paths["model"]),
+        "--data",
+        str(paths["train"]),
+        "--eval_data",
+        str(paths["heldout"]),
+        "--max_steps",
+        str(STEPS),
+    ]
     out = tmp_path_factory.mktemp(f"runs{seed}")
     names = ["grpo_lab_default", "grpo_lab_random"] + (["grpo_lab_format_only"] if seed == SEEDS[0] else [])
     configs = [CONFIGS / f"{name}.yaml" for name in names]

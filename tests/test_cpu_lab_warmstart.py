@@ -47,8 +47,15 @@ def test_few_sft_steps_train_save_and_cache(tmp_path):
     assert read("heldout.jsonl") == heldout_problems(settings.difficulty, 4)
     trained = AutoModelForCausalLM.from_pretrained(out)
     tokenizer = AutoTokenizer.from_pretrained(out)
-    initial = build_model(tokenizer, hidden_size=32, num_layers=1, seed=0, num_attention_heads=2,
-                          num_key_value_heads=1, intermediate_size=64)  # fmt: skip
+    initial = build_model(
+        tokenizer,
+        hidden_size=32,
+        num_layers=1,
+        seed=0,
+        num_attention_heads=2,
+        num_key_value_heads=1,
+        intermediate_size=64,
+    )
     assert not torch.equal(trained.model.embed_tokens.weight, initial.model.embed_tokens.weight)
 
     calls = []

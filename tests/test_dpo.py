@@ -36,12 +36,25 @@ def parse(*flags, config=CONFIG):
 
 def run_args(model_dir, data, out, *extra, config=CONFIG):
     return parse(
-        "--model_name_or_path", str(model_dir), "--build_tiny_model", "false", "--data", data,
-        "--output_dir", str(out), "--max_steps", "2",
-        "--per_device_train_batch_size", "2",  # 2 pairs a step
-        "--eval_limit", "2", "--eval_max_new_tokens", "4",  # the before/after eval runs, briefly
-        *extra, config=config,
-    )  # fmt: skip
+        "--model_name_or_path",
+        str(model_dir),
+        "--build_tiny_model",
+        "false",
+        "--data",
+        data,
+        "--output_dir",
+        str(out),
+        "--max_steps",
+        "2",
+        "--per_device_train_batch_size",
+        "2",  # 2 pairs a step
+        "--eval_limit",
+        "2",
+        "--eval_max_new_tokens",
+        "4",  # the before/after eval runs, briefly
+        *extra,
+        config=config,
+    )
 
 
 def weights(folder):
@@ -107,8 +120,17 @@ def write(path, rows):
 def test_errors_before_model_load(tmp_path, rows, flags, message):
     data = write(tmp_path / "data.jsonl", rows)
     # the model path does not exist: an error naming the data/config problem proves nothing was loaded first
-    args = parse("--model_name_or_path", str(tmp_path / "no_model"), "--build_tiny_model", "false", "--data", data,
-                 "--output_dir", str(tmp_path / "out"), *flags)  # fmt: skip
+    args = parse(
+        "--model_name_or_path",
+        str(tmp_path / "no_model"),
+        "--build_tiny_model",
+        "false",
+        "--data",
+        data,
+        "--output_dir",
+        str(tmp_path / "out"),
+        *flags,
+    )
     with pytest.raises(ValueError, match=message):
         main(*args)
     assert not (tmp_path / "out").exists()
@@ -148,13 +170,32 @@ def test_first_loss_is_checked_with_the_shipped_gsm8k_settings(tiny_model_dir, r
     # Only what a CPU and the tiny model need is overridden; logging_steps, gradient accumulation, LoRA, warmup,
     # gradient checkpointing and the loss settings come from the YAML.
     script_args, training_args, model_args = parse(
-        "--model_name_or_path", str(tiny_model_dir), "--build_tiny_model", "false", "--data", reference_pairs,
-        "--output_dir", str(tmp_path), "--max_steps", "1",  # one step: without the check's own log, none has "loss"
-        "--per_device_train_batch_size", "1",  # 1 pair per micro-batch, YAML's accumulation steps per step
-        "--dtype", "float32", "--use_cpu", "true", "--report_to", "none", "--eval_limit", "0",
-        "--max_length", "512", "--save_strategy", "no",
+        "--model_name_or_path",
+        str(tiny_model_dir),
+        "--build_tiny_model",
+        "false",
+        "--data",
+        reference_pairs,
+        "--output_dir",
+        str(tmp_path),
+        "--max_steps",
+        "1",  # one step: without the check's own log, none has "loss"
+        "--per_device_train_batch_size",
+        "1",  # 1 pair per micro-batch, YAML's accumulation steps per step
+        "--dtype",
+        "float32",
+        "--use_cpu",
+        "true",
+        "--report_to",
+        "none",
+        "--eval_limit",
+        "0",
+        "--max_length",
+        "512",
+        "--save_strategy",
+        "no",
         config=config,
-    )  # fmt: skip
+    )
     assert training_args.logging_steps == 5 and training_args.gradient_accumulation_steps > 1  # not the defaults
     assert not training_args.logging_first_step  # the YAML does not ask for step 1: the check must
     report = main(script_args, training_args, model_args)
@@ -165,12 +206,31 @@ def test_first_loss_is_checked_with_the_shipped_gsm8k_settings(tiny_model_dir, r
 def test_first_loss_follows_loss_weights(tiny_model_dir, reference_pairs, tmp_path):
     # two log-sigmoid losses weighted 0.7 and 0.2: the first loss is 0.9 ln 2, neither ln 2 nor 2 ln 2
     args = parse(
-        "--model_name_or_path", str(tiny_model_dir), "--build_tiny_model", "false", "--data", reference_pairs,
-        "--output_dir", str(tmp_path), "--max_steps", "2", "--per_device_train_batch_size", "2",
-        "--eval_limit", "0", "--logging_steps", "3",  # step 1 is logged by the check, not by the schedule
-        "--loss_type", "sigmoid", "robust", "--loss_weights", "0.7", "0.2",
-        "--label_smoothing", "0.1",  # robust stays ln 2 per pair at the start, whatever the smoothing
-    )  # fmt: skip
+        "--model_name_or_path",
+        str(tiny_model_dir),
+        "--build_tiny_model",
+        "false",
+        "--data",
+        reference_pairs,
+        "--output_dir",
+        str(tmp_path),
+        "--max_steps",
+        "2",
+        "--per_device_train_batch_size",
+        "2",
+        "--eval_limit",
+        "0",
+        "--logging_steps",
+        "3",  # step 1 is logged by the check, not by the schedule
+        "--loss_type",
+        "sigmoid",
+        "robust",
+        "--loss_weights",
+        "0.7",
+        "0.2",
+        "--label_smoothing",
+        "0.1",  # robust stays ln 2 per pair at the start, whatever the smoothing
+    )
     report = main(*args)
     assert abs(report["first_loss"] - 0.9 * math.log(2)) < 1e-4  # what TRL computed
     assert abs(report["first_loss_expected"] - 0.9 * math.log(2)) < 1e-9  # what the check predicted
@@ -180,10 +240,27 @@ def test_first_loss_follows_loss_weights(tiny_model_dir, reference_pairs, tmp_pa
 
 def test_use_weighting_checks_rewards_and_says_the_loss_is_not_predicted(tiny_model_dir, reference_pairs, tmp_path):
     args = parse(
-        "--model_name_or_path", str(tiny_model_dir), "--build_tiny_model", "false", "--data", reference_pairs,
-        "--output_dir", str(tmp_path), "--max_steps", "1", "--per_device_train_batch_size", "2",
-        "--eval_limit", "0", "--logging_steps", "4", "--use_weighting", "true", "--loss_weights", "0.6",
-    )  # fmt: skip
+        "--model_name_or_path",
+        str(tiny_model_dir),
+        "--build_tiny_model",
+        "false",
+        "--data",
+        reference_pairs,
+        "--output_dir",
+        str(tmp_path),
+        "--max_steps",
+        "1",
+        "--per_device_train_batch_size",
+        "2",
+        "--eval_limit",
+        "0",
+        "--logging_steps",
+        "4",
+        "--use_weighting",
+        "true",
+        "--loss_weights",
+        "0.6",
+    )
     report = main(*args)
     assert report["first_loss_expected"] is None and "use_weighting" in report["first_loss_note"]
     assert report["first_loss"] is not None and report["first_loss_ok"] is True  # the implicit rewards were 0
@@ -243,8 +320,12 @@ def test_resumed_run_is_not_checked(caplog):
 
 def test_the_check_reports_its_outcome_under_the_report_json_keys():
     check = FirstLossCheck(0.5, "ln 2 x (0.72)")
-    assert check.report() == {"first_loss": None, "first_loss_ok": None, "first_loss_expected": 0.5,
-                              "first_loss_note": "ln 2 x (0.72)"}  # fmt: skip
+    assert check.report() == {
+        "first_loss": None,
+        "first_loss_ok": None,
+        "first_loss_expected": 0.5,
+        "first_loss_note": "ln 2 x (0.72)",
+    }
     check.on_log(None, state(1), None, logs={"loss": 0.75})
     assert check.report()["first_loss"] == 0.75 and check.report()["first_loss_ok"] is False
 

@@ -189,8 +189,12 @@ def test_a_second_run_into_a_busy_folder_is_refused_before_its_model_loads(
     assert (out / LOCK_FILE).read_text() == f"{os.getpid()}\n"  # the run held it
     # the lock file is hidden: the listing of the run's files, its resume and compare are as before
     assert sorted(p.name for p in out.iterdir() if not p.name.startswith(".")) == [
-        "lengths.png", "results.json", "run_config.json", "samples.jsonl", "summary.md"
-    ]  # fmt: skip
+        "lengths.png",
+        "results.json",
+        "run_config.json",
+        "samples.jsonl",
+        "summary.md",
+    ]
     before = (out / SAMPLES_FILE).read_text()
     run_cli(tiny_model_dir, shared_data, "gsm8k", out)  # a finished run resumes to itself, lock file present
     assert (out / SAMPLES_FILE).read_text() == before and len(loads) == 2

@@ -178,11 +178,29 @@ def test_an_eval_leaves_the_trainers_random_stream_alone(tiny, shared_data):
     torch.manual_seed(123)
     expected = torch.rand(4)
     torch.manual_seed(123)
-    first = evaluate(model, tokenizer, "gsm8k", data=str(shared_data / "gsm8k" / "test.jsonl"), limit=2,
-                     max_new_tokens=4, temperature=1.0, seed=7, progress=False)  # fmt: skip
+    first = evaluate(
+        model,
+        tokenizer,
+        "gsm8k",
+        data=str(shared_data / "gsm8k" / "test.jsonl"),
+        limit=2,
+        max_new_tokens=4,
+        temperature=1.0,
+        seed=7,
+        progress=False,
+    )
     assert torch.equal(torch.rand(4), expected)  # the stream continues as if no eval ran
-    again = evaluate(model, tokenizer, "gsm8k", data=str(shared_data / "gsm8k" / "test.jsonl"), limit=2,
-                     max_new_tokens=4, temperature=1.0, seed=7, progress=False)  # fmt: skip
+    again = evaluate(
+        model,
+        tokenizer,
+        "gsm8k",
+        data=str(shared_data / "gsm8k" / "test.jsonl"),
+        limit=2,
+        max_new_tokens=4,
+        temperature=1.0,
+        seed=7,
+        progress=False,
+    )
     assert again["length_tokens"] == first["length_tokens"]  # and the eval itself is still seeded
 
 
@@ -271,8 +289,23 @@ def test_rollouts_refuse_an_adapter_with_vllm_before_loading(pretend_vllm_gpu, t
     adapter.mkdir()
     with pytest.raises(ValueError, match="would sample it, not the adapter"):
         data = str(shared_data / "gsm8k" / "test.jsonl")
-        main(["sample", "--model", "Qwen/Qwen2.5-0.5B-Instruct", "--adapter", str(adapter), "--backend", "vllm",
-              "--task", "gsm8k", "--data", data, "--out", str(tmp_path / "o")])  # fmt: skip
+        main(
+            [
+                "sample",
+                "--model",
+                "Qwen/Qwen2.5-0.5B-Instruct",
+                "--adapter",
+                str(adapter),
+                "--backend",
+                "vllm",
+                "--task",
+                "gsm8k",
+                "--data",
+                data,
+                "--out",
+                str(tmp_path / "o"),
+            ]
+        )
 
 
 # --- model building ----------------------------------------------------------------------------------------------
@@ -302,8 +335,18 @@ def test_recipes_pass_attention_and_revision_to_model_loading(module_name, confi
     monkeypatch.setattr(trl, "GRPOTrainer", StandInTrainer)
     monkeypatch.setattr(trl, "DPOTrainer", StandInTrainer)
     module = importlib.import_module(module_name)
-    flags = ["--attn_implementation", "eager", "--model_revision", "v1.2", "--output_dir", str(tmp_path / "out"),
-             "--model_name_or_path", str(tmp_path / "model"), "--report_to", "none"]  # fmt: skip
+    flags = [
+        "--attn_implementation",
+        "eager",
+        "--model_revision",
+        "v1.2",
+        "--output_dir",
+        str(tmp_path / "out"),
+        "--model_name_or_path",
+        str(tmp_path / "model"),
+        "--report_to",
+        "none",
+    ]
     if module_name == "recipes.dpo":  # DPO checks its preference data before building the model
         from eval.jsonl import write_jsonl
         from training_data.rollouts import reference_rollouts

@@ -200,9 +200,22 @@ def test_wandb_offline_run_has_identity_and_redacted_config(
         monkeypatch.delenv(name)
     out = tmp_path / "run"
     run_recipe(
-        tiny_model_dir, shared_data, out, "--report_to", "wandb", "--reward_funcs", toy_reward, "--reward_weights",
-        "1.0", "--max_steps", "1", "--monitor_eval_steps", "0", "--hub_token", "hf_do_not_leak",
-    )  # fmt: skip
+        tiny_model_dir,
+        shared_data,
+        out,
+        "--report_to",
+        "wandb",
+        "--reward_funcs",
+        toy_reward,
+        "--reward_weights",
+        "1.0",
+        "--max_steps",
+        "1",
+        "--monitor_eval_steps",
+        "0",
+        "--hub_token",
+        "hf_do_not_leak",
+    )
     runs = list((tmp_path / "wandb").glob("offline-run-*"))
     assert len(runs) == 1
     # offline runs keep config, tags and group in the binary run-*.wandb log until synced: search its bytes

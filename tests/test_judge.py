@@ -135,8 +135,13 @@ def logprob_chat(spec: str) -> dict:
     for position in spec.split("|"):
         pairs = [(tok.replace("_", " "), float(p)) for tok, p in (item.split("=") for item in position.split(","))]
         top = [{"token": tok, "logprob": math.log(p), "bytes": list(tok.encode())} for tok, p in pairs]
-        content.append({"token": max(pairs, key=lambda tp: tp[1])[0], "logprob": max(t["logprob"] for t in top),
-                        "top_logprobs": top})  # fmt: skip
+        content.append(
+            {
+                "token": max(pairs, key=lambda tp: tp[1])[0],
+                "logprob": max(t["logprob"] for t in top),
+                "top_logprobs": top,
+            }
+        )
     text = "".join(position["token"] for position in content)
     return {"choices": [{"message": {"content": text}, "logprobs": {"content": content}}]}
 
@@ -232,8 +237,14 @@ def test_unparseable_and_failed_replies_are_counted_logged_and_give_none(server,
     assert extra["judge_score"] == [9.0, None, None, 2.0]
     assert metrics == {"judge/unparseable_frac": 0.25, "judge/failed_frac": 0.25}
     assert reward.client.stats.as_dict() == {
-        "requests": 5, "scored": 2, "unparseable": 1, "low_mass": 0, "failed": 1, "retries": 1, "ten_unresolved": 0
-    }  # fmt: skip
+        "requests": 5,
+        "scored": 2,
+        "unparseable": 1,
+        "low_mass": 0,
+        "failed": 1,
+        "retries": 1,
+        "ten_unresolved": 0,
+    }
     log = judge_log.read_text()
     assert "holds no 0-10 score" in log and "This answer looks plausible" in log and "HTTP 500" in log
 
@@ -510,8 +521,14 @@ def test_logprob_judge_on_smollm2():
     results = client.score_many(conversations)
     # SmolLM2 puts most of its next-token mass on the digits (NOTES.md): every answer is scored, none unparseable
     assert client.stats.as_dict() | {"requests": 0} == {
-        "requests": 0, "scored": 6, "unparseable": 0, "low_mass": 0, "failed": 0, "retries": 0, "ten_unresolved": 0
-    }  # fmt: skip
+        "requests": 0,
+        "scored": 6,
+        "unparseable": 0,
+        "low_mass": 0,
+        "failed": 0,
+        "retries": 0,
+        "ten_unresolved": 0,
+    }
     assert all(0.0 <= r.score <= 10.0 and 0.5 <= r.mass <= 1.0 for r in results)
     # deterministic: one at a time (no padding) gives the batch's numbers
     alone = [client.score_many([c])[0] for c in conversations[:2]]

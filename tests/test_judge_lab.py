@@ -132,8 +132,12 @@ def test_answer_tap_logs_the_configured_checkers_verdict():
     for checker, expected in ((get_reward("gsm8k_correctness"), [True, False]), (None, [False, False])):
         extra = {}
         tap = AnswerTap(paid, checker=checker) if checker else AnswerTap(paid)
-        tap(prompts=["q"] * 2, completions=["4 + 13 = 17\n#### 17", "#### 3"], answer=["17"] * 2,
-            log_extra=extra.__setitem__)  # fmt: skip
+        tap(
+            prompts=["q"] * 2,
+            completions=["4 + 13 = 17\n#### 17", "#### 3"],
+            answer=["17"] * 2,
+            log_extra=extra.__setitem__,
+        )
         assert extra["correct"] == expected
 
 

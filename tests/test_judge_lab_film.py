@@ -15,9 +15,12 @@ from eval.jsonl import read_jsonl, write_jsonl
 from judge_lab import film as judge_film
 
 HELDOUT = [
-    {"question": "Tom has 30 apples. Tom buys 12 more apples. How many apples does Tom have now?",
-     "answer": "30 + 12 = 42\n#### 42", "final": "42"},
-]  # fmt: skip
+    {
+        "question": "Tom has 30 apples. Tom buys 12 more apples. How many apples does Tom have now?",
+        "answer": "30 + 12 = 42\n#### 42",
+        "final": "42",
+    },
+]
 
 
 @pytest.mark.integration
@@ -26,10 +29,26 @@ def test_film_runs_two_settings_and_writes_its_report(tiny_model_dir, tmp_path, 
     write_jsonl(HELDOUT, heldout)
     out = tmp_path / "film"
     judge_film.main(
-        ["--policy", str(tiny_model_dir), "--judge", str(tiny_model_dir), "--heldout", str(heldout),
-         "--steps", "2", "--only", "judge_grpo_b0", "checker_dr_grpo_b0.04", "--min_score_mass", "0",
-         "--noise_n", "1", "--out", str(out)]
-    )  # fmt: skip
+        [
+            "--policy",
+            str(tiny_model_dir),
+            "--judge",
+            str(tiny_model_dir),
+            "--heldout",
+            str(heldout),
+            "--steps",
+            "2",
+            "--only",
+            "judge_grpo_b0",
+            "checker_dr_grpo_b0.04",
+            "--min_score_mass",
+            "0",
+            "--noise_n",
+            "1",
+            "--out",
+            str(out),
+        ]
+    )
     film = (out / "film.md").read_text()
     assert "| judge_grpo_b0 |" in film and "| checker_dr_grpo_b0.04 |" in film and "Gold 42" in film
     judge_steps = read_jsonl(out / "judge_grpo_b0" / "steps.jsonl")

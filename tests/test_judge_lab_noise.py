@@ -20,9 +20,21 @@ def test_noise_probe_reports_distribution_and_changes(tmp_path, capsys):
     out = tmp_path / "noise"
     with FakeJudgeServer() as server:
         result = judge_noise.main(
-            ["--judge_base_url", server.base_url, "--judge_model", "fake", "--answer", "NOISY", "--n", "9",
-             "--answers_file", str(answers), "--out", str(out)]
-        )  # fmt: skip
+            [
+                "--judge_base_url",
+                server.base_url,
+                "--judge_model",
+                "fake",
+                "--answer",
+                "NOISY",
+                "--n",
+                "9",
+                "--answers_file",
+                str(answers),
+                "--out",
+                str(out),
+            ]
+        )
     # the server answers NOISY with 2, 8, 9 in turn: nine requests give three of each
     assert result["repeat"]["distribution"] == {"2": 3, "8": 3, "9": 3}
     assert result["repeat"]["n_unscored"] == 0 and result["repeat"]["mean"] == 6.333
@@ -41,9 +53,23 @@ def test_noise_probe_in_logprob_mode(tmp_path):
     out = tmp_path / "noise"
     with FakeJudgeServer() as server:
         result = judge_noise.main(
-            ["--judge_base_url", server.base_url, "--judge_model", "fake", "--judge_mode", "logprob",
-             "--answer", "LP 8=0.6,9=0.4", "--n", "3", "--answers_file", str(answers), "--out", str(out)]
-        )  # fmt: skip
+            [
+                "--judge_base_url",
+                server.base_url,
+                "--judge_model",
+                "fake",
+                "--judge_mode",
+                "logprob",
+                "--answer",
+                "LP 8=0.6,9=0.4",
+                "--n",
+                "3",
+                "--answers_file",
+                str(answers),
+                "--out",
+                str(out),
+            ]
+        )
         assert all(r["logprobs"] is True for r in server.requests)  # every request asked for log-probabilities
     # the expected score 0.6 x 8 + 0.4 x 9, three times; its distribution over 0-10 is reported
     assert result["repeat"]["distribution"] == {"8.4": 3}
@@ -57,6 +83,18 @@ def test_noise_probe_in_logprob_mode(tmp_path):
 
 def test_noise_probe_rejects_a_bad_judge_mode_before_loading(tmp_path, capsys):
     with pytest.raises(SystemExit):
-        judge_noise.main(["--judge_backend", "hf", "--judge_model", "/nonexistent", "--judge_mode", "logprob",
-                          "--judge_min_score_mass", "2", "--out", str(tmp_path)])  # fmt: skip
+        judge_noise.main(
+            [
+                "--judge_backend",
+                "hf",
+                "--judge_model",
+                "/nonexistent",
+                "--judge_mode",
+                "logprob",
+                "--judge_min_score_mass",
+                "2",
+                "--out",
+                str(tmp_path),
+            ]
+        )
     assert "min_score_mass must be in [0, 1]" in capsys.readouterr().err

@@ -26,10 +26,15 @@ def measured_peak(shape: memory.Shape, batch: int, prompt: int, completion: int)
 
     torch.manual_seed(0)
     config = Qwen2Config(
-        vocab_size=shape.vocab, hidden_size=shape.hidden, intermediate_size=shape.intermediate,
-        num_hidden_layers=shape.layers, num_attention_heads=shape.heads, num_key_value_heads=shape.kv_heads,
-        tie_word_embeddings=shape.tied, attn_implementation="sdpa",
-    )  # fmt: skip
+        vocab_size=shape.vocab,
+        hidden_size=shape.hidden,
+        intermediate_size=shape.intermediate,
+        num_hidden_layers=shape.layers,
+        num_attention_heads=shape.heads,
+        num_key_value_heads=shape.kv_heads,
+        tie_word_embeddings=shape.tied,
+        attn_implementation="sdpa",
+    )
     model = Qwen2ForCausalLM(config)
     ids = torch.randint(0, shape.vocab, (batch, prompt + completion))
     tracker = MemTracker()

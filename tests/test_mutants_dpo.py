@@ -90,10 +90,13 @@ def test_the_warning_names_every_problem_loss_first(caplog):
     "expected, note, said",
     [
         (0.5, "ln 2 x (0.72)", "first DPO loss 0.500000 = ln 2 x (0.72): the reference is the starting policy"),
-        (None, "not predicted: WPO", "first DPO loss 0.500000 (not predicted: WPO); implicit rewards 0: the reference "
-         "is the starting policy"),
+        (
+            None,
+            "not predicted: WPO",
+            "first DPO loss 0.500000 (not predicted: WPO); implicit rewards 0: the reference is the starting policy",
+        ),
     ],
-)  # fmt: skip
+)
 def test_a_passed_check_says_so(caplog, expected, note, said):
     check = FirstLossCheck(expected, note)
     with caplog.at_level(logging.INFO, logger="recipes.first_loss"):

@@ -39,15 +39,23 @@ SKIPPED_ON_CPU = {
     " mode (it never writes a parseable score: NOTES.md)",
 }
 COMMON = [
-    "--use_cpu", "true",  # no GPU: TRL refuses bf16 otherwise
-    "--bf16", "false",
-    "--dtype", "float32",  # the configs load bf16/float32 weights for GPU kernels; CPU runs float32
-    "--max_steps", "1",  # one optimizer step: the path, not the result
-    "--gradient_accumulation_steps", "1",  # the GPU configs accumulate 4-16 micro-batches
-    "--logging_steps", "1",
-    "--save_strategy", "no",
-    "--report_to", "none",
-]  # fmt: skip
+    "--use_cpu",
+    "true",  # no GPU: TRL refuses bf16 otherwise
+    "--bf16",
+    "false",
+    "--dtype",
+    "float32",  # the configs load bf16/float32 weights for GPU kernels; CPU runs float32
+    "--max_steps",
+    "1",  # one optimizer step: the path, not the result
+    "--gradient_accumulation_steps",
+    "1",  # the GPU configs accumulate 4-16 micro-batches
+    "--logging_steps",
+    "1",
+    "--save_strategy",
+    "no",
+    "--report_to",
+    "none",
+]
 
 
 def recipe_of(config: Path) -> str:
@@ -66,13 +74,29 @@ def overrides(config: Path, model: Path, out: Path, shared: Path, pairs: Path) -
         train = shared / ("math_train/train.jsonl" if math_task else "gsm8k/train.jsonl")
         held_out = shared / ("math500/test.jsonl" if math_task else "gsm8k/test.jsonl")
         flags += [
-            "--data", str(train), "--train_limit", "8", "--eval_data", str(held_out),
-            "--use_vllm_if_available", "false",  # SKIPPED_ON_CPU
-            "--num_generations", "2", "--per_device_train_batch_size", "2",  # one prompt, G = 2
-            "--max_completion_length", "16",
-            "--eval_limit", "2", "--eval_max_new_tokens", "8",  # before/after evals run, briefly
-            "--monitor_eval_steps", "0", "--probe_problems", "1",
-        ]  # fmt: skip
+            "--data",
+            str(train),
+            "--train_limit",
+            "8",
+            "--eval_data",
+            str(held_out),
+            "--use_vllm_if_available",
+            "false",  # SKIPPED_ON_CPU
+            "--num_generations",
+            "2",
+            "--per_device_train_batch_size",
+            "2",  # one prompt, G = 2
+            "--max_completion_length",
+            "16",
+            "--eval_limit",
+            "2",
+            "--eval_max_new_tokens",
+            "8",  # before/after evals run, briefly
+            "--monitor_eval_steps",
+            "0",
+            "--probe_problems",
+            "1",
+        ]
     elif recipe in ("recipes.dpo", "recipes.reward_model"):
         flags += ["--data", str(pairs), "--per_device_train_batch_size", "2", "--max_length", "512"]
         if recipe == "recipes.dpo":

@@ -39,15 +39,27 @@ def parse(*flags):
 
 
 def run_flags(model_dir, data, out, *extra):
-    return ("--model_name_or_path", str(model_dir), "--build_tiny_model", "false", "--data", data,
-            "--output_dir", str(out), "--disable_tqdm", "true", *extra)  # fmt: skip
+    return (
+        "--model_name_or_path",
+        str(model_dir),
+        "--build_tiny_model",
+        "false",
+        "--data",
+        data,
+        "--output_dir",
+        str(out),
+        "--disable_tqdm",
+        "true",
+        *extra,
+    )
 
 
 @pytest.fixture(scope="module")
 def trained(tiny_model_dir, reference_pairs, tmp_path_factory):
     out = tmp_path_factory.mktemp("rm")
-    flags = run_flags(tiny_model_dir, reference_pairs, out, "--max_steps", "6", "--eval_steps", "3",
-                      "--max_length", "1024")  # fmt: skip  # every GSM8K pair fits: none dropped
+    flags = run_flags(
+        tiny_model_dir, reference_pairs, out, "--max_steps", "6", "--eval_steps", "3", "--max_length", "1024"
+    )  # every GSM8K pair fits: none dropped
     return main(*parse(*flags)), out
 
 
@@ -184,7 +196,7 @@ BAD_INPUTS = [
         ],
         (),
         "chosen == rejected",
-    ),  # fmt: skip
+    ),
     # a model folder that does not exist
     (None, ("--model_name_or_path", "runs/no/such/model"), "does not exist"),
 ]
@@ -293,8 +305,9 @@ def test_probe_column_normalises_against_the_models_own_genuine_answers():
     )
     assert scores["padded_wrong"]["violation"] and scores["padded_wrong"]["score"] > 10  # pays length
     assert not scores["bare_wrong"]["violation"]  # '#### 9' is short: paid less than a worked wrong answer
-    matrix = {"gsm8k": {"reward_model": {"rewards": ["reward_model"], "weights": [1.0], "n_problems": 1,
-                                         "scores": scores}}}  # fmt: skip
+    matrix = {
+        "gsm8k": {"reward_model": {"rewards": ["reward_model"], "weights": [1.0], "n_problems": 1, "scores": scores}}
+    }
     assert "1.000" in format_matrix(matrix) and "!" in format_matrix(matrix)
 
 
@@ -304,11 +317,36 @@ def test_grpo_recipe_uses_the_reward_model_by_name(trained, tiny_model_dir, shar
 
     _, rm = trained
     monkeypatch.setenv("LEASH_REWARD_MODEL", str(rm))
-    args = ["--config", "recipes/configs/tiny/grpo_cpu.yaml", "--model_name_or_path", str(tiny_model_dir),
-            "--output_dir", str(tmp_path), "--data", str(shared_data / "gsm8k" / "train.jsonl"),
-            "--reward_funcs", "gsm8k_correctness", "reward_model", "--reward_weights", "1.0", "0.5",
-            "--max_steps", "1", "--logging_steps", "1", "--eval_limit", "0", "--monitor_eval_steps", "0",
-            "--probe_problems", "1", "--max_completion_length", "8", "--build_tiny_model", "false"]  # fmt: skip
+    args = [
+        "--config",
+        "recipes/configs/tiny/grpo_cpu.yaml",
+        "--model_name_or_path",
+        str(tiny_model_dir),
+        "--output_dir",
+        str(tmp_path),
+        "--data",
+        str(shared_data / "gsm8k" / "train.jsonl"),
+        "--reward_funcs",
+        "gsm8k_correctness",
+        "reward_model",
+        "--reward_weights",
+        "1.0",
+        "0.5",
+        "--max_steps",
+        "1",
+        "--logging_steps",
+        "1",
+        "--eval_limit",
+        "0",
+        "--monitor_eval_steps",
+        "0",
+        "--probe_problems",
+        "1",
+        "--max_completion_length",
+        "8",
+        "--build_tiny_model",
+        "false",
+    ]
     from rewards.registry import REGISTRY
 
     monkeypatch.setattr(REGISTRY["reward_model"].func, "model", None)  # loads from LEASH_REWARD_MODEL in this test
@@ -325,8 +363,19 @@ def test_grpo_recipe_uses_the_reward_model_by_name(trained, tiny_model_dir, shar
 def test_lora_run_saves_a_plain_classifier_with_its_trained_head(tiny_model_dir, reference_pairs, tmp_path):
     from safetensors.torch import load_file
 
-    flags = run_flags(tiny_model_dir, reference_pairs, tmp_path, "--max_steps", "2", "--use_peft", "true",
-                      "--lora_r", "4", "--max_length", "1024")  # fmt: skip
+    flags = run_flags(
+        tiny_model_dir,
+        reference_pairs,
+        tmp_path,
+        "--max_steps",
+        "2",
+        "--use_peft",
+        "true",
+        "--lora_r",
+        "4",
+        "--max_length",
+        "1024",
+    )
     report = main(*parse(*flags))
     assert report["first_loss_ok"] is True  # peft copies the zero head (modules_to_save): still a tie at step 1
     weights = load_file(tmp_path / "model.safetensors")

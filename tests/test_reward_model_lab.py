@@ -21,11 +21,23 @@ def test_tiny_experiment_writes_curves_plots_and_report(tiny_model_dir, tmp_path
     train = write_jsonl(train_problems(16, seed=0), tmp_path / "data" / "train.jsonl")
     heldout = write_jsonl(heldout_problems(n=8), tmp_path / "data" / "heldout.jsonl")
     settings = Settings(
-        seeds=[0], betas=[0.0, 0.2], steps=2, eval_every=1, eval_n=4,  # 3 evaluations per run: steps 0, 1, 2
-        pairs="reference", pair_problems=16, rm_batch_size=8, prompts_per_step=2, group_size=4,  # tiny batches
-        max_completion_length=8, jobs=1, probe_n=2,  # probes of 2 problems: the padded ones are long
-        policy=str(tiny_model_dir), train_data=str(train), heldout_data=str(heldout),
-    )  # fmt: skip
+        seeds=[0],
+        betas=[0.0, 0.2],
+        steps=2,
+        eval_every=1,
+        eval_n=4,  # 3 evaluations per run: steps 0, 1, 2
+        pairs="reference",
+        pair_problems=16,
+        rm_batch_size=8,
+        prompts_per_step=2,
+        group_size=4,  # tiny batches
+        max_completion_length=8,
+        jobs=1,
+        probe_n=2,  # probes of 2 problems: the padded ones are long
+        policy=str(tiny_model_dir),
+        train_data=str(train),
+        heldout_data=str(heldout),
+    )
     report = run(settings, tmp_path / "out")
     out = tmp_path / "out"
     assert json.loads((out / "rm" / "report.json").read_text())["first_loss_ok"] is True

@@ -130,8 +130,10 @@ def test_filtered_rows_load_like_the_task_data(tmp_path, task_name):
 def test_cli_sample_filter_pairs(tiny_model_dir, gsm8k_test, tmp_path, capsys):
     """The commands of docs/dpo.md, on the tiny model."""
     rollouts = tmp_path / "rollouts"
-    main(["sample", "--model", str(tiny_model_dir), "--task", "gsm8k", "--data", gsm8k_test, "--limit", "2"]
-         + ["--k", "2", "--max-new-tokens", "4", "--out", str(rollouts)])  # fmt: skip
+    main(
+        ["sample", "--model", str(tiny_model_dir), "--task", "gsm8k", "--data", gsm8k_test, "--limit", "2"]
+        + ["--k", "2", "--max-new-tokens", "4", "--out", str(rollouts)]
+    )
     assert len(read_rollouts(rollouts)) == 2
     assert (rollouts / "results.json").exists()  # eval's report of the same samples
 

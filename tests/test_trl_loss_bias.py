@@ -121,8 +121,9 @@ VARIANTS = [
 
 
 @pytest.mark.parametrize("name, loss_type, config, ratio", VARIANTS, ids=[v[0] for v in VARIANTS])
-def test_per_token_gradient_of_a_wrong_answer_by_its_length(tokenizer, tmp_path, monkeypatch, name, loss_type, config,
-                                                             ratio):  # fmt: skip
+def test_per_token_gradient_of_a_wrong_answer_by_its_length(
+    tokenizer, tmp_path, monkeypatch, name, loss_type, config, ratio
+):
     # one group: two right answers of 4 tokens, two wrong ones of SHORT and LONG tokens (the same advantage)
     trainer, batch = score_batch(
         tokenizer, tmp_path, monkeypatch, [1, 1, 0, 0], [4, 4, SHORT, LONG], loss_type, **config

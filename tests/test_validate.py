@@ -75,14 +75,17 @@ def test_dataset_without_answer_column(tmp_path, shared_data):
     "flags, message",
     [
         # 4 completions a generation, groups of 8: TRL's GRPOConfig refuses it; the reworded error says what to set
-        (["--num_generations", "8", "--steps_per_generation", "1"], "is 4 completions, not a multiple of "
-         "num_generations 8 .* Set steps_per_generation to 2 times its value .* per_device_train_batch_size: 8"),
+        (
+            ["--num_generations", "8", "--steps_per_generation", "1"],
+            "is 4 completions, not a multiple of "
+            "num_generations 8 .* Set steps_per_generation to 2 times its value .* per_device_train_batch_size: 8",
+        ),
         # groups of 3 in 4 completions: 3 times the steps
         (["--num_generations", "3", "--steps_per_generation", "1"], "Set steps_per_generation to 3 times"),
         # a group of one has no advantage: TRL's error, with the fix added
         (["--num_generations", "1"], "at least 2 generations per prompt.*\n.*num_generations: 2 or more"),
     ],
-)  # fmt: skip
+)
 def test_group_size_errors_at_parse_time_say_what_to_change(flags, message):
     args = ["--config", str(TINY_CONFIG), "--per_device_train_batch_size", "4", *flags]
     with pytest.raises(ValueError, match=message):

@@ -233,14 +233,30 @@ def reference_rollouts(task_name: str, data: str | None = None, limit: int | Non
         for text in (solution, wrong):
             score = score_completion(text, gold, task_name)
             n = len(tokenizer(text, add_special_tokens=False)["input_ids"]) if tokenizer else len(text.split())
-            completions.append({"text": text, "correct": score["correct"], "extracted": score["extracted"],
-                                "reason": score["reason"], "n_tokens": n, "truncated": False})  # fmt: skip
+            completions.append(
+                {
+                    "text": text,
+                    "correct": score["correct"],
+                    "extracted": score["extracted"],
+                    "reason": score["reason"],
+                    "n_tokens": n,
+                    "truncated": False,
+                }
+            )
         n_correct = sum(c["correct"] for c in completions)
         records.append(
-            {"id": row.get("unique_id", index), "index": index, "task": task.name, "question": row[task.question_field],
-             "answer": gold, "prompt": task.prompt(row[task.question_field]), "completions": completions,
-             "n_correct": n_correct, "pass_rate": n_correct / len(completions)}
-        )  # fmt: skip
+            {
+                "id": row.get("unique_id", index),
+                "index": index,
+                "task": task.name,
+                "question": row[task.question_field],
+                "answer": gold,
+                "prompt": task.prompt(row[task.question_field]),
+                "completions": completions,
+                "n_correct": n_correct,
+                "pass_rate": n_correct / len(completions),
+            }
+        )
     return records
 
 
@@ -328,8 +344,10 @@ def main(argv: list[str] | None = None) -> None:
         kept, report = filter_by_pass_rate(records, args.low, args.high, args.group_size)
         _print_report(f"pass-rate filter -> {args.out}", report)
         if not kept:
-            raise SystemExit(f"no problem has a pass rate in [{args.low}, {args.high}]: nothing written. Widen the "
-                             "range, or sample from a model nearer this data's level")  # fmt: skip
+            raise SystemExit(
+                f"no problem has a pass rate in [{args.low}, {args.high}]: nothing written. Widen the "
+                "range, or sample from a model nearer this data's level"
+            )
         write_jsonl(grpo_rows(kept, records[0]["task"]), args.out)
     elif args.command == "reference":
         tokenizer = None
@@ -339,8 +357,10 @@ def main(argv: list[str] | None = None) -> None:
             tokenizer = AutoTokenizer.from_pretrained(args.tokenizer)
         records = reference_rollouts(args.task, args.data, args.limit, tokenizer)
         write_jsonl(records, Path(args.out) / ROLLOUTS_FILE)
-        print(f"{Path(args.out) / ROLLOUTS_FILE}: {len(records)} problems, {sum(r['n_correct'] for r in records)} "
-              f"reference solutions scored correct")  # fmt: skip
+        print(
+            f"{Path(args.out) / ROLLOUTS_FILE}: {len(records)} problems, {sum(r['n_correct'] for r in records)} "
+            f"reference solutions scored correct"
+        )
     else:
         from training_data.pairs import build_pairs
 
