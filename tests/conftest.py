@@ -14,14 +14,24 @@ os.environ.setdefault("WANDB_MODE", "offline")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 ROOT = Path(__file__).resolve().parents[1]
-SHARED_DATA = ROOT.parent / "shared" / "data"
+DATA = ROOT / "tests" / "data"  # small copies and subsets, each with its source and license (tests/data/README.md)
 
 
 @pytest.fixture(scope="session")
-def shared_data() -> Path:
-    if not SHARED_DATA.exists():
-        pytest.fail(f"offline data not found at {SHARED_DATA}: leash expects ../shared/data beside the checkout")
-    return SHARED_DATA
+def data_dir() -> Path:
+    """The data shipped with the tests: GSM8K test and MATH-500 whole, subsets of the rest."""
+    return DATA
+
+
+@pytest.fixture(scope="session")
+def full_data() -> Path:
+    """The full offline files (``LEASH_DATA``), for the opt-in tier; skips with the way to get them when absent."""
+    folder = os.environ.get("LEASH_DATA")
+    if not folder:
+        pytest.skip("needs the full data files: set LEASH_DATA=DIR (python -m eval.data --out DIR; tests/data/README.md)")
+    if not Path(folder).is_dir():
+        pytest.fail(f"LEASH_DATA={folder} is not a folder: point it at the full data files (tests/data/README.md)")
+    return Path(folder)
 
 
 @pytest.fixture(scope="session")

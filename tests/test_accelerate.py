@@ -32,7 +32,7 @@ def test_accelerate_config_loads(path):
 
 
 @pytest.mark.integration
-def test_two_process_launch_on_cpu(tiny_model_dir, shared_data, tmp_path):
+def test_two_process_launch_on_cpu(tiny_model_dir, data_dir, tmp_path):
     out = tmp_path / "run"
     # --multi_gpu picks accelerate's torchrun launcher (--cpu would start ONE process); the config's use_cpu: true
     # then puts both ranks on the CPU with the gloo backend
@@ -40,8 +40,8 @@ def test_two_process_launch_on_cpu(tiny_model_dir, shared_data, tmp_path):
     command += ["--num_machines", "1"]
     command += ["--mixed_precision", "no", "--dynamo_backend", "no", "-m", "recipes.grpo"]
     command += ["--config", "recipes/configs/tiny/grpo_cpu.yaml", "--model_name_or_path", str(tiny_model_dir)]
-    command += ["--output_dir", str(out), "--data", str(shared_data / "gsm8k" / "train.jsonl")]
-    command += ["--eval_data", str(shared_data / "gsm8k" / "test.jsonl"), "--build_tiny_model", "false"]
+    command += ["--output_dir", str(out), "--data", str(data_dir / "gsm8k" / "train.jsonl")]
+    command += ["--eval_data", str(data_dir / "gsm8k" / "test.jsonl"), "--build_tiny_model", "false"]
     command += ["--max_steps", "2", "--eval_limit", "2", "--monitor_eval_limit", "2", "--max_completion_length", "8"]
     command += ["--eval_max_new_tokens", "8", "--probe_problems", "1"]
     env = os.environ | {"OMP_NUM_THREADS": "1"}

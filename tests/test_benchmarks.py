@@ -105,13 +105,13 @@ def test_gpu_bench_smoke_runs_both_arms_without_wandb_or_bitsandbytes(tmp_path):
 
 
 @pytest.mark.integration
-def test_overhead_bench_runs_the_recipe_with_probes_and_heldout_eval(tmp_path, shared_data):
+def test_overhead_bench_runs_the_recipe_with_probes_and_heldout_eval(tmp_path, data_dir):
     # the defect: a benchmark of "the monitors" with probes and held-out evaluation switched off
     data = [
         "--data",
-        str(shared_data / "gsm8k" / "train.jsonl"),
+        str(data_dir / "gsm8k" / "train.jsonl"),
         "--eval_data",
-        str(shared_data / "gsm8k" / "test.jsonl"),
+        str(data_dir / "gsm8k" / "test.jsonl"),
         "--num_generations",
         "3",
         "--per_device_train_batch_size",

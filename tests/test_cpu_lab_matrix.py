@@ -103,7 +103,7 @@ def test_empty_folder_says_what_is_expected(tmp_path):
 
 
 def test_jobs_run_at_once_in_their_own_processes_and_a_failure_names_its_log(
-    tmp_path, tiny_model_dir, shared_data, capsys
+    tmp_path, tiny_model_dir, data_dir, capsys
 ):
     """Two real 1-step GRPO runs at once, plus one whose config is refused: the good ones finish, the error names
     the bad run's log. The subprocesses get the split thread count."""

@@ -24,9 +24,9 @@ GSM8K_CONFIGS = sorted(str(p) for p in Path("recipes/configs/gsm8k").glob("**/dp
 
 
 @pytest.fixture(scope="module")
-def reference_pairs(shared_data, tmp_path_factory):
+def reference_pairs(data_dir, tmp_path_factory):
     """Rollouts from 4 GSM8K reference solutions (correct) and the same with a wrong final answer: 4 pairs."""
-    records = reference_rollouts("gsm8k_train", str(shared_data / "gsm8k" / "train.jsonl"), limit=4)
+    records = reference_rollouts("gsm8k_train", str(data_dir / "gsm8k" / "train.jsonl"), limit=4)
     return str(write_jsonl(records, tmp_path_factory.mktemp("rollouts") / "rollouts.jsonl"))
 
 

@@ -36,14 +36,14 @@ ROOT = Path(__file__).resolve().parents[1]
 DATA = {"gsm8k": "gsm8k/test.jsonl", "math500": "math500/test.jsonl"}
 
 
-def run_cli(tiny_model_dir, shared_data, task, out, *extra):
-    args = ["run", "--model", str(tiny_model_dir), "--task", task, "--data", str(shared_data / DATA[task])]
+def run_cli(tiny_model_dir, data_dir, task, out, *extra):
+    args = ["run", "--model", str(tiny_model_dir), "--task", task, "--data", str(data_dir / DATA[task])]
     cli.main([*args, "--limit", "10", "--max-new-tokens", "8", "--out", str(out), *extra])
 
 
 @pytest.mark.parametrize("task", ["gsm8k", "math500"])
-def test_run_cli_writes_all_outputs(tiny_model_dir, shared_data, tmp_path, task):
-    run_cli(tiny_model_dir, shared_data, task, tmp_path)
+def test_run_cli_writes_all_outputs(tiny_model_dir, data_dir, tmp_path, task):
+    run_cli(tiny_model_dir, data_dir, task, tmp_path)
     samples = read_jsonl(tmp_path / "samples.jsonl")
     results = json.loads((tmp_path / "results.json").read_text())
     assert [s["index"] for s in samples] == list(range(10))
@@ -59,9 +59,9 @@ def test_run_cli_writes_all_outputs(tiny_model_dir, shared_data, tmp_path, task)
         assert sum(g["n"] for g in results["by_subject"].values()) == 10 and "by_level" in results
 
 
-def test_compare_cli_prints_difference(tiny_model_dir, shared_data, tmp_path, capsys):
-    run_cli(tiny_model_dir, shared_data, "gsm8k", tmp_path / "a")
-    run_cli(tiny_model_dir, shared_data, "gsm8k", tmp_path / "b")
+def test_compare_cli_prints_difference(tiny_model_dir, data_dir, tmp_path, capsys):
+    run_cli(tiny_model_dir, data_dir, "gsm8k", tmp_path / "a")
+    run_cli(tiny_model_dir, data_dir, "gsm8k", tmp_path / "b")
     capsys.readouterr()
     cli.main(["compare", str(tmp_path / "a"), str(tmp_path / "b")])
     out = capsys.readouterr().out
@@ -69,12 +69,12 @@ def test_compare_cli_prints_difference(tiny_model_dir, shared_data, tmp_path, ca
     assert "B - A accuracy: +0.0 points" in out and "10 shared problems" in out
 
 
-def test_resume_after_torn_last_line_gives_each_problem_once(tiny_model_dir, shared_data, tmp_path):
+def test_resume_after_torn_last_line_gives_each_problem_once(tiny_model_dir, data_dir, tmp_path):
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     model = AutoModelForCausalLM.from_pretrained(tiny_model_dir)
     tokenizer = AutoTokenizer.from_pretrained(tiny_model_dir)
-    kwargs = dict(data=str(shared_data / DATA["gsm8k"]), limit=10, max_new_tokens=8, batch_size=1, progress=False)
+    kwargs = dict(data=str(data_dir / DATA["gsm8k"]), limit=10, max_new_tokens=8, batch_size=1, progress=False)
     full = evaluate(model, tokenizer, "gsm8k", out_dir=tmp_path / "full", **kwargs)
     lines = (tmp_path / "full" / "samples.jsonl").read_text().splitlines(keepends=True)
     # Simulate a kill mid-write: 4 complete lines, then half of the 5th.
@@ -89,12 +89,12 @@ def test_resume_after_torn_last_line_gives_each_problem_once(tiny_model_dir, sha
     assert resumed["accuracy"] == full["accuracy"] and resumed["length_tokens"] == full["length_tokens"]
 
 
-def test_resume_scores_timed_out_samples_again(tiny_model_dir, shared_data, tmp_path):
+def test_resume_scores_timed_out_samples_again(tiny_model_dir, data_dir, tmp_path):
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     model = AutoModelForCausalLM.from_pretrained(tiny_model_dir)
     tokenizer = AutoTokenizer.from_pretrained(tiny_model_dir)
-    kwargs = dict(data=str(shared_data / DATA["gsm8k"]), limit=4, max_new_tokens=4, batch_size=2, progress=False)
+    kwargs = dict(data=str(data_dir / DATA["gsm8k"]), limit=4, max_new_tokens=4, batch_size=2, progress=False)
     evaluate(model, tokenizer, "gsm8k", out_dir=tmp_path, **kwargs)
     samples = read_jsonl(tmp_path / SAMPLES_FILE)
     # Problem 1 timed out (as the scorer reports it) on a completion that is correct; problem 2 holds a correct
@@ -110,23 +110,23 @@ def test_resume_scores_timed_out_samples_again(tiny_model_dir, shared_data, tmp_
     assert resumed["n_correct"] == 1 + samples[0]["correct"] + samples[3]["correct"] and resumed["timeouts"] == []
 
 
-def test_resume_refuses_other_settings(tiny_model_dir, shared_data, tmp_path, capsys):
-    run_cli(tiny_model_dir, shared_data, "gsm8k", tmp_path, "--seed", "2")
+def test_resume_refuses_other_settings(tiny_model_dir, data_dir, tmp_path, capsys):
+    run_cli(tiny_model_dir, data_dir, "gsm8k", tmp_path, "--seed", "2")
     before = (tmp_path / SAMPLES_FILE).read_text()
     with pytest.raises(SystemExit) as exit_info:
-        run_cli(tiny_model_dir, shared_data, "gsm8k", tmp_path, "--seed", "2", "--max-new-tokens", "12")
+        run_cli(tiny_model_dir, data_dir, "gsm8k", tmp_path, "--seed", "2", "--max-new-tokens", "12")
     assert exit_info.value.code == 2
     assert "max_new_tokens was 8, now 12" in capsys.readouterr().err
     assert (tmp_path / SAMPLES_FILE).read_text() == before  # nothing was added to the old run's samples
     # the same settings with a larger --limit resume
-    run_cli(tiny_model_dir, shared_data, "gsm8k", tmp_path, "--seed", "2", "--limit", "12")
+    run_cli(tiny_model_dir, data_dir, "gsm8k", tmp_path, "--seed", "2", "--limit", "12")
     assert len(read_jsonl(tmp_path / SAMPLES_FILE)) == 12
 
 
-def test_kill_9_then_rerun_continues(tiny_model_dir, shared_data, tmp_path):
+def test_kill_9_then_rerun_continues(tiny_model_dir, data_dir, tmp_path):
     out = tmp_path / "run"
     command = [sys.executable, "-m", "eval", "run", "--model", str(tiny_model_dir), "--task", "gsm8k"]
-    command += ["--data", str(shared_data / DATA["gsm8k"]), "--limit", "6", "--batch-size", "1"]
+    command += ["--data", str(data_dir / DATA["gsm8k"]), "--limit", "6", "--batch-size", "1"]
     command += ["--max-new-tokens", "120", "--out", str(out)]  # ~0.3 s per problem: time to kill it mid-run
     env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT)}
     proc = subprocess.Popen(command, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -161,21 +161,21 @@ def folder_locked_by_another_process(folder: Path):
 
 
 def test_a_second_run_into_a_busy_folder_is_refused_before_its_model_loads(
-    tiny_model_dir, shared_data, tmp_path, monkeypatch, capsys
+    tiny_model_dir, data_dir, tmp_path, monkeypatch, capsys
 ):
     out = tmp_path / "run"
     real_load_model, loads = cli.load_model, []
     monkeypatch.setattr(cli, "load_model", lambda *args: loads.append(args) or real_load_model(*args))
     with folder_locked_by_another_process(out) as holder:
         with pytest.raises(SystemExit) as exit_info:
-            run_cli(tiny_model_dir, shared_data, "gsm8k", out)
+            run_cli(tiny_model_dir, data_dir, "gsm8k", out)
         assert exit_info.value.code == 2 and loads == []  # refused before the model was loaded
         message = capsys.readouterr().err
         assert f"{out} is being written by another process (pid {holder.pid})" in message
         assert "Wait for it to finish" in message and "pass another --out" in message
         # evaluate itself (what the recipes call) is refused the same way, and writes nothing
         with pytest.raises(FolderBusyError, match=f"pid {holder.pid}"):
-            evaluate(None, None, "gsm8k", data=str(shared_data / DATA["gsm8k"]), limit=2, out_dir=out)
+            evaluate(None, None, "gsm8k", data=str(data_dir / DATA["gsm8k"]), limit=2, out_dir=out)
         with pytest.raises(FolderBusyError):  # and so is `eval score` into it
             score_predictions(
                 "gsm8k", write_jsonl([{"completion": "#### 1", "answer": "1"}], tmp_path / "p.jsonl"), out
@@ -184,7 +184,7 @@ def test_a_second_run_into_a_busy_folder_is_refused_before_its_model_loads(
         holder.send_signal(signal.SIGKILL)  # what `kill -9` leaves: the lock file, with the dead holder's pid
         assert holder.wait() == -signal.SIGKILL
         assert (out / LOCK_FILE).read_text() == f"{holder.pid}\n"
-    run_cli(tiny_model_dir, shared_data, "gsm8k", out)  # nothing to clean: the OS released the lock with its process
+    run_cli(tiny_model_dir, data_dir, "gsm8k", out)  # nothing to clean: the OS released the lock with its process
     assert [s["index"] for s in read_jsonl(out / SAMPLES_FILE)] == list(range(10)) and len(loads) == 1
     assert (out / LOCK_FILE).read_text() == f"{os.getpid()}\n"  # the run held it
     # the lock file is hidden: the listing of the run's files, its resume and compare are as before
@@ -196,7 +196,7 @@ def test_a_second_run_into_a_busy_folder_is_refused_before_its_model_loads(
         "summary.md",
     ]
     before = (out / SAMPLES_FILE).read_text()
-    run_cli(tiny_model_dir, shared_data, "gsm8k", out)  # a finished run resumes to itself, lock file present
+    run_cli(tiny_model_dir, data_dir, "gsm8k", out)  # a finished run resumes to itself, lock file present
     assert (out / SAMPLES_FILE).read_text() == before and len(loads) == 2
     cli.main(["compare", str(out), str(out)])
     assert "10 shared problems" in capsys.readouterr().out
@@ -220,8 +220,8 @@ def test_the_lock_is_per_process_and_released_when_its_holder_is_done(tmp_path):
     assert another_process_locks().returncode == 0
 
 
-def test_sampling_reports_pass_at_k(tiny_model_dir, shared_data, tmp_path):
-    run_cli(tiny_model_dir, shared_data, "gsm8k", tmp_path, "--num-samples", "3", "--temperature", "1.0")
+def test_sampling_reports_pass_at_k(tiny_model_dir, data_dir, tmp_path):
+    run_cli(tiny_model_dir, data_dir, "gsm8k", tmp_path, "--num-samples", "3", "--temperature", "1.0")
     results = json.loads((tmp_path / "results.json").read_text())
     samples = read_jsonl(tmp_path / "samples.jsonl")
     assert set(results["pass_at_k"]) == {"1", "2", "3"} and results["n_samples"] == 30
@@ -241,29 +241,29 @@ def lora_adapter(tiny_model_dir, tmp_path_factory):
     return out
 
 
-def test_run_with_lora_adapter(tiny_model_dir, shared_data, tmp_path, lora_adapter):
-    run_cli(tiny_model_dir, shared_data, "gsm8k", tmp_path, "--adapter", str(lora_adapter))
+def test_run_with_lora_adapter(tiny_model_dir, data_dir, tmp_path, lora_adapter):
+    run_cli(tiny_model_dir, data_dir, "gsm8k", tmp_path, "--adapter", str(lora_adapter))
     assert json.loads((tmp_path / "results.json").read_text())["adapter"] == str(lora_adapter)
 
 
 @pytest.fixture(scope="module")
-def sampled_run(tiny_model_dir, shared_data, lora_adapter, tmp_path_factory) -> Path:
+def sampled_run(tiny_model_dir, data_dir, lora_adapter, tmp_path_factory) -> Path:
     """A finished `eval run` whose every resume setting differs from its default (adapter, seed 3, K = 2 at
     temperature 0.7, budget 8), so that a setting the CLI failed to record would show."""
     out = tmp_path_factory.mktemp("sampled_run")
     extra = ["--adapter", str(lora_adapter), "--seed", "3", "--num-samples", "2", "--temperature", "0.7"]
-    run_cli(tiny_model_dir, shared_data, "gsm8k", out, *extra)
+    run_cli(tiny_model_dir, data_dir, "gsm8k", out, *extra)
     return out
 
 
-def test_run_records_every_resume_setting(sampled_run, tiny_model_dir, shared_data, lora_adapter):
+def test_run_records_every_resume_setting(sampled_run, tiny_model_dir, data_dir, lora_adapter):
     config = json.loads((sampled_run / CONFIG_FILE).read_text())
     expected = {
         "model": str(tiny_model_dir),
         "adapter": str(lora_adapter),
         "backend": "hf",
         "task": "gsm8k",
-        "data": str(shared_data / DATA["gsm8k"]),
+        "data": str(data_dir / DATA["gsm8k"]),
         "seed": 3,
         "max_new_tokens": 8,
         "temperature": 0.7,
@@ -315,7 +315,7 @@ def test_resume_accepts_other_limit_and_a_folder_without_samples(sampled_run, tm
     assert json.loads((out / CONFIG_FILE).read_text())["seed"] == 9
 
 
-def test_resume_refuses_samples_of_unknown_settings(sampled_run, shared_data, tmp_path):
+def test_resume_refuses_samples_of_unknown_settings(sampled_run, data_dir, tmp_path):
     import shutil
 
     # an `eval score` folder (samples, no run settings) ...
@@ -395,20 +395,20 @@ def _edit_adapter(adapter: Path, tmp_path: Path, **changes) -> Path:
     ],
 )
 def test_bad_input_fails_before_model_load(
-    case, error, tiny_model_dir, wider_model_dir, shared_data, lora_adapter, tmp_path, monkeypatch, capsys
+    case, error, tiny_model_dir, wider_model_dir, data_dir, lora_adapter, tmp_path, monkeypatch, capsys
 ):
     def no_load(*args, **kwargs):
         raise AssertionError("the model was loaded before the input was checked")
 
     monkeypatch.setattr(cli, "load_model", no_load)
-    model, task, data = str(tiny_model_dir), "gsm8k", str(shared_data / DATA["gsm8k"])
+    model, task, data = str(tiny_model_dir), "gsm8k", str(data_dir / DATA["gsm8k"])
     extra = []
     if case == "unknown_task":
         task = "gsm9k"
     elif case == "missing_data":
         data = str(tmp_path / "nope.jsonl")
     elif case == "data_without_fields":
-        data = str(shared_data / DATA["math500"])
+        data = str(data_dir / DATA["math500"])
     elif case == "greedy_k":
         extra = ["--num-samples", "4"]
     elif case == "vllm":
@@ -429,10 +429,10 @@ def test_bad_input_fails_before_model_load(
     assert re.search(error, message), message
 
 
-def test_wandb_offline_logs_summary_and_table(tiny_model_dir, shared_data, tmp_path, monkeypatch):
+def test_wandb_offline_logs_summary_and_table(tiny_model_dir, data_dir, tmp_path, monkeypatch):
     monkeypatch.setenv("WANDB_MODE", "offline")
     monkeypatch.setenv("WANDB_DIR", str(tmp_path))
-    run_cli(tiny_model_dir, shared_data, "gsm8k", tmp_path / "out", "--wandb")
+    run_cli(tiny_model_dir, data_dir, "gsm8k", tmp_path / "out", "--wandb")
     runs = list((tmp_path / "wandb").glob("offline-run-*"))
     assert len(runs) == 1 and list(runs[0].glob("*.wandb"))
 

@@ -71,8 +71,8 @@ def test_unknown_task_is_an_error():
         ("math500", "math500/test.jsonl", "solution", 500),  # reference solution's last \boxed{} vs `answer`
     ],
 )
-def test_reference_solutions_rescore_at_100_percent(shared_data, tmp_path, task, path, completion_field, n_rows):
-    results = score_predictions(task, shared_data / path, tmp_path, completion_field=completion_field)
+def test_reference_solutions_rescore_at_100_percent(data_dir, tmp_path, task, path, completion_field, n_rows):
+    results = score_predictions(task, data_dir / path, tmp_path, completion_field=completion_field)
     wrong = read_jsonl(tmp_path / "samples.jsonl")
     wrong = [(r["index"], r["extracted"], r["gold"]) for r in wrong if not r["correct"]]
     assert results["n"] == n_rows
@@ -166,12 +166,12 @@ def test_a_comparison_without_verdict_is_reported_not_scored_wrong(monkeypatch, 
     assert s["extracted"] == "\\frac{15}{4}" and s["format_ok"]  # the answer was read; only the comparison failed
 
 
-def test_hedged_golds_score_as_the_reward_scores_them(shared_data):
+def test_hedged_golds_score_as_the_reward_scores_them(data_dir):
     # MATH train golds that list solutions ("-2 \\text{ or } -12"): eval and math_correctness are one judgement
     from rewards import get_reward
     from rewards.answers import _is_hedge
 
-    rows = [r for r in read_jsonl(shared_data / "math_train" / "train.jsonl") if r["answer"] and _is_hedge(r["answer"])]
+    rows = [r for r in read_jsonl(data_dir / "math_train" / "train.jsonl") if r["answer"] and _is_hedge(r["answer"])]
     assert len(rows) == 2
     completions = [r["solution"] for r in rows] + [f"so \\boxed{{{r['answer'].split(' ')[0]}}}" for r in rows]
     golds = [r["answer"] for r in rows] * 2

@@ -171,7 +171,7 @@ def tiny(tmp_path_factory):
     return AutoModelForCausalLM.from_pretrained(folder), AutoTokenizer.from_pretrained(folder)
 
 
-def test_an_eval_leaves_the_trainers_random_stream_alone(tiny, shared_data):
+def test_an_eval_leaves_the_trainers_random_stream_alone(tiny, data_dir):
     from eval.run import evaluate
 
     model, tokenizer = tiny
@@ -182,7 +182,7 @@ def test_an_eval_leaves_the_trainers_random_stream_alone(tiny, shared_data):
         model,
         tokenizer,
         "gsm8k",
-        data=str(shared_data / "gsm8k" / "test.jsonl"),
+        data=str(data_dir / "gsm8k" / "test.jsonl"),
         limit=2,
         max_new_tokens=4,
         temperature=1.0,
@@ -194,7 +194,7 @@ def test_an_eval_leaves_the_trainers_random_stream_alone(tiny, shared_data):
         model,
         tokenizer,
         "gsm8k",
-        data=str(shared_data / "gsm8k" / "test.jsonl"),
+        data=str(data_dir / "gsm8k" / "test.jsonl"),
         limit=2,
         max_new_tokens=4,
         temperature=1.0,
@@ -262,11 +262,11 @@ def test_both_backends_send_the_same_ids_with_one_bos(tiny, pretend_vllm_gpu, mo
     assert seen["hf"] == ids == vllm_prompt["prompt_token_ids"]  # token ids, so vLLM adds no second BOS
 
 
-def test_vllm_gets_all_pending_prompts_in_one_call_and_a_resume_is_exact(tiny, pretend_vllm_gpu, shared_data, tmp_path):
+def test_vllm_gets_all_pending_prompts_in_one_call_and_a_resume_is_exact(tiny, pretend_vllm_gpu, data_dir, tmp_path):
     from eval.run import SAMPLES_FILE, evaluate
 
     _, tokenizer = tiny
-    data = str(shared_data / "gsm8k" / "test.jsonl")
+    data = str(data_dir / "gsm8k" / "test.jsonl")
     kwargs = dict(data=data, max_new_tokens=4, temperature=1.0, num_samples=2, seed=5, backend="vllm", progress=False)
     llm = RecordingLLM()
     evaluate(llm, tokenizer, "gsm8k", limit=40, out_dir=tmp_path / "fresh", batch_size=4, **kwargs)
@@ -282,13 +282,13 @@ def test_vllm_gets_all_pending_prompts_in_one_call_and_a_resume_is_exact(tiny, p
     assert samples(tmp_path / "resumed") == samples(tmp_path / "fresh")  # per-problem seeds: same samples
 
 
-def test_rollouts_refuse_an_adapter_with_vllm_before_loading(pretend_vllm_gpu, tmp_path, shared_data):
+def test_rollouts_refuse_an_adapter_with_vllm_before_loading(pretend_vllm_gpu, tmp_path, data_dir):
     from training_data.rollouts import main
 
     adapter = tmp_path / "adapter"
     adapter.mkdir()
     with pytest.raises(ValueError, match="would sample it, not the adapter"):
-        data = str(shared_data / "gsm8k" / "test.jsonl")
+        data = str(data_dir / "gsm8k" / "test.jsonl")
         main(
             [
                 "sample",
@@ -323,7 +323,7 @@ class TrainerBuilt(Exception):
         ("recipes.dpo", "tiny/dpo_cpu_lora.yaml"),
     ],
 )
-def test_recipes_pass_attention_and_revision_to_model_loading(module_name, config, monkeypatch, tmp_path, shared_data):
+def test_recipes_pass_attention_and_revision_to_model_loading(module_name, config, monkeypatch, tmp_path, data_dir):
     import importlib
 
     import trl
@@ -351,7 +351,7 @@ def test_recipes_pass_attention_and_revision_to_model_loading(module_name, confi
         from eval.jsonl import write_jsonl
         from training_data.rollouts import reference_rollouts
 
-        rows = reference_rollouts("gsm8k_train", str(shared_data / "gsm8k" / "train.jsonl"), limit=4)
+        rows = reference_rollouts("gsm8k_train", str(data_dir / "gsm8k" / "train.jsonl"), limit=4)
         flags += ["--data", str(write_jsonl(rows, tmp_path / "rollouts.jsonl"))]
     parsed = validate.parse_or_explain(module.make_parser(), ["--config", str(CONFIGS / config), *flags])
     with pytest.raises(TrainerBuilt) as built:

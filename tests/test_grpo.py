@@ -51,13 +51,13 @@ def toy_reward(monkeypatch):
     return "toy_even_length"
 
 
-def run_recipe(tiny_model_dir, shared_data, out: Path, *overrides: str):
+def run_recipe(tiny_model_dir, data_dir, out: Path, *overrides: str):
     args = ["--config", str(TINY_CONFIG), "--model_name_or_path", str(tiny_model_dir), "--output_dir", str(out)]
     args += [
         "--data",
-        str(shared_data / "gsm8k" / "train.jsonl"),
+        str(data_dir / "gsm8k" / "train.jsonl"),
         "--eval_data",
-        str(shared_data / "gsm8k" / "test.jsonl"),
+        str(data_dir / "gsm8k" / "test.jsonl"),
     ]
     args += ["--max_steps", "2", "--eval_limit", "0", "--monitor_eval_limit", "2", "--probe_problems", "1"]
     args += ["--max_completion_length", "8", "--eval_max_new_tokens", "8", "--build_tiny_model", "false"]
@@ -73,7 +73,7 @@ def read_log(out: Path) -> list[dict]:
 @pytest.mark.parametrize("beta", ["0.0", "0.04"])
 @pytest.mark.parametrize("loss_type", ["grpo", "dr_grpo"])
 def test_two_step_run_trains_and_logs_monitors(
-    tiny_model_dir, shared_data, tmp_path, toy_reward, loss_type, beta, adapter
+    tiny_model_dir, data_dir, tmp_path, toy_reward, loss_type, beta, adapter
 ):
     out = tmp_path / "run"
     scale = "none" if loss_type == "dr_grpo" else "group"
@@ -82,7 +82,7 @@ def test_two_step_run_trains_and_logs_monitors(
     overrides += ["--learning_rate", "0.05"]  # large: one step must visibly move the tiny model's weights
     if adapter == "lora":
         overrides += ["--use_peft", "true", "--lora_r", "4"]
-    run_recipe(tiny_model_dir, shared_data, out, *overrides)
+    run_recipe(tiny_model_dir, data_dir, out, *overrides)
 
     # the weights moved: LoRA's B matrices start at zero; full fine-tuning differs from the saved tiny model
     if adapter == "lora":
@@ -148,7 +148,7 @@ def flaky_judge(completions, **kwargs):
 
 
 @pytest.mark.integration
-def test_monitor_reward_mean_and_truncation_equal_trls_own_logs(tiny_model_dir, shared_data, tmp_path, monkeypatch):
+def test_monitor_reward_mean_and_truncation_equal_trls_own_logs(tiny_model_dir, data_dir, tmp_path, monkeypatch):
     # completions every reward scores None are unscorable for TRL (left out of `reward`): the monitor must agree
     monkeypatch.setitem(registry.REGISTRY, "toy_unscorable", registry.RewardInfo(maybe_unscorable, "correctness", 1))
     monkeypatch.setitem(registry.REGISTRY, "toy_flaky_judge", registry.RewardInfo(flaky_judge, "judge", 1.0))
@@ -156,12 +156,12 @@ def test_monitor_reward_mean_and_truncation_equal_trls_own_logs(tiny_model_dir, 
     monkeypatch.setattr(grpo, "reward_monitor", lambda *args: monitors.append(make_monitor(*args)) or monitors[-1])
     # training rows with the pass_rate column `training_data.rollouts filter` writes: the monitor's prior for unseen
     # prompts
-    rows = read_jsonl(shared_data / "gsm8k" / "train.jsonl")[:16]
+    rows = read_jsonl(data_dir / "gsm8k" / "train.jsonl")[:16]
     data = write_jsonl([row | {"pass_rate": 0.25} for row in rows], tmp_path / "filtered.jsonl")
     out = tmp_path / "run"
     overrides = ["--reward_funcs", "toy_flaky_judge", "toy_unscorable", "--reward_weights", "0.5", "10.0"]
     overrides += ["--max_steps", "4", "--logging_steps", "2", "--monitor_eval_steps", "0", "--probe_problems", "0"]
-    run_recipe(tiny_model_dir, shared_data, out, *overrides, "--data", str(data))
+    run_recipe(tiny_model_dir, data_dir, out, *overrides, "--data", str(data))
     # truncation as TRL counts it: the recipe hands the monitor TRL's end-of-sequence ids (a completion that ends
     # with one exactly at the budget is not cut off; this run happens to have none, so the log check alone is blind)
     tokenizer = AutoTokenizer.from_pretrained(tiny_model_dir)
@@ -179,19 +179,19 @@ def test_monitor_reward_mean_and_truncation_equal_trls_own_logs(tiny_model_dir, 
 
 
 @pytest.mark.integration
-def test_resume_after_kill_continues_from_last_checkpoint(tiny_model_dir, shared_data, tmp_path, toy_reward, capsys):
+def test_resume_after_kill_continues_from_last_checkpoint(tiny_model_dir, data_dir, tmp_path, toy_reward, capsys):
     out = tmp_path / "run"
     common = ["--reward_funcs", toy_reward, "--reward_weights", "1.0", "--monitor_eval_steps", "0"]
-    run_recipe(tiny_model_dir, shared_data, out, *common, "--save_strategy", "steps", "--save_steps", "1")
+    run_recipe(tiny_model_dir, data_dir, out, *common, "--save_strategy", "steps", "--save_steps", "1")
     assert (out / "checkpoint-2").is_dir()
-    run_recipe(tiny_model_dir, shared_data, out, *common, "--max_steps", "3", "--save_strategy", "no")
+    run_recipe(tiny_model_dir, data_dir, out, *common, "--max_steps", "3", "--save_strategy", "no")
     assert f"resuming from {out / 'checkpoint-2'}" in capsys.readouterr().out
     assert [r["step"] for r in read_log(out) if "loss" in r] == [1, 2, 3]  # step 3 only, appended
 
 
 @pytest.mark.integration
 def test_wandb_offline_run_has_identity_and_redacted_config(
-    tiny_model_dir, shared_data, tmp_path, toy_reward, monkeypatch
+    tiny_model_dir, data_dir, tmp_path, toy_reward, monkeypatch
 ):
     monkeypatch.setenv("WANDB_MODE", "offline")
     monkeypatch.setenv("WANDB_DIR", str(tmp_path))
@@ -201,7 +201,7 @@ def test_wandb_offline_run_has_identity_and_redacted_config(
     out = tmp_path / "run"
     run_recipe(
         tiny_model_dir,
-        shared_data,
+        data_dir,
         out,
         "--report_to",
         "wandb",
@@ -230,12 +230,12 @@ def test_wandb_offline_run_has_identity_and_redacted_config(
 
 
 @pytest.mark.integration
-def test_qlora_runs_on_cpu_with_a_warning(tiny_model_dir, shared_data, tmp_path, toy_reward):
+def test_qlora_runs_on_cpu_with_a_warning(tiny_model_dir, data_dir, tmp_path, toy_reward):
     # bitsandbytes 4-bit works on CPU (slowly): the recipe warns and trains the LoRA adapters
     out = tmp_path / "run"
     overrides = ["--use_peft", "true", "--lora_r", "4", "--load_in_4bit", "true", "--monitor_eval_steps", "0"]
     overrides += ["--reward_funcs", toy_reward, "--reward_weights", "1.0", "--learning_rate", "0.05"]
     with pytest.warns(UserWarning, match="QLoRA on CPU"):
-        run_recipe(tiny_model_dir, shared_data, out, *overrides)
+        run_recipe(tiny_model_dir, data_dir, out, *overrides)
     lora_b = [t for name, t in load_file(out / "adapter_model.safetensors").items() if "lora_B" in name]
     assert lora_b and any(t.abs().max() > 0 for t in lora_b)

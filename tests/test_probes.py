@@ -13,7 +13,7 @@ from rewards.probes import GOLD_UNCOMMITTED, INFO, PROBES, WRONG_ANSWER, build_p
 
 
 @pytest.fixture(scope="module")
-def problems(shared_data):
+def problems(data_dir):
     return {task: load_problems(path, n=12, seed=0) for task, path in DEFAULT_DATA.items()}
 
 
@@ -91,7 +91,7 @@ def test_probe_scores_bad_input():
         probe_scores(["gsm8k_correctness"], [1.0, 1.0], "gsm8k", [{"question": "q", "answer": "1"}])
 
 
-def test_cli_json_and_exit_status(capsys, shared_data):
+def test_cli_json_and_exit_status(capsys, data_dir):
     assert main(["--json", "--n", "4"]) == 0  # the default correctness + format set breaks no rule
     matrix = json.loads(capsys.readouterr().out)
     assert set(matrix) == {"gsm8k", "math"}

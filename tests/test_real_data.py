@@ -11,8 +11,8 @@ from rewards.answers import extract_answer
 from rewards.verify import answers_match, is_correct
 
 
-def test_gsm8k_gold_recovered_from_every_test_solution(shared_data):
-    rows = read_jsonl(shared_data / "gsm8k" / "test.jsonl")
+def test_gsm8k_gold_recovered_from_every_test_solution(data_dir):
+    rows = read_jsonl(data_dir / "gsm8k" / "test.jsonl")
     assert len(rows) == 1319
     missed = [
         r["answer"][-60:]
@@ -22,8 +22,8 @@ def test_gsm8k_gold_recovered_from_every_test_solution(shared_data):
     assert missed == []
 
 
-def test_math500_gold_recovered_from_every_reference_solution(shared_data):
-    rows = read_jsonl(shared_data / "math500" / "test.jsonl")
+def test_math500_gold_recovered_from_every_reference_solution(data_dir):
+    rows = read_jsonl(data_dir / "math500" / "test.jsonl")
     assert len(rows) == 500
     missed = [
         (r["unique_id"], extract_answer(r["solution"], task="math"))
@@ -36,9 +36,15 @@ def test_math500_gold_recovered_from_every_reference_solution(shared_data):
 GPT3_KEYS = ["6b_finetuning", "6b_verification", "175b_finetuning", "175b_verification"]
 
 
-def test_gpt3_solutions_agree_with_openai_grader(shared_data):
-    # GPT-3's GSM8K solutions end with "A: 18": the answer-line option reads them. No disagreement in 5276.
-    rows = read_jsonl(shared_data / "model_outputs" / "gsm8k_gpt3_example_solutions.jsonl")
+@pytest.fixture(params=["data_dir", "full_data"])
+def outputs_dir(request):
+    """The stored model outputs: the shipped subset, and the full files when ``LEASH_DATA`` names them."""
+    return request.getfixturevalue(request.param) / "model_outputs"
+
+
+def test_gpt3_solutions_agree_with_openai_grader(outputs_dir):
+    # GPT-3's GSM8K solutions end with "A: 18": the answer-line option reads them. No disagreement in 5276 (full file).
+    rows = read_jsonl(outputs_dir / "gsm8k_gpt3_example_solutions.jsonl")
     disagreements = []
     for row in rows:
         gold = extract_answer(row["ground_truth"], answer_line=True).value
@@ -78,8 +84,9 @@ MATHCODER_DISAGREEMENTS = {
 }
 
 
-def test_mathcoder_disagreements_are_the_pinned_ones(shared_data):
-    rows = read_jsonl(shared_data / "model_outputs" / "gsm8k_mathcoder_l_7b.jsonl")
+def test_mathcoder_disagreements_are_the_pinned_ones(outputs_dir):
+    # the shipped subset holds every pinned problem, so both files must show exactly these
+    rows = read_jsonl(outputs_dir / "gsm8k_mathcoder_l_7b.jsonl")
     found = {}
     for row in rows:
         ours = is_correct(mathcoder_text(row), row["gold_answer"], "math")
@@ -94,8 +101,9 @@ QWEN_DISAGREEMENTS = {
 }
 
 
-def test_qwen25math_disagreements_are_the_pinned_ones(shared_data):
-    rows = read_jsonl(shared_data / "model_outputs" / "math_cot_100_qwen25math_samples.jsonl")
+def test_qwen25math_disagreements_are_the_pinned_ones(full_data):
+    # not shipped (tests/data/README.md): runs when LEASH_DATA holds the file
+    rows = read_jsonl(full_data / "model_outputs" / "math_cot_100_qwen25math_samples.jsonl")
     found = {}
     for row in rows:
         for k, (completion, label) in enumerate(zip(row["code"], row["score"], strict=True)):

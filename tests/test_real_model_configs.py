@@ -125,11 +125,11 @@ def real_model() -> Path:
 
 
 @pytest.fixture(scope="module")
-def rollouts(shared_data, tmp_path_factory) -> Path:
+def rollouts(data_dir, tmp_path_factory) -> Path:
     """Rollouts from 8 GSM8K reference solutions and the same with a wrong final answer: pairs for DPO and the RM."""
     from training_data.rollouts import reference_rollouts
 
-    records = reference_rollouts("gsm8k_train", str(shared_data / "gsm8k" / "train.jsonl"), limit=8)
+    records = reference_rollouts("gsm8k_train", str(data_dir / "gsm8k" / "train.jsonl"), limit=8)
     return write_jsonl(records, tmp_path_factory.mktemp("rollouts") / "rollouts.jsonl")
 
 
@@ -150,11 +150,11 @@ def test_every_gpu_config_has_a_recipe_and_the_matrix_is_all_here():
 
 @pytest.mark.slow
 @pytest.mark.parametrize("config", GPU_CONFIGS, ids=[str(p.relative_to(CONFIGS)) for p in GPU_CONFIGS])
-def test_gpu_config_runs_one_step_on_the_real_model(config, real_model, rollouts, shared_data, tmp_path, capsys):
+def test_gpu_config_runs_one_step_on_the_real_model(config, real_model, rollouts, data_dir, tmp_path, capsys):
     module = importlib.import_module(recipe_of(config))
     out = tmp_path / "run"
     parsed = module.make_parser().parse_args_and_config(
-        ["--config", str(config), *overrides(config, real_model, out, shared_data, rollouts)]
+        ["--config", str(config), *overrides(config, real_model, out, data_dir, rollouts)]
     )
     script_args, training_args, model_args = parsed
     assert model_args.load_in_4bit == ("qlora" in config.name)  # QLoRA stays 4-bit (bitsandbytes on CPU)

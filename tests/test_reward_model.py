@@ -28,9 +28,9 @@ CONFIG = "recipes/configs/tiny/reward_model_cpu.yaml"
 
 
 @pytest.fixture(scope="module")
-def reference_pairs(shared_data, tmp_path_factory):
+def reference_pairs(data_dir, tmp_path_factory):
     """Rollouts of 24 GSM8K reference solutions (correct) and the same with the final answer + 1 (wrong)."""
-    records = reference_rollouts("gsm8k_train", str(shared_data / "gsm8k" / "train.jsonl"), limit=24)
+    records = reference_rollouts("gsm8k_train", str(data_dir / "gsm8k" / "train.jsonl"), limit=24)
     return str(write_jsonl(records, tmp_path_factory.mktemp("rollouts") / "rollouts.jsonl"))
 
 
@@ -311,7 +311,7 @@ def test_probe_column_normalises_against_the_models_own_genuine_answers():
     assert "1.000" in format_matrix(matrix) and "!" in format_matrix(matrix)
 
 
-def test_grpo_recipe_uses_the_reward_model_by_name(trained, tiny_model_dir, shared_data, tmp_path, monkeypatch):
+def test_grpo_recipe_uses_the_reward_model_by_name(trained, tiny_model_dir, data_dir, tmp_path, monkeypatch):
     """reward_funcs: [gsm8k_correctness, reward_model] in the GRPO recipe: scored, logged under rm/, monitored."""
     from recipes import grpo
 
@@ -325,7 +325,7 @@ def test_grpo_recipe_uses_the_reward_model_by_name(trained, tiny_model_dir, shar
         "--output_dir",
         str(tmp_path),
         "--data",
-        str(shared_data / "gsm8k" / "train.jsonl"),
+        str(data_dir / "gsm8k" / "train.jsonl"),
         "--reward_funcs",
         "gsm8k_correctness",
         "reward_model",

@@ -22,8 +22,8 @@ def tiny(tiny_model_dir):
 
 
 @pytest.fixture
-def gsm8k_test(shared_data):
-    return str(shared_data / "gsm8k" / "test.jsonl")
+def gsm8k_test(data_dir):
+    return str(data_dir / "gsm8k" / "test.jsonl")
 
 
 def test_sample_on_the_tiny_model(tiny, gsm8k_test, tmp_path):

@@ -30,8 +30,8 @@ def parse(*overrides: str):
     return grpo.make_parser().parse_args_and_config(args + list(overrides))
 
 
-def run_main(tmp_path, shared_data, *overrides: str):
-    data = ["--data", str(shared_data / "gsm8k" / "train.jsonl"), "--output_dir", str(tmp_path / "out")]
+def run_main(tmp_path, data_dir, *overrides: str):
+    data = ["--data", str(data_dir / "gsm8k" / "train.jsonl"), "--output_dir", str(tmp_path / "out")]
     return grpo.main(*parse(*data, *overrides))
 
 
@@ -49,24 +49,24 @@ def run_main(tmp_path, shared_data, *overrides: str):
         (["--load_in_4bit", "true"], "without use_peft"),  # quantized weights cannot be trained without LoRA
     ],
 )
-def test_bad_settings_fail_before_model_load(tmp_path, shared_data, overrides, message):
+def test_bad_settings_fail_before_model_load(tmp_path, data_dir, overrides, message):
     with pytest.raises(ValueError, match=message):
-        run_main(tmp_path, shared_data, *overrides)
+        run_main(tmp_path, data_dir, *overrides)
     assert not (tmp_path / "out" / "log.jsonl").exists()
 
 
-def test_format_only_reward_set_needs_explicit_warn(tmp_path, shared_data, caplog):
+def test_format_only_reward_set_needs_explicit_warn(tmp_path, data_dir, caplog):
     with pytest.raises(ValueError, match="on_violation='warn'"):
         validate.check_rewards(["gsm8k_format"], None)
     validate.check_rewards(["gsm8k_format"], None, on_violation="warn")  # a hack study: trains, loudly
     assert "REWARD HACK RISK" in caplog.text
 
 
-def test_dataset_without_answer_column(tmp_path, shared_data):
+def test_dataset_without_answer_column(tmp_path, data_dir):
     data = tmp_path / "questions_only.jsonl"
     write_jsonl([{"question": "What is 1 + 1?"}], data)
     with pytest.raises(ValueError, match="no \\['answer'\\] column"):  # eval.tasks.load_rows names the gold field
-        run_main(tmp_path, shared_data, "--data", str(data))
+        run_main(tmp_path, data_dir, "--data", str(data))
     with pytest.raises(ValueError, match="has no 'answer' column"):  # rows handed to the trainer
         validate.check_answer_column(["prompt", "question"], "my_data.jsonl")
 
@@ -101,9 +101,9 @@ def test_dpo_loss_weights_length_is_trls_check_with_the_fix():
 
 
 @pytest.mark.skipif(importlib.util.find_spec("vllm") is not None, reason="vllm installed here")
-def test_vllm_without_vllm_installed(tmp_path, shared_data):
+def test_vllm_without_vllm_installed(tmp_path, data_dir):
     with pytest.raises(ValueError, match="vllm is not installed"):
-        run_main(tmp_path, shared_data, "--use_vllm", "true")
+        run_main(tmp_path, data_dir, "--use_vllm", "true")
 
 
 def test_vllm_without_gpu(monkeypatch):

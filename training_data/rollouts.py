@@ -211,7 +211,7 @@ def reference_rollouts(task_name: str, data: str | None = None, limit: int | Non
     one; both are scored by the checker (so the labels are the checker's, not assumed). GSM8K-style tasks only.
     Lengths are counted with ``tokenizer`` when given, else in whitespace-separated words.
 
-    >>> [r] = reference_rollouts("gsm8k", "../shared/data/gsm8k/test.jsonl", limit=1)
+    >>> [r] = reference_rollouts("gsm8k", "tests/data/gsm8k/test.jsonl", limit=1)
     >>> [c["text"][-8:] for c in r["completions"]], [c["correct"] for c in r["completions"]], r["pass_rate"]
     (['\\n#### 18', '\\n#### 19'], [True, False], 0.5)
     """
