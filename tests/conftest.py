@@ -28,7 +28,7 @@ def full_data() -> Path:
     """The full offline files (``LEASH_DATA``), for the opt-in tier; skips with the way to get them when absent."""
     folder = os.environ.get("LEASH_DATA")
     if not folder:
-        pytest.skip("needs the full data files: set LEASH_DATA=DIR (python -m eval.data --out DIR; tests/data/README.md)")
+        pytest.skip("needs the full data files: set LEASH_DATA=DIR (tests/data/README.md says how to fill it)")
     if not Path(folder).is_dir():
         pytest.fail(f"LEASH_DATA={folder} is not a folder: point it at the full data files (tests/data/README.md)")
     return Path(folder)
