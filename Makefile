@@ -5,7 +5,7 @@ export TOKENIZERS_PARALLELISM := false
 export WANDB_MODE ?= offline
 export HF_HUB_OFFLINE := 1
 
-.PHONY: venv test test-slow lint demo bench real-model clean
+.PHONY: venv test test-slow test-data lint demo bench real-model clean
 
 venv: .venv/.installed
 .venv/.installed: requirements.txt
@@ -19,6 +19,10 @@ test: venv
 
 test-slow: venv real-model  # the slow tier includes the real-model tests
 	$(PY) -m pytest -q -m slow tests
+
+test-data: venv  # the tests that also read the full data files: make test-data LEASH_DATA=DIR (tests/data/README.md)
+	@test -n "$(LEASH_DATA)" || { echo "make test-data needs LEASH_DATA=DIR, a folder with the full data files (tests/data/README.md)"; exit 2; }
+	LEASH_DATA=$(abspath $(LEASH_DATA)) $(PY) -m pytest -q -m full_data tests
 
 lint: venv
 	.venv/bin/ruff check .
@@ -44,7 +48,6 @@ MUTATE_SCOPE := rewards.answers.* rewards.verify.* rewards.correctness.* rewards
 	rewards.probes.* eval.scoring.* eval.metrics.* eval.monitors.* training_data.pairs.* \
 	recipes.first_loss.*
 mutate: venv
-	@test -e shared || ln -s ../shared shared  # the tests run inside mutants/ and read mutants/../shared/data
 	$(if $(MODULE),,rm -rf mutants)
 	@mkdir -p mutants; start=$$(date +%s); \
 	.venv/bin/mutmut run --max-children 1 $(foreach p,$(if $(MODULE),$(filter $(addsuffix .%,$(subst /,.,$(MODULE:.py=))),$(MUTATE_SCOPE)),$(MUTATE_SCOPE)),'$(p)') \

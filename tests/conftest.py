@@ -28,10 +28,18 @@ def full_data() -> Path:
     """The full offline files (``LEASH_DATA``), for the opt-in tier; skips with the way to get them when absent."""
     folder = os.environ.get("LEASH_DATA")
     if not folder:
-        pytest.skip("needs the full data files: set LEASH_DATA=DIR (tests/data/README.md says how to fill it)")
+        pytest.skip("reads the full data files: make test-data LEASH_DATA=DIR (tests/data/README.md)")
     if not Path(folder).is_dir():
         pytest.fail(f"LEASH_DATA={folder} is not a folder: point it at the full data files (tests/data/README.md)")
     return Path(folder)
+
+
+def pytest_collection_modifyitems(items):
+    # `-m full_data` selects the tests that read the full files (make test-data)
+    for item in items:
+        params = getattr(getattr(item, "callspec", None), "params", {})
+        if "full_data" in getattr(item, "fixturenames", ()) or "full_data" in params.values():
+            item.add_marker(pytest.mark.full_data)
 
 
 @pytest.fixture(scope="session")

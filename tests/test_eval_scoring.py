@@ -166,12 +166,14 @@ def test_a_comparison_without_verdict_is_reported_not_scored_wrong(monkeypatch, 
     assert s["extracted"] == "\\frac{15}{4}" and s["format_ok"]  # the answer was read; only the comparison failed
 
 
-def test_hedged_golds_score_as_the_reward_scores_them(data_dir):
+@pytest.mark.parametrize("folder", ["data_dir", "full_data"])  # the shipped subset keeps both hedged rows
+def test_hedged_golds_score_as_the_reward_scores_them(folder, request):
     # MATH train golds that list solutions ("-2 \\text{ or } -12"): eval and math_correctness are one judgement
     from rewards import get_reward
     from rewards.answers import _is_hedge
 
-    rows = [r for r in read_jsonl(data_dir / "math_train" / "train.jsonl") if r["answer"] and _is_hedge(r["answer"])]
+    path = request.getfixturevalue(folder) / "math_train" / "train.jsonl"
+    rows = [r for r in read_jsonl(path) if r["answer"] and _is_hedge(r["answer"])]
     assert len(rows) == 2
     completions = [r["solution"] for r in rows] + [f"so \\boxed{{{r['answer'].split(' ')[0]}}}" for r in rows]
     golds = [r["answer"] for r in rows] * 2
