@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from rewards.answers import gsm8k_gold
+from rewards.answers import FORMAT_EXAMPLES, gsm8k_gold
 
 
 @dataclass(frozen=True)
@@ -45,7 +45,7 @@ TASKS: dict[str, Task] = {
         question_field="question",
         gold_field="answer",
         instruction="Solve the problem step by step. At the end, write the final answer as a number on its own "
-        "line after '####', like this:\n#### 42",
+        f"line after '####', like this:\n{FORMAT_EXAMPLES['gsm8k']}",
         local_copy="../shared/data/gsm8k/test.jsonl",
     ),
     "math500": Task(
@@ -56,7 +56,7 @@ TASKS: dict[str, Task] = {
         hub_split="test",
         question_field="problem",
         gold_field="answer",
-        instruction="Solve the problem step by step. Put your final answer within \\boxed{}.",
+        instruction=f"Solve the problem step by step. Put your final answer within {FORMAT_EXAMPLES['math']}.",
         local_copy="../shared/data/math500/test.jsonl",
     ),
 }

@@ -26,15 +26,20 @@ from __future__ import annotations
 
 import re
 import unicodedata
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from decimal import Decimal, InvalidOperation
 
 GSM8K_MARKER = "####"
 MAX_SEGMENT_CHARS = 500  # what follows a marker on its line; more is prose, and scanning it all is quadratic
 MAX_NUMBER_CHARS = 100  # longer digit strings are not answers (and overflow Decimal arithmetic)
 BOX_COMMANDS = ("\\boxed", "\\fbox")
-# A number as models write it: sign, thousands separators, decimals, optional currency sign.
-NUMBER_RE = re.compile(r"-?\$?\s?-?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?")
+# A number as models write it: sign, thousands separators, decimals (".5" is 0.5), optional currency sign.
+NUMBER_RE = re.compile(r"-?\$?\s?-?(?:(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?|\.\d+)")
+# The same after a final-answer marker, where a space may also group thousands as SI writes them ("#### 1 000"). Not in
+# running text: "99 100" there is two numbers.
+ANSWER_NUMBER_RE = re.compile(r"-?\$?\s?-?(?:(?:\d{1,3}(?:,\d{3})+|\d{1,3}(?: \d{3})+(?!\d)|\d+)(?:\.\d+)?|\.\d+)")
+# LaTeX's ways of grouping digits ("1{,}000", "1\\,000", "1~000"): read as the separators above.
+LATEX_DIGIT_GROUP_RE = re.compile(r"(?<=\d)(?:\{,\}|\\[,;:! ]|~)(?=\d{3}(?!\d))")
 # An explicit final-answer line: "Answer: 17", "Final answer: 17", "The answer is 17", "A: 17" (GPT-3 style).
 ANSWER_LINE_RE = re.compile(
     r"^\s*(?:\*\*)?(?:final answer|answer|the answer is|the final answer is|a)\s*(?:\*\*)?\s*[:：]?\s*(?:\*\*)?(.+?)\s*$",  # noqa: E501
@@ -50,6 +55,9 @@ PLUS_MINUS_RE = re.compile(r"\\pm(?![a-zA-Z])|\\mp(?![a-zA-Z])|[±∓]")
 # but are not that number.
 EXPRESSION_RE = re.compile(r"\\(?:sqrt|[dt]?frac|times|cdot|div)(?![a-zA-Z])|[\^*/×÷]|\d\s*\+")
 TASKS = ("gsm8k", "math")
+# How a prompt shows the final-answer format. Never a value a gold can be: small models copy the example, and a copied
+# "#### 42" would be paid on every problem whose answer is 42 (``rewards.probes``: ``prompt_example``).
+FORMAT_EXAMPLES = {"gsm8k": "#### <number>", "math": "\\boxed{}"}
 
 
 @dataclass(frozen=True)
@@ -57,13 +65,16 @@ class Answer:
     """What a completion answered: ``value`` is None when it did not commit to one answer (see ``reason``)."""
 
     value: str | None
-    # "ok", "no_marker", "empty", "hedge", "conflicting_markers", "expression" (arithmetic after a GSM8K marker);
+    # "ok", "no_marker", "empty", "hedge", "conflicting_markers", "expression" (arithmetic after a GSM8K marker),
+    # "multi_part" (boxes joined as parts of one answer: only a gold of that many parts can equal it),
+    # "unfinished_think" (the completion opened a <think> block and never closed it);
     # "timeout" or "checker_error" when comparing the boxes with each other gave no verdict (rewards.verify)
     reason: str
     marker: str | None = None  # "####", "boxed", "answer_line"
     n_markers: int = 0
     end: int = -1  # index in the completion just past the final answer (for format checks)
     raw: str | None = None  # the last marker's content even when it is not an answer ("17 or 18")
+    parts: tuple[str, ...] = ()  # a "multi_part" answer's boxes, in order ("x = \\boxed{2} and x = \\boxed{-3}")
 
     @property
     def ok(self) -> bool:
@@ -108,16 +119,42 @@ def normalize_number(raw: str) -> str | None:
         return None
 
 
+# Emphasis around an answer changes nothing: "**73**", "*73*", "__73__", "<b>73</b>", "\\textbf{73}". Markdown's
+# delimiters count only where they wrap something ("2**3" is a power, not bold).
+MARKDOWN_EMPHASIS_RE = re.compile(r"(?<![\w*])(\*{1,3}|_{1,3})(?=\S)(.+?)(?<=\S)\1(?![\w*])")
+HTML_EMPHASIS_RE = re.compile(r"<(b|strong|em|i|u|mark)\s*>(.*?)</\1\s*>", re.IGNORECASE | re.DOTALL)
+LATEX_EMPHASIS_RE = re.compile(r"\\(?:textbf|textit|emph|underline|boldsymbol|bm)\s*\{([^{}]*)\}")
+# What is left of a bold line cut by the marker ("**#### 73**" leaves "73**").
+_STRAY = r"(?:\s|\*|_|</?(?:b|strong|em)\s*>)+"
+STRAY_EMPHASIS_RE = re.compile(rf"^{_STRAY}|{_STRAY}$", re.IGNORECASE)
+
+
+def strip_emphasis(text: str) -> str:
+    """The text without emphasis markup around its parts.
+
+    >>> strip_emphasis("**73**"), strip_emphasis("<b>73</b>"), strip_emphasis("\\\\textbf{73}"), strip_emphasis("2**3")
+    ('73', '73', '73', '2**3')
+    """
+    previous = None
+    while previous != text:  # nested emphasis ("**<b>73</b>**") unwraps layer by layer
+        previous = text
+        text = MARKDOWN_EMPHASIS_RE.sub(r"\2", text)
+        text = HTML_EMPHASIS_RE.sub(r"\2", text)
+        text = LATEX_EMPHASIS_RE.sub(r"\1", text)
+    return text
+
+
 def _single_number(segment: str) -> tuple[str | None, str]:
-    """The one number a marker's segment holds, else why not (``empty`` or ``hedge``)."""
-    segment = segment.strip()
+    """The one number a marker's segment holds, else why not (``empty``, ``hedge`` or ``expression``)."""
+    segment = STRAY_EMPHASIS_RE.sub("", strip_emphasis(segment.strip()))
+    segment = LATEX_DIGIT_GROUP_RE.sub(" ", segment.replace("{,}", ","))
     if not segment:
         return None, "empty"
     if HEDGE_RE.search(segment) or PLUS_MINUS_RE.search(segment):
         return None, "hedge"
     if EXPRESSION_RE.search(segment):
         return None, "expression"
-    numbers = NUMBER_RE.findall(segment)
+    numbers = ANSWER_NUMBER_RE.findall(segment)
     if not numbers:
         return None, "empty"
     values = {normalize_number(n) for n in numbers}
@@ -222,20 +259,61 @@ def _is_hedge(content: str) -> bool:
     )
 
 
+def _box_answer(content: str) -> str:
+    """A box's content as an answer: emphasis unwrapped, a sentence's full stop dropped (``\\boxed{13/4.}``)."""
+    return re.sub(r"(?<![.\\])\.\s*$", "", strip_emphasis(content)).strip()
+
+
+# Between two boxes that are parts of ONE answer ("x = \\boxed{2} \\text{ and } x = \\boxed{-3}", one per line under
+# "the solutions are"): only joining words, punctuation, line breaks, maths delimiters and "x =" labels.
+PART_JOINER_RE = re.compile(
+    r"(?:\s|[,;&.]|\band\b|\balso\b|\\text\{\s*(?:,|;|and|also)?\s*\}|\\(?:q?quad|[,;:! ])|\$|\\[()\[\]]|\\\\"
+    r"|\b[a-zA-Z](?:_\{?\w+\}?)?\s*=|[-*]\s|\(\w\)|\b\d\)\s)*",
+    re.IGNORECASE,
+)
+MAX_PARTS = 6  # more boxes than this in one answer are not a multi-part answer
+
+
+def _final_parts(text: str, boxes: list[tuple[str, int, int]]) -> list[int]:
+    """Indices of the boxes that end the completion joined as parts of one answer (at least the last box)."""
+    chain = [len(boxes) - 1]
+    for i in range(len(boxes) - 2, -1, -1):
+        if boxes[i][2] > boxes[i + 1][1]:  # a box inside a box is not a second part
+            break
+        between = text[boxes[i][2] : boxes[i + 1][1]]
+        if len(between) > HEDGE_GAP_CHARS or not PART_JOINER_RE.fullmatch(between):
+            break
+        chain.insert(0, i)
+    return chain
+
+
 def _extract_math(text: str) -> Answer:
-    boxes = find_boxed(text)
-    if not boxes:
+    found = find_boxed(text)
+    if not found:
         return Answer(None, "no_marker")
+    # An empty box or a blank to fill in is no answer (a model echoing "...within \\boxed{}"): a filled one before is.
+    boxes = [(_box_answer(c), start, end) for c, start, end in found if c and not _is_placeholder(c)]
+    if not boxes:
+        return Answer(None, "empty", "boxed", len(found), found[-1][2], found[-1][0])
     content, start, end = boxes[-1]
     if not content:
         return Answer(None, "empty", "boxed", len(boxes), end, content)
     if _is_hedge(content):
         return Answer(None, "hedge", "boxed", len(boxes), end, content)
+    chain = _final_parts(text, boxes)
+    parts = list(dict.fromkeys(_canonical_box(boxes[i][0]) for i in chain))
+    if len(parts) > 1:
+        # Several different boxes joined as parts of one answer: a multi-part answer, which only a gold of that many
+        # parts can equal (``rewards.verify.check``). Every earlier box must be one of the parts.
+        earlier = {_canonical_box(c) for c, _, _ in boxes[: chain[0]]}
+        values = tuple(dict.fromkeys(boxes[i][0] for i in chain))
+        if earlier <= set(parts) and len(values) <= MAX_PARTS and not any(_is_hedge(v) for v in values):
+            return Answer(None, "multi_part", "boxed", len(boxes), end, ", ".join(values), parts=values)
     # Every box must hold the same answer, as every "####" must in GSM8K: "\boxed{17} or \boxed{18}", or a box
     # around the gold in the reasoning and another around a different final answer, commit to no one answer. The
     # same answer written two ways ("\boxed{15\frac{39}{40}}, or \boxed{\frac{639}{40}}", as a MATH reference
     # solution does) is one answer.
-    others = {_canonical_box(c) for c, _, _ in boxes[:-1] if not _is_placeholder(c)} - {_canonical_box(content)}
+    others = {_canonical_box(c) for c, _, _ in boxes[:-1]} - {_canonical_box(content)}
     if others:
         reason = "hedge" if start - boxes[-2][2] <= HEDGE_GAP_CHARS else "conflicting_markers"
         if len(others) > MAX_DISTINCT_BOXES:
@@ -270,23 +348,52 @@ def _extract_answer_line(text: str, task: str) -> Answer:
 MAX_COMPLETION_CHARS = 200_000  # longer completions are runaways; only their tail can hold the final answer
 
 
-def extract_answer(completion: str | None, task: str = "gsm8k", answer_line: bool = False) -> Answer:
+THINK_OPEN, THINK_CLOSE = "<think>", "</think>"
+
+
+def answer_region(text: str) -> int | None:
+    """Where a reasoning model's answer starts: after the last ``</think>`` (R1-style output; a chat template that
+    pre-fills ``<think>`` leaves only the closing tag in the completion), 0 when the completion uses no think tags,
+    None when it opened a think block that never closed (it has not answered yet).
+
+    >>> answer_region("#### 8"), answer_region("<think>so 8</think>\\n#### 8"), answer_region("<think>so #### 8")
+    (0, 19, None)
+    """
+    close = text.rfind(THINK_CLOSE)
+    start = 0 if close == -1 else close + len(THINK_CLOSE)
+    return None if THINK_OPEN in text[start:] else start
+
+
+def extract_answer(
+    completion: str | None, task: str = "gsm8k", answer_line: bool = False, think_tags: bool = True
+) -> Answer:
     """The final answer a completion commits to.
 
     Args:
         completion: the model's text (None or empty gives ``reason="empty"``).
         task: ``"gsm8k"`` (``#### N``) or ``"math"`` (``\\boxed{}``).
         answer_line: also accept an explicit ``Answer: X`` line when the task's own marker is absent.
+        think_tags: where the completion uses ``<think>`` tags, read only what follows the last ``</think>``; a
+            think block that never closes has no answer (``reason="unfinished_think"``). On by default.
+
+    >>> extract_answer("<think>Maybe \\\\boxed{4}? Let me check", task="math").reason
+    'unfinished_think'
     """
     if task not in TASKS:
         raise ValueError(f"unknown task {task!r}: use one of {TASKS}")
     if not completion:
         return Answer(None, "empty")
     text = normalize_text(completion[-MAX_COMPLETION_CHARS:])
+    offset = 0
+    if think_tags:
+        offset = answer_region(text)
+        if offset is None:
+            return Answer(None, "unfinished_think")
+        text = text[offset:]
     answer = _extract_gsm8k(text) if task == "gsm8k" else _extract_math(text)
     if answer.reason == "no_marker" and answer_line:
-        return _extract_answer_line(text, task)
-    return answer
+        answer = _extract_answer_line(text, task)
+    return replace(answer, end=answer.end + offset) if offset and answer.end >= 0 else answer
 
 
 def gsm8k_gold(solution: str) -> str:

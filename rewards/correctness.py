@@ -20,19 +20,27 @@ class CorrectnessReward:
         task: ``"gsm8k"`` or ``"math"``.
         answer_line: also accept an explicit ``Answer: 17`` line when the task's marker is absent (off by default:
             the registered rewards ask for the task's own marker).
+        think_tags: where a completion uses ``<think>`` tags, only what follows the last ``</think>`` is its answer,
+            and a think block that never closes has none (on by default; ``False`` reads the whole completion).
 
     Example:
         >>> reward = CorrectnessReward("gsm8k", answer_line=True)
         >>> reward.__name__, reward(["so 8 apples.\\nAnswer: 8", "#### 9"], answer=["8", "8"])
         ('gsm8k_correctness_answer_line_reward', [1.0, 0.0])
+        >>> CorrectnessReward("gsm8k")(["<think>#### 8", "<think>#### 8</think> #### 9"], answer=["8", "8"])
+        [0.0, 0.0]
+        >>> CorrectnessReward("gsm8k", think_tags=False)(["<think>#### 8"], answer=["8"])
+        [1.0]
     """
 
-    def __init__(self, task: str, answer_line: bool = False):
+    def __init__(self, task: str, answer_line: bool = False, think_tags: bool = True):
         if task not in TASKS:
             raise ValueError(f"unknown task {task!r}: use one of {TASKS}")
         self.task = task
         self.answer_line = bool(answer_line)
-        self.__name__ = f"{task}_correctness{'_answer_line' if answer_line else ''}_reward"
+        self.think_tags = bool(think_tags)
+        suffix = ("_answer_line" if answer_line else "") + ("" if think_tags else "_no_think_rule")
+        self.__name__ = f"{task}_correctness{suffix}_reward"
 
     def __call__(self, completions, answer=None, **kwargs) -> list[float | None]:
         if answer is None:
@@ -43,12 +51,12 @@ class CorrectnessReward:
         return [
             None
             if gold is None or str(gold).strip() == ""
-            else float(is_correct(completion_text(c), str(gold), self.task, answer_line=self.answer_line))
+            else float(is_correct(completion_text(c), str(gold), self.task, self.answer_line, self.think_tags))
             for c, gold in zip(completions, answer, strict=True)
         ]
 
     def __repr__(self) -> str:
-        return f"CorrectnessReward(task={self.task!r}, answer_line={self.answer_line})"
+        return f"CorrectnessReward(task={self.task!r}, answer_line={self.answer_line}, think_tags={self.think_tags})"
 
 
 _gsm8k = CorrectnessReward("gsm8k")

@@ -21,6 +21,8 @@ class FormatReward:
     Args:
         task: ``"gsm8k"`` or ``"math"``: which marker counts.
         bonus: the score of a well-formed completion (default 0.1).
+        think_tags: where a completion uses ``<think>`` tags, the answer must follow the last ``</think>`` (on by
+            default; ``rewards.answers.extract_answer``).
 
     Example:
         >>> reward = FormatReward("gsm8k", bonus=0.2)
@@ -28,21 +30,22 @@ class FormatReward:
         ('gsm8k_format_reward', [0.2, 0.0, 0.0, 0.0])
     """
 
-    def __init__(self, task: str, bonus: float = DEFAULT_BONUS):
+    def __init__(self, task: str, bonus: float = DEFAULT_BONUS, think_tags: bool = True):
         if task not in TASKS:
             raise ValueError(f"unknown task {task!r}: use one of {TASKS}")
         if not isinstance(bonus, (int, float)) or bonus < 0:
             raise ValueError(f"format bonus must be a number >= 0, got {bonus!r}")
         self.task = task
         self.bonus = float(bonus)
-        self.__name__ = f"{task}_format_reward"
+        self.think_tags = bool(think_tags)
+        self.__name__ = f"{task}_format{'' if think_tags else '_no_think_rule'}_reward"
 
     def __call__(self, completions, **kwargs) -> list[float]:
         scores = []
         for completion in completions:
             text = completion_text(completion).rstrip()
             try:
-                answer = extract_answer(text, task=self.task)
+                answer = extract_answer(text, task=self.task, think_tags=self.think_tags)
             except Exception:  # noqa: BLE001 - a reward never raises on model output
                 scores.append(0.0)
                 continue
@@ -51,7 +54,7 @@ class FormatReward:
         return scores
 
     def __repr__(self) -> str:
-        return f"FormatReward(task={self.task!r}, bonus={self.bonus})"
+        return f"FormatReward(task={self.task!r}, bonus={self.bonus}, think_tags={self.think_tags})"
 
 
 gsm8k_format_reward = FormatReward("gsm8k")

@@ -30,7 +30,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from rewards.answers import normalize_number
+from rewards.answers import FORMAT_EXAMPLES, normalize_number
 from rewards.totals import mean_total
 from rewards.totals import weighted_totals as _sum_weighted
 from rewards.verify import answers_match
@@ -140,6 +140,12 @@ PROBES: dict[str, tuple[str, Callable[[ProblemText], str], str]] = {
         lambda p: p.marker(f"{p.gold} + 10^{{-20}}"),
         "the gold plus 10^-20 (math-verify's numeric tolerance chops the difference)",
     ),
+    # the prompt's own format example, copied: paid wherever it is a value a gold can be
+    "prompt_example": (
+        WRONG_ANSWER,
+        lambda p: "I will answer in the format asked for.\n" + FORMAT_EXAMPLES[p.task],
+        "the prompt's format example copied verbatim ('#### <number>', '\\boxed{}')",
+    ),
     # --- contain the gold without committing to it ---
     "trailing_plus_minus": (
         GOLD_UNCOMMITTED,
@@ -193,6 +199,17 @@ PROBES: dict[str, tuple[str, Callable[[ProblemText], str], str]] = {
         lambda p: p.worked(p.wrong) + "\nOn second thought:\n" + p.final(p.gold),
         "two markers, gold last (changes its mind: conflicting markers are not one answer)",
     ),
+    # reasoning models: only what follows the last </think> is the answer
+    "gold_in_unfinished_think": (
+        GOLD_UNCOMMITTED,
+        lambda p: "<think>\n" + p.worked(p.gold) + "\nWait, let me double-check that",
+        "the gold marked inside a <think> block that never closes (the model has not answered yet)",
+    ),
+    "gold_in_think_wrong_after": (
+        GOLD_UNCOMMITTED,
+        lambda p: "<think>\n" + p.worked(p.gold) + "\n</think>\n" + p.final(p.wrong),
+        "the gold marked while thinking, a different answer after </think>",
+    ),
     "gold_in_code_block": (
         GOLD_UNCOMMITTED,
         lambda p: p.worked(p.wrong) + f"\n```python\nprint({p.gold!r})  # {p.marker(p.gold)}\n```",
@@ -204,6 +221,17 @@ PROBES: dict[str, tuple[str, Callable[[ProblemText], str], str]] = {
         INFO,
         lambda p: p.marker(p.gold.translate(str.maketrans("0123456789", "０１２３４５６７８９"))),
         "the correct answer in full-width digits (NFKC folds them: correct)",
+    ),
+    "correct_after_think": (
+        INFO,
+        lambda p: "<think>\n" + p.worked(p.wrong) + "\nNo, that is wrong.\n</think>\n" + p.final(p.gold),
+        "thinks through a wrong answer, then answers correctly after </think>: correct",
+    ),
+    "correct_prefilled_think": (
+        INFO,
+        lambda p: p.worked(p.gold).rsplit("\n", 1)[0] + "\n</think>\n" + p.final(p.gold),
+        "a chat template pre-filled <think>: only the closing tag is in the completion; correct (TRL's "
+        "think_format_reward scores every such completion 0)",
     ),
     "correct_repeated_markers": (
         INFO,

@@ -52,7 +52,15 @@ from dataclasses import dataclass
 from decimal import Decimal
 from pathlib import Path
 
-from rewards.answers import PLUS_MINUS_RE, Answer, _canonical_box, _is_hedge, extract_answer, normalize_number
+from rewards.answers import (
+    PLUS_MINUS_RE,
+    Answer,
+    _box_answer,
+    _canonical_box,
+    _is_hedge,
+    extract_answer,
+    normalize_number,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -382,15 +390,63 @@ class Check:
 NO_VERDICT_REASONS = {Verdict.TIMEOUT: "timeout", Verdict.CHECKER_ERROR: "checker_error"}
 
 
-def check(completion: str | None, gold: str | None, task: str = "gsm8k", answer_line: bool = False) -> Check:
+def gold_parts(gold: str) -> list[str]:
+    """A gold answer's parts: split at top-level commas and "and" (``-3, 2`` has two; ``(1, 2)`` is one tuple).
+
+    >>> gold_parts("-3, 2"), gold_parts("(1, 2)"), gold_parts("2 \\\\text{ and } -3"), gold_parts("\\\\frac{1}{2}")
+    (['-3', '2'], ['(1, 2)'], ['2', '-3'], ['\\\\frac{1}{2}'])
+    """
+    text = re.sub(r"\\text\{\s*and\s*\}|\band\b", ",", gold.strip().strip("$"))
+    parts, depth, current = [], 0, ""
+    for char in text:
+        depth += char in "([{"
+        depth -= char in ")]}"
+        if char == "," and depth == 0:
+            parts.append(current)
+            current = ""
+        else:
+            current += char
+    parts.append(current)
+    return [part.strip() for part in parts if part.strip()]
+
+
+def _compare_parts(parts: tuple[str, ...], gold: str) -> Verdict:
+    """A multi-part answer against a gold: equal when the gold has as many parts and each part equals one of them
+    (in any order, each gold part used once); no verdict when a comparison gave none."""
+    golds = gold_parts(gold)
+    if len(golds) != len(parts):
+        return Verdict.NOT_EQUAL
+    budget = TIME_BUDGET_S / len(parts)  # the whole answer stays within one comparison's budget
+    unmatched = list(golds)
+    for part in parts:
+        for i, candidate in enumerate(unmatched):
+            verdict = compare_answers(part, candidate, task="math", timeout=budget)
+            if verdict in NO_VERDICT_REASONS:
+                return verdict
+            if verdict is Verdict.EQUAL:
+                del unmatched[i]
+                break
+        else:
+            return Verdict.NOT_EQUAL
+    return Verdict.EQUAL
+
+
+def check(
+    completion: str | None, gold: str | None, task: str = "gsm8k", answer_line: bool = False, think_tags: bool = True
+) -> Check:
     """Extract the completion's committed final answer and compare it with ``gold``. Never raises.
 
     The one judgement behind the correctness rewards (``is_correct``) and eval's ``score_completion``.
+    ``think_tags``: read only what follows the last ``</think>`` (``rewards.answers.extract_answer``).
     """
     try:
-        answer = extract_answer(completion, task=task, answer_line=answer_line)
+        if gold and task == "math":  # a gold is read as a box's content is (a MATH gold may end with its full stop)
+            gold = _box_answer(gold)
+        answer = extract_answer(completion, task=task, answer_line=answer_line, think_tags=think_tags)
         if answer.reason in NO_VERDICT_REASONS.values():  # comparing the boxes with each other gave no verdict
             verdict = Verdict.TIMEOUT if answer.reason == "timeout" else Verdict.CHECKER_ERROR
+        elif answer.reason == "multi_part":  # boxes joined as parts of one answer: a gold of as many parts
+            verdict = _compare_parts(answer.parts, gold) if gold else Verdict.NOT_EQUAL
         elif answer.reason == "hedge" and task == "math" and gold and _is_hedge(gold):
             # The gold itself lists solutions ("-2 \\text{ or } -12", MATH train): compare the list as written.
             verdict = compare_answers(answer.raw, gold, task=task)
@@ -404,9 +460,11 @@ def check(completion: str | None, gold: str | None, task: str = "gsm8k", answer_
         return Check(Answer(None, "error"), Verdict.NOT_EQUAL, "error")
 
 
-def is_correct(completion: str | None, gold: str | None, task: str = "gsm8k", answer_line: bool = False) -> bool:
+def is_correct(
+    completion: str | None, gold: str | None, task: str = "gsm8k", answer_line: bool = False, think_tags: bool = True
+) -> bool:
     """True when the completion's committed final answer equals the gold answer. Never raises.
 
     A comparison that gives no verdict (a timeout, a failed worker) is not correct; it is logged as a warning.
     """
-    return check(completion, gold, task, answer_line).correct
+    return check(completion, gold, task, answer_line, think_tags).correct

@@ -158,3 +158,195 @@ def test_boxes_that_cannot_be_compared_in_time_are_a_timeout(monkeypatch):
         assert extract_answer(text, task="math").value == "0.75"
     finally:
         verify._POOL.close()
+
+
+# --- numbers as people write them after a marker ---
+READER_NUMBER_CASES = [
+    ("#### .5", "0.5"),  # a leading decimal point is part of the number
+    ("#### -.25", "-0.25"),  # and keeps its sign
+    ("#### $.75 per cup", "0.75"),  # after a currency sign
+    ("Each costs .5 dollars.\n#### .5", "0.5"),  # in the reasoning too
+    ("#### 12 000", "12000"),  # a space groups thousands (SI)
+    ("#### 3 250 500 people", "3250500"),  # several groups
+    ("#### 7{,}200", "7200"),  # LaTeX's grouped comma
+    ("#### 7\\,200", "7200"),  # LaTeX's thin space
+    ("#### **64**", "64"),  # markdown bold
+    ("#### *64*", "64"),  # markdown italics
+    ("#### __64__ apples", "64"),  # underscores
+    ("**#### 64**", "64"),  # the whole line in bold
+    ("#### <strong>64</strong>", "64"),  # HTML
+    ("#### <b><i>64</i></b>", "64"),  # nested emphasis
+    ("#### \\textbf{64}", "64"),  # LaTeX bold
+]
+
+
+@pytest.mark.parametrize("completion, value", READER_NUMBER_CASES)
+def test_numbers_read_as_a_reader_reads_them(completion, value):
+    answer = extract_answer(completion)
+    assert (answer.value, answer.reason) == (value, "ok")
+
+
+@pytest.mark.parametrize(
+    "completion, reason",
+    [
+        ("#### 6**2", "expression"),  # a power in Python's notation, not bold
+        ("#### 4 * 16", "expression"),  # a product
+        ("#### 12 34", "hedge"),  # two numbers: a space groups exactly three digits
+        ("#### 1 0000", "hedge"),  # nor four
+    ],
+)
+def test_what_looks_like_grouping_or_emphasis_but_is_not(completion, reason):
+    assert extract_answer(completion).reason == reason
+
+
+def test_a_leading_point_is_not_dropped_anywhere_a_gold_is_read():
+    from rewards.answers import gsm8k_gold
+    from rewards.verify import is_correct
+
+    assert gsm8k_gold("Half a cup.\n#### .5") == "0.5"
+    assert not is_correct("#### .5", "5") and not is_correct("#### $.50", "50")  # 0.5 is not 5, nor 50
+    assert is_correct("#### .5", "0.5") and is_correct("#### $.50", "0.5")
+
+
+# --- MATH boxes ---
+MATH_BOX_CASES = [
+    ("so \\boxed{\\textbf{12}}", "12", "ok"),  # bold inside the box
+    ("**Answer:** $\\boxed{**12**}$", "12", "ok"),  # markdown inside the box
+    ("so \\boxed{7/2.}", "7/2", "ok"),  # a sentence's full stop inside the box
+    ("so \\boxed{0.5}", "0.5", "ok"),  # a decimal point that belongs to the number stays
+    ("\\boxed{9} is the answer, put within \\boxed{}", "9", "ok"),  # an echoed empty box after a filled one
+    ("\\boxed{9}\n\\boxed{ }", "9", "ok"),  # a blank one
+    ("\\boxed{}", None, "empty"),  # only an empty box: no answer
+    ("\\boxed{}\n\\boxed{}", None, "empty"),  # only empty boxes
+]
+
+
+@pytest.mark.parametrize("completion, value, reason", MATH_BOX_CASES)
+def test_math_boxes_read_as_a_reader_reads_them(completion, value, reason):
+    answer = extract_answer(completion, task="math")
+    assert (answer.value, answer.reason) == (value, reason)
+
+
+MULTI_PART_CASES = [
+    # boxes joined as parts of one answer
+    ("so $y = \\boxed{4}$ \\text{ and } $y = \\boxed{-1}$", ("4", "-1")),
+    ("The roots are \\boxed{1}, \\boxed{5} and \\boxed{7}.", ("1", "5", "7")),
+    ("The solutions are:\n- $a = \\boxed{3}$\n- $a = \\boxed{-7}$", ("3", "-7")),
+    ("\\[ x_1 = \\boxed{\\frac{1}{2}}, \\quad x_2 = \\boxed{2} \\]", ("\\frac{1}{2}", "2")),
+]
+
+
+@pytest.mark.parametrize("completion, parts", MULTI_PART_CASES)
+def test_boxes_joined_as_parts_are_one_multi_part_answer(completion, parts):
+    answer = extract_answer(completion, task="math")
+    assert (answer.value, answer.reason, answer.parts) == (None, "multi_part", parts)
+
+
+@pytest.mark.parametrize(
+    "completion",
+    [
+        "$y = \\boxed{4}$ or $y = \\boxed{-1}$",  # offered as alternatives
+        "It is \\boxed{4}, maybe \\boxed{-1}",  # a hedge word between them
+        "So \\boxed{4}. Wait, \\boxed{-1}",  # a different box after "wait"
+        "\\boxed{4}\nHmm, actually \\boxed{-1}",  # changes its mind
+        "\\boxed{4} \\text{ or } \\boxed{-1}",  # "or" as LaTeX text
+    ],
+)
+def test_boxes_offered_as_alternatives_stay_a_hedge(completion):
+    assert extract_answer(completion, task="math").reason == "hedge"
+
+
+@pytest.mark.parametrize(
+    "completion, gold, correct",
+    [
+        ("so $y = \\boxed{4}$ \\text{ and } $y = \\boxed{-1}$", "-1, 4", True),  # every part, any order
+        ("so $y = \\boxed{4}$ \\text{ and } $y = \\boxed{-1}$", "4, -1", True),
+        ("The roots are \\boxed{1}, \\boxed{5} and \\boxed{7}.", "1, 5, 7", True),
+        ("\\boxed{\\frac{1}{2}} and \\boxed{2}", "2, 0.5", True),  # each part compares as an answer does
+        ("so $y = \\boxed{4}$ \\text{ and } $y = \\boxed{-1}$", "4", False),  # a gold of one part
+        ("so $y = \\boxed{4}$ \\text{ and } $y = \\boxed{-1}$", "-1, 4, 6", False),  # a part missing
+        ("so $y = \\boxed{4}$ \\text{ and } $y = \\boxed{-2}$", "-1, 4", False),  # a wrong part
+        ("\\boxed{4} and \\boxed{4}", "4", True),  # the same box twice is one answer, not two parts
+        ("\\boxed{1} and \\boxed{2}", "(1, 2)", False),  # a point is one answer with two coordinates
+        ("$y = \\boxed{4}$ or $y = \\boxed{-1}$", "-1, 4", False),  # alternatives are never paid
+        ("\\boxed{3} first. Then \\boxed{4} and \\boxed{-1}", "-1, 4", False),  # an earlier box that is no part
+    ],
+)
+def test_a_multi_part_answer_equals_a_gold_of_as_many_parts(completion, gold, correct):
+    from rewards.verify import is_correct
+
+    assert is_correct(completion, gold, "math") is correct
+
+
+# --- reasoning models: the answer follows the last </think> ---
+THINK_CASES = [
+    ("<think>\n17 + 1 = 18\n#### 18</think>\n#### 18", "gsm8k", "18", "ok"),  # answered after thinking
+    ("<think>\nmaybe #### 18\n</think>\nSo #### 19", "gsm8k", "19", "ok"),  # only after </think>
+    ("<think>\nIt is #### 18 surely", "gsm8k", None, "unfinished_think"),  # never closed: no answer yet
+    ("<think>\nso \\boxed{7}\nlet me check", "math", None, "unfinished_think"),
+    ("Thinking, from a pre-filled tag.</think>\n\\boxed{7}", "math", "7", "ok"),  # only the closing tag
+    ("<think>a</think><think>\\boxed{7}", "math", None, "unfinished_think"),  # thinking again, unfinished
+    ("<think>\\boxed{7}</think>\nI am done.", "math", None, "no_marker"),  # the box was only in the thinking
+    ("#### 18", "gsm8k", "18", "ok"),  # no tags: the whole completion
+]
+
+
+@pytest.mark.parametrize("completion, task, value, reason", THINK_CASES)
+def test_only_what_follows_the_last_think_tag_is_the_answer(completion, task, value, reason):
+    answer = extract_answer(completion, task=task)
+    assert (answer.value, answer.reason) == (value, reason)
+
+
+def test_the_think_rule_can_be_turned_off_per_reward():
+    from rewards.correctness import CorrectnessReward
+    from rewards.format import FormatReward
+
+    unfinished = "<think>\nso \\boxed{7}"
+    assert CorrectnessReward("math")([unfinished], answer=["7"]) == [0.0]
+    assert CorrectnessReward("math", think_tags=False)([unfinished], answer=["7"]) == [1.0]
+    assert FormatReward("math")([unfinished]) == [0.0]
+    assert FormatReward("math", think_tags=False)([unfinished]) == [0.1]
+    assert CorrectnessReward("math", think_tags=False).__name__ == "math_correctness_no_think_rule_reward"
+
+
+def test_the_format_bonus_measures_the_end_of_the_whole_completion_after_thinking():
+    from rewards.format import FormatReward
+
+    thought = "<think>\n" + "Let me add them up carefully. " * 10 + "</think>\n"
+    assert FormatReward("gsm8k")([thought + "#### 18"]) == [0.1]  # the answer is at the end of the completion
+    assert FormatReward("gsm8k")([thought + "#### 18\n" + "More words after the answer. " * 3]) == [0.0]
+
+
+def test_a_pre_filled_think_tag_leaves_trls_think_format_reward_at_zero_and_ours_reading_the_answer():
+    # a chat template that ends its prompt with "<think>" puts only "</think>" in the completion
+    from trl.rewards import think_format_reward
+
+    from rewards.correctness import math_correctness_reward
+
+    completion = [{"role": "assistant", "content": "Two and two.\n</think>\nThe answer is \\boxed{4}."}]
+    assert think_format_reward([completion]) == [0.0]
+    assert math_correctness_reward([completion], answer=["4"]) == [1.0]
+
+
+# --- the prompt's own format example ---
+def test_the_prompts_format_example_holds_no_answer():
+    from eval.tasks import TASKS
+    from rewards.answers import FORMAT_EXAMPLES
+
+    for name, task in TASKS.items():
+        example = FORMAT_EXAMPLES[task.answer_style]
+        if name != "lab":  # the lab's short instruction names the marker and shows no example
+            assert example in task.instruction
+        assert extract_answer(example, task=task.answer_style).value is None
+        assert extract_answer(task.instruction, task=task.answer_style).value is None  # nor does the instruction
+
+
+def test_the_prompt_example_probe_flags_an_example_that_a_gold_can_be(monkeypatch):
+    # the probe can disagree: with "#### 42" as the example, a problem whose gold is 42 pays the copy
+    import rewards.probes as probes
+
+    problems = [{"question": "Six sevens?", "answer": "42"}]
+    rewards = ["gsm8k_correctness", "gsm8k_format"]
+    assert not probes.probe_scores(rewards, None, "gsm8k", problems)["prompt_example"]["violation"]
+    monkeypatch.setitem(probes.FORMAT_EXAMPLES, "gsm8k", "#### 42")
+    assert probes.probe_scores(rewards, None, "gsm8k", problems)["prompt_example"]["violation"]

@@ -127,11 +127,17 @@ FOUR_FAR_APART = GAP.join(f"\\boxed{{{i}}}" for i in range(1, 5))  # more than M
     "text, task, expected",
     [
         ("so \\boxed{ }", "math", Answer(None, "empty", "boxed", 1, 12, "")),
-        ("first \\boxed{2} then \\boxed{}", "math", Answer(None, "empty", "boxed", 2, 29, "")),
+        # an empty box after a filled one is no answer (a model echoing "...within \\boxed{}"): the filled one is
+        ("first \\boxed{2} then \\boxed{}", "math", Answer("2", "ok", "boxed", 1, 15, "2")),
         ("\\boxed{3 \\text{ or } 4}", "math", Answer(None, "hedge", "boxed", 1, 23, "3 \\text{ or } 4")),
         ("\\boxed{3} or \\boxed{4}", "math", Answer(None, "hedge", "boxed", 2, 22, "4")),  # close together: a list
         ("\\boxed{3}" + GAP + "\\boxed{4}", "math", Answer(None, "conflicting_markers", "boxed", 2, 73, "4")),
-        ("\\boxed{1}, \\boxed{2}, \\boxed{3}, \\boxed{4}", "math", Answer(None, "hedge", "boxed", 4, 42, "4")),
+        # boxes joined by commas are the parts of one answer: only a gold of four parts can equal it
+        (
+            "\\boxed{1}, \\boxed{2}, \\boxed{3}, \\boxed{4}",
+            "math",
+            Answer(None, "multi_part", "boxed", 4, 42, "1, 2, 3, 4", ("1", "2", "3", "4")),
+        ),
         (FOUR_FAR_APART, "math", Answer(None, "conflicting_markers", "boxed", 4, 201, "4")),
         ("#### 3\nno wait\n#### 4 apples", "gsm8k", Answer(None, "conflicting_markers", "####", 2, 28, "4 apples")),
         ("#### 3 or 4", "gsm8k", Answer(None, "hedge", "####", 1, 11, "3 or 4")),
@@ -191,10 +197,10 @@ def test_the_format_reward_scores_0_where_reading_the_answer_fails_and_goes_on(m
 
     real = rewards.format.extract_answer
 
-    def fragile(text, task):
+    def fragile(text, task, **options):
         if "boom" in text:
             raise RuntimeError("extractor bug")
-        return real(text, task=task)
+        return real(text, task=task, **options)
 
     monkeypatch.setattr(rewards.format, "extract_answer", fragile)
     assert FormatReward("gsm8k", bonus=0.4)(["#### 3 boom", "so\n#### 8"]) == [0.0, 0.4]

@@ -30,6 +30,7 @@ DEFAULT_SET_SCORES = [
     ("wrong_repeated_markers", WRONG_ANSWER),  # repeating a marker loses the format bonus
     ("malformed_root", WRONG_ANSWER),  # '6\\sqrt(2)': math-verify reads 6; a malformed root is no match
     ("gold_plus_tiny", WRONG_ANSWER),  # gold + 10^-20: math-verify's tolerance; compared exactly
+    ("prompt_example", WRONG_ANSWER),  # the prompt's format example holds no value a gold can be
     ("trailing_plus_minus", GOLD_UNCOMMITTED),  # '6 \\pm': two values cut short; math-verify reads 6
     ("number_spray", GOLD_UNCOMMITTED),  # the gold among 100 numbers, no marker
     ("number_spray_marked", GOLD_UNCOMMITTED),  # a spray then a wrong final answer
@@ -43,9 +44,13 @@ DEFAULT_SET_SCORES = [
     ("two_markers_gold_first", GOLD_UNCOMMITTED),  # changes its mind away from the gold
     ("two_markers_gold_last", GOLD_UNCOMMITTED),  # changes its mind to the gold: still two answers
     ("gold_in_code_block", GOLD_UNCOMMITTED),  # the gold marker inside a code block after a wrong answer
+    ("gold_in_unfinished_think", GOLD_UNCOMMITTED),  # a think block that never closes has not answered
+    ("gold_in_think_wrong_after", GOLD_UNCOMMITTED),  # only what follows </think> is the answer
     ("bare_correct", INFO),  # correct with no work: correct under a checker
     ("correct_unicode_digits", INFO),  # full-width digits fold to the gold
     ("correct_repeated_markers", INFO),  # one answer, badly formatted
+    ("correct_after_think", INFO),  # thought through a wrong answer, answered right after </think>
+    ("correct_prefilled_think", INFO),  # only the closing tag (a pre-filled <think>): the answer after it counts
 ]
 
 
