@@ -221,7 +221,7 @@ def test_reward_set_without_correctness_says_to_add_one():
     assert "Add a correctness reward" in str(err.value)
 
 
-# --- cases that hand mutation testing left alive; each fixture differs from the defaults ---
+# --- repeated markers, answer lines, a failing extractor; each fixture differs from the defaults ---
 
 
 @pytest.mark.parametrize(
