@@ -4,12 +4,27 @@ Run: OMP_NUM_THREADS=1 .venv/bin/python -m pytest -q tests/test_answers.py
 """
 
 import time
+from collections import OrderedDict
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from rewards.answers import extract_answer, find_boxed, normalize_number
+import rewards.verify as verify
+from rewards.answers import (
+    MAX_NUMBER_CHARS,
+    MAX_SEGMENT_CHARS,
+    Answer,
+    extract_answer,
+    find_boxed,
+    gsm8k_gold,
+    normalize_number,
+)
+from rewards.verify import warm_up
+
+# the math-verify workers start while the tests are collected, so that no test's 0.8 s comparison budget pays a
+# worker's start-up (seconds on a loaded box), whichever test runs first
+warm_up()
 
 GSM8K_CASES = [
     ("3 + 5 = 8\n#### 8", "8", "ok"),  # plain
@@ -350,3 +365,179 @@ def test_the_prompt_example_probe_flags_an_example_that_a_gold_can_be(monkeypatc
     assert not probes.probe_scores(rewards, None, "gsm8k", problems)["prompt_example"]["violation"]
     monkeypatch.setitem(probes.FORMAT_EXAMPLES, "gsm8k", "#### 42")
     assert probes.probe_scores(rewards, None, "gsm8k", problems)["prompt_example"]["violation"]
+
+
+# --- characters folded inside a number, a gold's trailing period, the number and segment limits ---
+
+
+@pytest.mark.parametrize(
+    "text, value",
+    [
+        ("She pays\n#### 1\u200b000", "1000"),  # a zero-width space inside the number is dropped, not a separator
+        ("The temperature fell to\n#### \u221212", "-12"),  # the unicode minus sign is a minus
+    ],
+)
+def test_invisible_and_unicode_characters_inside_a_number_are_folded(text, value):
+    assert extract_answer(text).value == value
+
+
+def test_a_gold_written_with_a_trailing_period_is_read():
+    assert normalize_number("$1,234.00.") == "1234"
+    # the GSM8K comparison reads the gold through normalize_number
+    assert verify.compare_answers("1234", "$1,234.00.", task="gsm8k") is verify.Verdict.EQUAL
+
+
+def test_a_number_of_exactly_max_number_chars_is_read_and_one_longer_is_not():
+    at_limit = "1." + "0" * (MAX_NUMBER_CHARS - 2)  # 1 with trailing zeros
+    assert (len(at_limit), normalize_number(at_limit)) == (MAX_NUMBER_CHARS, "1")
+    assert normalize_number(at_limit + "0") is None
+
+
+def test_a_small_decimal_answer_is_written_out_not_in_exponent_form():
+    assert extract_answer("The dose per gram is\n#### 0.0000005").value == "0.0000005"  # not "5E-7"
+
+
+def test_only_the_first_max_segment_chars_after_a_marker_are_read():
+    # a number past the segment, on the same line, is prose, not a second candidate
+    text = "#### 18 dollars" + " and then some" * (MAX_SEGMENT_CHARS // 10) + " 19\n"
+    answer = extract_answer(text)
+    assert (answer.value, answer.reason) == ("18", "ok")
+
+
+# --- markers sharing a line, and the forms of \boxed a model writes besides \boxed{...} ---
+
+
+@pytest.mark.parametrize("text", ["#### 17 #### 18", "#### 17 #### 18 #### 18"])
+def test_markers_on_one_line_are_each_read_up_to_the_next_marker(text):
+    # each marker's segment ends at the next one: "17" and "18" are two committed answers that disagree
+    answer = extract_answer(text)
+    assert (answer.value, answer.reason, answer.n_markers) == (None, "conflicting_markers", text.count("####"))
+
+
+@pytest.mark.parametrize("text", ["so the final answer is \\boxed", "so the final answer is \\boxed  "])
+def test_a_completion_cut_off_right_after_boxed_has_no_answer(text):
+    # generation stopped at the token limit just after the command: no box, and no IndexError
+    assert find_boxed(text) == []
+    assert extract_answer(text, task="math").reason == "no_marker"
+
+
+def test_a_space_between_boxed_and_its_brace_is_allowed():
+    text = "So \\boxed {18}. Done."
+    answer = extract_answer(text, task="math")
+    assert (answer.value, answer.reason, answer.end) == ("18", "ok", text.index("}") + 1)
+
+
+def test_boxed_with_one_token_after_a_space_is_a_box():
+    text = "So \\boxed 5 apples."
+    assert find_boxed(text) == [("5", 3, 11)]  # (content, start, end): end just past the "5"
+    answer = extract_answer(text, task="math")
+    assert (answer.value, answer.reason, answer.end) == ("5", "ok", 11)
+
+
+def test_a_command_that_only_starts_with_fbox_is_not_a_box():
+    text = "\\setlength{\\fboxsep}{2pt} so \\boxed{18}"  # \fboxsep is LaTeX's padding length, not \fbox
+    assert find_boxed(text) == [("18", 29, 39)]
+    assert extract_answer(text, task="math").value == "18"
+
+
+def test_in_a_box_inside_a_box_the_inner_box_is_the_final_answer(monkeypatch):
+    # boxes are ordered by where they start, so the inner box comes last; the outer one is compared with it
+    asked = []
+
+    def compare_answers(pred, gold, task, timeout):
+        asked.append((pred, gold))
+        return verify.Verdict.EQUAL
+
+    monkeypatch.setattr(verify, "compare_answers", compare_answers)  # no math-verify worker needed
+    text = "So \\boxed{\\boxed{3}}."
+    assert [content for content, _, _ in find_boxed(text)] == ["\\boxed{3}", "3"]
+    answer = extract_answer(text, task="math")
+    assert (answer.value, answer.reason) == ("3", "ok")
+    assert asked == [("\\boxed{3}", "3")]
+
+
+# --- every field of an answer from an Answer: line and of a non-answer; gsm8k_gold's error; other boxes compared ---
+
+
+@pytest.mark.parametrize(
+    "text, task, expected",
+    [
+        # the trailing period goes, before the number is read (raw shows what was read)
+        ("She has 17 left.\nAnswer: 17.", "gsm8k", Answer("17", "ok", "answer_line", 1, 28, "17")),
+        # MATH: the period, then the dollar signs around the expression
+        ("so\nFinal answer: $x+1$.", "math", Answer("x+1", "ok", "answer_line", 1, 23, "x+1")),
+        ("Answer: $$", "math", Answer(None, "empty", "answer_line", 1, 10, "")),  # nothing inside the dollars
+        ("Answer: $3$ or $4$", "math", Answer(None, "hedge", "answer_line", 1, 18, "3$ or $4")),
+        ("A: 5\nThe answer is 6", "gsm8k", Answer("6", "ok", "answer_line", 2, 20, "6")),  # the last line counts
+        ("no marker at all", "math", Answer(None, "no_marker")),  # every field at its default
+        ("Answer: 2X.", "math", Answer("2X", "ok", "answer_line", 1, 11, "2X")),  # only the period goes
+        ("Answer: $X+1$", "math", Answer("X+1", "ok", "answer_line", 1, 13, "X+1")),  # only the dollars and spaces
+    ],
+)
+def test_an_answer_line_is_read_field_by_field(text, task, expected):
+    assert extract_answer(text, task=task, answer_line=True) == expected
+
+
+def test_a_gsm8k_solution_without_a_final_answer_is_named_by_its_end():
+    solution = "Tom buys 3 packs of 12 pencils and gives away 5, so he keeps 3 * 12 - 5 = 31 pencils at the end."
+    with pytest.raises(ValueError) as raised:
+        gsm8k_gold(solution)
+    assert str(raised.value) == f"GSM8K solution has no '#### N' final answer: {solution[-80:]!r}"
+    assert len(solution) > 81  # the message shows the last 80 characters, not the whole text
+
+
+GAP = " and then some more words to make the gap long enough, "  # more than HEDGE_GAP_CHARS between two boxes
+FOUR_FAR_APART = GAP.join(f"\\boxed{{{i}}}" for i in range(1, 5))  # more than MAX_DISTINCT_BOXES others
+
+
+@pytest.mark.parametrize(
+    "text, task, expected",
+    [
+        ("so \\boxed{ }", "math", Answer(None, "empty", "boxed", 1, 12, "")),
+        # an empty box after a filled one is no answer (a model echoing "...within \\boxed{}"): the filled one is
+        ("first \\boxed{2} then \\boxed{}", "math", Answer("2", "ok", "boxed", 1, 15, "2")),
+        ("\\boxed{3 \\text{ or } 4}", "math", Answer(None, "hedge", "boxed", 1, 23, "3 \\text{ or } 4")),
+        ("\\boxed{3} or \\boxed{4}", "math", Answer(None, "hedge", "boxed", 2, 22, "4")),  # close together: a list
+        ("\\boxed{3}" + GAP + "\\boxed{4}", "math", Answer(None, "conflicting_markers", "boxed", 2, 73, "4")),
+        # boxes joined by commas are the parts of one answer: only a gold of four parts can equal it
+        (
+            "\\boxed{1}, \\boxed{2}, \\boxed{3}, \\boxed{4}",
+            "math",
+            Answer(None, "multi_part", "boxed", 4, 42, "1, 2, 3, 4", ("1", "2", "3", "4")),
+        ),
+        (FOUR_FAR_APART, "math", Answer(None, "conflicting_markers", "boxed", 4, 201, "4")),
+        ("#### 3\nno wait\n#### 4 apples", "gsm8k", Answer(None, "conflicting_markers", "####", 2, 28, "4 apples")),
+        ("#### 3 or 4", "gsm8k", Answer(None, "hedge", "####", 1, 11, "3 or 4")),
+        ("#### \n", "gsm8k", Answer(None, "empty", "####", 1, 5, "")),  # the answer's line ends at the newline
+        ("#### 2\\sqrt(2)", "gsm8k", Answer(None, "expression", "####", 1, 14, "2\\sqrt(2)")),
+    ],
+)
+def test_an_answer_that_is_not_one_says_why_field_by_field(text, task, expected):
+    assert extract_answer(text, task=task) == expected
+
+
+@pytest.mark.parametrize("gap, reason", [(40, "hedge"), (41, "conflicting_markers")])
+def test_two_different_boxes_within_40_characters_are_a_list(gap, reason):
+    text = "\\boxed{3}" + "~" * gap + "\\boxed{5}"
+    assert extract_answer(text, task="math").reason == reason
+
+
+def test_two_other_boxes_are_still_compared_and_may_be_the_same_answer():
+    # MAX_DISTINCT_BOXES (2) other boxes are compared with math-verify; here both equal the last one
+    text = "half: \\boxed{\\frac{1}{2}}" + GAP + "\\boxed{\\tfrac{2}{4}}" + GAP + "so \\boxed{0.5}"
+    assert extract_answer(text, task="math") == Answer("0.5", "ok", "boxed", 3, len(text), "0.5")
+
+
+def test_comparing_the_other_boxes_shares_one_comparisons_budget(monkeypatch):
+    budgets = []
+
+    class Pool:  # says "equal" and records the time it was given
+        def compare(self, gold, pred, budget):
+            budgets.append(budget)
+            return verify.Verdict.EQUAL
+
+    monkeypatch.setattr(verify, "_POOL", Pool())
+    monkeypatch.setattr(verify, "_CACHE", OrderedDict())
+    text = "\\boxed{\\sqrt{4}}" + GAP + "\\boxed{4^{1}}" + GAP + "so \\boxed{2^{2}}"
+    assert extract_answer(text, task="math").value == "2^{2}"
+    assert budgets == [pytest.approx(verify.TIME_BUDGET_S / 2)] * 2  # two other boxes: half the budget each

@@ -181,3 +181,21 @@ def test_hedged_golds_score_as_the_reward_scores_them(folder, request):
     scored = [score_completion(c, g, "math")["correct"] for c, g in zip(completions, golds, strict=True)]
     assert rewards == [1.0, 1.0, 0.0, 0.0]  # the full list is the answer; one of its values alone is not
     assert scored == [r == 1.0 for r in rewards]
+
+
+# --- what a scored sample reports: no gold, a hedged gold, the value read and the number of markers ---
+
+
+def test_without_a_gold_nothing_is_correct_not_even_the_word_none():
+    scored = score_completion("so \\boxed{None}", None, "math500")
+    assert (scored["correct"], scored["extracted"], scored["reason"]) == (False, "None", "ok")
+
+
+def test_a_hedged_gold_matched_by_the_same_list_is_reported_as_extracted():
+    scored = score_completion("so \\boxed{-2 \\text{ or } -12}", "-2 \\text{ or } -12", "math500")
+    assert (scored["correct"], scored["extracted"], scored["format_ok"]) == (True, "-2 \\text{ or } -12", True)
+
+
+def test_eval_reports_the_value_read_and_how_many_markers_there_were():
+    scored = score_completion("#### 18\nso, again:\n#### 18 dollars", "18", "gsm8k")
+    assert (scored["correct"], scored["extracted"], scored["n_markers"]) == (True, "18", 2)

@@ -8,7 +8,7 @@ from collections import Counter
 
 import pytest
 
-from training_data.pairs import build_pairs, load_preference_dataset
+from training_data.pairs import build_pairs, is_rollouts_file, load_preference_dataset
 
 PROMPT = [{"role": "user", "content": "What is 2 + 3?"}]
 
@@ -327,3 +327,18 @@ def test_a_file_of_blank_lines_or_pairs_is_not_a_rollouts_file(tmp_path):
     assert not is_rollouts_file(tmp_path / "blank.jsonl")
     assert not is_rollouts_file(write(tmp_path / "pairs.jsonl", [{"prompt": "Q", "chosen": "a", "rejected": "b"}]))
     assert is_rollouts_file(write(tmp_path / "rollouts.jsonl", [many(0, [1], [2])]))
+
+
+# --- the fix named for a missing or corrupt pairs file ---
+
+
+def test_a_corrupt_or_missing_pairs_file_is_named_with_the_fix(tmp_path):
+    corrupt = tmp_path / "rollouts.jsonl"
+    corrupt.write_text('{"question": "q", "completions": []}\n{not json\n')
+    assert is_rollouts_file(corrupt)  # the first row tells, before the corrupt one is read
+    corrupt.write_text("{not json\n")
+    fix = r": pass a rollouts or pairs \.jsonl file$"
+    with pytest.raises(ValueError, match=r"rollouts\.jsonl line 1 is not JSON .*" + fix):
+        is_rollouts_file(corrupt)
+    with pytest.raises(FileNotFoundError, match=r"missing\.jsonl does not exist" + fix):
+        is_rollouts_file(tmp_path / "missing.jsonl")

@@ -8,19 +8,24 @@ import pickle
 import subprocess
 import sys
 import time
+from collections import OrderedDict
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+import rewards.verify as verify
 from rewards import check_reward_weights, get_reward, reward_names
+from rewards.answers import Answer, extract_answer
 from rewards.correctness import CorrectnessReward
 from rewards.format import FormatReward
 from rewards.verify import (
     RETRY_FACTOR,
     TIME_BUDGET_S,
+    Check,
     Verdict,
     answers_match,
     check,
@@ -216,7 +221,7 @@ def test_reward_set_without_correctness_says_to_add_one():
     assert "Add a correctness reward" in str(err.value)
 
 
-# --- cases that hand mutation testing left alive; each fixture differs from the defaults ---
+# --- repeated markers, answer lines, a failing extractor; each fixture differs from the defaults ---
 
 
 @pytest.mark.parametrize(
@@ -435,3 +440,272 @@ def test_worker_that_fails_to_start_is_a_checker_error(tmp_path, monkeypatch, ca
         assert "worker failed" in caplog.text
     finally:
         pool.close()
+
+
+# --- the rewards' names, defaults, argument limits and messages ---
+
+
+@pytest.mark.parametrize("task", ["gsm8k", "math"])
+def test_correctness_names_and_default_marker(task):
+    reward = CorrectnessReward(task)
+    assert reward.__name__ == f"{task}_correctness_reward"  # TRL logs rewards/<name>/mean
+    assert reward.answer_line is False
+    assert reward(["So she has 8 apples.\nAnswer: 8"], answer=["8"]) == [0.0]  # no #### / \boxed: no answer
+    assert CorrectnessReward(task, answer_line=True)(["So she has 8 apples.\nAnswer: 8"], answer=["8"]) == [1.0]
+
+
+@pytest.mark.parametrize("make", [CorrectnessReward, FormatReward])
+def test_an_unknown_task_is_named_with_the_choices(make):
+    with pytest.raises(ValueError, match=r"unknown task 'gsm8': use one of .*gsm8k.*math"):
+        make("gsm8")
+
+
+def test_a_format_bonus_of_zero_is_allowed_and_below_zero_is_not():
+    assert FormatReward("gsm8k", bonus=0)(["3 + 5 = 8\n#### 8"]) == [0.0]
+    assert FormatReward("gsm8k", bonus=0.25)(["3 + 5 = 8\n#### 8"]) == [0.25]
+    for bad in (-0.1, "0.1", None):
+        with pytest.raises(ValueError, match=r"format bonus must be a number >= 0, got"):
+            FormatReward("gsm8k", bonus=bad)
+
+
+@pytest.mark.parametrize(
+    "completion, paid",
+    [
+        ("Step by step: 3 apples and 5 more make 8 apples in all. " * 5 + "\n#### 8", True),  # long work first
+        ("#### 8" + "\n \n" * 30, True),  # trailing whitespace is not text after the answer
+        ("#### 8\n" + "x" * 39, True),  # exactly TRAILING_CHARS (40) characters after the answer's line
+        ("#### 8\n" + "x" * 40, False),  # one more: the answer is no longer at the end
+    ],
+)
+def test_the_format_bonus_is_for_an_answer_at_the_end(completion, paid):
+    from rewards.format import TRAILING_CHARS
+
+    assert TRAILING_CHARS == 40
+    assert FormatReward("gsm8k", bonus=0.3)([completion]) == [0.3 if paid else 0.0]
+
+
+def test_number_anywhere_pays_nothing_without_the_gold_number():
+    from rewards.partial import PARTIAL_CREDIT, number_anywhere_reward
+
+    got = number_anywhere_reward(["I think it is 12.", "It is 7 apples.", "no number"], answer=["7", "7", "7"])
+    assert got == [0.0, PARTIAL_CREDIT, 0.0] and PARTIAL_CREDIT == 0.5
+
+
+@pytest.mark.parametrize("task", ["gsm8k", "math"])
+def test_a_missing_answer_column_says_how_to_add_it(task):
+    message = (
+        f"{task}_correctness_answer_line_reward needs the dataset's 'answer' column (the final answer only, "
+        "e.g. '18'): build the dataset with eval.tasks.to_prompt_rows or add that column"
+    )
+    with pytest.raises(ValueError) as raised:
+        CorrectnessReward(task, answer_line=True)(["Answer: 18"])
+    assert str(raised.value) == message
+
+
+def test_the_format_reward_scores_0_where_reading_the_answer_fails_and_goes_on(monkeypatch):
+    import rewards.format
+
+    real = rewards.format.extract_answer
+
+    def fragile(text, task, **options):
+        if "boom" in text:
+            raise RuntimeError("extractor bug")
+        return real(text, task=task, **options)
+
+    monkeypatch.setattr(rewards.format, "extract_answer", fragile)
+    assert FormatReward("gsm8k", bonus=0.4)(["#### 3 boom", "so\n#### 8"]) == [0.0, 0.4]
+
+
+def test_is_correct_asks_for_the_tasks_own_marker_unless_told_otherwise():
+    assert not is_correct("So she has 8 apples.\nAnswer: 8", "8")
+    assert is_correct("So she has 8 apples.\nAnswer: 8", "8", answer_line=True)
+
+
+# --- the checker: answers decided without math-verify, a pair given up and its retry ---
+
+
+def test_answers_equal_up_to_spacing_and_dfrac_never_wait_for_the_checker(monkeypatch):
+    # on a loaded machine math-verify can time out: an answer written as the gold is, up to spaces and \dfrac, must not
+    class NoChecker:
+        def compare(self, gold, pred, budget):
+            raise AssertionError(f"math-verify was asked about {pred!r} vs {gold!r}")
+
+    monkeypatch.setattr(verify, "_POOL", NoChecker())
+    monkeypatch.setattr(verify, "_CACHE", OrderedDict())  # no verdict remembered from an earlier test
+    assert verify.compare_answers("\\dfrac{3}{ 4 }", "\\frac{3}{4}", task="math") is verify.Verdict.EQUAL
+    assert verify.compare_answers("x \\, + \\; 1", "x+1", task="math") is verify.Verdict.EQUAL
+    two_boxes = "so \\boxed{\\tfrac{5}{8}} and again \\boxed{\\frac{5}{8}}"
+    expected = Answer("\\frac{5}{8}", "ok", "boxed", 2, len(two_boxes), "\\frac{5}{8}")
+    assert extract_answer(two_boxes, task="math") == expected
+
+
+def test_a_pair_given_up_is_not_asked_again_for_a_while_and_the_retry_asks_the_same_pair(monkeypatch, caplog):
+    calls = []
+
+    class SlowPool:  # every comparison runs out of time
+        def compare(self, gold, pred, budget):
+            calls.append((gold, pred, budget))
+            return verify.Verdict.TIMEOUT
+
+    monkeypatch.setattr(verify, "_POOL", SlowPool())
+    monkeypatch.setattr(verify, "_CACHE", OrderedDict())
+    monkeypatch.setattr(verify, "_GIVEN_UP", {})
+    monkeypatch.setattr(verify, "TIMEOUT_MEMO_S", 600.0)
+    before = verify.timeout_count()
+    with caplog.at_level(logging.WARNING, logger="rewards.verify"):
+        first = verify.compare_answers("\\frac{21}{6}", "\\frac{7}{2}", task="math", timeout=0.5)
+    assert first is verify.Verdict.TIMEOUT
+    assert calls == [
+        ("\\frac{7}{2}", "\\frac{21}{6}", 0.5),
+        ("\\frac{7}{2}", "\\frac{21}{6}", 0.5 * verify.RETRY_FACTOR),
+    ]
+    said = "math-verify timed out twice (0.50s, then 2.00s) on '\\\\frac{21}{6}' vs gold '\\\\frac{7}{2}': "
+    said += "no verdict, not paid"
+    assert [r.getMessage() for r in caplog.records if r.name == "rewards.verify"] == [said]
+    # the same pair again, within the memo: given up at once, counted, the pool not asked
+    assert verify.compare_answers("\\frac{21}{6}", "\\frac{7}{2}", task="math", timeout=0.5) is verify.Verdict.TIMEOUT
+    assert len(calls) == 2 and verify.timeout_count() - before == 2
+    # another pair is asked
+    verify.compare_answers("\\frac{9}{6}", "\\frac{3}{2}", task="math", timeout=0.5)
+    assert len(calls) == 4
+
+
+def messages(caplog) -> list[str]:
+    return [r.getMessage() for r in caplog.records if r.name == "rewards.verify"]
+
+
+# --- the verdict cache and the memo of pairs given up: bounded, oldest out ---
+
+# (gold, pred): unequal strings, so each one goes to math-verify
+PAIRS = [("\\frac{1}{3}", "\\frac{2}{6}"), ("\\frac{2}{3}", "\\frac{4}{6}"), ("\\frac{4}{3}", "\\frac{8}{6}")]
+
+
+def test_the_memo_of_pairs_given_up_keeps_the_newest_cache_size_pairs(scripted_pool, monkeypatch):
+    monkeypatch.setattr(verify, "CACHE_SIZE", 2)
+    monkeypatch.setattr(verify, "TIMEOUT_MEMO_S", 600.0)
+    pool = scripted_pool(*[Verdict.TIMEOUT] * 8)
+    for gold, pred in PAIRS:
+        assert compare_answers(pred, gold, task="math") is Verdict.TIMEOUT  # a full memo never raises
+    assert list(verify._GIVEN_UP) == PAIRS[1:]
+    asked = len(pool.asked)
+    for gold, pred in PAIRS[1:]:
+        assert compare_answers(pred, gold, task="math") is Verdict.TIMEOUT
+    assert len(pool.asked) == asked  # the two newest: given up at once
+    assert compare_answers(PAIRS[0][1], PAIRS[0][0], task="math") is Verdict.TIMEOUT
+    assert len(pool.asked) == asked + 2  # the oldest was forgotten: asked again (and retried)
+
+
+def test_a_pair_that_keeps_coming_back_is_asked_again_once_its_window_has_passed(scripted_pool, monkeypatch):
+    # a GRPO group repeats an answer every step: refusals from the memo are counted but do not extend its window, or
+    # a pair given up once under load would never be asked again while it keeps coming back
+    clock = [1000.0]
+    monkeypatch.setattr(verify, "time", SimpleNamespace(monotonic=lambda: clock[0]))
+    monkeypatch.setattr(verify, "TIMEOUT_MEMO_S", 30.0)
+    pool = scripted_pool(Verdict.TIMEOUT, Verdict.TIMEOUT, Verdict.EQUAL)
+    gold, pred = PAIRS[0]
+    before = verify.timeout_count()
+    for clock[0] in (1000.0, 1020.0):  # given up (asked twice), then refused from the memo
+        assert compare_answers(pred, gold, task="math") is Verdict.TIMEOUT
+    assert len(pool.asked) == 2 and verify.timeout_count() - before == 2
+    given_up = verify._GIVEN_UP
+    assert given_up == {(gold, pred): 1000.0}  # the refusal did not move the window
+    clock[0] = 1031.0  # 31 s after the give-up, 11 s after the last refusal: asked again, and this time it answers
+    assert compare_answers(pred, gold, task="math") is Verdict.EQUAL
+    assert len(pool.asked) == 3 and verify.timeout_count() - before == 2
+
+
+def test_the_verdict_cache_keeps_the_newest_cache_size_verdicts(scripted_pool, monkeypatch):
+    monkeypatch.setattr(verify, "CACHE_SIZE", 2)
+    scripted_pool(Verdict.EQUAL, Verdict.NOT_EQUAL, Verdict.EQUAL)
+    assert [compare_answers(pred, gold, task="math") for gold, pred in PAIRS] == [
+        Verdict.EQUAL,
+        Verdict.NOT_EQUAL,
+        Verdict.EQUAL,
+    ]
+    assert list(verify._CACHE) == PAIRS[1:]
+    scripted_pool()  # no replies left: the two newest answer from the cache
+    assert [compare_answers(pred, gold, task="math") for gold, pred in PAIRS[1:]] == [Verdict.NOT_EQUAL, Verdict.EQUAL]
+
+
+def test_the_checker_error_warning_names_the_pair(scripted_pool, caplog):
+    scripted_pool(Verdict.CHECKER_ERROR, Verdict.CHECKER_ERROR)
+    gold, pred = PAIRS[0]
+    with caplog.at_level(logging.WARNING, logger="rewards.verify"):
+        assert compare_answers(pred, gold, task="math") is Verdict.CHECKER_ERROR
+    assert messages(caplog) == [f"math-verify workers failed on {pred!r} vs gold {gold!r}: no verdict, not paid"]
+
+
+# --- compare_answers and answers_match: the task, the defaults, the limits ---
+
+
+def test_gsm8k_compares_as_numbers_and_never_asks_math_verify(scripted_pool):
+    scripted_pool()  # any question to math-verify fails the test
+    # math-verify would pay this (36/2 is 18); GSM8K reads numbers only
+    assert compare_answers("\\frac{36}{2}", "18", task="gsm8k") is Verdict.NOT_EQUAL
+    assert answers_match("\\frac{36}{2}", "18", task="gsm8k") is False
+    assert compare_answers("\\frac{36}{2}", "18") is Verdict.NOT_EQUAL  # the default task is gsm8k
+    assert answers_match("\\frac{36}{2}", "18") is False
+    assert compare_answers("18", "$18", task="gsm8k") is Verdict.EQUAL  # a gold as GSM8K reads it
+
+
+def test_answers_match_passes_its_budget_on(scripted_pool):
+    pool = scripted_pool(Verdict.EQUAL)
+    assert answers_match("\\frac{9}{3}", "\\frac{27}{9}", task="math", timeout=0.3)
+    assert [timeout for _, _, timeout in pool.asked] == [0.3]
+
+
+def test_a_plain_number_gold_with_thousands_separators_compares_as_a_decimal(scripted_pool):
+    scripted_pool()
+    assert compare_answers("1000", "1,000", task="math") is Verdict.EQUAL
+    assert compare_answers("1000.5", "1,000", task="math") is Verdict.NOT_EQUAL
+
+
+def test_pathological_answers_are_skipped_and_named_and_the_length_limit_is_inclusive(scripted_pool, caplog):
+    long_answer = "x + " * 125 + "x"  # 501 characters
+    assert len(long_answer) == verify.MAX_ANSWER_CHARS + 1
+    scripted_pool()
+    with caplog.at_level(logging.WARNING, logger="rewards.verify"):
+        assert compare_answers(long_answer, "y", task="math") is Verdict.NOT_EQUAL
+        assert compare_answers("9^{9^{9^{9}}}", "1", task="math") is Verdict.NOT_EQUAL  # short, but a power tower
+    assert messages(caplog) == [
+        f"answer skipped as pathological (501 chars): {long_answer!r:.60}",
+        "answer skipped as pathological (13 chars): '9^{9^{9^{9}}}'",
+    ]
+    pool = scripted_pool(Verdict.EQUAL)
+    assert compare_answers("x" * verify.MAX_ANSWER_CHARS, "y", task="math") is Verdict.EQUAL  # at the limit: asked
+    assert len(pool.asked) == 1
+
+
+# --- check ---
+
+
+def test_check_defaults_to_gsm8k_and_its_own_marker(scripted_pool):
+    scripted_pool()
+    assert check("so 3 + 5 = 8\n#### 8", "8") == Check(Answer("8", "ok", "####", 1, 19, "8"), Verdict.EQUAL, "ok")
+    assert check("So she has 8 apples.\nAnswer: 8", "8").reason == "no_marker"  # no Answer: line unless asked
+
+
+def test_check_compares_a_gsm8k_answer_as_gsm8k_does(scripted_pool):
+    scripted_pool()  # a GSM8K completion never reaches math-verify
+    assert check("#### 18", "$18", task="gsm8k").correct
+
+
+@pytest.mark.parametrize("verdict, reason", [(Verdict.TIMEOUT, "timeout"), (Verdict.CHECKER_ERROR, "checker_error")])
+def test_boxes_that_cannot_be_compared_give_the_checks_verdict_and_reason(scripted_pool, verdict, reason):
+    scripted_pool(verdict, verdict)  # comparing the two boxes with each other: no verdict, even after the retry
+    result = check("\\boxed{\\frac{1}{2}}, that is \\boxed{0.5}", "0.5", task="math")
+    assert (result.verdict, result.reason, result.correct) == (verdict, reason, False)
+    assert result.answer.reason == reason
+
+
+def test_a_check_that_fails_is_wrong_with_reason_error_and_logged(monkeypatch, caplog):
+    def broken(*args, **kwargs):
+        raise RuntimeError("fake: the extractor broke")
+
+    monkeypatch.setattr(verify, "extract_answer", broken)
+    with caplog.at_level(logging.WARNING, logger="rewards.verify"):
+        result = check("#### 8", "8")
+    assert result == Check(Answer(None, "error"), Verdict.NOT_EQUAL, "error")
+    [record] = caplog.records
+    assert record.getMessage() == "scoring failed on a completion of 6 chars; scored as wrong"
+    assert record.exc_info[0] is RuntimeError

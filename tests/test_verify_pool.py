@@ -257,3 +257,93 @@ def test_a_worker_that_cannot_start_is_a_checker_error_that_frees_its_slot(worke
     assert record.getMessage() == logged and record.exc_info[0] is error  # the traceback says why
     assert pool.compare("8", "8", BUDGET_S) == Verdict.EQUAL  # a fresh worker in the freed slot
     assert workers.live() == 1
+
+
+# --- warm-up, a spent budget, a stuck worker; the pool never starts more workers than its size ---
+
+
+class CappedWorkers(Workers):
+    """``Workers`` that refuses to start more than ``cap`` fakes: a pool that starts workers without end fails."""
+
+    def __init__(self, cap: int):
+        super().__init__()
+        self.cap = cap
+
+    def __call__(self):
+        if len(self.made) >= self.cap:
+            raise RuntimeError("fake: more workers than the pool's size")
+        return super().__call__()
+
+
+@pytest.fixture
+def capped_workers(monkeypatch) -> CappedWorkers:
+    fake = CappedWorkers(cap=8)
+    monkeypatch.setattr(verify, "_Worker", fake)
+    return fake
+
+
+def test_warm_up_starts_the_pools_size_and_keeps_every_worker_for_the_comparisons(capped_workers):
+    pool = _WorkerPool(3)
+    pool.warm_up()
+    assert len(capped_workers.made) == 3 and all(w.ready for w in capped_workers.made)
+    assert [pool.compare("8", pred, BUDGET_S) for pred in ("8", "9", "8", "8")] == [
+        Verdict.EQUAL,
+        Verdict.NOT_EQUAL,
+        Verdict.EQUAL,
+        Verdict.EQUAL,
+    ]
+    assert len(capped_workers.made) == 3  # the comparisons ran on the warmed workers: none started on their clock
+
+
+def test_module_warm_up_starts_as_many_workers_as_asked(capped_workers, monkeypatch):
+    monkeypatch.setattr(verify, "_POOL", _WorkerPool(3))
+    verify.warm_up(1)
+    assert len(capped_workers.made) == 1
+
+
+def test_warm_up_waits_for_a_worker_left_starting_and_keeps_it(capped_workers):
+    # what a comparison that ran out of budget while its worker started leaves: one worker, idle, still starting
+    capped_workers.start_at_once = False
+    pool = _WorkerPool(1)
+    assert pool.compare("8", "8", 0.1) == Verdict.TIMEOUT
+    capped_workers.made[0].started.set()
+    pool.warm_up()
+    assert pool.compare("8", "8", BUDGET_S) == Verdict.EQUAL  # on that worker: the pool's one slot was not lost
+    assert len(capped_workers.made) == 1 and capped_workers.made[0].comparing.is_set()
+
+
+def test_a_worker_that_fails_to_start_in_warm_up_is_logged_killed_and_frees_its_slot(capped_workers, caplog):
+    capped_workers.kinds = ["fails_to_start"]
+    pool = _WorkerPool(1)
+    with caplog.at_level(logging.WARNING, logger="rewards.verify"):
+        pool.warm_up()
+    [record] = caplog.records
+    assert record.getMessage() == "a math-verify worker failed to start" and record.exc_info[0] is _WorkerGone
+    assert capped_workers.made[0].killed
+    assert pool.compare("8", "8", BUDGET_S) == Verdict.EQUAL  # a fresh worker in the freed slot
+    assert len(capped_workers.made) == 2
+
+
+def test_a_budget_spent_once_the_worker_is_ready_is_a_timeout_and_the_worker_stays(capped_workers, monkeypatch):
+    pool = _WorkerPool(1)
+    pool.warm_up()
+    [worker] = capped_workers.made
+    now = time.monotonic()
+    monkeypatch.setattr(verify, "time", SimpleNamespace(monotonic=lambda: now))  # the clock reads the deadline itself
+    assert pool.compare("8", "8", 0.0) == Verdict.TIMEOUT
+    assert not worker.comparing.is_set()  # not asked with no time left (a real worker would be killed and restarted)
+    monkeypatch.setattr(verify, "time", time)
+    assert pool.compare("8", "8", BUDGET_S) == Verdict.EQUAL
+    assert len(capped_workers.made) == 1 and worker.comparing.is_set()  # it went back to the pool, not out of it
+
+
+def test_a_stuck_worker_is_killed_and_its_replacement_starts_at_once_in_the_pool(capped_workers):
+    capped_workers.answer_at_once = False
+    pool = _WorkerPool(1)
+    assert pool.compare("8", "8", 0.2) == Verdict.TIMEOUT
+    stuck = capped_workers.made[0]
+    assert stuck.killed and len(capped_workers.made) == 2  # the replacement starts already, off the next one's clock
+    replacement = capped_workers.made[1]
+    replacement.answering.set()
+    assert pool.compare("8", "8", BUDGET_S) == Verdict.EQUAL
+    assert len(capped_workers.made) == 2 and replacement.comparing.is_set()  # the replacement was in the pool
