@@ -1,7 +1,7 @@
 """DPO on answers the checker labelled: a thin script around TRL's ``DPOTrainer``.
 
     # tiny CPU run (a ~100k-parameter local model; pairs from the data set's own solutions, see the config)
-    python -m training_data.rollouts reference --task gsm8k_train --data ../shared/data/gsm8k/train.jsonl --limit 16 \\
+    python -m training_data.rollouts reference --task gsm8k_train --data tests/data/gsm8k/train.jsonl --limit 16 \\
         --out runs/tiny_reference_rollouts
     python -m recipes.dpo --config recipes/configs/tiny/dpo_cpu.yaml
     # one GPU, LoRA, GSM8K, pairs from the model's own rollouts (docs/dpo.md); flags override the YAML

@@ -1,7 +1,7 @@
 """A Bradley-Terry reward model on verified preference pairs: a thin script around TRL's ``RewardTrainer``.
 
     # tiny CPU run (a ~100k-parameter local model; pairs from reference solutions vs the same with a wrong answer)
-    python -m training_data.rollouts reference --task gsm8k_train --data ../shared/data/gsm8k/train.jsonl --limit 64 \\
+    python -m training_data.rollouts reference --task gsm8k_train --data tests/data/gsm8k/train.jsonl --limit 64 \\
         --out runs/tiny_reference_rollouts
     python -m recipes.reward_model --config recipes/configs/tiny/reward_model_cpu.yaml
     # one GPU, LoRA, pairs from the model's own GSM8K rollouts (docs/reward_model.md)

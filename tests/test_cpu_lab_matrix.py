@@ -241,7 +241,7 @@ def test_bad_loss_axis_arguments_fail_before_any_run(tmp_path, capsys, argv, mes
 
 def test_a_finished_run_is_reused_only_with_the_settings_it_was_made_with(tmp_path, monkeypatch, capsys):
     """A rerun into the same folder skips a finished run only if its config text, seed and extra flags are the ones it
-    was started with; otherwise it refuses before any run starts and names what changed (the loss axis went from 30
+    was started with; otherwise it refuses before any run starts and names what changed (a config taken from 30
     to 80 steps: the 30-step runs must not fill the 80-step table)."""
     config = tmp_path / "grpo_lab_x.yaml"
     config.write_text("max_steps: 30\n")

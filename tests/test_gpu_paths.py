@@ -1,4 +1,4 @@
-"""The GPU-only paths, checked on CPU (issue 13): vLLM decisions with a stand-in ``vllm`` package and a pretend GPU,
+"""The GPU-only paths, checked on CPU: vLLM decisions with a stand-in ``vllm`` package and a pretend GPU,
 precision of full fine-tuning and QLoRA adapters, RNG isolation of evals, one tokenization rule for both backends,
 vLLM batching with an exact resume, and model-init pass-through.
 

@@ -1,4 +1,4 @@
-"""The import stack: each package imports only packages on its own floor or below (STYLE.md, point 9).
+"""The import stack: each package imports only packages on its own floor or below (CONTRIBUTING.md).
 
 rewards (bottom: knows no benchmark, no trainer) < eval (benchmarks, generation, scoring, monitors, JSONL I/O) <
 training_data (rollouts, pairs) < recipes (the trainers' scripts and their glue, the model builders) < cpu_lab (the
@@ -40,7 +40,7 @@ def project_imports(path: Path) -> set[str]:
 
 def test_every_top_level_package_has_a_floor():
     packages = {p.parent.name for p in ROOT.glob("*/__init__.py")}
-    assert packages == set(FLOORS), "a new package needs its floor here (and in STYLE.md's stack)"
+    assert packages == set(FLOORS), "a new package needs its floor here (and in CONTRIBUTING.md's stack)"
 
 
 @pytest.mark.parametrize("package", sorted(FLOORS))

@@ -14,7 +14,7 @@ from recipes import memory
 
 ROOT = Path(__file__).resolve().parents[1]
 GPU_CONFIGS = memory.gpu_configs(ROOT / "recipes" / "configs")
-MARGIN = 0.8  # a config's estimate may use at most 80% of its GPU (GPU peaks are not measured yet: docs/gpu.md)
+MARGIN = 0.8  # a config's estimate may use at most 80% of its GPU (its own peak is not measured on a GPU: docs/gpu.md)
 
 
 def measured_peak(shape: memory.Shape, batch: int, prompt: int, completion: int) -> int:
@@ -90,8 +90,8 @@ def test_gpu_config_fits_the_gpu_its_header_names(path):
     assert terms["total"] <= MARGIN * gpu, f"{terms['total']} GB on a {gpu} GB GPU leaves no margin: {terms}"
 
 
-def test_the_old_0_5b_setting_did_not_fit_24_gb():
-    """The defect the issue names: 16 sequences of ~700 tokens without checkpointing on a 24 GB GPU."""
+def test_16_sequences_of_700_tokens_without_checkpointing_do_not_fit_24_gb():
+    """The 0.5B config at 16 sequences of ~700 tokens per forward, without checkpointing, overflows a 24 GB GPU."""
     config = yaml.safe_load((ROOT / "recipes/configs/gsm8k/qwen2.5-0.5b-instruct/grpo_lora_b0.yaml").read_text())
     config |= {"per_device_train_batch_size": 16, "gradient_accumulation_steps": 4, "dtype": "bfloat16"}
     assert memory.estimate(config, 24)["total"] > 24
