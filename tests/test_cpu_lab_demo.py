@@ -101,7 +101,7 @@ def test_curriculum_line_gives_the_difficulty_path_and_the_three_degenerate_shar
 
 def test_two_demos_of_different_seeds_train_on_their_own_data(tmp_path, monkeypatch):
     """Each demo writes the GRPO data into its own folder and its runs read it there: a second demo (another seed)
-    started meanwhile cannot swap the first one's training set (they shared runs/lab/data before)."""
+    started meanwhile cannot swap the first one's training set in runs/lab/data."""
     from cpu_lab.warmstart import WarmStartSettings
     from eval.jsonl import read_jsonl
 
