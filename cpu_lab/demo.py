@@ -13,6 +13,12 @@
    - ``grpo_lab_dr_grpo``: Dr. GRPO with the default rewards: accuracy and wrong-answer length next to grpo's.
 3. A report (``report.md`` + PNGs) putting them side by side, with the seed and the exact commands.
 
+The terminal gets a line per stage: what runs and where (header); the warm start (a bar of SFT steps with the last
+validation accuracy, then its result and time); each GRPO run as it starts and ends (held-out accuracy before -> after,
+time; a bar of the steps done while they run); the report's path, last. Bars are drawn only on a terminal: piped
+(``| tee``, CI) each update is a plain line. The detail (the trainers' logs, data-set progress bars, warnings) goes to
+``<out>/warmstart.log`` and each run's ``<out>/<config>/seed<k>/run.log``; ``--verbose`` prints it on the terminal.
+
     OMP_NUM_THREADS=2 python -m cpu_lab.demo                 # what `make demo` runs (120 steps per run, 2 at a time)
     OMP_NUM_THREADS=2 python -m cpu_lab.demo --seed 1 --configs grpo_lab_default grpo_lab_random   # another seed
     python -m cpu_lab.demo --seed-table runs/lab/demo/seed0 runs/lab/demo/seed1   # before/after/gain per seed
@@ -35,7 +41,8 @@ CONFIG_DIR = Path("recipes/configs/lab")
 DEMO_CONFIGS = ["grpo_lab_default", "grpo_lab_random", "grpo_lab_format_only", "grpo_lab_dr_grpo"]
 DEFAULT_STEPS = 120  # per GRPO run: +15 points needs ~75-150 (docs/cpu_lab.md); 120 keeps a cold demo under 10 minutes
 DEFAULT_JOBS = 2  # GRPO runs at once, one process and cpu_count // jobs threads each (two 1-thread runs on 2 cores)
-TARGET_GAIN = 0.15  # the issue's target for the default reward set, in accuracy points / 100
+TARGET_GAIN = 0.15  # held-out accuracy gain the default reward set should reach (fraction); the report says if it did
+WARM_START_LOG = "warmstart.log"  # in the demo's folder: the warm start's full output
 
 
 def main(argv: list[str] | None = None) -> Path:
@@ -47,6 +54,11 @@ def main(argv: list[str] | None = None) -> Path:
     parser.add_argument("--out", default=None, help="report folder (default runs/lab/demo/<time>)")
     parser.add_argument("--cache-root", default=str(DEFAULT_CACHE_ROOT))
     parser.add_argument(
+        "--verbose",
+        action="store_true",
+        help="print everything the stages print (trainer logs, progress bars, warnings) instead of a line per stage",
+    )
+    parser.add_argument(
         "--seed-table", nargs="+", metavar="DEMO_DIR", help="print only the per-seed table of finished demo folders"
     )
     args = parser.parse_args(argv)
@@ -55,7 +67,7 @@ def main(argv: list[str] | None = None) -> Path:
         print(table)
         return table
     logging.basicConfig(format="%(message)s")
-    logging.getLogger("lab").setLevel(logging.INFO)  # the warm start's validation accuracy as it trains
+    logging.getLogger("cpu_lab.warmstart").setLevel(logging.INFO)  # its validation accuracy as it trains
     configs = [CONFIG_DIR / f"{name}.yaml" for name in args.configs]
     missing = [str(c) for c in configs if not c.exists()]
     if args.jobs < 1:
@@ -67,19 +79,30 @@ def main(argv: list[str] | None = None) -> Path:
     out = Path(args.out or LAB_ROOT / "demo" / time.strftime("%Y%m%d-%H%M%S"))
     out.mkdir(parents=True, exist_ok=True)
     started = time.monotonic()
+    detail = "everything printed here (--verbose)" if args.verbose else "detail in each stage's log"
+    print(
+        f"[demo] seed {args.seed}: a warm start, then {len(configs)} GRPO run(s) of {args.steps} steps, {args.jobs} at "
+        f"a time ({', '.join(args.configs)}); output in {out}; {detail}",
+        flush=True,
+    )
 
     # 1. Warm start (cached) and the lab's data, in the demo's own folder: two demos (two seeds) at once must not
     # rewrite each other's training set (runs/lab/{warmstart,data} are `python -m cpu_lab.warmstart`'s)
     t0 = time.monotonic()
-    paths = prepare_lab(WarmStartSettings(seed=args.seed), args.cache_root, root=out)
+    settings = WarmStartSettings(seed=args.seed)
+    how = "reused from the cache" if _cached(settings, args.cache_root) else "trained"
+    paths = run_warm_start(settings, args.cache_root, out, verbose=args.verbose)
     warm = json.loads((paths["model"] / "warmstart.json").read_text())
     warm_seconds = time.monotonic() - t0
     print(
-        f"[demo] warm start {paths['model']}: SFT stopped at step {warm['steps']} with validation accuracy "
-        f"{warm['validation_accuracy']}; held-out accuracy {warm['heldout_accuracy']}"
+        f"[demo] warm start {how}: SFT stopped at step {warm['steps']} with validation accuracy "
+        f"{_fmt(warm['validation_accuracy'])} (threshold {settings.stop_at_accuracy}); held-out accuracy "
+        f"{_fmt(warm['heldout_accuracy'])}; {warm_seconds:.0f} s (model: {paths['model']})",
+        flush=True,
     )
 
-    # 2. One GRPO run per config, all from the same start, through the recipe (cpu_lab.matrix runs it in-process)
+    # 2. One GRPO run per config, all from the same start, through the recipe (cpu_lab.matrix: each in its own process,
+    # or in turn in this one with --jobs 1)
     extra = [
         "--model_name_or_path",
         str(paths["model"]),
@@ -91,13 +114,92 @@ def main(argv: list[str] | None = None) -> Path:
         str(args.steps),
     ]
     t0 = time.monotonic()
-    matrix.run_matrix([str(c) for c in configs], [args.seed], out, extra, jobs=args.jobs)
+    quiet = not args.verbose  # each run's output in its run.log, a bar of the steps on a terminal
+    matrix.run_matrix(
+        [str(c) for c in configs], [args.seed], out, extra, jobs=args.jobs, run_logs=quiet, progress=quiet
+    )
     seconds = {"GRPO runs": time.monotonic() - t0}
 
     # 3. The report
     report = write_report(out, args, warm, paths, extra, seconds, warm_seconds, time.monotonic() - started)
-    print(f"\n[demo] report: {report}  ({time.monotonic() - started:.0f} s in all)")
+    print(f"[demo] report: {report} ({time.monotonic() - started:.0f} s in all)", flush=True)
     return report
+
+
+def run_warm_start(settings: WarmStartSettings, cache_root, out: Path, verbose: bool = False) -> dict[str, Path]:
+    """``prepare_lab`` (the warm start, trained or reused, and the GRPO data under ``out``). Its output goes to
+    ``<out>/warmstart.log``; the terminal gets a line as it starts training and its validation accuracy as it goes
+    (``WarmStartProgress``). With ``verbose`` everything is printed as it comes."""
+    if verbose:
+        return prepare_lab(settings, cache_root, root=out)
+    log = out / WARM_START_LOG
+    with matrix.output_to(log) as terminal:
+        if not _cached(settings, cache_root):
+            terminal.write(
+                f"[demo] warm start: SFT until validation accuracy >= {settings.stop_at_accuracy} (at most "
+                f"{settings.max_steps} steps, a validation every {settings.eval_every}; log: {log})\n"
+            )
+            terminal.flush()
+        progress = WarmStartProgress(terminal, settings.max_steps)
+        logger = logging.getLogger("cpu_lab.warmstart")
+        logger.addHandler(progress)
+        try:
+            return prepare_lab(settings, cache_root, root=out)
+        except BaseException:
+            progress.close()
+            terminal.write(f"[demo] warm start FAILED: its output is in {log}; the error follows\n")
+            raise
+        finally:
+            logger.removeHandler(progress)
+            progress.close()
+
+
+class WarmStartProgress(logging.Handler):
+    """The warm start's validations on the terminal: on a terminal a bar of SFT steps with the last validation
+    accuracy, elsewhere a line per validation; its warnings as lines."""
+
+    def __init__(self, terminal, max_steps: int):
+        super().__init__(logging.INFO)
+        self.terminal, self.bar = terminal, None
+        if terminal.isatty():
+            from tqdm import tqdm
+
+            self.bar = tqdm(
+                total=max_steps, desc="warm start", unit="step", leave=False, file=terminal, dynamic_ncols=True
+            )
+
+    def emit(self, record: logging.LogRecord) -> None:
+        step = getattr(record, "step", None)
+        if step is not None:
+            accuracy = f"validation accuracy {record.validation_accuracy:.3f}"
+            if self.bar is None:
+                self.line(f"[demo] warm start: step {step}, {accuracy}")
+            else:
+                self.bar.n = step
+                self.bar.set_postfix_str(accuracy)  # redraws the bar
+        elif record.levelno >= logging.WARNING:
+            self.line(f"[demo] warm start: {record.getMessage().removeprefix('warm start ')}")
+
+    def line(self, text: str) -> None:
+        if self.bar is None:
+            self.terminal.write(text + "\n")
+            self.terminal.flush()
+        else:
+            self.bar.write(text, file=self.terminal)
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.close()
+            self.bar = None
+        super().close()
+
+
+def _cached(settings: WarmStartSettings, cache_root) -> bool:
+    return (Path(cache_root) / f"warmstart-{settings.key()}" / "warmstart.json").exists()  # as warm_start looks
+
+
+def _fmt(value: float | None) -> str:
+    return "–" if value is None else f"{value:.3f}"
 
 
 def write_report(out: Path, args, warm: dict, paths: dict, extra, seconds, warm_seconds, total) -> Path:

@@ -27,6 +27,7 @@ Everything after ``--`` is passed to every run (flags of the recipe, e.g. ``--mo
 from __future__ import annotations
 
 import argparse
+import contextlib
 import hashlib
 import importlib
 import json
@@ -156,6 +157,106 @@ def run_subprocess(config: str | Path, seed: int, out_dir: Path, extra_args: lis
         return subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT)
 
 
+@contextlib.contextmanager
+def output_to(path: str | Path):
+    """Send everything this process writes to stdout and stderr meanwhile (prints, warnings, logging, progress bars,
+    C libraries) to the file ``path``, as a run in its own process sends it to its ``run.log``. Yields a text stream
+    on the terminal's stdout, for what the user should still see. On leaving, even by an error, output goes back to
+    the terminal (the error's traceback with it)."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    saved_fds, saved_streams = (os.dup(1), os.dup(2)), (sys.stdout, sys.stderr)
+    try:
+        on_fd1 = sys.stdout.fileno() == 1
+    except (AttributeError, OSError, ValueError):  # a stream of its own (a test's capture): it stays the terminal
+        on_fd1 = False
+    terminal = os.fdopen(os.dup(saved_fds[0]), "w", buffering=1) if on_fd1 else sys.stdout
+    with open(path, "w", buffering=1) as log:
+        try:
+            os.dup2(log.fileno(), 1)
+            os.dup2(log.fileno(), 2)
+            sys.stdout = sys.stderr = log  # also catches writers that do not go through fds 1 and 2
+            yield terminal
+        finally:
+            sys.stdout, sys.stderr = saved_streams
+            for fd, saved in zip((1, 2), saved_fds, strict=True):
+                os.dup2(saved, fd)
+                os.close(saved)
+            if on_fd1:
+                terminal.close()
+
+
+def planned_steps(config: str | Path, extra_args) -> int | None:
+    """A run's ``max_steps``: the last ``--max_steps`` among the extra flags, else the config's; None if neither.
+
+    >>> planned_steps("recipes/configs/lab/grpo_lab_default.yaml", ["--max_steps", "7"])
+    7
+    """
+    args = [str(a) for a in extra_args]
+    for i in range(len(args) - 1, -1, -1):
+        value = args[i + 1] if args[i] == "--max_steps" and i + 1 < len(args) else None
+        value = args[i].split("=", 1)[1] if args[i].startswith("--max_steps=") else value
+        if value is not None:
+            return int(value) if value.isdigit() else None
+    import yaml
+
+    steps = (yaml.safe_load(Path(config).read_text()) or {}).get("max_steps")
+    return steps if isinstance(steps, int) else None
+
+
+def logged_step(folder: Path) -> int:
+    """The last step a running run has written to its ``log.jsonl`` (0 before the first row)."""
+    try:
+        with open(folder / "log.jsonl", "rb") as log:
+            log.seek(0, os.SEEK_END)
+            log.seek(max(0, log.tell() - 65536))
+            lines = log.read().splitlines()
+    except OSError:
+        return 0
+    for line in reversed(lines):  # the first may be cut by the seek, the last torn by a write under way
+        try:
+            return int(json.loads(line).get("step", 0))
+        except (ValueError, AttributeError, TypeError):
+            continue
+    return 0
+
+
+class Progress:
+    """The matrix's lines, and on a terminal a bar of the steps done across the runs (read from their logs) that
+    stays below them; elsewhere (a pipe, a CI log) only the lines."""
+
+    def __init__(self, total: int | None, enabled: bool = True):
+        self.bar = None
+        if enabled and sys.stdout.isatty():
+            from tqdm import tqdm
+
+            self.bar = tqdm(
+                total=total, desc="GRPO steps", unit="step", leave=False, file=sys.stdout, dynamic_ncols=True
+            )
+
+    def line(self, text: str) -> None:
+        if self.bar is None:
+            print(text, flush=True)
+        else:
+            self.bar.write(text, file=sys.stdout)
+
+    def update(self, done: int) -> None:
+        if self.bar is not None and done != self.bar.n:
+            self.bar.n = done
+            self.bar.refresh()
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.close()
+
+
+def _accuracies(folder: Path) -> str:
+    run = summarize_run(folder)
+    return f"held-out accuracy {_fmt(run.accuracy_before)} -> {_fmt(run.accuracy_after)}"
+
+
 SETTINGS_FILE = "matrix_run.json"  # what a run was started with: a finished run is reused only for the same settings
 
 
@@ -188,13 +289,21 @@ def check_finished(folder: Path, settings: dict) -> None:
 
 
 def run_matrix(
-    configs: list[str], seeds: list[int], out: str | Path, extra_args: list[str] = (), jobs: int = 1
+    configs: list[str],
+    seeds: list[int],
+    out: str | Path,
+    extra_args: list[str] = (),
+    jobs: int = 1,
+    run_logs: bool = False,
+    progress: bool = True,
 ) -> list[Path]:
     """Run every config with every seed (configs outer, seeds inner), skipping finished runs. Returns the folders.
 
     ``jobs=1`` runs them one after the other in this process. ``jobs=N`` runs up to N at once, each in its own
     process with ``cpu_count // N`` torch threads (for small models on a few cores, N one-thread runs can get more done
-    than one N-thread run; ``bench/matrix_jobs.py`` measures it); each run's output goes to its ``run.log``.
+    than one N-thread run; ``bench/matrix_jobs.py`` measures it); each run's output goes to its ``run.log``, as it
+    does with ``jobs=1`` when ``run_logs`` is set. The terminal gets a line as each run starts and ends, and with
+    ``jobs=N`` and ``progress`` a bar of the steps done while stdout is a terminal.
     """
     if jobs < 1:
         raise ValueError(f"jobs must be >= 1, got {jobs}")
@@ -217,18 +326,29 @@ def run_matrix(
         (folder / SETTINGS_FILE).write_text(json.dumps(settings, indent=1))
     if jobs == 1:
         for config, seed, folder, _ in todo:
-            print(f"[matrix] running {config} seed {seed} -> {folder}")
-            run_one(config, seed, folder, list(extra_args))
+            if not run_logs:
+                print(f"[matrix] running {config} seed {seed} -> {folder}")
+                run_one(config, seed, folder, list(extra_args))
+                continue
+            print(f"[matrix] running {config} seed {seed} (log: {folder}/run.log)", flush=True)
+            started = time.monotonic()
+            try:
+                with output_to(folder / "run.log"):
+                    run_one(config, seed, folder, list(extra_args))
+            except BaseException:
+                print(f"[matrix] FAILED {folder}, see {folder}/run.log", flush=True)
+                raise
+            print(f"[matrix] finished {folder} in {time.monotonic() - started:.0f} s: {_accuracies(folder)}")
         return folders
     threads = max(1, (os.cpu_count() or 1) // jobs)
-    running, failed = [], []
+    planned = {folder: planned_steps(config, extra_args) for config, _, folder, _ in todo}
+    bar = Progress(None if None in planned.values() else sum(planned.values()), enabled=progress and bool(todo))
+    running, failed, done, last_read = [], [], {}, 0.0
     try:
         while todo or running:
             while todo and len(running) < jobs:
                 config, seed, folder, _ = todo.pop(0)
-                print(
-                    f"[matrix] starting {config} seed {seed} -> {folder} ({threads} thread(s); log: {folder}/run.log)"
-                )
+                bar.line(f"[matrix] starting {config} seed {seed} ({threads} thread(s); log: {folder}/run.log)")
                 proc = run_subprocess(config, seed, folder, list(extra_args), threads)
                 running.append((proc, folder, time.monotonic()))
             time.sleep(0.5)
@@ -236,12 +356,15 @@ def run_matrix(
                 running.remove((proc, folder, started))
                 if proc.returncode != 0:
                     failed.append(f"{folder} (exit {proc.returncode}; see {folder}/run.log)")
-                    print(f"[matrix] FAILED {folder}: exit {proc.returncode}, see {folder}/run.log")
+                    bar.line(f"[matrix] FAILED {folder}: exit {proc.returncode}, see {folder}/run.log")
                 else:
-                    run = summarize_run(folder)
-                    accuracy = f"held-out accuracy {run.accuracy_before} -> {run.accuracy_after}"
-                    print(f"[matrix] finished {folder} in {time.monotonic() - started:.0f} s: {accuracy}")
+                    done[folder] = planned[folder] or logged_step(folder)
+                    bar.line(f"[matrix] finished {folder} in {time.monotonic() - started:.0f} s: {_accuracies(folder)}")
+            if bar.bar is not None and time.monotonic() - last_read > 2:
+                last_read = time.monotonic()
+                bar.update(sum(done.values()) + sum(logged_step(folder) for _, folder, _ in running))
     finally:  # an error or Ctrl-C here must not leave runs going on in the background
+        bar.close()
         for proc, _, _ in running:
             proc.terminate()
     if failed:

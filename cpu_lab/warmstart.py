@@ -53,7 +53,7 @@ class WarmStartSettings:
 
     seed: int = 0
     difficulty: Difficulty = field(default_factory=Difficulty)
-    # tokenizer and model (shared/NOTES.md: 1.37M parameters learn the task in a few hundred steps)
+    # tokenizer and model: 1.37M parameters learn the task in a few hundred steps
     vocab_size: int = 600  # merges the names and items of the problems: ~20% shorter sequences than 400
     hidden_size: int = 192
     num_layers: int = 3
@@ -203,7 +203,8 @@ def warm_start(
                 return
             acc = accuracy_fn(model, tokenizer, validation_path, settings.validation_n, settings.max_new_tokens)
             curve.append({"step": state.global_step, "validation_accuracy": acc, "seconds": time.monotonic() - started})
-            logger.info("warm start step %d: validation accuracy %.3f", state.global_step, acc)
+            progress = {"step": state.global_step, "validation_accuracy": acc}  # for a progress display (cpu_lab.demo)
+            logger.info("warm start step %d: validation accuracy %.3f", state.global_step, acc, extra=progress)
             if acc >= settings.stop_at_accuracy:
                 control.should_training_stop = True
 

@@ -1,10 +1,19 @@
-"""The demo's verdicts, computed from synthetic run folders (the real runs are in tests/test_cpu_lab_slow.py).
+"""The demo's verdicts, computed from synthetic run folders (the real runs are in tests/test_cpu_lab_slow.py), and
+what its terminal shows, from a tiny real demo.
 
 OMP_NUM_THREADS=1 .venv/bin/python -m pytest -q tests/test_cpu_lab_demo.py
 """
 
+import io
 import json
+import logging
+import os
+import re
+import subprocess
+import sys
 from pathlib import Path
+
+import pytest
 
 from cpu_lab import demo, matrix
 from tests.test_cpu_lab_matrix import fake_run
@@ -101,12 +110,12 @@ def test_curriculum_line_gives_the_difficulty_path_and_the_three_degenerate_shar
 
 def test_two_demos_of_different_seeds_train_on_their_own_data(tmp_path, monkeypatch):
     """Each demo writes the GRPO data into its own folder and its runs read it there: a second demo (another seed)
-    started meanwhile cannot swap the first one's training set (they shared runs/lab/data before)."""
+    started meanwhile cannot swap the first one's training set in runs/lab/data."""
     from cpu_lab.warmstart import WarmStartSettings
     from eval.jsonl import read_jsonl
 
     seen = {}
-    monkeypatch.setattr(demo.matrix, "run_matrix", lambda configs, seeds, out, extra, jobs: seen.update({out: extra}))
+    monkeypatch.setattr(demo.matrix, "run_matrix", lambda configs, seeds, out, extra, **kw: seen.update({out: extra}))
     monkeypatch.setattr(demo, "write_report", lambda out, *a: out / "report.md")
     monkeypatch.setattr(demo, "CONFIG_DIR", demo.CONFIG_DIR.resolve())
     monkeypatch.chdir(tmp_path)  # anything written to the default runs/lab would land here
@@ -126,3 +135,133 @@ def test_two_demos_of_different_seeds_train_on_their_own_data(tmp_path, monkeypa
         train[seed] = [r["question"] for r in read_jsonl(data)]
     assert train[3] != train[4]  # each seed's own problems, still on disk after the other demo
     assert not (tmp_path / "runs").exists()  # the shared runs/lab/{data,warmstart} untouched
+
+
+# ------------------------------------------------------------------------------------------ what the terminal shows
+ROOT = Path(__file__).resolve().parents[1]
+# The real demo.main with the tiny warm-start settings of tests/test_cpu_lab_warmstart.py (seconds, not minutes)
+TINY_DEMO = """
+import sys
+from cpu_lab import demo, warmstart
+from tests.test_cpu_lab_warmstart import TINY
+
+demo.WarmStartSettings = lambda seed: warmstart.WarmStartSettings(
+    **TINY, seed=seed, max_steps=4, eval_every=2, validation_n=5, heldout_n=10, stop_at_accuracy=1.0
+)
+demo.main(sys.argv[1:])
+"""
+
+
+@pytest.mark.integration
+def test_the_terminal_gets_a_line_per_stage_and_the_logs_keep_the_detail(tmp_path):
+    """A tiny real demo (4 SFT steps, then a one-step GRPO run in its own process, as with two at once), piped as in
+    CI or `| tee`: a line per stage and the report's path last; the trainers' dicts, the data-set progress bars and
+    the warnings are in the warm start's and the run's logs, not on the terminal."""
+    out = tmp_path / "demo"
+    run = out / "grpo_lab_default" / "seed0"
+    log = run / "run.log"
+    configs = ["grpo_lab_default"]
+    cmd = [sys.executable, "-c", TINY_DEMO, "--steps", "1", "--configs", *configs, "--out", str(out)]
+    cmd += ["--cache-root", str(tmp_path / "cache")]
+    env = os.environ | {"OMP_NUM_THREADS": "1"}
+    result = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)
+    assert result.returncode == 0, result.stdout + result.stderr
+    printed = result.stdout
+    for noise in ("Map:", "Generating", "{'loss'", "Warning", "%|"):
+        assert noise not in printed, f"{noise!r} reached the terminal:\n{printed}"
+    assert result.stderr == "", result.stderr  # no warning, no progress bar
+    lines = printed.splitlines()
+    expected = [  # a bar is drawn only on a terminal: piped, each validation is a line
+        rf"\[demo\] seed 0: a warm start, then 1 GRPO run\(s\) of 1 steps, 2 at a time \(grpo_lab_default\); "
+        rf"output in {re.escape(str(out))}; .*",
+        rf"\[demo\] warm start: SFT until validation accuracy >= 1.0 .*log: {re.escape(str(out / 'warmstart.log'))}\)",
+        r"\[demo\] warm start: step 2, validation accuracy \d\.\d{3}",
+        r"\[demo\] warm start: step 4, validation accuracy \d\.\d{3}",
+        r"\[demo\] warm start: stopped at max_steps=4 .*: raise max_steps or lower stop_at_accuracy",  # its warning
+        r"\[demo\] warm start trained: SFT stopped at step 4 with validation accuracy \d\.\d{3} .* \d+ s \(model: .*\)",
+        rf"\[matrix\] starting recipes/configs/lab/grpo_lab_default.yaml seed 0 \(.*; log: {re.escape(str(log))}\)",
+        rf"\[matrix\] finished {re.escape(str(run))} in \d+ s: held-out accuracy \d\.\d{{3}} -> \d\.\d{{3}}",
+        rf"\[demo\] report: {re.escape(str(out / 'report.md'))} \(\d+ s in all\)",
+    ]
+    assert len(lines) == len(expected), printed
+    for line, pattern in zip(lines, expected, strict=True):
+        assert re.fullmatch(pattern, line), f"{line!r} is not {pattern!r}:\n{printed}"
+    warm_log = (out / "warmstart.log").read_text()  # the warm start's detail
+    assert "{'loss'" in warm_log and "warm start step 2: validation accuracy" in warm_log
+    run_log = log.read_text()  # each run's detail
+    assert "'loss'" in run_log and "train log (JSON lines)" in run_log  # ("Map:" only when not cached)
+    assert matrix.read_log(run / "log.jsonl")  # the monitors' log as before
+
+
+class FakeTerminal(io.StringIO):
+    def isatty(self):
+        return True
+
+
+@pytest.mark.parametrize("on_a_terminal", [True, False], ids=["terminal", "piped"])
+def test_warm_start_progress_is_a_bar_on_a_terminal_and_lines_elsewhere(on_a_terminal):
+    terminal = FakeTerminal() if on_a_terminal else io.StringIO()
+    progress = demo.WarmStartProgress(terminal, max_steps=100)
+    validation = {"msg": "warm start step 50", "levelno": logging.INFO, "step": 50, "validation_accuracy": 0.25}
+    progress.handle(logging.makeLogRecord(validation))
+    progress.handle(logging.makeLogRecord({"msg": "warm start stopped at max_steps=100", "levelno": logging.WARNING}))
+    progress.handle(logging.makeLogRecord({"msg": "reusing cached warm start", "levelno": logging.INFO}))
+    progress.close()
+    text = terminal.getvalue()
+    assert "[demo] warm start: stopped at max_steps=100\n" in text  # a warning is a line either way
+    assert "reusing cached" not in text  # other info stays in the log
+    if on_a_terminal:
+        assert "50/100" in text and "validation accuracy 0.250" in text and "[demo] warm start: step" not in text
+    else:
+        assert text == "[demo] warm start: step 50, validation accuracy 0.250\n" + (
+            "[demo] warm start: stopped at max_steps=100\n"
+        )
+
+
+def test_a_failing_warm_start_names_its_log_and_its_error_reaches_the_terminal(tmp_path, monkeypatch, capsys):
+    from cpu_lab.warmstart import WarmStartSettings
+
+    def failing(*args, **kwargs):
+        print("{'loss': '5.232', 'grad_norm': '1.731'}")
+        print("FutureWarning: something harmless", file=sys.stderr)
+        logging.getLogger("cpu_lab.warmstart").warning("warm start stopped early: something the user should see")
+        raise ValueError("the warm start broke")
+
+    monkeypatch.setattr(demo, "prepare_lab", failing)
+    with pytest.raises(ValueError, match="the warm start broke"):
+        demo.run_warm_start(WarmStartSettings(), tmp_path / "cache", tmp_path)
+    printed = capsys.readouterr()
+    log = (tmp_path / "warmstart.log").read_text()
+    assert "{'loss'" in log and "something harmless" in log
+    assert "{'loss'" not in printed.out + printed.err and "harmless" not in printed.out + printed.err
+    assert "[demo] warm start: stopped early: something the user should see" in printed.out
+    assert printed.out.endswith(
+        f"[demo] warm start FAILED: its output is in {tmp_path / 'warmstart.log'}; the error follows\n"
+    )
+
+
+def test_runs_in_this_process_write_their_output_to_their_run_log(tmp_path, monkeypatch, capsys):
+    """``--jobs 1``: the demo runs in turn in its own process, each run's output in its run.log as with two at once."""
+
+    def noisy_run(config, seed, folder, extra):
+        print("Map: 100%|██████████| 2000/2000")
+        print("{'loss': '0.1'}", file=sys.stderr)
+        if "random" in str(config):
+            raise RuntimeError("the run broke")
+
+    monkeypatch.setattr(matrix, "run_one", noisy_run)
+    configs = [f"recipes/configs/lab/{name}.yaml" for name in ("grpo_lab_default", "grpo_lab_random")]
+    with pytest.raises(RuntimeError, match="the run broke"):
+        matrix.run_matrix(configs, [0], tmp_path, jobs=1, run_logs=True)
+    printed = capsys.readouterr()
+    default, random = (tmp_path / "grpo_lab_default" / "seed0", tmp_path / "grpo_lab_random" / "seed0")
+    assert [re.sub(r" in \d+ s:", " in N s:", line) for line in printed.out.splitlines()] == [
+        f"[matrix] running {configs[0]} seed 0 (log: {default}/run.log)",
+        f"[matrix] finished {default} in N s: held-out accuracy – -> –",  # a fake run: no report.json
+        f"[matrix] running {configs[1]} seed 0 (log: {random}/run.log)",
+        f"[matrix] FAILED {random}, see {random}/run.log",
+    ]
+    assert "Map:" not in printed.out + printed.err and "'loss'" not in printed.out + printed.err
+    for folder in (default, random):
+        log = (folder / "run.log").read_text()
+        assert "Map:" in log and "{'loss'" in log
