@@ -1,7 +1,7 @@
 """DPO on answers the checker labelled: a thin script around TRL's ``DPOTrainer``.
 
     # tiny CPU run (a ~100k-parameter local model; pairs from the data set's own solutions, see the config)
-    python -m training_data.rollouts reference --task gsm8k_train --data ../shared/data/gsm8k/train.jsonl --limit 16 \\
+    python -m training_data.rollouts reference --task gsm8k_train --data tests/data/gsm8k/train.jsonl --limit 16 \\
         --out runs/tiny_reference_rollouts
     python -m recipes.dpo --config recipes/configs/tiny/dpo_cpu.yaml
     # one GPU, LoRA, GSM8K, pairs from the model's own rollouts (docs/dpo.md); flags override the YAML
@@ -58,6 +58,8 @@ def main(script_args, training_args, model_args):
         eval_task = get_task(args.eval_task)
         validate.check_quantization(model_args.load_in_4bit, model_args.load_in_8bit, model_args.use_peft)
         pairs, pair_report = load_pairs(args.data, args, training_args.seed)
+        validate.check_held_out_data(eval_task.name, args.eval_data, args.eval_limit)
+        validate.check_model(model_args, args.build_tiny_model)  # last: the checks above need no model source
 
     # Run name for W&B grouping, the resolved config (secrets redacted) beside the outputs, the tiny model if asked
     method = "dpo-" + "+".join(training_args.loss_type)

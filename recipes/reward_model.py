@@ -1,7 +1,7 @@
 """A Bradley-Terry reward model on verified preference pairs: a thin script around TRL's ``RewardTrainer``.
 
     # tiny CPU run (a ~100k-parameter local model; pairs from reference solutions vs the same with a wrong answer)
-    python -m training_data.rollouts reference --task gsm8k_train --data ../shared/data/gsm8k/train.jsonl --limit 64 \\
+    python -m training_data.rollouts reference --task gsm8k_train --data tests/data/gsm8k/train.jsonl --limit 64 \\
         --out runs/tiny_reference_rollouts
     python -m recipes.reward_model --config recipes/configs/tiny/reward_model_cpu.yaml
     # one GPU, LoRA, pairs from the model's own GSM8K rollouts (docs/reward_model.md)
@@ -24,7 +24,6 @@ from __future__ import annotations
 import logging
 import math
 from dataclasses import dataclass, field
-from pathlib import Path
 
 from transformers import TrainerCallback
 
@@ -100,16 +99,6 @@ class RMKeys(TrainerCallback):
                 logs[new] = logs[key]
 
 
-def check_model_path(path: str | None) -> None:
-    """A local folder that exists, or something shaped like a hub id (``owner/name``)."""
-    hub_like = path and path.count("/") == 1 and not path.startswith((".", "/", "~"))
-    if not path or not (Path(path).exists() or hub_like):
-        raise FileNotFoundError(
-            f"model {path!r} does not exist: set model_name_or_path: to a local folder or a hub id "
-            "(build_tiny_model: true builds the tiny CPU model there)"
-        )
-
-
 def main(script_args, training_args, model_args):
     import torch
     from transformers import AutoConfig, AutoModelForSequenceClassification, AutoTokenizer
@@ -123,7 +112,7 @@ def main(script_args, training_args, model_args):
     args, model_path = script_args, model_args.model_name_or_path
     run_setup.build_tiny_model_if_asked(args, model_args)  # the checks below read its config and tokenizer
     with validate.config_errors():
-        check_model_path(model_path)
+        validate.check_model(model_args)  # built above when asked: the tokenizer check below reads it
         check_chat_template(model_path)
         validate.check_quantization(model_args.load_in_4bit, model_args.load_in_8bit, model_args.use_peft)
         pairs, pair_report = load_pairs(args.data, args, training_args.seed, args.margin)
