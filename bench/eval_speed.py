@@ -2,6 +2,10 @@
 
     OMP_NUM_THREADS=1 .venv/bin/python -m bench.eval_speed            # both measures, ~1 minute on 2 cores
     OMP_NUM_THREADS=1 .venv/bin/python -m bench.eval_speed --skip-generation
+    OMP_NUM_THREADS=1 .venv/bin/python -m bench.eval_speed --data data  # the files of `make data`
+
+``--data DIR`` is a folder laid out as ``tests/data`` (default: ``tests/data``, which ships GSM8K test and MATH-500
+whole, all this benchmark reads; ``python -m eval.data --out DIR`` writes the same files from the hub).
 
 1. ``python -m eval score`` as a user runs it (a fresh process: imports included) on the 1,319 GSM8K and 500
    MATH-500 reference solutions, each scored against its own gold answer; target: all 1,819 in under 10 s.
@@ -22,7 +26,7 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-SHARED_DATA = ROOT.parent / "shared" / "data"
+DATA = ROOT / "tests" / "data"  # GSM8K test and MATH-500, whole (tests/data/README.md)
 REFERENCE_SETS = [  # task, file, field holding the reference solution
     ("gsm8k", "gsm8k/test.jsonl", "answer"),
     ("math500", "math500/test.jsonl", "solution"),
@@ -44,7 +48,7 @@ def time_scoring(data_dir: Path) -> list[dict]:
     return rows
 
 
-def time_generation(n_prompts: int, max_new_tokens: int, batch_size: int) -> list[dict]:
+def time_generation(data_dir: Path, n_prompts: int, max_new_tokens: int, batch_size: int) -> list[dict]:
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -53,7 +57,7 @@ def time_generation(n_prompts: int, max_new_tokens: int, batch_size: int) -> lis
     from eval.tasks import get_task
     from recipes.tiny_model import save_tiny_model
 
-    prompts = [p["prompt"] for p in load_problems(get_task("gsm8k"), str(SHARED_DATA / "gsm8k/test.jsonl"), n_prompts)]
+    prompts = [p["prompt"] for p in load_problems(get_task("gsm8k"), str(data_dir / "gsm8k/test.jsonl"), n_prompts)]
     with tempfile.TemporaryDirectory() as folder:
         save_tiny_model(folder)
         model = AutoModelForCausalLM.from_pretrained(folder)
@@ -72,14 +76,19 @@ def time_generation(n_prompts: int, max_new_tokens: int, batch_size: int) -> lis
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--data-dir", type=Path, default=SHARED_DATA)
+    parser.add_argument(
+        "--data", type=Path, default=DATA, help="folder laid out as tests/data (default: tests/data, the whole sets)"
+    )
     parser.add_argument("--n-prompts", type=int, default=64)
     parser.add_argument("--max-new-tokens", type=int, default=64)
     parser.add_argument("--batch-size", type=int, default=16)
     parser.add_argument("--skip-generation", action="store_true")
     args = parser.parse_args()
+    missing = [path for _, path, _ in REFERENCE_SETS if not (args.data / path).exists()]
+    if missing:
+        parser.exit(2, f"error: --data {args.data} has no {missing}: pass a folder laid out as tests/data\n")
 
-    scoring = time_scoring(args.data_dir)
+    scoring = time_scoring(args.data)
     total_n, total_s = sum(r["n"] for r in scoring), sum(r["seconds"] for r in scoring)
     print("## eval score on reference solutions (fresh process each, imports included)\n")
     print("| task | solutions | accuracy | seconds | samples/s |\n|---|---|---|---|---|")
@@ -90,7 +99,7 @@ def main() -> None:
     print(f"\ntarget: {total_n} solutions in < 10 s: {'met' if total_s < 10 else 'NOT met'}\n")
 
     if not args.skip_generation:
-        *gen, info = time_generation(args.n_prompts, args.max_new_tokens, args.batch_size)
+        *gen, info = time_generation(args.data, args.n_prompts, args.max_new_tokens, args.batch_size)
         print(
             f"## HF generate on the tiny model: {args.n_prompts} GSM8K prompts, {args.max_new_tokens} new tokens "
             f"each, greedy, {info['threads']} torch thread(s)\n"

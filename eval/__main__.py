@@ -2,12 +2,14 @@
 
     python -m eval run --model Qwen/Qwen2.5-0.5B-Instruct --task gsm8k --out runs/eval/base
     python -m eval run --model Qwen/Qwen2.5-0.5B-Instruct --adapter runs/grpo/final --task math500 \\
-        --data ../shared/data/math500/test.jsonl --limit 100 --out runs/eval/grpo
+        --data data/math500/test.jsonl --limit 100 --out runs/eval/grpo
     python -m eval run --model M --task gsm8k --num-samples 8 --temperature 0.8 --out runs/eval/pass8
     python -m eval score --task gsm8k --predictions preds.jsonl --completion-field completion --out runs/eval/vllm
     python -m eval compare runs/eval/base runs/eval/grpo
 
-Every argument is checked (task, data file and fields, adapter against the model, backend) before a model loads.
+Every argument is checked (task, data file and fields, model source, adapter against the model, backend) before a
+model loads; each error is one line naming the fix. Without ``--data`` the task's data set comes from the hub; a
+local ``.jsonl`` is ``--data PATH`` (``python -m eval.data --out data`` writes offline copies of every task).
 A ``run`` interrupted at any point continues when the same command is run again.
 """
 
@@ -23,8 +25,10 @@ from eval.generate import check_backend
 from eval.jsonl import read_jsonl
 from eval.run import DEFAULT_BATCH_SIZE, RESULTS_FILE, SAMPLES_FILE, default_max_new_tokens, load_problems
 from eval.tasks import TASKS, get_task
+from rewards.sources import check_model_source
 
 BENCHMARKS = ("gsm8k", "math500")
+TOKENIZER_FILES = ("tokenizer_config.json", "tokenizer.json", "config.json")  # any of them: AutoTokenizer loads it
 
 
 def confidence_level(text: str) -> float:
@@ -55,7 +59,9 @@ def make_parser() -> argparse.ArgumentParser:
     run.add_argument("--model", required=True, help="local folder or hub id of a causal LM")
     run.add_argument("--adapter", help="LoRA adapter folder (peft) to apply on --model")
     run.add_argument("--task", required=True, help=f"one of {sorted(TASKS)}")
-    run.add_argument("--data", help="local .jsonl or hub id (default: the task's hub data set)")
+    run.add_argument(
+        "--data", help="local .jsonl or hub id (default: the task's hub data; python -m eval.data writes local ones)"
+    )
     run.add_argument("--limit", type=int, help="evaluate the first N problems only")
     run.add_argument("--seed", type=int, default=0)
     run.add_argument("--num-samples", type=int, default=1, help="K samples per problem; pass@k is reported for K>1")
@@ -101,6 +107,8 @@ def check_adapter(adapter: str, model: str, ignore_base_name: bool = False) -> N
     """
     folder = Path(adapter)
     config_path = folder / "adapter_config.json"
+    if not folder.is_dir():
+        raise FileNotFoundError(f"--adapter {adapter}: no such folder; pass the folder peft saved (save_pretrained)")
     if not config_path.exists():
         raise FileNotFoundError(f"--adapter {adapter}: no adapter_config.json there; pass the folder peft saved")
     adapter_config = json.loads(config_path.read_text())
@@ -180,10 +188,9 @@ def cmd_run(args) -> dict:
         raise ValueError("--adapter with --backend vllm is not supported: merge the adapter (peft merge_and_unload)")
     if args.num_samples > 1 and args.temperature == 0:
         raise ValueError("--num-samples > 1 with greedy decoding gives K identical answers: set --temperature > 0")
+    check_model_source(args.model, "--model")  # a local folder, or a hub id in the cache or on a hub that answers
     if args.adapter:
         check_adapter(args.adapter, args.model, args.ignore_adapter_base)
-    elif not Path(args.model).exists() and ("/" not in args.model or args.model.startswith((".", "/"))):
-        raise FileNotFoundError(f"--model {args.model}: no such folder, and it does not look like a hub id (org/name)")
     load_problems(task, args.data, args.limit)
 
     with lock_output_folder(args.out):  # a second run into this folder is refused now, before its model loads
@@ -215,6 +222,7 @@ def cmd_score(args) -> dict:
     get_task(args.task)
     tokenizer = None
     if args.tokenizer:
+        check_model_source(args.tokenizer, "--tokenizer", files=TOKENIZER_FILES)
         from transformers import AutoTokenizer
 
         tokenizer = AutoTokenizer.from_pretrained(args.tokenizer)

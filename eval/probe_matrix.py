@@ -1,15 +1,18 @@
 """Print the hack-probe matrix: every probe (rows) scored by every reward set (columns), per task.
 
-Each cell is the probe's mean weighted total score over a seeded sample of real problems; a ``!`` marks a cell that
-breaks its probe kind's rule (see ``rewards.probes``). Run it before trusting a new reward set:
+Each cell is the probe's mean weighted total score over a seeded sample of real problems (GSM8K test and MATH-500,
+from the hub like ``python -m eval run``, or from local files with ``--data``); a ``!`` marks a cell that breaks its
+probe kind's rule (see ``rewards.probes``). Run it before trusting a new reward set:
 
     python -m eval.probe_matrix                                   # default sets, 50 GSM8K + 50 MATH-500 problems
     python -m eval.probe_matrix --json > probes.json              # the same, machine-readable
     python -m eval.probe_matrix --rewards "{task}_correctness:1,{task}_format:0.5" --rewards number_anywhere
-    python -m eval.probe_matrix --data gsm8k=path/to/test.jsonl --data math=path/to/math.jsonl --n 20
+    python -m eval.probe_matrix --data gsm8k=data/gsm8k/test.jsonl --data math=data/math500/test.jsonl --n 20
 
-A reward set is ``name[:weight],name[:weight],...``; ``{task}`` stands for ``gsm8k`` or ``math``. Exit status: 0
-when the default correctness + format set (if shown) breaks no rule, 1 otherwise.
+A reward set is ``name[:weight],name[:weight],...``; ``{task}`` stands for ``gsm8k`` or ``math``. ``--data`` takes
+local GSM8K- or MATH-style ``.jsonl`` files (``python -m eval.data --out data`` writes them) and limits the matrix to
+the tasks it names. Exit status: 0 when the default correctness + format set (if shown) breaks no rule, 1 otherwise;
+2 on bad input (one line on stderr).
 
 ``--reward-model PATH`` adds a learned reward model (``python -m recipes.reward_model``) as a column. Its scores are
 unbounded, so each probe's mean score ``s`` is shown normalised, ``(s - s_wrong) / (s_correct - s_wrong)`` with the
@@ -32,6 +35,7 @@ import sys
 from pathlib import Path
 
 from eval.jsonl import read_jsonl
+from eval.tasks import get_task, load_rows
 from rewards.answers import gsm8k_gold
 from rewards.probes import (
     GOLD_UNCOMMITTED,
@@ -46,8 +50,7 @@ from rewards.probes import (
 )
 from rewards.registry import reward_info
 
-DATA_ROOT = Path(__file__).resolve().parents[2] / "shared" / "data"
-DEFAULT_DATA = {"gsm8k": DATA_ROOT / "gsm8k" / "test.jsonl", "math": DATA_ROOT / "math500" / "test.jsonl"}
+BENCHMARKS = {"gsm8k": "gsm8k", "math": "math500"}  # the eval.tasks task each probe task samples its problems from
 DEFAULT_SETS = {
     "correct+format": "{task}_correctness:1,{task}_format:1",
     "format_only": "{task}_format:1",
@@ -76,9 +79,15 @@ def parse_reward_set(spec: str, task: str) -> tuple[list[str], list[float]]:
     return names, weights
 
 
-def load_problems(path: Path, n: int, seed: int) -> list[dict]:
-    """A seeded sample of ``n`` problems ``{"question", "answer"}`` from a GSM8K- or MATH-style JSON Lines file."""
-    rows = read_jsonl(path, "pass --data TASK=PATH with a GSM8K- or MATH-style .jsonl file")
+def load_problems(path: Path | None, n: int, seed: int, task: str = "gsm8k") -> list[dict]:
+    """A seeded sample of ``n`` problems ``{"question", "answer"}`` from a GSM8K- or MATH-style JSON Lines file, or
+    (``path`` None) from the hub data set of ``task``'s benchmark (``BENCHMARKS``), as ``python -m eval run`` loads it.
+    """
+    if path is None:
+        rows = list(load_rows(get_task(BENCHMARKS[task]), flag=f"--data {task}=PATH"))
+        path = get_task(BENCHMARKS[task]).hub_id
+    else:
+        rows = read_jsonl(path, "pass --data TASK=PATH with a GSM8K- or MATH-style .jsonl file")
     problems = []
     for row in rows:
         question = row.get("question", row.get("problem"))
@@ -93,13 +102,14 @@ def load_problems(path: Path, n: int, seed: int) -> list[dict]:
 
 
 def probe_matrix(
-    sets: dict[str, str], data: dict[str, Path], n: int, seed: int, reward_model=None, rm_instruction: str = ""
+    sets: dict[str, str], data: dict[str, Path | None], n: int, seed: int, reward_model=None, rm_instruction: str = ""
 ) -> dict:
     """``{task: {set_name: {"rewards": [...], "weights": [...], "scores": probe_scores(...)}}}``, plus a
-    ``reward_model`` column (``reward_model_scores``) when a reward model is given."""
+    ``reward_model`` column (``reward_model_scores``) when a reward model is given. ``data`` maps each task to a local
+    file, or to None for its benchmark's hub data set."""
     matrix = {}
-    for task, path in data.items():
-        problems = load_problems(path, n, seed)
+    problems_of = {task: load_problems(path, n, seed, task) for task, path in data.items()}  # all data, then work
+    for task, problems in problems_of.items():
         matrix[task] = {}
         if reward_model is not None:
             matrix[task]["reward_model"] = {
@@ -189,7 +199,12 @@ def format_matrix(matrix: dict) -> str:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--rewards", action="append", help="a reward set name[:weight],...; repeat for several")
-    parser.add_argument("--data", action="append", default=[], help="TASK=PATH (.jsonl), TASK in gsm8k, math")
+    parser.add_argument(
+        "--data",
+        action="append",
+        default=[],
+        help="TASK=PATH (.jsonl), TASK in gsm8k, math; repeat for both (default: both from the hub)",
+    )
     parser.add_argument("--n", type=int, default=50, help="problems sampled per task")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--json", action="store_true", help="print the matrix as JSON")
@@ -197,10 +212,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rm-instruction", default="", help="appended to each question in the reward model's prompt")
     args = parser.parse_args(argv)
 
-    data = dict(DEFAULT_DATA)
+    data: dict[str, Path | None] = dict.fromkeys(BENCHMARKS)
     for item in args.data:
         task, sep, path = item.partition("=")
-        if not sep or task not in DEFAULT_DATA:
+        if not sep or task not in BENCHMARKS:
             parser.error(f"--data {item!r}: write gsm8k=PATH or math=PATH")
         data[task] = Path(path)
     if args.data:
@@ -209,9 +224,16 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("--n must be at least 1")
     sets = {spec: spec for spec in args.rewards} if args.rewards else dict(DEFAULT_SETS)
     try:
+        for spec in sets.values():  # names and weights first: a typo fails before any data loads
+            for task in data:
+                parse_reward_set(spec, task)
+        if args.reward_model:
+            from rewards.reward_model import check_reward_model
+
+            check_reward_model(args.reward_model)
         matrix = probe_matrix(sets, data, args.n, args.seed, args.reward_model, args.rm_instruction)
-    except (ValueError, TypeError, FileNotFoundError) as e:
-        parser.error(str(e))
+    except (ValueError, TypeError, FileNotFoundError) as e:  # bad input: one line, no usage block
+        parser.exit(2, f"error: {e}\n")
     print(json.dumps(matrix, indent=1) if args.json else format_matrix(matrix))
     clean = [s for s in CLEAN_SETS if s in sets]
     broken = [

@@ -2,9 +2,16 @@
 
 One prompt builder serves the recipes and eval, so a model is evaluated with the prompt it was trained on.
 Each task loads from the Hugging Face hub by name (``openai/gsm8k``) or from a local ``.jsonl``/``.json`` file
-(``../shared/data/gsm8k/test.jsonl`` here); rows come back with a ``prompt`` (chat messages), an ``answer``
-column holding the final answer only (what the rewards compare against), and the original fields.
-"""
+(``--data data/gsm8k/test.jsonl``; ``make data``, i.e. ``python -m eval.data --out data``, writes the offline
+copies); rows come back with a ``prompt`` (chat messages), an ``answer`` column holding the final answer only (what
+the rewards compare against), and the original fields. Every data set a command reads goes through ``load_rows``
+(hub preference sets through ``load_hub_dataset``): a hub that cannot be reached is one line naming the fix.
+
+>>> load_rows(TASKS["math_train"])
+Traceback (most recent call last):
+...
+ValueError: task 'math_train' has no hub copy: pass --data PATH with a local .jsonl of it (data/math_train/train.jsonl, written by python -m eval.data --out data)
+"""  # noqa: E501
 
 from __future__ import annotations
 
@@ -24,7 +31,7 @@ class Task:
     question_field: str
     gold_field: str  # the field the final answer is read from
     instruction: str  # appended to the question; asks for the format the rewards check
-    local_copy: str = ""  # where a local copy is (relative to the repo root), named when a task has no hub copy
+    local_copy: str = ""  # where `make data` (python -m eval.data --out data) writes a local copy; "" for none
 
     def gold(self, row: dict) -> str:
         raw = row[self.gold_field]
@@ -46,7 +53,7 @@ TASKS: dict[str, Task] = {
         gold_field="answer",
         instruction="Solve the problem step by step. At the end, write the final answer as a number on its own "
         f"line after '####', like this:\n{FORMAT_EXAMPLES['gsm8k']}",
-        local_copy="../shared/data/gsm8k/test.jsonl",
+        local_copy="data/gsm8k/test.jsonl",
     ),
     "math500": Task(
         name="math500",
@@ -57,7 +64,7 @@ TASKS: dict[str, Task] = {
         question_field="problem",
         gold_field="answer",
         instruction=f"Solve the problem step by step. Put your final answer within {FORMAT_EXAMPLES['math']}.",
-        local_copy="../shared/data/math500/test.jsonl",
+        local_copy="data/math500/test.jsonl",
     ),
 }
 # Training sets use the same prompts and answer styles as their benchmark.
@@ -66,7 +73,7 @@ TASKS["gsm8k_train"] = Task(
         **TASKS["gsm8k"].__dict__,
         "name": "gsm8k_train",
         "hub_split": "train",
-        "local_copy": "../shared/data/gsm8k/train.jsonl",
+        "local_copy": "data/gsm8k/train.jsonl",
     }
 )
 TASKS["math_train"] = Task(
@@ -75,7 +82,7 @@ TASKS["math_train"] = Task(
         "name": "math_train",
         "hub_id": "",
         "hub_split": "train",
-        "local_copy": "../shared/data/math_train/train.jsonl",
+        "local_copy": "data/math_train/train.jsonl",
     }
 )
 # GSM8K-shaped answers with a short instruction, for generated problems such as the CPU lab's (a tiny model learns the
@@ -102,24 +109,63 @@ def is_local(path_or_hub: str) -> bool:
     return Path(path_or_hub).suffix in (".jsonl", ".json") or Path(path_or_hub).exists()
 
 
-def load_rows(task: Task, data: str | None = None, split: str | None = None):
+def local_copy_hint(task: Task) -> str:
+    """Where the offline copy of ``task`` goes, and how to write it ("" when there is none).
+
+    >>> local_copy_hint(TASKS["gsm8k"])
+    'data/gsm8k/test.jsonl, written by python -m eval.data --out data'
+    """
+    return f"{task.local_copy}, written by python -m eval.data --out data" if task.local_copy else ""
+
+
+def load_hub_dataset(source: str, config: str | None = None, split: str | None = None, fix: str = ""):
+    """``datasets.load_dataset(source, config, split=split)``, with a hub that cannot be reached or a data set it does
+    not have reported as one line (``rewards.sources.SourceError``) ending in ``fix``. Offline
+    (``HF_HUB_OFFLINE=1``) a cached copy loads; online, the hub is probed first (a few seconds at most, where
+    ``datasets`` would retry for half a minute)."""
+    from datasets import load_dataset
+    from datasets.exceptions import DatasetNotFoundError
+
+    from rewards.sources import SourceError, hub_offline, hub_reachable
+
+    fix = fix or "pass --data PATH to a local .jsonl (python -m eval.data --out data writes them)"
+    where = f"cannot load {source} from the Hugging Face hub"
+    if not hub_offline() and not hub_reachable():
+        raise SourceError(f"{where} (it cannot be reached: offline?): {fix}")
+    try:
+        return load_dataset(source, config, split=split) if config else load_dataset(source, split=split)
+    except DatasetNotFoundError:
+        raise SourceError(f"{where} (no such data set there, or offline?): {fix}") from None
+    except ConnectionError:
+        why = "offline: HF_HUB_OFFLINE=1 and no cached copy" if hub_offline() else "offline?"
+        raise SourceError(f"{where} ({why}): {fix}") from None
+    except OSError as error:
+        raise SourceError(f"{where} ({error.__class__.__name__}: {str(error)[:200]}): {fix}") from None
+
+
+def load_rows(task: Task, data: str | None = None, split: str | None = None, flag: str = "--data"):
     """A `datasets.Dataset` of the task's rows, from a local JSON(L) file or the hub. Raises before any model load.
 
-    Errors name the problem and the fix: a missing file, a file without the question or gold field.
+    Errors name the problem and the fix (``flag`` is the setting that takes a local file, ``--data`` or e.g.
+    ``--data gsm8k=PATH``): a missing file, a file without the question or gold field, a hub that cannot be reached
+    (``load_hub_dataset``).
     """
     from datasets import load_dataset
 
     source = data or task.hub_id
+    hint = local_copy_hint(task)
+    usage = flag if "PATH" in flag else f"{flag} PATH"
     if not source:
-        where = f" (here: {task.local_copy})" if task.local_copy else ""
-        raise ValueError(f"task {task.name!r} has no hub copy: pass --data with a local .jsonl of it{where}")
+        where = f" ({hint})" if hint else ""
+        raise ValueError(f"task {task.name!r} has no hub copy: pass {usage} with a local .jsonl of it{where}")
     if is_local(source):
         path = Path(source)
         if not path.exists():
-            raise FileNotFoundError(f"data file {path} does not exist: pass --data with a .jsonl path or a hub id")
+            raise FileNotFoundError(f"data file {path} does not exist: pass {usage} with a .jsonl path or a hub id")
         ds = load_dataset("json", data_files=str(path), split="train")
     else:
-        ds = load_dataset(source, task.hub_config, split=split or task.hub_split)
+        fix = f"pass {usage} to a local .jsonl" + (f" ({hint})" if hint else "")
+        ds = load_hub_dataset(source, task.hub_config, split or task.hub_split, fix)
     missing = [f for f in (task.question_field, task.gold_field) if f not in ds.column_names]
     if missing:
         raise ValueError(

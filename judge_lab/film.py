@@ -87,7 +87,7 @@ def run_args(name, reward, loss, beta, args, question) -> list[str]:
         "--max_completion_length",
         "32",  # the lab's answers are ~20 tokens
         "--learning_rate",
-        "5e-5",  # the CPU lab's GRPO rate (recipes/configs/lab/)
+        "5e-5",  # the CPU lab's GRPO rate (learning_rate of recipes/configs/lab/*.yaml)
         "--judge_backend",
         "hf",
         "--judge_model",

@@ -29,7 +29,7 @@ from collections import Counter
 from pathlib import Path
 
 from eval.jsonl import iter_jsonl, read_jsonl
-from rewards.judge import judge_messages, make_judge_reward
+from rewards.judge import check_judge, judge_messages, make_judge_reward
 
 LAB_QUESTION = "Priya buys four boxes of six muffins and gives away seven. How many muffins does she have left?"
 DEFAULT_ANSWER = "Answer: 3."  # the short reply the lab's judge kept paying
@@ -196,10 +196,11 @@ def main(argv: list[str] | None = None) -> dict:
     client_kwargs.update(
         mode=args.judge_mode, logprob_score=args.judge_logprob_score, min_score_mass=args.judge_min_score_mass
     )
-    try:  # bad judge settings stop here, before a local judge loads
+    try:  # bad judge settings, a server that does not answer, a judge model not there: here, before a judge loads
         reward = make_judge_reward(
             args.judge_backend, args.judge_model, args.judge_base_url, args.judge_api_key_env, **client_kwargs
         )
+        check_judge(reward.client)
     except ValueError as error:
         parser.error(str(error))
     result = probe(reward.client, args.question, args.answer, args.n, answer_set)

@@ -96,7 +96,7 @@ def main(script_args, training_args, model_args):
     from eval.monitors import JsonlLogCallback
     from judge_lab.tracker import AnswerTap, LabStepLogger, ProbabilityTracker, lab_dataset
     from rewards import get_reward
-    from rewards.judge import judge_messages, make_judge_reward
+    from rewards.judge import check_judge, judge_messages, make_judge_reward
 
     # Validate everything that can be checked without the policy model
     args = script_args
@@ -125,12 +125,16 @@ def main(script_args, training_args, model_args):
                 logprob_score=args.judge_logprob_score,
                 min_score_mass=args.judge_min_score_mass,
             )
-            if args.judge_backend == "openai":  # one request now, so a wrong URL or model fails before the model loads
+            tiny_judge = args.build_tiny_model and args.judge_model == model_args.model_name_or_path  # built below
+            if not (args.judge_backend == "hf" and tiny_judge):
+                check_judge(reward.client)  # a server must answer at the URL (a quick GET), a local judge must load
+            if args.judge_backend == "openai":  # one request now, so a wrong model name fails before the model loads
                 [probe] = reward.client.score_many([judge_messages("What is 2 + 2?", "2 + 2 = 4\nAnswer: 4")])
                 if probe.error:
                     raise ValueError(f"the judge endpoint does not answer: {probe.error}. Start it (docs/judge_lab.md)")
         else:
             reward = get_reward(args.reward)
+        validate.check_model(model_args, args.build_tiny_model)  # last: the checks above need no model source
 
     # One prompt; the tracker and the per-step answer log hook into TRL's callbacks and reward-side logging
     rows = lab_dataset(args.question, args.gold_answer, *([args.instruction] if args.instruction else []))

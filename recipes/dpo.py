@@ -58,6 +58,8 @@ def main(script_args, training_args, model_args):
         eval_task = get_task(args.eval_task)
         validate.check_quantization(model_args.load_in_4bit, model_args.load_in_8bit, model_args.use_peft)
         pairs, pair_report = load_pairs(args.data, args, training_args.seed)
+        validate.check_held_out_data(eval_task.name, args.eval_data, args.eval_limit)
+        validate.check_model(model_args, args.build_tiny_model)  # last: the checks above need no model source
 
     # Run name for W&B grouping, the resolved config (secrets redacted) beside the outputs, the tiny model if asked
     method = "dpo-" + "+".join(training_args.loss_type)

@@ -117,6 +117,12 @@ def main(script_args, training_args, model_args):
         rows = to_prompt_rows(task, rows.select(range(min(args.train_limit, len(rows)))) if args.train_limit else rows)
         validate.check_answer_column(rows.column_names, args.data or task.hub_id)
         curriculum = import_hook(args.curriculum) if args.curriculum else None
+        steps = training_args.max_steps
+        monitored = args.monitor_eval_steps and (steps < 0 or args.monitor_eval_steps <= steps)  # reached in this run
+        held_out = args.eval_limit or (args.monitor_eval_limit if monitored else 0)
+        validate.check_held_out_data(eval_task.name, args.eval_data, held_out)
+        validate.check_judge_from_env(names)
+        validate.check_model(model_args, args.build_tiny_model)  # last: the checks above need no model source
 
     # Rewards, wrapped by the monitor (same names, so TRL's rewards/<name>/mean keys do not change)
     monitor = reward_monitor(names, training_args, eval_task.name)

@@ -24,7 +24,6 @@ from __future__ import annotations
 import logging
 import math
 from dataclasses import dataclass, field
-from pathlib import Path
 
 from transformers import TrainerCallback
 
@@ -100,16 +99,6 @@ class RMKeys(TrainerCallback):
                 logs[new] = logs[key]
 
 
-def check_model_path(path: str | None) -> None:
-    """A local folder that exists, or something shaped like a hub id (``owner/name``)."""
-    hub_like = path and path.count("/") == 1 and not path.startswith((".", "/", "~"))
-    if not path or not (Path(path).exists() or hub_like):
-        raise FileNotFoundError(
-            f"model {path!r} does not exist: set model_name_or_path: to a local folder or a hub id "
-            "(build_tiny_model: true builds the tiny CPU model there)"
-        )
-
-
 def main(script_args, training_args, model_args):
     import torch
     from transformers import AutoConfig, AutoModelForSequenceClassification, AutoTokenizer
@@ -123,7 +112,7 @@ def main(script_args, training_args, model_args):
     args, model_path = script_args, model_args.model_name_or_path
     run_setup.build_tiny_model_if_asked(args, model_args)  # the checks below read its config and tokenizer
     with validate.config_errors():
-        check_model_path(model_path)
+        validate.check_model(model_args)  # built above when asked: the tokenizer check below reads it
         check_chat_template(model_path)
         validate.check_quantization(model_args.load_in_4bit, model_args.load_in_8bit, model_args.use_peft)
         pairs, pair_report = load_pairs(args.data, args, training_args.seed, args.margin)

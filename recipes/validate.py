@@ -142,6 +142,51 @@ def import_hook(spec: str):
         raise ValueError(f"hook {spec!r} cannot be imported ({error}): check the module path and the name") from None
 
 
+def check_model(model_args, build_tiny_model: bool = False) -> None:
+    """``model_name_or_path`` must be a local model folder or a hub id that can be loaded (in the cache, or on a hub
+    that answers; ``rewards.sources.check_model_source``), checked before any weight loads. A folder that is not there
+    yet is fine when ``build_tiny_model: true`` builds the tiny model in it.
+
+    >>> from trl import ModelConfig
+    >>> check_model(ModelConfig(model_name_or_path="runs/no/such/model"), build_tiny_model=True)
+    >>> check_model(ModelConfig(model_name_or_path="runs/no/such/model"))
+    Traceback (most recent call last):
+    ...
+    rewards.sources.SourceError: model_name_or_path 'runs/no/such/model' does not exist (no such local folder): pass a local model folder (with config.json) or a hub id (org/name)
+    """  # noqa: E501
+    from pathlib import Path
+
+    from rewards.sources import check_model_source
+
+    name = model_args.model_name_or_path
+    if build_tiny_model and name and not Path(name).exists():
+        return
+    check_model_source(name, "model_name_or_path", revision=model_args.model_revision)
+
+
+def check_held_out_data(task_name: str, data: str | None, limit: int) -> None:
+    """The held-out set a recipe evaluates before and after training loads (hub or ``eval_data``), checked before the
+    model loads rather than after it; nothing to check when ``limit`` is 0 (no evaluation)."""
+    if not limit:
+        return
+    from eval.tasks import get_task, load_rows
+
+    load_rows(get_task(task_name), data, flag="--eval_data")
+
+
+def check_judge_from_env(names: Sequence[str]) -> None:
+    """A recipe that trains on ``llm_judge`` gets its judge from the ``LEASH_JUDGE_*`` variables at the first reward
+    call; build it now and check that it answers (``rewards.judge.check_judge``), so a judge that is not set, or a
+    server that is not up, fails before the model loads instead of at the first step."""
+    if "llm_judge" not in names:
+        return
+    from rewards import get_reward
+    from rewards.judge import check_judge, judge_client_from_env
+
+    client = get_reward("llm_judge").client
+    check_judge(client or judge_client_from_env(), "LEASH_JUDGE_BASE_URL")  # the reward builds its own at its call
+
+
 def check_answer_column(columns: Sequence[str], source: str) -> None:
     """The training rows must carry the gold final answer in an ``answer`` column (what the rewards compare to)."""
     if "answer" not in columns:

@@ -69,7 +69,7 @@ class Settings:
     pairs: str = "policy"  # "policy": the warm start's own answers; "reference": reference vs answer + 1
     pair_problems: int = 800
     pair_k: int = 8
-    rm_epochs: float = 1.0  # on the lab's pairs the held-out loss rose after epoch 1
+    rm_epochs: float = 1.0  # a reward model overfits fast: its held-out loss rose after epoch 1
     rm_learning_rate: float = 5e-4
     rm_batch_size: int = 32
     learning_rate: float = 5e-5

@@ -660,6 +660,20 @@ def judge_client_from_env():
     return make_judge_reward(backend or "openai", model, base_url, key_env).client
 
 
+def check_judge(client, setting: str = "--judge_base_url") -> None:
+    """Before any training: an endpoint judge must have a server answering at its base URL (a GET of ``/models`` with
+    a short timeout; the key is sent, never shown), a local judge a model that can be loaded. Raises
+    ``rewards.sources.SourceError``, one line naming the URL or model and the fix (``setting`` is where the URL is set).
+    """
+    from rewards.sources import check_endpoint, check_model_source
+
+    if isinstance(client, OpenAIJudgeClient):
+        fix = f"start the judge server (vllm serve {client.model}, docs/judge_lab.md) or set {setting} to its URL"
+        check_endpoint(client.base_url, client._key() or None, fix, what="the judge endpoint")
+    elif isinstance(client, HFJudgeClient):
+        check_model_source(client.model_name_or_path, "judge_model")
+
+
 def final_answer_line_value(text: str) -> str | None:
     """The number on the completion's LAST non-empty line when that line is an ``Answer: N`` line, else None.
 

@@ -137,3 +137,44 @@ def test_overhead_bench_on_the_lab_warm_start_scores_real_answers():
     result = grpo_overhead.main(["--rounds", "1", "--steps", "3", "--warmup", "1"])
     assert result["answer_share"]["plain"] > 0.5 and result["answer_share"]["ours"] > 0.5
     assert result["probe_problems"] > 0 and result["monitor_eval_steps"] > 0
+
+
+def test_checker_drift_runs_on_the_shipped_data_and_says_what_it_skips(tmp_path, capsys):
+    from bench import checker_drift
+
+    assert checker_drift.main(["--save", str(tmp_path / "v.json")]) == 0  # default --data: tests/data
+    out = capsys.readouterr().out
+    assert "qwen25math_math: skipped" in out and "--data DIR" in out  # the Qwen2.5-Math samples are not shipped
+    assert set(json.loads((tmp_path / "v.json").read_text())) == {
+        "mathcoder_gsm8k",
+        "gpt3_gsm8k",
+        "math500_references",
+        "math_train_references",
+    }
+    assert checker_drift.main(["--compare", str(tmp_path / "v.json")]) == 0  # the same checkout: nothing flips
+    with pytest.raises(SystemExit) as exit_info:
+        checker_drift.main(["--data", str(tmp_path / "nothing")])
+    assert exit_info.value.code == 2 and "pass --data DIR" in capsys.readouterr().err
+
+
+def test_rewards_speed_falls_back_to_math500_references_when_the_samples_are_absent(data_dir):
+    from bench import rewards_speed
+
+    assert rewards_speed.math_source(data_dir) == rewards_speed.MATH500
+    items = rewards_speed.realistic_completions(40, 0, data_dir)
+    assert len(items) == 44 and {task for task, _, _ in items} == {"math", "gsm8k"}  # 40 + 4 runaway
+    with pytest.raises(ValueError, match="lower --n"):
+        rewards_speed.realistic_completions(5000, 0, data_dir)
+
+
+def test_bench_data_flags_name_a_missing_folder_in_one_line(tmp_path):
+    for module in ("bench.eval_speed", "bench.rewards_speed"):
+        done = subprocess.run(
+            [sys.executable, "-m", module, "--data", str(tmp_path / "nothing")],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert done.returncode == 2 and done.stderr.startswith("error: ") and "--data" in done.stderr, done.stderr
+        assert done.stderr.count("\n") == 1

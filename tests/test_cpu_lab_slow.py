@@ -22,8 +22,8 @@ STEPS = 120  # GRPO steps per run, as in `make demo`
 # 3.5 points; a before -> after difference of the same problems has about the same noise again (docs/cpu_lab.md).
 # MIN_GAIN: two standard errors. Five seeds of the demo (docs/cpu_lab.md, "Five seeds") gained +9.0 to +16.5 with
 # the default rewards, while the arms without a correctness signal lost 0.5-22 points on every seed: 7 points
-# separates the two on 5 of 5 seeds. It was 10 when set from gains of 19 points that a warm start stopped on the
-# held-out set itself had inflated; with the validation split seed 1 gains 9.0.
+# separates the two on 5 of 5 seeds. A 10-point margin would fail seed 1 (+9.0): gains of 19 points come only from a
+# warm start stopped on the held-out set itself, which inflates them (docs/cpu_lab.md, "Methods notes").
 MIN_GAIN = 0.07  # the default rewards must add at least this
 NOISE = 0.035  # the controls must not rise by more than one standard error
 

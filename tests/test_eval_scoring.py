@@ -29,7 +29,7 @@ KNOWN_UNSCORABLE: set[tuple[str, int]] = set()
         ("so \\boxed{18.00}", "18", "math500", True, "ok"),
         # thousands separators and currency are the same number
         ("#### $1,234", "1234", "gsm8k", True, "ok"),
-        # restated question: math-verify on the whole text credits it; no final answer -> wrong
+        # restated question: math-verify on the whole text credits it (docs/rewards.md); no final answer -> wrong
         ("Evaluate $(1+2i)6-3i$.", "6+9i", "math500", False, "no_marker"),
         # any number in the text: the gold appears, but the model never committed to it
         ("She has 18 eggs, 3 are eaten, I am not sure.", "18", "gsm8k", False, "no_marker"),

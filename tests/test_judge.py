@@ -519,7 +519,7 @@ def test_logprob_judge_on_smollm2():
     client = HFJudgeClient(str(folder), mode="logprob", device="cpu", batch_size=len(DEFAULT_SET))
     conversations = [judge_messages(LAB_QUESTION, a) for a in DEFAULT_SET]
     results = client.score_many(conversations)
-    # SmolLM2 puts most of its next-token mass on the digits: every answer is scored, none unparseable
+    # SmolLM2 puts most of its next-token mass on the digits (docs/judge_lab.md): every answer scored, none unparseable
     assert client.stats.as_dict() | {"requests": 0} == {
         "requests": 0,
         "scored": 6,

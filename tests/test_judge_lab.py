@@ -221,7 +221,7 @@ def test_unreachable_judge_fails_before_the_model_loads(tmp_path):
         *("--output_dir", str(tmp_path / "o"), "--model_name_or_path", str(tmp_path / "none")),
         *("--judge_backend", "openai", "--judge_base_url", "http://127.0.0.1:9/v1", "--judge_max_retries", "0"),
     )
-    with pytest.raises(ValueError, match="judge endpoint does not answer"):
+    with pytest.raises(ValueError, match="judge endpoint http://127.0.0.1:9/v1 does not answer"):
         judge_lab.main(*args)
 
 

@@ -8,13 +8,19 @@ import math
 
 import pytest
 
-from eval.probe_matrix import DEFAULT_DATA, load_problems, main
+from eval.jsonl import read_jsonl
+from eval.probe_matrix import load_problems, main
 from rewards.probes import GOLD_UNCOMMITTED, INFO, PROBES, WRONG_ANSWER, build_probe, probe_scores
+
+
+def probe_data(data_dir) -> dict:
+    """The benchmark files the matrix samples from, as shipped in tests/data (GSM8K test and MATH-500 whole)."""
+    return {"gsm8k": data_dir / "gsm8k" / "test.jsonl", "math": data_dir / "math500" / "test.jsonl"}
 
 
 @pytest.fixture(scope="module")
 def problems(data_dir):
-    return {task: load_problems(path, n=12, seed=0) for task, path in DEFAULT_DATA.items()}
+    return {task: load_problems(path, n=12, seed=0) for task, path in probe_data(data_dir).items()}
 
 
 DEFAULT_SET_SCORES = [
@@ -97,18 +103,36 @@ def test_probe_scores_bad_input():
 
 
 def test_cli_json_and_exit_status(capsys, data_dir):
-    assert main(["--json", "--n", "4"]) == 0  # the default correctness + format set breaks no rule
+    both = [arg for task, path in probe_data(data_dir).items() for arg in ("--data", f"{task}={path}")]
+    assert main(["--json", "--n", "4", *both]) == 0  # the default correctness + format set breaks no rule
     matrix = json.loads(capsys.readouterr().out)
     assert set(matrix) == {"gsm8k", "math"}
     assert matrix["gsm8k"]["number_anywhere"]["scores"]["number_spray"]["violation"]
-    assert main(["--n", "4", "--data", f"gsm8k={DEFAULT_DATA['gsm8k']}", "--rewards", "{task}_format"]) == 0
+    gsm8k = probe_data(data_dir)["gsm8k"]
+    assert main(["--n", "4", "--data", f"gsm8k={gsm8k}", "--rewards", "{task}_format"]) == 0
     assert "!" in capsys.readouterr().out  # marks shown for the format-only set
 
 
-def test_cli_bad_reward_name_is_a_clear_error(capsys):
-    with pytest.raises(SystemExit):
-        main(["--rewards", "gsm8k_corectness"])
-    assert "known rewards are" in capsys.readouterr().err
+def test_cli_bad_reward_name_is_a_clear_error(capsys, data_dir):
+    with pytest.raises(SystemExit) as exit_info:
+        main(["--rewards", "gsm8k_corectness", "--data", f"gsm8k={probe_data(data_dir)['gsm8k']}"])
+    err = capsys.readouterr().err
+    assert exit_info.value.code == 2 and "known rewards are" in err and len(err.strip().splitlines()) == 1
+
+
+def test_default_data_is_the_hub_benchmarks(monkeypatch, data_dir):
+    # without --data the problems come from each benchmark's hub data set, as `python -m eval run` loads them
+    import eval.probe_matrix as probe_matrix_module
+
+    asked = []
+
+    def fake_load_rows(task, data=None, split=None, flag="--data"):
+        asked.append((task.hub_id, data))
+        return read_jsonl(probe_data(data_dir)["gsm8k" if task.name == "gsm8k" else "math"])
+
+    monkeypatch.setattr(probe_matrix_module, "load_rows", fake_load_rows)
+    assert load_problems(None, n=3, seed=0, task="math") == load_problems(probe_data(data_dir)["math"], n=3, seed=0)
+    assert asked == [("HuggingFaceH4/MATH-500", None)]
 
 
 # --- the weighted total, as TRL 1.16 forms it (rewards.totals serves probes, monitors and the judge lab) ---

@@ -36,7 +36,7 @@ SKIPPED_ON_CPU = {
     "use_vllm_if_available / vllm_mode colocate": "vLLM needs a CUDA GPU (and is not installed here): HF generate",
     "bf16 autocast": "no bf16 autocast on this CPU path: float32 throughout (use_cpu, dtype float32)",
     "judge server (vllm serve Qwen2.5-1.5B-Instruct)": "no server on CPU: SmolLM2 judges in-process, log-probability"
-    " mode (its text replies never hold a parseable score)",
+    " mode (it never writes a parseable score: docs/judge_lab.md)",
 }
 COMMON = [
     "--use_cpu",

@@ -150,16 +150,17 @@ def test_cli_sample_filter_pairs(tiny_model_dir, gsm8k_test, tmp_path, capsys):
     assert "problems: 2" in report and "pairs:" in report
 
 
-def test_cli_sample_into_a_busy_folder_is_refused_before_the_model_loads(gsm8k_test, tmp_path, monkeypatch, capsys):
+def test_cli_sample_into_a_busy_folder_is_refused_before_the_model_loads(
+    tiny_model_dir, gsm8k_test, tmp_path, monkeypatch, capsys
+):
     def load_model(*args):
         raise AssertionError("the model was loaded")
 
     monkeypatch.setattr(eval.__main__, "load_model", load_model)
     out = tmp_path / "rollouts"
+    model = str(tiny_model_dir)  # a model that passes the source check: the busy folder is what is refused
     with folder_locked_by_another_process(out) as holder, pytest.raises(SystemExit) as exit_info:
-        main(
-            ["sample", "--model", "org/any", "--task", "gsm8k", "--data", gsm8k_test, "--limit", "2", "--out", str(out)]
-        )
+        main(["sample", "--model", model, "--task", "gsm8k", "--data", gsm8k_test, "--limit", "2", "--out", str(out)])
     assert exit_info.value.code == 2
     assert f"{out} is being written by another process (pid {holder.pid})" in capsys.readouterr().err
     assert not (out / "samples.jsonl").exists()

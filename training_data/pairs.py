@@ -179,7 +179,7 @@ def load_preference_dataset(
     """
     from datasets import Dataset, load_dataset
 
-    from eval.tasks import is_local
+    from eval.tasks import is_local, load_hub_dataset
 
     report = None
     if is_local(source):
@@ -201,7 +201,8 @@ def load_preference_dataset(
         else:
             dataset = load_dataset("json", data_files=str(source), split="train")
     else:
-        dataset = load_dataset(source, split=split)
+        fix = "pass data: a local rollouts or pairs .jsonl (python -m training_data.rollouts sample|pairs writes one)"
+        dataset = load_hub_dataset(source, split=split, fix=fix)
     missing = [c for c in ("chosen", "rejected") if c not in dataset.column_names]
     if missing:
         raise ValueError(

@@ -154,6 +154,12 @@ def rollout_records(samples: list[dict], task_name: str) -> list[dict]:
     return records
 
 
+def check_k(k: int, temperature: float) -> None:
+    """K answers per problem need K >= 1, and K > 1 needs sampling (greedy gives K copies of one answer)."""
+    if k < 1 or (temperature == 0 and k > 1):
+        raise ValueError(f"k={k}, temperature={temperature}: k must be >= 1, and k > 1 needs temperature > 0")
+
+
 def sample_rollouts(
     model,
     tokenizer,
@@ -179,8 +185,7 @@ def sample_rollouts(
     """
     from eval.run import SAMPLES_FILE, evaluate, lock_output_folder, read_samples
 
-    if k < 1 or (temperature == 0 and k > 1):
-        raise ValueError(f"k={k}, temperature={temperature}: k must be >= 1, and k > 1 needs temperature > 0")
+    check_k(k, temperature)
     with lock_output_folder(out_dir) as out:  # eval's lock, held until rollouts.jsonl is written too
         results = evaluate(
             model,
@@ -308,38 +313,68 @@ def main(argv: list[str] | None = None) -> None:
 
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    from eval.run import FolderBusyError
+
     if args.command == "sample":
-        from eval.generate import check_backend
-        from eval.run import FolderBusyError, load_problems, lock_output_folder
-        from eval.tasks import get_task
-
-        check_backend(args.backend, args.adapter)  # vllm + adapter would sample the base model: refused here
-        load_problems(get_task(args.task), args.data, args.limit)  # bad task, data or limit: fail before model load
-        from eval.__main__ import load_model
-
-        try:  # a second sampler into this folder is refused here, before its model loads
-            with lock_output_folder(args.out):
-                model, tokenizer = load_model(args.model, args.adapter, args.dtype, args.backend)
-                records = sample_rollouts(
-                    model,
-                    tokenizer,
-                    args.task,
-                    args.out,
-                    data=args.data,
-                    limit=args.limit,
-                    k=args.k,
-                    temperature=args.temperature,
-                    max_new_tokens=args.max_new_tokens,
-                    batch_size=args.batch_size,
-                    seed=args.seed,
-                    backend=args.backend,
-                    run_info={"model": args.model, "adapter": args.adapter},
-                )
-        except FolderBusyError as e:
+        try:
+            check_sample(args)
+        except (ValueError, FileNotFoundError) as e:
             parser.exit(2, f"error: {e}\n")
-        rates = [r["pass_rate"] for r in records]
-        print(f"{args.out}/{ROLLOUTS_FILE}: {len(records)} problems, mean pass rate {sum(rates) / len(rates):.3f}")
-    elif args.command == "filter":
+        try:
+            sample_command(args)
+        except FolderBusyError as e:  # a second sampler into the same folder, refused before its model loads
+            parser.exit(2, f"error: {e}\n")
+        return
+    try:  # filter, pairs and reference load no model: every error they raise is about their input
+        run_without_model(args)
+    except (ValueError, FileNotFoundError) as e:
+        parser.exit(2, f"error: {e}\n")
+
+
+def check_sample(args) -> None:
+    """Everything ``sample`` can check before its model loads: backend, task, data, limit, k, model, adapter."""
+    from eval.__main__ import check_adapter
+    from eval.generate import check_backend
+    from eval.run import load_problems
+    from eval.tasks import get_task
+    from rewards.sources import check_model_source
+
+    check_backend(args.backend, args.adapter)  # vllm + adapter would sample the base model: refused here
+    check_k(args.k, args.temperature)
+    load_problems(get_task(args.task), args.data, args.limit)
+    check_model_source(args.model, "--model")  # a local folder, or a hub id in the cache or on a hub that answers
+    if args.adapter:  # shapes and target modules against the model's config (sample has no flag to skip a name check)
+        check_adapter(args.adapter, args.model, ignore_base_name=True)
+
+
+def sample_command(args) -> None:
+    from eval.__main__ import load_model
+    from eval.run import lock_output_folder
+
+    with lock_output_folder(args.out):
+        model, tokenizer = load_model(args.model, args.adapter, args.dtype, args.backend)
+        records = sample_rollouts(
+            model,
+            tokenizer,
+            args.task,
+            args.out,
+            data=args.data,
+            limit=args.limit,
+            k=args.k,
+            temperature=args.temperature,
+            max_new_tokens=args.max_new_tokens,
+            batch_size=args.batch_size,
+            seed=args.seed,
+            backend=args.backend,
+            run_info={"model": args.model, "adapter": args.adapter},
+        )
+    rates = [r["pass_rate"] for r in records]
+    print(f"{args.out}/{ROLLOUTS_FILE}: {len(records)} problems, mean pass rate {sum(rates) / len(rates):.3f}")
+
+
+def run_without_model(args) -> None:
+    """``filter``, ``pairs`` and ``reference``."""
+    if args.command == "filter":
         records = read_rollouts(args.rollouts)
         kept, report = filter_by_pass_rate(records, args.low, args.high, args.group_size)
         _print_report(f"pass-rate filter -> {args.out}", report)
@@ -352,6 +387,10 @@ def main(argv: list[str] | None = None) -> None:
     elif args.command == "reference":
         tokenizer = None
         if args.tokenizer:
+            from eval.__main__ import TOKENIZER_FILES
+            from rewards.sources import check_model_source
+
+            check_model_source(args.tokenizer, "--tokenizer", files=TOKENIZER_FILES)
             from transformers import AutoTokenizer
 
             tokenizer = AutoTokenizer.from_pretrained(args.tokenizer)

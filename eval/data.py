@@ -1,0 +1,111 @@
+"""Offline copies of the benchmarks and training sets, as the JSON-lines files every ``--data`` flag reads.
+
+    python -m eval.data --out data                        # or: make data
+    python -m eval.data --out data --tasks gsm8k math500  # only some of them
+
+Writes ``DIR/gsm8k/test.jsonl``, ``DIR/gsm8k/train.jsonl``, ``DIR/math500/test.jsonl`` and
+``DIR/math_train/train.jsonl`` (the layout of ``tests/data``, whose README gives each source's license), then pass
+them to any command, e.g. ``python -m eval run --task gsm8k --data data/gsm8k/test.jsonl``. Sources:
+
+- ``gsm8k``, ``gsm8k_train``: the hub's ``openai/gsm8k`` (config ``main``), fields ``question``, ``answer``.
+- ``math500``: the hub's ``HuggingFaceH4/MATH-500``, fields ``problem``, ``solution``, ``answer``, ``subject``,
+  ``level``, ``unique_id``.
+- ``math_train``: the 12,000 MATH problems outside MATH-500 have no hub copy leash vouches for; they are
+  ``prm800k/math_splits/train.jsonl`` of the openai/prm800k GitHub repository (stored with Git LFS, so fetched from
+  GitHub's LFS media URL, ``MATH_TRAIN_URL``), same fields as MATH-500.
+
+A file already there is kept (run again after an interruption: only the missing files are fetched); ``--force``
+fetches and rewrites them all. Each file is written whole or not at all. Needs network: run it where there is some
+(``HF_HUB_OFFLINE`` unset), then copy the folder to an offline machine.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from eval.jsonl import write_jsonl
+
+MATH_TRAIN_URL = "https://media.githubusercontent.com/media/openai/prm800k/main/prm800k/math_splits/train.jsonl"
+GSM8K_FIELDS = ("question", "answer")
+MATH_FIELDS = ("problem", "solution", "answer", "subject", "level", "unique_id")
+
+
+@dataclass(frozen=True)
+class Source:
+    file: str  # where it goes under --out
+    hub_id: str  # a hub data set, or "json" with url
+    config: str | None
+    split: str
+    fields: tuple[str, ...]
+    url: str = ""
+
+
+SOURCES = {
+    "gsm8k": Source("gsm8k/test.jsonl", "openai/gsm8k", "main", "test", GSM8K_FIELDS),
+    "gsm8k_train": Source("gsm8k/train.jsonl", "openai/gsm8k", "main", "train", GSM8K_FIELDS),
+    "math500": Source("math500/test.jsonl", "HuggingFaceH4/MATH-500", None, "test", MATH_FIELDS),
+    "math_train": Source("math_train/train.jsonl", "json", None, "train", MATH_FIELDS, MATH_TRAIN_URL),
+}
+
+
+def fetch(source: Source):
+    """The ``datasets.Dataset`` of one source; a source that cannot be reached raises one line naming the fix."""
+    from rewards.sources import SourceError
+
+    fix = "run python -m eval.data where there is network (HF_HUB_OFFLINE unset) and copy its --out folder here"
+    if not source.url:
+        from eval.tasks import load_hub_dataset
+
+        return load_hub_dataset(source.hub_id, source.config, source.split, fix)
+    from datasets import load_dataset
+
+    from rewards.sources import hub_offline
+
+    try:
+        return load_dataset("json", data_files=source.url, split=source.split)
+    except (ConnectionError, OSError) as error:
+        why = "HF_HUB_OFFLINE=1 keeps downloads out" if hub_offline() else f"{error.__class__.__name__}: offline?"
+        raise SourceError(f"cannot download {source.url} ({why}): {fix}") from None
+
+
+def write_copy(name: str, out: str | Path, force: bool = False) -> tuple[Path, int | None]:
+    """Write task ``name``'s file under ``out``; returns its path and the rows written (None: kept as it was)."""
+    source = SOURCES[name]
+    path = Path(out) / source.file
+    if path.exists() and not force:
+        return path, None
+    ds = fetch(source)
+    missing = [f for f in source.fields if f not in ds.column_names]
+    if missing:
+        raise ValueError(
+            f"{source.url or source.hub_id} has no {missing} field(s) (it has {ds.column_names}): the source changed "
+            "its layout; fetch the file by hand into " + str(path)
+        )
+    rows = [{f: row[f] for f in source.fields} for row in ds]
+    write_jsonl(rows, path)
+    return path, len(rows)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m eval.data", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--out", required=True, help="folder to write (data/ is gitignored)")
+    parser.add_argument("--tasks", nargs="+", choices=list(SOURCES), default=list(SOURCES), help="default: all")
+    parser.add_argument("--force", action="store_true", help="fetch and rewrite files that are already there")
+    args = parser.parse_args(argv)
+    for name in args.tasks:
+        try:
+            path, n = write_copy(name, args.out, args.force)
+        except ValueError as error:  # SourceError too: one line, no traceback
+            print(f"error: {error}", file=sys.stderr)
+            return 2
+        print(f"{path}: kept (already there; --force rewrites it)" if n is None else f"{path}: {n} rows")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,174 @@
+"""Where a command's models and endpoints come from, checked before any work starts.
+
+A model is a local folder (with ``config.json``) or a Hugging Face hub id; an LLM judge is an HTTP endpoint. When one
+cannot be used (a folder that is not there, a hub id that is neither in the local cache nor reachable, an endpoint
+where no server answers), the check raises ``SourceError`` with one line that names it and the fix; every command
+prints that line as its error, before a model loads. ``HF_HUB_OFFLINE=1`` (the Makefile and the tests set it) makes a
+hub id count only when it is in the cache. Data sets go through ``eval.tasks.load_rows`` (the same kind of line).
+
+>>> check_model_source("no/such/folder/here")
+Traceback (most recent call last):
+...
+rewards.sources.SourceError: model 'no/such/folder/here' does not exist (no such local folder): pass a local model folder (with config.json) or a hub id (org/name)
+"""  # noqa: E501
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import urllib.error
+import urllib.request
+from collections.abc import Sequence
+from pathlib import Path
+from urllib.parse import urlsplit
+
+HUB_PROBE_TIMEOUT_S = 3.0
+ENDPOINT_PROBE_TIMEOUT_S = 5.0
+PROXY_VARIABLES = ("HTTPS_PROXY", "https_proxy", "ALL_PROXY", "all_proxy")
+
+
+class SourceError(ValueError):
+    """A model, data set or endpoint that cannot be found or reached; the message is one line naming it and the fix."""
+
+
+def hub_offline() -> bool:
+    """True when the Hugging Face libraries are in offline mode (``HF_HUB_OFFLINE=1`` when they were imported)."""
+    from huggingface_hub import constants
+
+    return bool(constants.HF_HUB_OFFLINE)
+
+
+def hub_reachable(timeout_s: float = HUB_PROBE_TIMEOUT_S) -> bool:
+    """Whether a TCP connection to the hub's endpoint (``HF_ENDPOINT``, default huggingface.co) opens within
+    ``timeout_s``: a quick answer where the libraries would retry for half a minute. Behind a proxy (``HTTPS_PROXY``
+    and the like) a direct connection says nothing, so it answers True there and leaves the verdict to the libraries."""
+    from huggingface_hub import constants
+
+    if any(os.environ.get(name) for name in PROXY_VARIABLES):
+        return True
+    url = urlsplit(constants.ENDPOINT)
+    port = url.port or (443 if url.scheme == "https" else 80)
+    try:
+        with socket.create_connection((url.hostname, port), timeout=timeout_s):
+            return True
+    except OSError:
+        return False
+
+
+def _looks_like_path(name: str) -> bool:
+    """A name only a local path can be: ``./m``, ``/abs``, ``~/m``, ``a/b/c``, ``C:\\m`` (a hub id is ``org/name``)."""
+    return name.startswith((".", "/", "~")) or name.count("/") > 1 or "\\" in name or ":" in name
+
+
+def _in_hub_cache(name: str, files: Sequence[str], revision: str | None) -> bool:
+    from huggingface_hub import try_to_load_from_cache
+
+    for filename in files:
+        try:
+            if isinstance(try_to_load_from_cache(name, filename, revision=revision), str):
+                return True
+        except ValueError:  # not a valid repo id (HFValidationError)
+            return False
+    return False
+
+
+def _on_hub(name: str, files: Sequence[str], revision: str | None) -> bool | None:
+    """Whether the hub has one of ``files`` in repo ``name`` (None: the hub did not say, e.g. a gated repo)."""
+    from huggingface_hub import file_exists
+
+    for filename in files:
+        try:
+            if file_exists(name, filename, revision=revision):
+                return True
+        except ValueError:  # not a valid repo id
+            return False
+        except Exception:  # gated, rate-limited, a proxy's error: transformers will report it with its reason
+            return None
+    return False
+
+
+def check_model_source(
+    name: str | None, what: str = "model", files: Sequence[str] = ("config.json",), revision: str | None = None
+) -> None:
+    """Raise ``SourceError`` unless ``name`` is a local folder holding one of ``files`` or a hub id that can be
+    loaded: in the local Hugging Face cache, or (not offline) on a hub that answers. ``what`` names the setting in the
+    message (``--model``, ``model_name_or_path``, ...). Only files' metadata are read; no weight is downloaded.
+
+    >>> import tempfile
+    >>> with tempfile.TemporaryDirectory() as folder:
+    ...     check_model_source(folder, "--model")  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    rewards.sources.SourceError: --model ... is a folder without config.json: pass the folder save_pretrained wrote (or a hub id)
+    """  # noqa: E501
+    fix = "pass a local model folder (with config.json) or a hub id (org/name)"
+    if not name:
+        raise SourceError(f"{what} is empty: {fix}")
+    path = Path(name).expanduser()
+    if path.is_dir():
+        if not any((path / f).exists() for f in files):
+            raise SourceError(
+                f"{what} {name} is a folder without {' or '.join(files)}: pass the folder save_pretrained wrote "
+                "(or a hub id)"
+            )
+        return
+    if path.exists():
+        raise SourceError(f"{what} {name} is a file, not a model folder: {fix}")
+    if _looks_like_path(name):
+        raise SourceError(f"{what} {name!r} does not exist (no such local folder): {fix}")
+    if _in_hub_cache(name, files, revision):
+        return
+    download = f"download it first where there is network (`hf download {name}`) or pass a local model folder"
+    if hub_offline():
+        raise SourceError(
+            f"{what} {name!r} is neither a local folder nor in the Hugging Face cache, and HF_HUB_OFFLINE=1 keeps the "
+            f"hub out: {download}"
+        )
+    if not hub_reachable():
+        raise SourceError(
+            f"{what} {name!r} is neither a local folder nor in the Hugging Face cache, and the hub cannot be reached "
+            f"(offline?): {download}"
+        )
+    if _on_hub(name, files, revision) is False:
+        raise SourceError(
+            f"{what} {name!r} is neither a local folder nor a model on the Hugging Face hub (or it is private: "
+            f"`hf auth login`): {fix}"
+        )
+
+
+def check_endpoint(
+    base_url: str,
+    api_key: str | None = None,
+    fix: str = "start the server, or pass its base URL",
+    what: str = "the server",
+    timeout_s: float = ENDPOINT_PROBE_TIMEOUT_S,
+) -> dict | None:
+    """GET ``{base_url}/models`` of an OpenAI-compatible server (``vllm serve`` and the like) within ``timeout_s``.
+
+    Raises ``SourceError`` naming the URL and ``fix`` when nothing answers there (refused, unknown host, timeout) or the
+    server refuses the key (401/403); ``api_key`` is sent as a bearer token and never appears in a message. Any
+    other answer means a server is there: returns its JSON (None when the body is not JSON, or on another status,
+    which the first real request will report with its reason).
+    """
+    url = base_url.rstrip("/") + "/models"
+    request = urllib.request.Request(url, headers={"Authorization": f"Bearer {api_key}"} if api_key else {})
+    loopback = urlsplit(url).hostname in ("127.0.0.1", "localhost", "::1")  # a local server: no proxy in between
+    opener = urllib.request.build_opener(*([urllib.request.ProxyHandler({})] if loopback else []))
+    try:
+        with opener.open(request, timeout=timeout_s) as response:
+            body = response.read()
+    except urllib.error.HTTPError as error:
+        if error.code in (401, 403):
+            raise SourceError(
+                f"{what} {base_url} refused the API key (HTTP {error.code} on GET {url}): check the key in the "
+                "environment variable the config names"
+            ) from None
+        return None
+    except (urllib.error.URLError, OSError) as error:
+        reason = getattr(error, "reason", error)
+        raise SourceError(f"{what} {base_url} does not answer (GET {url}: {reason}): {fix}") from None
+    try:
+        return json.loads(body)
+    except ValueError:
+        return None
