@@ -282,30 +282,17 @@ def test_vllm_gets_all_pending_prompts_in_one_call_and_a_resume_is_exact(tiny, p
     assert samples(tmp_path / "resumed") == samples(tmp_path / "fresh")  # per-problem seeds: same samples
 
 
-def test_rollouts_refuse_an_adapter_with_vllm_before_loading(pretend_vllm_gpu, tmp_path, data_dir):
+def test_rollouts_refuse_an_adapter_with_vllm_before_loading(pretend_vllm_gpu, tmp_path, data_dir, capsys):
     from training_data.rollouts import main
 
     adapter = tmp_path / "adapter"
     adapter.mkdir()
-    with pytest.raises(ValueError, match="would sample it, not the adapter"):
-        data = str(data_dir / "gsm8k" / "test.jsonl")
-        main(
-            [
-                "sample",
-                "--model",
-                "Qwen/Qwen2.5-0.5B-Instruct",
-                "--adapter",
-                str(adapter),
-                "--backend",
-                "vllm",
-                "--task",
-                "gsm8k",
-                "--data",
-                data,
-                "--out",
-                str(tmp_path / "o"),
-            ]
-        )
+    data = str(data_dir / "gsm8k" / "test.jsonl")
+    command = ["sample", "--model", "Qwen/Qwen2.5-0.5B-Instruct", "--adapter", str(adapter), "--backend", "vllm"]
+    with pytest.raises(SystemExit) as stop:  # the command line says it in one line, before any model is looked up
+        main([*command, "--task", "gsm8k", "--data", data, "--out", str(tmp_path / "o")])
+    assert stop.value.code == 2
+    assert "would sample it, not the adapter" in capsys.readouterr().err
 
 
 # --- model building ----------------------------------------------------------------------------------------------
