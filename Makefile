@@ -5,14 +5,27 @@ export TOKENIZERS_PARALLELISM := false
 export WANDB_MODE ?= offline
 export HF_HUB_OFFLINE := 1
 
-.PHONY: venv test test-slow test-data lint demo bench real-model data clean
+.PHONY: venv venv-gpu test test-slow test-data lint demo bench real-model data clean
+
+# .venv holds the CPU set (requirements.txt) or, once `make venv-gpu` has marked it with .venv/.gpu, the GPU set
+# (requirements-gpu.txt); the targets below keep whichever set it holds
+REQUIREMENTS = $(if $(wildcard .venv/.gpu),requirements-gpu.txt,requirements.txt)
 
 venv: .venv/.installed
-.venv/.installed: requirements.txt
+.venv/.installed: $(REQUIREMENTS)
 	python3 -m venv .venv
 	.venv/bin/pip install -q --upgrade pip
-	.venv/bin/pip install -q -r requirements.txt
+	.venv/bin/pip install -q -r $(REQUIREMENTS)
 	touch $@
+
+venv-gpu:  # .venv from requirements-gpu.txt: CUDA torch, vLLM, DeepSpeed (a CUDA machine with Linux)
+	@if [ -e .venv/.installed ] && [ ! -e .venv/.gpu ]; then rm .venv/.installed; fi  # a CPU .venv: install over it
+	@mkdir -p .venv && touch .venv/.gpu
+	@$(MAKE) --no-print-directory venv
+	@.venv/bin/python -c "import torch; '+cpu' in torch.__version__ and print( \
+		f'warning: .venv holds torch {torch.__version__}, a CPU-only build vLLM cannot run on (pip found it first: ' \
+		'pip config list). The CUDA build from PyPI in its place: .venv/bin/pip uninstall -y torch && ' \
+		'PIP_CONFIG_FILE=/dev/null .venv/bin/pip install --isolated -r requirements-gpu.txt')" 2>/dev/null || true
 
 test: venv
 	$(PY) -m pytest -q tests rewards eval training_data recipes cpu_lab judge_lab reward_model_lab

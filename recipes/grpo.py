@@ -198,7 +198,9 @@ def main(script_args, training_args, model_args):
         )
     report["seconds"] = round(time.monotonic() - started, 1)  # the whole run: evals, training, saving
     run_setup.write_report(training_args, report, summary(report, out))
-    trainer.end()  # finishes the W&B run (flushes offline files) and the process group
+    # finishes the W&B run (flushes offline files) and the process group: all that Trainer.end() does in
+    # transformers 5.24, and the GPU set's transformers 5.17 has no Trainer.end()
+    trainer.accelerator.end_training()
     return report
 
 

@@ -15,6 +15,7 @@ ValueError: loss_type 'drgrpo' is not a GRPO loss: use one of ['bnpo', 'cispo', 
 
 from __future__ import annotations
 
+import importlib.util
 import logging
 import math
 import os
@@ -298,6 +299,67 @@ def uses_deepspeed(training_args) -> bool:
     return bool(training_args.deepspeed) or os.environ.get("ACCELERATE_USE_DEEPSPEED", "").lower() == "true"
 
 
+DEEPSPEED_PIN = "deepspeed==0.19.8"  # requirements-gpu.txt's pin (tests/test_install.py keeps the two equal)
+
+
+def flag_value(argv: Sequence[str], name: str) -> str | None:
+    """The value of ``--name VALUE`` or ``--name=VALUE`` on a command line (the last one given), else None.
+
+    >>> flag_value(["--config", "a.yaml", "--seed=3"], "seed"), flag_value(["--config"], "config")
+    ('3', None)
+    """
+    value = None
+    for i, arg in enumerate(argv):
+        if arg == f"--{name}" and i + 1 < len(argv):
+            value = argv[i + 1]
+        elif arg.startswith(f"--{name}="):
+            value = arg.split("=", 1)[1]
+    return value
+
+
+def deepspeed_request(argv: Sequence[str]) -> str | None:
+    """What on a recipe's command line asks for DeepSpeed, read before it is parsed (None when nothing does):
+    ``accelerate launch`` with a ZeRO config (it sets ``ACCELERATE_USE_DEEPSPEED=true``), ``--deepspeed``, or a
+    ``deepspeed:`` key in the ``--config`` YAML.
+
+    >>> deepspeed_request(["--config", "recipes/configs/tiny/grpo_cpu.yaml", "--deepspeed", "ds.json"])
+    '--deepspeed'
+    """
+    if os.environ.get("ACCELERATE_USE_DEEPSPEED", "").lower() == "true":
+        return "accelerate launch with a DeepSpeed config (ACCELERATE_USE_DEEPSPEED=true)"
+    if "deepspeed" in explicit_flags(argv):
+        return "--deepspeed"
+    config = flag_value(argv, "config")
+    if config and os.path.isfile(config):
+        import yaml
+
+        with open(config) as file:
+            loaded = yaml.safe_load(file)
+        if isinstance(loaded, dict) and loaded.get("deepspeed"):
+            return f"deepspeed: in {config}"
+    return None
+
+
+def deepspeed_installed() -> bool:
+    """Whether ``import deepspeed`` can work here (a stand-in module without a spec, as in tests, counts)."""
+    try:
+        return importlib.util.find_spec("deepspeed") is not None
+    except ValueError:  # in sys.modules with no __spec__
+        return True
+
+
+def check_deepspeed(request: str | None) -> None:
+    """A run that asks for DeepSpeed (``request`` says what asked, as ``deepspeed_request`` words it) needs the
+    package. Without this check, transformers' ``TrainingArguments`` fails while the config is parsed, with a
+    traceback and no pin."""
+    if request and not deepspeed_installed():
+        raise ValueError(
+            f"{request} asks for DeepSpeed, which is not installed: run `make venv-gpu` (requirements-gpu.txt) or "
+            f"`pip install {DEEPSPEED_PIN}` on a CUDA machine; or train without DeepSpeed "
+            "(recipes/accelerate/ddp.yaml)"
+        )
+
+
 def check_quantization(load_in_4bit: bool, load_in_8bit: bool, use_peft: bool) -> None:
     """QLoRA needs LoRA adapters; on CPU bitsandbytes works but is very slow, so warn and go on."""
     if not (load_in_4bit or load_in_8bit):
@@ -363,10 +425,13 @@ def reword_group_error(message: str) -> str | None:
 def parse_or_explain(parser, args: Sequence[str] | None = None):
     """``parser.parse_args_and_config(args)``, with what to change added to the errors TRL raises while building
     configs (``HINTS``, ``reword_group_error``); a flag given on the command line wins over the config's automatic
-    choices (``let_explicit_flags_win``)."""
+    choices (``let_explicit_flags_win``). A run that asks for DeepSpeed where it is not installed stops first, with
+    the install command (``check_deepspeed``)."""
+    argv = sys.argv[1:] if args is None else args
+    check_deepspeed(deepspeed_request(argv))  # before parsing: TrainingArguments itself fails without the package
     try:
         parsed = parser.parse_args_and_config(args)
-        let_explicit_flags_win(parsed, sys.argv[1:] if args is None else args)
+        let_explicit_flags_win(parsed, argv)
         return parsed
     except ValueError as error:
         reworded = reword_group_error(str(error))
