@@ -27,7 +27,7 @@ BACKENDS = ("hf", "vllm")
 # Prompts per vLLM call: its scheduler batches hundreds of sequences itself, and a call waits for its slowest one, so
 # evaluate() hands it large chunks (results are written after each chunk; per-prompt seeds keep a resume exact).
 VLLM_PROMPTS_PER_CALL = 512
-VLLM_RANGE = ("0.22.0", "0.31.0")  # what TRL 1.16 supports (trl/import_utils.py, its `vllm` extra); README pins 0.31.0
+VLLM_RANGE = ("0.22.0", "0.31.0")  # TRL 1.16 supports these (its `vllm` extra); requirements-gpu.txt pins 0.31.0
 VLLM_INSTALL = 'pip install "vllm==0.31.0"'
 
 
@@ -41,7 +41,7 @@ def vllm_version_problem() -> str | None:
     from packaging.version import Version
 
     if importlib.util.find_spec("vllm") is None:
-        return f"vllm is not installed: {VLLM_INSTALL} on a CUDA machine (README, 'Install on a GPU machine')"
+        return f"vllm is not installed: make venv-gpu (requirements-gpu.txt), or {VLLM_INSTALL}, on a CUDA machine"
     try:
         installed = Version(Version(version("vllm")).base_version)
     except PackageNotFoundError:
