@@ -456,3 +456,43 @@ __all__ = [
     "make_monitored_trainer_class",
     "split_groups",
 ]
+
+
+class ValidationStop(TrainerCallback):
+    """Every ``every`` steps, greedy accuracy on a validation set (``held_out_metrics``); training stops once it
+    reaches ``stop_at`` (None: never stops, only measures). Each check is a line of ``path`` (JSON) and of stdout, so
+    a run can stop on data that is not its held-out set, as a warm start must.
+
+    Args:
+        every: steps between checks.
+        stop_at: accuracy at which to stop, or None.
+        eval_kwargs: keyword arguments for ``eval.run.evaluate`` (task_name, data, limit, max_new_tokens...).
+        path: the JSON-lines file of checks (the main process writes it).
+    """
+
+    def __init__(self, every: int, stop_at: float | None, eval_kwargs: dict, path: str | Path):
+        self.every, self.stop_at, self.eval_kwargs, self.path = every, stop_at, eval_kwargs, Path(path)
+        self.history: list[dict] = []
+
+    def on_step_end(self, args, state, control, model=None, processing_class=None, **kwargs):
+        if state.global_step % self.every:
+            return control
+        metrics = held_out_metrics(model, processing_class, **self.eval_kwargs)
+        row = {"step": state.global_step, "accuracy": metrics["eval/accuracy"], "n": metrics["eval/n"]}
+        self.history.append(row)
+        if state.is_world_process_zero:
+            with self.path.open("a") as f:
+                f.write(json.dumps(row) + "\n")
+            print(f"step {row['step']}: validation accuracy {row['accuracy']:.3f} (n={row['n']})", flush=True)
+        if self.stop_at is not None and row["accuracy"] >= self.stop_at:
+            control.should_training_stop = True
+        return control
+
+    def report(self) -> dict:
+        """The checks, the last accuracy and why training ended."""
+        last = self.history[-1] if self.history else {"step": None, "accuracy": None}
+        reached = self.stop_at is not None and last["accuracy"] is not None and last["accuracy"] >= self.stop_at
+        why = (
+            f"reached {self.stop_at}" if reached else "max_steps" + (f" before {self.stop_at}" if self.stop_at else "")
+        )
+        return {"checks": self.history, "last": last["accuracy"], "last_step": last["step"], "why": why}

@@ -24,6 +24,7 @@ RECIPES = {
     "dpo_": "recipes.dpo",
     "judge_lab_": "judge_lab.train",
     "reward_model_": "recipes.reward_model",
+    "sft_": "recipes.sft",
 }  # prefix -> module
 MATRIX_KEYS = {"loss_type", "beta", "scale_rewards", "output_dir"}  # what may differ inside the GSM8K matrix
 

@@ -1,0 +1,189 @@
+"""Supervised fine-tuning on worked solutions: a thin script around TRL's ``SFTTrainer``, the first stage before
+a reward model or RL.
+
+    # tiny CPU run (a ~100k-parameter local model; mechanics only)
+    python -m recipes.sft --config recipes/configs/tiny/sft_cpu.yaml
+    # the real CPU model on the CPU lab's problems (make real-model; python -m cpu_lab.problems writes the data)
+    python -m recipes.sft --config recipes/configs/lab/sft_smollm2.yaml
+    # one GPU, LoRA, GSM8K
+    python -m recipes.sft --config recipes/configs/gsm8k/qwen2.5-0.5b-instruct/sft_lora.yaml
+
+Each training row is the task's prompt (the one eval and the GRPO recipe use) and the reference solution as the
+assistant's reply; the loss is on the reply only (TRL's ``completion_only_loss`` for prompt/completion rows). GSM8K's
+calculator annotations (``<<48/2=24>>``) are dropped from the solutions. Held-out accuracy is measured before and
+after; with ``validation_data``, training stops once the validation accuracy reaches ``stop_at_accuracy``, so the
+held-out set never chooses the checkpoint. A run started again into the same ``output_dir`` resumes from its last
+checkpoint. Everything that can fail is checked before a model is loaded.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from recipes import run_setup, validate
+from recipes.model_args import model_init_kwargs
+
+CALCULATOR_RE = re.compile(r"<<[^<>]*>>")  # GSM8K's calculator annotations: "48/2 = <<48/2=24>>24"
+
+
+@dataclass
+class SFTScriptArguments(run_setup.RunArguments):
+    """What the recipe adds to TRL's ``SFTConfig`` and ``ModelConfig`` (``build_tiny_model`` and ``resume`` too)."""
+
+    task: str = field(default="gsm8k_train", metadata={"help": "training task of eval.tasks.TASKS"})
+    data: str | None = field(default=None, metadata={"help": "hub id or local .jsonl (default: the task's hub set)"})
+    solution_field: str | None = field(
+        default=None, metadata={"help": "the column holding the worked solution (default: GSM8K answer, MATH solution)"}
+    )
+    train_limit: int | None = field(default=None, metadata={"help": "train on the first N problems only"})
+    eval_task: str = field(default="gsm8k", metadata={"help": "held-out task evaluated before and after training"})
+    eval_data: str | None = field(default=None, metadata={"help": "hub id or local .jsonl for eval_task"})
+    eval_limit: int = field(default=100, metadata={"help": "problems evaluated before and after training (0: skip)"})
+    eval_max_new_tokens: int | None = field(default=None, metadata={"help": "default: the task's eval default"})
+    validation_data: str | None = field(
+        default=None, metadata={"help": "a .jsonl of eval_task problems that decides when to stop (not the held-out)"}
+    )
+    validation_limit: int = field(default=100, metadata={"help": "validation problems per check"})
+    validation_steps: int = field(default=50, metadata={"help": "check the validation accuracy every N steps"})
+    stop_at_accuracy: float | None = field(
+        default=None, metadata={"help": "stop once the validation accuracy reaches this (needs validation_data)"}
+    )
+
+
+def check_args(args: SFTScriptArguments) -> None:
+    """The recipe's own settings, checked before anything loads."""
+    if args.stop_at_accuracy is not None and not args.validation_data:
+        raise ValueError("stop_at_accuracy needs validation_data: a .jsonl of problems that is not the held-out set")
+    if args.stop_at_accuracy is not None and not 0 < args.stop_at_accuracy <= 1:
+        raise ValueError(f"stop_at_accuracy={args.stop_at_accuracy}: give a fraction in (0, 1]")
+    if args.validation_data and args.validation_steps < 1:
+        raise ValueError(f"validation_steps={args.validation_steps}: give a number of steps >= 1")
+    if args.validation_data and args.eval_data and Path(args.validation_data) == Path(args.eval_data):
+        raise ValueError("validation_data is the held-out eval_data: stopping on it would choose the run by its test")
+
+
+def sft_rows(task, rows, solution_field: str | None = None):
+    """Prompt/completion rows: the task's prompt, and the worked solution (calculator annotations dropped) as the
+    assistant's reply.
+
+    >>> from datasets import Dataset
+    >>> from eval.tasks import get_task
+    >>> rows = Dataset.from_list([{"question": "Half of 48?", "answer": "48/2 = <<48/2=24>>24\\n#### 24"}])
+    >>> sft_rows(get_task("gsm8k_train"), rows)[0]["completion"]
+    [{'role': 'assistant', 'content': '48/2 = 24\\n#### 24'}]
+    """
+    field_name = solution_field or ("answer" if task.answer_style == "gsm8k" else "solution")
+    if field_name not in rows.column_names:
+        raise ValueError(
+            f"the training data has no {field_name!r} column (it has {rows.column_names}): set solution_field: to the "
+            "column that holds the worked solutions"
+        )
+
+    def convert(row):
+        solution = CALCULATOR_RE.sub("", str(row[field_name])).strip()
+        return {
+            "prompt": task.prompt(row[task.question_field]),
+            "completion": [{"role": "assistant", "content": solution}],
+        }
+
+    return rows.map(convert, remove_columns=rows.column_names)
+
+
+def main(script_args, training_args, model_args):
+    from trl import SFTTrainer, get_peft_config, get_quantization_config
+
+    from eval.monitors import JsonlLogCallback, ValidationStop
+    from eval.run import evaluate
+    from eval.tasks import get_task, load_rows
+
+    # Validate everything that can be checked without a model, data included
+    args = script_args
+    with validate.config_errors():  # bad input stops here, before any model loads (one line on the CLI)
+        check_args(args)
+        task, eval_task = get_task(args.task), get_task(args.eval_task)
+        validate.check_quantization(model_args.load_in_4bit, model_args.load_in_8bit, model_args.use_peft)
+        validate.check_precision(model_args.use_peft, model_args.dtype, validate.uses_deepspeed(training_args))
+        rows = load_rows(task, args.data)
+        rows = sft_rows(
+            task,
+            rows.select(range(min(args.train_limit, len(rows)))) if args.train_limit else rows,
+            args.solution_field,
+        )
+        validate.check_held_out_data(eval_task.name, args.eval_data, args.eval_limit)
+        if args.validation_data:
+            validate.check_held_out_data(eval_task.name, args.validation_data, args.validation_limit)
+        validate.check_model(model_args, args.build_tiny_model)  # last: the checks above need no model source
+
+    # Run name for W&B grouping, the resolved config (secrets redacted) beside the outputs, the tiny model if asked
+    identity = run_setup.run_identity(task.name, model_args, "sft", 0.0, ["reference_solutions"], training_args.seed)
+    out, _ = run_setup.start_run(script_args, training_args, model_args, identity)
+
+    # Model (+LoRA / QLoRA): TRL loads it from the path; the validation check stops training when it is reached
+    training_args.model_init_kwargs = model_init_kwargs(model_args, training_args.model_init_kwargs)
+    eval_kwargs = {"task_name": eval_task.name, "max_new_tokens": args.eval_max_new_tokens, "progress": False}
+    callbacks = [JsonlLogCallback(out / "log.jsonl")]
+    stop = None
+    if args.validation_data:
+        validation = {**eval_kwargs, "data": args.validation_data, "limit": args.validation_limit}
+        stop = ValidationStop(args.validation_steps, args.stop_at_accuracy, validation, out / "validation.jsonl")
+        callbacks.append(stop)
+    trainer = SFTTrainer(
+        model=model_args.model_name_or_path,
+        args=training_args,
+        train_dataset=rows,
+        peft_config=get_peft_config(model_args),
+        quantization_config=get_quantization_config(model_args),
+        callbacks=callbacks,
+    )
+
+    # Evaluate before, train (resuming after a kill), save, evaluate after; every process evaluates, one writes
+    held_out = {**eval_kwargs, "data": args.eval_data, "limit": args.eval_limit}
+    report = {"run_name": training_args.run_name, "output_dir": str(out), "rows": len(rows)}
+    if args.eval_limit:
+        report["before"] = evaluate(
+            trainer.model,
+            trainer.processing_class,
+            out_dir=run_setup.main_process_path(training_args, out / "eval_before"),
+            **held_out,
+        )
+    logs = ["log.jsonl", "validation.jsonl"]
+    trainer.train(resume_from_checkpoint=run_setup.resume_checkpoint(training_args, args.resume, logs))
+    trainer.save_model(str(out))
+    report["steps"] = trainer.state.global_step
+    if stop:
+        report["validation"] = stop.report()
+    if args.eval_limit:
+        report["after"] = evaluate(
+            trainer.model,
+            trainer.processing_class,
+            out_dir=run_setup.main_process_path(training_args, out / "eval_after"),
+            **held_out,
+        )
+    run_setup.write_report(training_args, report, summary(report, out))
+    trainer.accelerator.end_training()
+    return report
+
+
+def summary(report: dict, out: Path) -> str:
+    """Where things are, when training stopped and accuracy before -> after."""
+    lines = [f"run {report['run_name']}: {report['rows']} solutions, {report['steps']} steps"]
+    if "validation" in report:
+        v = report["validation"]
+        lines.append(
+            f"validation accuracy {v['last']} at step {v['last_step']} ({v['why']}); {out / 'validation.jsonl'}"
+        )
+    lines += run_setup.held_out_lines(report, out)
+    lines.append(f"train log (JSON lines): {out / 'log.jsonl'}; config: {out / 'resolved_config.json'}")
+    return "\n".join(lines)
+
+
+def make_parser():
+    from trl import ModelConfig, SFTConfig, TrlParser
+
+    return TrlParser((SFTScriptArguments, SFTConfig, ModelConfig))
+
+
+if __name__ == "__main__":
+    validate.run_cli(make_parser, main)
