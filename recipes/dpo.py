@@ -28,7 +28,8 @@ from pathlib import Path
 from recipes import run_setup, validate
 from recipes.first_loss import FirstLossCheck, expected_first_loss
 from recipes.model_args import model_init_kwargs
-from recipes.preference_pairs import PairArguments, load_pairs
+from recipes.run_setup import PairArguments
+from training_data.pairs import load_pairs
 
 logger = logging.getLogger(__name__)
 
@@ -57,7 +58,7 @@ def main(script_args, training_args, model_args):
         validate.check_dpo_loss(training_args.loss_type)  # one weight per loss: DPOConfig checks it
         eval_task = get_task(args.eval_task)
         validate.check_quantization(model_args.load_in_4bit, model_args.load_in_8bit, model_args.use_peft)
-        pairs, pair_report = load_pairs(args.data, args, training_args.seed)
+        pairs, pair_report = load_pairs(args.data, seed=training_args.seed, **args.pair_options())
         validate.check_held_out_data(eval_task.name, args.eval_data, args.eval_limit)
         validate.check_model(model_args, args.build_tiny_model)  # last: the checks above need no model source
 

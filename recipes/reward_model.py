@@ -30,7 +30,8 @@ from transformers import TrainerCallback
 from recipes import run_setup, validate
 from recipes.first_loss import REWARD_MODEL_START, FirstLossCheck
 from recipes.model_args import model_init_kwargs
-from recipes.preference_pairs import PairArguments, load_pairs, split_by_prompt
+from recipes.run_setup import PairArguments
+from training_data.pairs import load_pairs, split_by_prompt
 
 logger = logging.getLogger(__name__)
 TOLERANCE = 1e-4
@@ -115,9 +116,10 @@ def main(script_args, training_args, model_args):
         validate.check_model(model_args)  # built above when asked: the tokenizer check below reads it
         check_chat_template(model_path)
         validate.check_quantization(model_args.load_in_4bit, model_args.load_in_8bit, model_args.use_peft)
-        pairs, pair_report = load_pairs(args.data, args, training_args.seed, args.margin)
+        options = {"seed": training_args.seed, "margin": args.margin, **args.pair_options()}
+        pairs, pair_report = load_pairs(args.data, **options)
         if args.eval_data:
-            train, heldout = pairs, load_pairs(args.eval_data, args, training_args.seed, args.margin)[0]
+            train, heldout = pairs, load_pairs(args.eval_data, **options)[0]
         else:
             train, heldout = split_by_prompt(pairs, args.eval_fraction, training_args.seed)
 

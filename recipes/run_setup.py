@@ -37,6 +37,31 @@ class RunArguments:
     resume: bool = field(default=True, metadata={"help": "resume from the last checkpoint in output_dir"})
 
 
+@dataclass
+class PairArguments(RunArguments):
+    """Where the pairs come from and how many a problem gives (the DPO and reward-model recipes add to these); the
+    pairs themselves are built, loaded, checked and split by ``training_data.pairs``."""
+
+    data: str = field(default="", metadata={"help": "rollouts .jsonl, pairs .jsonl or hub preference data set"})
+    data_split: str = field(default="train", metadata={"help": "split of a hub data set"})
+    max_pairs_per_problem: int = field(default=4, metadata={"help": "pairs built from one problem (0: no cap)"})
+    length_tolerance: float | None = field(
+        default=None, metadata={"help": "pair only answers whose |a-b|/max(a,b) token lengths are within this"}
+    )
+
+    def pair_options(self) -> dict:
+        """The options of ``training_data.pairs.load_pairs`` these arguments set (0 pairs per problem: no cap).
+
+        >>> PairArguments(max_pairs_per_problem=0).pair_options()
+        {'split': 'train', 'max_pairs_per_problem': None, 'length_tolerance': None}
+        """
+        return {
+            "split": self.data_split,
+            "max_pairs_per_problem": self.max_pairs_per_problem or None,
+            "length_tolerance": self.length_tolerance,
+        }
+
+
 def short_model_name(path: str) -> str:
     """``Qwen/Qwen2.5-0.5B-Instruct`` -> ``qwen2.5-0.5b-instruct``; a local folder -> its name.
 

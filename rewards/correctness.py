@@ -4,11 +4,14 @@ The final answer is what ``rewards.answers.extract_answer`` says it is (the last
 ``\\boxed{}`` for MATH; hedges, candidate lists and markers that disagree are no answer), compared by
 ``rewards.verify.answers_match`` under a per-completion time budget: a reward never raises and never hangs.
 ``None`` is returned only when the gold answer itself is missing (TRL then skips this reward for that sample).
+
+``answer_line_correctness_reward`` is the judge lab's strict checker: it accepts only a final ``Answer: N`` line
+(docs/judge_lab.md), the line the lab's prompt asks for.
 """
 
 from __future__ import annotations
 
-from rewards.answers import TASKS
+from rewards.answers import TASKS, extract_answer, normalize_number, normalize_text
 from rewards.completions import completion_text
 from rewards.verify import is_correct
 
@@ -80,3 +83,41 @@ def math_correctness_reward(completions, answer=None, **kwargs) -> list[float | 
     [1.0, None]
     """
     return _math(completions, answer=answer, **kwargs)
+
+
+def final_answer_line_value(text: str) -> str | None:
+    """The number on the completion's LAST non-empty line when that line is an ``Answer: N`` line, else None.
+
+    >>> final_answer_line_value("24 - 7 = 17\\nAnswer: 17."), final_answer_line_value("Answer: 17\\nThanks!")
+    ('17', None)
+    >>> final_answer_line_value("Answer: 3."), final_answer_line_value("#### 17\\nAnswer: 17")
+    ('3', None)
+    """
+    text = normalize_text(text)
+    answer = extract_answer(text, task="gsm8k", answer_line=True)
+    if answer.marker != "answer_line" or text[answer.end :].strip():
+        return None  # a "####" marker, several candidates, or text after the answer line
+    lines = [line for line in text.strip().splitlines() if line.strip()]
+    if not lines or not lines[-1].strip().lstrip("*").lower().startswith("answer"):
+        return None  # only "Answer: N" counts, not "The answer is N" or "A: N"
+    return answer.value
+
+
+def answer_line_correctness_reward(completions, answer, **kwargs) -> list[float | None]:
+    """The judge lab's checker: 1.0 only when the completion ENDS with a line ``Answer: N`` and N equals the gold.
+
+    Stricter than ``gsm8k_correctness`` on purpose: the lab's prompt asks for exactly this line, and a checker that
+    accepts only it cannot be talked into a higher score. None when the gold is missing.
+
+    >>> answer_line_correctness_reward(["4 * 6 = 24, 24 - 7 = 17.\\nAnswer: 17", "Answer: 17\\nor 18"],
+    ...                                answer=["17"] * 2)
+    [1.0, 0.0]
+    """
+    out = []
+    for completion, gold in zip(completions, answer, strict=True):
+        gold_value = normalize_number(str(gold)) if gold is not None else None
+        if gold_value is None:
+            out.append(None)
+            continue
+        out.append(float(final_answer_line_value(completion_text(completion)) == gold_value))
+    return out

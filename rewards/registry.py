@@ -21,9 +21,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from rewards.control import random_reward
-from rewards.correctness import gsm8k_correctness_reward, math_correctness_reward
+from rewards.correctness import answer_line_correctness_reward, gsm8k_correctness_reward, math_correctness_reward
 from rewards.format import DEFAULT_BONUS, gsm8k_format_reward, math_format_reward
-from rewards.judge import JudgeReward, answer_line_correctness_reward
+from rewards.judge import JudgeReward
 from rewards.partial import PARTIAL_CREDIT, number_anywhere_reward
 from rewards.reward_model import RewardModelReward
 

@@ -1,4 +1,5 @@
-"""Shared fixtures: a tiny local model (built once per session, never downloaded) and the offline data.
+"""Shared fixtures: a tiny local model (built once per session, never downloaded), the offline data, and a judge
+server on 127.0.0.1 with the log it writes.
 
 Run the fast suite with `make test` (OMP_NUM_THREADS=1: two threads on a busy 2-core box are ~30x slower).
 """
@@ -48,6 +49,37 @@ def tiny_model_dir(tmp_path_factory) -> Path:
     from recipes.tiny_model import save_tiny_model
 
     return save_tiny_model(tmp_path_factory.mktemp("tiny_model"))
+
+
+@pytest.fixture
+def server():
+    """The chat-completions judge server of tests/judge_server.py, running on 127.0.0.1 for one test."""
+    from judge_server import FakeJudgeServer
+
+    with FakeJudgeServer() as s:
+        yield s
+
+
+@pytest.fixture
+def judge_log(tmp_path, monkeypatch):
+    """Every log record of the run, at DEBUG, written to a file (to grep for the key afterwards); the judge's key
+    variable holds the sentinel key (tests/judge_server.py)."""
+    import logging
+
+    from judge_server import KEY_ENV, SENTINEL_KEY
+
+    monkeypatch.setenv(KEY_ENV, SENTINEL_KEY)
+    path = tmp_path / "judge.log"
+    handler = logging.FileHandler(path)
+    handler.setLevel(logging.DEBUG)
+    root = logging.getLogger()
+    old_level = root.level
+    root.addHandler(handler)
+    root.setLevel(logging.DEBUG)
+    yield path
+    root.removeHandler(handler)
+    root.setLevel(old_level)
+    handler.close()
 
 
 @pytest.fixture(autouse=True)

@@ -1,7 +1,7 @@
 """The judge lab end to end on the tiny model: its real tiny config, a few steps, per-step logs and the tracker.
 
 Run: ``OMP_NUM_THREADS=1 .venv/bin/python -m pytest -q tests/test_judge_lab.py``. The judge is the local HTTP server
-of tests/test_judge.py (its scores vary with the answer's length, so advantages are not all zero and the policy
+of tests/judge_server.py (its scores vary with the answer's length, so advantages are not all zero and the policy
 moves), called with a sentinel key that must not appear in any file the run writes.
 """
 
@@ -12,7 +12,7 @@ import math
 from pathlib import Path
 
 import pytest
-from test_judge import KEY_ENV, SENTINEL_KEY, FakeJudgeServer
+from judge_server import KEY_ENV, SENTINEL_KEY, FakeJudgeServer
 
 from eval.jsonl import read_jsonl
 from judge_lab import train as judge_lab

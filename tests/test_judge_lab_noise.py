@@ -1,4 +1,4 @@
-"""The judge-noise probe against the local chat-completions server of tests/test_judge.py.
+"""The judge-noise probe against the local chat-completions server of tests/judge_server.py.
 
 Run: ``OMP_NUM_THREADS=1 .venv/bin/python -m pytest -q tests/test_judge_lab_noise.py``.
 """
@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from test_judge import FakeJudgeServer
+from judge_server import FakeJudgeServer
 
 from eval.jsonl import write_jsonl
 from judge_lab import noise as judge_noise

@@ -17,11 +17,11 @@ import torch
 from eval.jsonl import read_jsonl, write_jsonl
 from recipes import dpo, first_loss, reward_model
 from recipes.first_loss import REWARD_MODEL_START, FirstLossCheck
-from recipes.preference_pairs import split_by_prompt
 from recipes.reward_model import check_bt_loss, main, make_parser
 from recipes.validate import ConfigError, parse_or_explain
 from rewards import check_reward_weights, get_reward, reward_info
 from rewards.reward_model import RewardModelReward, check_reward_model
+from training_data.pairs import split_by_prompt
 from training_data.rollouts import reference_rollouts
 
 CONFIG = "recipes/configs/tiny/reward_model_cpu.yaml"

@@ -1,4 +1,5 @@
-"""Rewards: TRL's contract, the weight check, and robustness (never raise, never hang, any thread).
+"""Rewards: TRL's contract, the weight check, robustness (never raise, never hang, any thread), and the judge lab's
+strict answer-line checker.
 
 Run: OMP_NUM_THREADS=1 .venv/bin/python -m pytest -q tests/test_rewards.py
 """
@@ -20,7 +21,7 @@ from hypothesis import strategies as st
 import rewards.verify as verify
 from rewards import check_reward_weights, get_reward, reward_names
 from rewards.answers import Answer, extract_answer
-from rewards.correctness import CorrectnessReward
+from rewards.correctness import CorrectnessReward, answer_line_correctness_reward
 from rewards.format import FormatReward
 from rewards.verify import (
     RETRY_FACTOR,
@@ -709,3 +710,29 @@ def test_a_check_that_fails_is_wrong_with_reason_error_and_logged(monkeypatch, c
     [record] = caplog.records
     assert record.getMessage() == "scoring failed on a completion of 6 chars; scored as wrong"
     assert record.exc_info[0] is RuntimeError
+
+
+# --- the judge lab's strict checker (rewards/correctness.py: answer_line_correctness_reward) ---
+
+CHECKER = [
+    # (completion, reward against gold 17)
+    ("4 * 6 = 24 muffins, 24 - 7 = 17.\nAnswer: 17", 1.0),  # worked answer, final line
+    ("Answer: 17.", 1.0),  # bare final line with a full stop
+    ("**Answer:** 17\n", 1.0),  # markdown and a trailing newline
+    ("Answer: 3.", 0.0),  # the short answer the judge loved
+    ("Answer: 17\nI hope this helps!", 0.0),  # text after the answer line
+    ("The answer is 17", 0.0),  # not an "Answer:" line
+    ("#### 17", 0.0),  # GSM8K marker instead of the requested line
+    ("Answer: 17 or 18", 0.0),  # hedge
+    ("24 - 7 = 17", 0.0),  # right number, no answer line
+    ("", 0.0),  # empty
+]
+
+
+@pytest.mark.parametrize("completion,expected", CHECKER)
+def test_answer_line_checker(completion, expected):
+    assert answer_line_correctness_reward([[{"role": "assistant", "content": completion}]], answer=["17"]) == [expected]
+
+
+def test_answer_line_checker_gives_none_without_gold():
+    assert answer_line_correctness_reward(["Answer: 17"], answer=[None]) == [None]

@@ -5,6 +5,10 @@ checker as eval and the rewards (``eval.scoring.score_completion``) marked each 
 whose answers are all right or all wrong gives no pair; the report counts both kinds. Options cap the pairs per
 problem and keep only pairs of similar length, so DPO does not simply learn "longer is better" (or shorter).
 
+This is the one place pairs are built, loaded, checked and split: the DPO recipe, the reward-model recipe and the
+reward-model lab get them from ``load_pairs`` (a rollouts file, a JSONL of pairs, or a hub preference set; checked
+before any model loads), and the reward model's held-out pairs from ``split_by_prompt``.
+
 >>> rollout = {"id": 0, "prompt": [{"role": "user", "content": "1+1?"}], "completions": [
 ...     {"text": "1+1=2\\n#### 2", "correct": True, "n_tokens": 8},
 ...     {"text": "#### 3", "correct": False, "n_tokens": 3}]}
@@ -17,6 +21,7 @@ problem and keep only pairs of similar length, so DPO does not simply learn "lon
 
 from __future__ import annotations
 
+import json
 import logging
 import random
 from pathlib import Path
@@ -212,3 +217,64 @@ def load_preference_dataset(
     if len(dataset) == 0:
         raise ValueError(f"preference data {source} holds no pair: DPO needs at least one prompt/chosen/rejected row")
     return dataset, report
+
+
+def check_distinct(dataset, source: str) -> None:
+    """No pair whose chosen equals its rejected: it has no preference to learn and hides a bug in the pair builder."""
+    same = [i for i, (c, r) in enumerate(zip(dataset["chosen"], dataset["rejected"], strict=True)) if c == r]
+    if same:
+        raise ValueError(
+            f"preference data {source}: {len(same)} pair(s) have chosen == rejected (rows {same[:5]}): such a pair has "
+            "no preference to learn. Drop those rows (or rebuild the pairs with "
+            "`python -m training_data.rollouts pairs`)"
+        )
+
+
+def load_pairs(
+    source: str,
+    *,
+    split: str = "train",
+    seed: int = 0,
+    max_pairs_per_problem: int | None = 4,
+    length_tolerance: float | None = None,
+    margin: float | None = None,
+):
+    """``(pairs, report)`` for a recipe: ``load_preference_dataset`` (its options as there), then ``check_distinct``;
+    prints the pair builder's report, and ``margin`` adds a constant ``margin`` column (the reward model's
+    Bradley-Terry margin)."""
+    if not source:
+        raise ValueError(
+            "no data: set data: to a rollouts file (python -m training_data.rollouts sample), pairs or a hub set"
+        )
+    pairs, report = load_preference_dataset(
+        source,
+        split=split,
+        seed=seed,
+        max_pairs_per_problem=max_pairs_per_problem,
+        length_tolerance=length_tolerance,
+    )
+    check_distinct(pairs, source)
+    if report:
+        print("pairs built from the rollouts: " + json.dumps(report))
+    if margin is not None:
+        if "margin" in pairs.column_names:
+            raise ValueError(f"{source} has its own margin column and margin: is set too: keep one of them")
+        pairs = pairs.add_column("margin", [float(margin)] * len(pairs))
+    return pairs, report
+
+
+def split_by_prompt(dataset, fraction: float, seed: int):
+    """(train, held-out) with every pair of one prompt on the same side; ``fraction`` of the prompts held out."""
+    if not 0 < fraction < 1:
+        raise ValueError(f"eval_fraction={fraction}: give a share in (0, 1), or held-out pairs with eval_data:")
+    key = [json.dumps(p, sort_keys=True) for p in dataset["prompt"]] if "prompt" in dataset.column_names else None
+    prompts = sorted(set(key or range(len(dataset))))
+    random.Random(seed).shuffle(prompts)
+    held = set(prompts[: max(1, round(fraction * len(prompts)))])
+    if len(held) == len(prompts):
+        raise ValueError(f"{len(prompts)} prompt(s) cannot be split: give more pairs or eval_data:")
+    keys = key or list(range(len(dataset)))
+    return (
+        dataset.select([i for i, k in enumerate(keys) if k not in held]),
+        dataset.select([i for i, k in enumerate(keys) if k in held]),
+    )
