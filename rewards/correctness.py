@@ -2,7 +2,8 @@
 
 The final answer is what ``rewards.answers.extract_answer`` says it is (the last ``#### N`` for GSM8K, the last
 ``\\boxed{}`` for MATH; hedges, candidate lists and markers that disagree are no answer), compared by
-``rewards.verify.answers_match`` under a per-completion time budget: a reward never raises and never hangs.
+``rewards.verify.answers_match`` under a per-completion time budget: a reward never raises and never hangs. A batch's
+completions are scored up to the checker's pool size at a time (``rewards.verify.concurrently``).
 ``None`` is returned only when the gold answer itself is missing (TRL then skips this reward for that sample).
 """
 
@@ -10,7 +11,7 @@ from __future__ import annotations
 
 from rewards.answers import TASKS
 from rewards.completions import completion_text
-from rewards.verify import is_correct
+from rewards.verify import concurrently, is_correct
 
 
 class CorrectnessReward:
@@ -40,12 +41,13 @@ class CorrectnessReward:
                 f"{self.__name__} needs the dataset's 'answer' column (the final answer only, e.g. '18'): "
                 "build the dataset with eval.tasks.to_prompt_rows or add that column"
             )
-        return [
-            None
-            if gold is None or str(gold).strip() == ""
-            else float(is_correct(completion_text(c), str(gold), self.task, answer_line=self.answer_line))
-            for c, gold in zip(completions, answer, strict=True)
-        ]
+        return concurrently(self._score, list(zip(completions, answer, strict=True)))
+
+    def _score(self, pair) -> float | None:
+        completion, gold = pair
+        if gold is None or str(gold).strip() == "":
+            return None
+        return float(is_correct(completion_text(completion), str(gold), self.task, answer_line=self.answer_line))
 
     def __repr__(self) -> str:
         return f"CorrectnessReward(task={self.task!r}, answer_line={self.answer_line})"
