@@ -3,10 +3,14 @@
     OMP_NUM_THREADS=1 .venv/bin/python -m bench.rewards_fuzz                 # 10,000 completions
     OMP_NUM_THREADS=1 .venv/bin/python -m bench.rewards_fuzz --n 2000 --save /tmp/idle.json
     OMP_NUM_THREADS=1 .venv/bin/python -m bench.rewards_fuzz --compare /tmp/idle.json   # e.g. beside a CPU hog
+    # in another checkout, on the completions that run drew:
+    OMP_NUM_THREADS=1 .venv/bin/python -m bench.rewards_fuzz --items /tmp/idle.json --compare /tmp/idle.json
 
 The completions are those of ``tests/test_fuzz_rewards.py`` (mixed unicode, markers, nested boxes, huge numbers,
-power towers, ``\\pm``, ``\\sqrt(``, newlines inside boxes), drawn with a fixed seed so that every run scores the
-same list; they are drawn first and the clock covers only the scoring. Each completion is scored by
+power towers, ``\\pm``, ``\\sqrt(``, newlines inside boxes), drawn with a fixed seed so that every run of one checkout
+scores the same list (Hypothesis also draws from the literals of the project's own modules, so another version of the
+code draws other completions: ``--items`` scores those a saved run drew); they are drawn first and the clock covers
+only the scoring. Each completion is scored by
 ``gsm8k_correctness``, ``math_correctness``, ``gsm8k_format``, ``math_format`` and ``number_anywhere`` (one batch
 of ``--batch`` completions per reward call, as a trainer calls them), from a cold start: empty verdict cache, fresh
 workers. Prints the time, the number of comparisons given up as timeouts, the slowest batch, and a digest of every
@@ -87,11 +91,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--batch", type=int, default=64, help="completions per reward call")
     parser.add_argument("--save", type=Path, help="write the scores to this JSON file")
     parser.add_argument("--compare", type=Path, help="list the completions whose scores differ from a saved run")
+    parser.add_argument("--items", type=Path, help="score the completions a saved run drew instead of drawing them")
     args = parser.parse_args(argv)
     logging.disable(logging.WARNING)  # timeouts and skipped answers are counted here, not logged one by one
 
     t0 = time.perf_counter()
-    items = fuzzed_completions(args.n)
+    if args.items:
+        items = [tuple(item) for item in json.loads(args.items.read_text())["items"]]
+    else:
+        items = fuzzed_completions(args.n)
     drawn_s = time.perf_counter() - t0
     scores, elapsed, slowest, timeouts = score_all(items, args.batch)
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")

@@ -503,7 +503,7 @@ def test_a_fraction_of_one_token_arguments_is_read_whole():
 
 
 def test_the_exact_recheck_evaluates_a_nested_radical_instead_of_simplifying_it(monkeypatch):
-    # abs() of this difference made sympy simplify it: 3.8 s on an idle machine, a timeout twice in the worker
+    # abs() of this symbolic difference makes sympy simplify it: 3.8 s on an idle machine, two timeouts in a worker
     import sympy
     from math_verify import parse
 
@@ -564,7 +564,7 @@ def test_what_cannot_finish_is_refused_before_math_verify(pred, gold, scripted_p
 
 
 def test_small_towers_and_big_numbers_are_still_compared():
-    assert answers_match("2^{2^{3}}", "256", task="math")  # refused as a "tower" before: it is 256
+    assert answers_match("2^{2^{3}}", "256", task="math")  # a tower, and a small one
     assert answers_match("2^{10}", "1024", task="math")
     assert not answers_match("x^{10^{100}}", "x", task="math")  # symbolic: cheap, and compared
 
