@@ -46,6 +46,7 @@ demo: venv
 
 bench: venv  # CPU benchmarks; bench.grpo_gpu needs a CUDA GPU
 	$(PY) -m bench.rewards_speed
+	$(PY) -m bench.rewards_fuzz  # 10,000 hostile completions: time, timeouts, a digest of the scores
 	$(PY) -m bench.eval_speed
 	$(PY) -m bench.grpo_overhead
 	$(PY) -m bench.matrix_jobs  # trains the lab warm start first if it is not cached

@@ -108,6 +108,72 @@ def timed_pass(items, score, threads: int) -> tuple[float, float]:
     return len(items) / (time.perf_counter() - start), max(durations)
 
 
+def pathological_answer(rng: random.Random) -> str:
+    """A completion whose answer no checker can compare in time, of one of the kinds a drifting policy writes: a power
+    tower, a sum to 10^k, a factorial or binomial of a huge number, a huge exponent, runaway nesting, or a box that
+    disagrees with an earlier one holding a tower. Each one is new (random numbers), so no cache or memo helps."""
+    d = [rng.randint(3, 9) for _ in range(4)]
+    kind = rng.randrange(7)
+    if kind == 0:
+        answer = f"{d[0]}^{{{d[1]}^{{{d[2]}^{{{d[3]}}}}}}}"
+    elif kind == 1:
+        answer = f"\\sum_{{k=1}}^{{10^{{{rng.randint(20, 100)}}}}} k^{{{d[0]}}}"
+    elif kind == 2:
+        answer = f"({d[0]}\\cdot 10^{{{rng.randint(6, 12)}}})!"
+    elif kind == 3:
+        answer = f"\\binom{{10^{{{rng.randint(8, 20)}}}}}{{{d[1]}}}"
+    elif kind == 4:
+        answer = f"{d[0]}^{{10^{{{rng.randint(8, 30)}}}}}"
+    elif kind == 5:
+        depth = rng.randint(8, 20)
+        answer = "(" * depth + str(rng.randint(1, 999)) + ")" * depth
+    else:
+        tower = f"{d[0]}^{{{d[1]}^{{{d[2]}^{{{d[3]}}}}}}}"
+        other = rng.randint(1, 99)
+        return f"First \\boxed{{{tower}}}. Let me check that again, carefully this time. So \\boxed{{{other}}}."
+    return f"Let me compute this step by step. Putting it together, the answer is \\boxed{{{answer}}}."
+
+
+def _cold_start() -> None:
+    """As every timed pass starts: no cached verdicts or pairs given up, fresh workers, an empty sympy cache here."""
+    from sympy.core.cache import clear_cache
+
+    verify_module._CACHE.clear()
+    verify_module._GIVEN_UP.clear()
+    verify_module._POOL.close()
+    verify_module.warm_up()
+    clear_cache()
+
+
+def pathological_batches(n_batches: int, batch_size: int, seed: int, data: Path = DATA) -> None:
+    """Batches of MATH completions with 0%, 5% and 20% of them pathological, scored by ``math_correctness`` one
+    batch per call (as a trainer calls it): the time per batch against the ordinary batches."""
+    rng = random.Random(seed)
+    wanted = n_batches * batch_size  # the stored MATH samples hold 800: fewer batches when more are asked for
+    math_items = [item for item in realistic_completions(min(2 * wanted, 1_600), seed, data) if item[0] == "math"]
+    math_items = [item for item in math_items if len(item[1]) < 8_000][:wanted]
+    reward = get_reward("math_correctness")
+    print(f"\n{n_batches} batches of {batch_size} MATH completions (math_correctness, one call per batch)")
+    print(f"{'pathological share':20s} {'s per batch':>12s} {'slowest batch':>14s} {'vs ordinary':>12s} timeouts")
+    base = None
+    for share in (0.0, 0.05, 0.2):
+        items = list(math_items)
+        for i in rng.sample(range(len(items)), round(share * len(items))):
+            items[i] = ("math", pathological_answer(rng), items[i][2])
+        _cold_start()
+        before = verify_module.timeout_count()
+        times = []
+        for b in range(0, len(items), batch_size):
+            batch = items[b : b + batch_size]
+            start = time.perf_counter()
+            reward([c for _, c, _ in batch], answer=[g for _, _, g in batch])
+            times.append(time.perf_counter() - start)
+        mean = sum(times) / len(times)
+        base = base or mean
+        timeouts = verify_module.timeout_count() - before
+        print(f"{share:20.0%} {mean:12.3f} {max(times):14.3f} {mean / base:11.2f}x {timeouts:8d}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--n", type=int, default=400, help="realistic completions (runaway ones are added)")
@@ -119,6 +185,8 @@ def main() -> None:
         default=DATA,
         help="folder laid out as tests/data (default: tests/data; full files: its README)",
     )
+    parser.add_argument("--batches", type=int, default=10, help="batches per pathological share (0 skips that case)")
+    parser.add_argument("--batch-size", type=int, default=64, help="completions per batch in that case")
     args = parser.parse_args()
 
     for needed in (MATH500 if math_source(args.data) == MATH500 else QWEN_SAMPLES, GPT3_SOLUTIONS):
@@ -158,6 +226,8 @@ def main() -> None:
         f"{results[f'ours, {args.threads} threads, all'] / results['bare math-verify, 1 thread, all']:.1f}x"
     )
     print(f"ours, {args.threads} threads: {60 * results[f'ours, {args.threads} threads, all']:.0f} completions/minute")
+    if args.batches:
+        pathological_batches(args.batches, args.batch_size, args.seed, args.data)
 
 
 if __name__ == "__main__":

@@ -2,7 +2,8 @@
 
 The final answer is what ``rewards.answers.extract_answer`` says it is (the last ``#### N`` for GSM8K, the last
 ``\\boxed{}`` for MATH; hedges, candidate lists and markers that disagree are no answer), compared by
-``rewards.verify.answers_match`` under a per-completion time budget: a reward never raises and never hangs.
+``rewards.verify.answers_match`` under a per-completion time budget: a reward never raises and never hangs. A batch's
+completions are scored up to the checker's pool size at a time (``rewards.verify.concurrently``).
 ``None`` is returned only when the gold answer itself is missing (TRL then skips this reward for that sample).
 
 ``answer_line_correctness_reward`` is the judge lab's strict checker: it accepts only a final ``Answer: N`` line
@@ -13,7 +14,7 @@ from __future__ import annotations
 
 from rewards.answers import TASKS, extract_answer, normalize_number, normalize_text
 from rewards.completions import completion_text
-from rewards.verify import is_correct
+from rewards.verify import concurrently, is_correct
 
 
 class CorrectnessReward:
@@ -51,12 +52,13 @@ class CorrectnessReward:
                 f"{self.__name__} needs the dataset's 'answer' column (the final answer only, e.g. '18'): "
                 "build the dataset with eval.tasks.to_prompt_rows or add that column"
             )
-        return [
-            None
-            if gold is None or str(gold).strip() == ""
-            else float(is_correct(completion_text(c), str(gold), self.task, self.answer_line, self.think_tags))
-            for c, gold in zip(completions, answer, strict=True)
-        ]
+        return concurrently(self._score, list(zip(completions, answer, strict=True)))
+
+    def _score(self, pair) -> float | None:
+        completion, gold = pair
+        if gold is None or str(gold).strip() == "":
+            return None
+        return float(is_correct(completion_text(completion), str(gold), self.task, self.answer_line, self.think_tags))
 
     def __repr__(self) -> str:
         return f"CorrectnessReward(task={self.task!r}, answer_line={self.answer_line}, think_tags={self.think_tags})"

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from rewards.answers import TASKS, extract_answer
 from rewards.completions import completion_text
+from rewards.verify import concurrently
 
 DEFAULT_BONUS = 0.1
 TRAILING_CHARS = 40  # what may follow the final answer (a period, "dollars", a closing $) and still be "at the end"
@@ -41,17 +42,16 @@ class FormatReward:
         self.__name__ = f"{task}_format{'' if think_tags else '_no_think_rule'}_reward"
 
     def __call__(self, completions, **kwargs) -> list[float]:
-        scores = []
-        for completion in completions:
-            text = completion_text(completion).rstrip()
-            try:
-                answer = extract_answer(text, task=self.task, think_tags=self.think_tags)
-            except Exception:  # noqa: BLE001 - a reward never raises on model output
-                scores.append(0.0)
-                continue
-            well_formed = answer.ok and answer.n_markers == 1 and len(text) - answer.end <= TRAILING_CHARS
-            scores.append(self.bonus if well_formed else 0.0)
-        return scores
+        return concurrently(self._score, completions)  # differing boxes are compared with each other
+
+    def _score(self, completion) -> float:
+        text = completion_text(completion).rstrip()
+        try:
+            answer = extract_answer(text, task=self.task, think_tags=self.think_tags)
+        except Exception:  # noqa: BLE001 - a reward never raises on model output
+            return 0.0
+        well_formed = answer.ok and answer.n_markers == 1 and len(text) - answer.end <= TRAILING_CHARS
+        return self.bonus if well_formed else 0.0
 
     def __repr__(self) -> str:
         return f"FormatReward(task={self.task!r}, bonus={self.bonus}, think_tags={self.think_tags})"

@@ -8,16 +8,24 @@ works when ``__main__`` is a notebook, stdin or ``python -c``).
 
 A comparison has four outcomes (``Verdict``): equal, not equal, ``timeout`` and ``checker_error``. Only the first two
 are verdicts, and only they are cached. The time budget is a real bound: waiting for a free worker and starting one
-count inside it. A comparison that runs out of time is retried once with ``RETRY_FACTOR`` times the budget; if
-that runs out too, it is given up as a ``timeout`` (counted by ``timeout_count()``, logged, never cached as a
-verdict). A worker that fails to start or dies is a ``checker_error``, not a timeout. Either way the answer is not
+count inside it. Inside it, a worker spends at most ``CPU_BUDGET_S`` of CPU time on a comparison; one that needs
+more is given up as a ``timeout`` at once and for good, whatever the machine's load (CPU time does not shrink on a
+busy machine, wall-clock time does). A comparison that runs out of wall-clock time (a busy machine, a worker being
+replaced) is retried once with ``RETRY_FACTOR`` times the budget; if that runs out too, it is given up as a
+``timeout`` and not retried for ``TIMEOUT_MEMO_S``. Timeouts are counted by ``timeout_count()``, logged, never cached
+as verdicts. A worker that fails to start or dies is a ``checker_error``, not a timeout. Either way the answer is not
 paid: rewards score it 0 with a logged warning (TRL's contract), eval reports the reason. Nothing here raises on
 model output.
 
+What could not finish in any budget (a power tower, a sum of 10^100 terms, a factorial of a billion, brackets nested
+deeper than any answer: ``rewards.cost.too_costly``) is refused before a worker is asked, and a batch is scored up to
+the pool's size at a time (``concurrently``), so that a slow comparison holds one worker while the others go on.
+
 math-verify compares numbers with tolerances that let distinct very small or very large values match
 (``\\frac{1}{20!}`` vs ``\\frac{1}{21!}``); the worker re-checks every numeric "equal" exactly. A ``\\pm`` answer
-against a gold without one, and malformed LaTeX that math-verify reads as a prefix (``4\\sqrt(2)`` read as ``4``),
-are not equal.
+against a gold without one, malformed LaTeX that math-verify reads as a prefix (``4\\sqrt(2)`` read as ``4``), and
+any answer its parser read only in part (``3\\mathrm{e}`` read as 3, ``x + 2t`` as ``x + 2``) are not equal;
+``\\mathrm{e}``, ``\\mathrm{i}`` and the like are read as Euler's e and the imaginary unit.
 
 >>> answers_match("18.00", "18", task="gsm8k")
 True
@@ -25,6 +33,8 @@ True
 True
 >>> answers_match("\\\\frac{1}{21!}", "\\\\frac{1}{20!}", task="math"), answers_match("4\\\\sqrt(2)", "4", task="math")
 (False, False)
+>>> answers_match("2\\\\mathrm{e}", "2e", task="math"), answers_match("3\\\\mathrm{e}", "3", task="math")
+(True, False)
 >>> is_correct("so 3 + 5 = 8\\n#### 8", "8")
 True
 >>> is_correct("#### 17 or 18", "17")
@@ -40,6 +50,7 @@ import contextlib
 import enum
 import json
 import logging
+import math
 import os
 import re
 import select
@@ -48,9 +59,12 @@ import sys
 import threading
 import time
 from collections import OrderedDict
+from collections.abc import Callable, Iterable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from decimal import Decimal
 from pathlib import Path
+from typing import TypeVar
 
 from rewards.answers import (
     PLUS_MINUS_RE,
@@ -61,15 +75,19 @@ from rewards.answers import (
     extract_answer,
     normalize_number,
 )
+from rewards.cost import too_costly
 
 logger = logging.getLogger(__name__)
+T = TypeVar("T")
+R = TypeVar("R")
 
 TIME_BUDGET_S = 0.8  # one math-verify comparison, waiting for and starting a worker included
-RETRY_FACTOR = 4  # a comparison that ran out of time is retried once with this many times the budget
+CPU_BUDGET_S = 0.5  # CPU time a worker may spend on one comparison, whatever the load and the wall-clock budget
+RETRY_FACTOR = 4  # a comparison that ran out of wall-clock time is retried once with this many times the budget
 TIMEOUT_MEMO_S = 30.0  # a pair that was just given up is not retried for this long (a GRPO group repeats answers)
 MAX_ANSWER_CHARS = 500  # an extracted answer longer than this is not a maths answer
 MAX_WORKERS = max(1, min(4, os.cpu_count() or 1))  # parallel comparisons when rewards are called from threads
-WORKER_START_TIMEOUT_S = 60.0  # warm_up's wait: importing math-verify takes ~0.6 s, a loaded machine much longer
+WORKER_START_TIMEOUT_S = 60.0  # warm_up's wait: a worker starts in ~1 s (~2 s on a loaded machine), or longer
 CACHE_SIZE = 65_536  # GRPO groups repeat the same (gold, answer) pairs many times
 # A plain decimal number ("18", "-0.50", "1,000"): MATH answers like this compare as decimals, without math-verify.
 PLAIN_NUMBER_RE = re.compile(r"-?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?")
@@ -77,24 +95,28 @@ PLAIN_NUMBER_RE = re.compile(r"-?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?")
 # answer may span lines, and must still match (a None here was an internal exception path).
 UNITS_AROUND_NUMBER_RE = re.compile(
     r"^(?:\\\$|\$|\\,|\s)*(?P<number>.*?)"
-    r"(?:\\%|%|\^\s*\{?\\circ\}?|\\(?:text|mbox|mathrm)\{\s*[A-Za-z][A-Za-z .]*\}|\\[,;! ]|\s)*$",
+    r"(?:\\%|%|\^\s*\{?\\circ\}?|\\(?:text|mbox|mathrm)\{(?!\s*[ei]\s*\})\s*[A-Za-z][A-Za-z .]*\}|\\[,;! ]|\s)*$",
     re.DOTALL,
-)
-# An exponent holding an exponent (9^{9^{9^9}}, 9^9^9): sympy would evaluate astronomically large numbers. Not
-# polynomials: "x^4 - x^3 + x^2" has no nesting. Such a prediction is skipped unless the gold nests too.
-POWER_TOWER_RE = re.compile(r"\^\s*\{[^{}]*\^|\^\s*\d+\s*\^")
+)  # (not "\\mathrm{e}" or "\\text{i}": Euler's e and the imaginary unit, not units)
+# Thousands separators as LaTeX writes them: "10{,}000", "50,\\!625".
+LATEX_THOUSANDS_RE = re.compile(r"(?<=\d)(?:\{,\}|,\\!)(?=\d{3})")
 # A root or fraction without a braced (or one-token) argument: math-verify reads "4\sqrt(2)" and "4\frac(1)(2)" as 4.
 MALFORMED_LATEX_RE = re.compile(r"\\(?:sqrt|[dt]?frac)(?![a-zA-Z])(?!\s*[{\[0-9a-zA-Z\\])")
 _WORKER_SCRIPT = str(Path(__file__).with_name("_verify_worker.py"))
 
 
 class Verdict(enum.Enum):
-    """The outcome of one comparison. Only ``EQUAL`` and ``NOT_EQUAL`` are verdicts (and cached)."""
+    """The outcome of one comparison. Only ``EQUAL`` and ``NOT_EQUAL`` are verdicts (and cached).
+
+    ``SPENT`` is the worker pool's own answer for a comparison that used up the whole ``CPU_BUDGET_S``: it depends on
+    the answer, not on the load, so it is not retried; ``compare_answers`` reports it as ``TIMEOUT``.
+    """
 
     EQUAL = "equal"
     NOT_EQUAL = "not_equal"
     TIMEOUT = "timeout"  # ran out of time even after the retry: no verdict
     CHECKER_ERROR = "checker_error"  # a worker failed to start or died: no verdict
+    SPENT = "spent"  # the pool's answer only: the worker spent its whole CPU budget (reported as TIMEOUT)
 
     @classmethod
     def of(cls, equal: bool) -> Verdict:
@@ -143,10 +165,21 @@ class _Worker:
         return self.ready
 
     def compare(self, gold: str, pred: str, timeout: float) -> dict | None:
-        """The worker's reply, or None when it did not answer within ``timeout`` (the caller then kills it)."""
-        self.proc.stdin.write(json.dumps({"gold": gold, "pred": pred, "budget": 0.75 * timeout}) + "\n")
+        """The worker's reply, or None when it did not answer within ``timeout`` (the caller then kills it).
+
+        The worker stops itself at 80% of ``timeout`` of wall-clock time (so that it answers in time), or once it has
+        spent ``CPU_BUDGET_S`` of CPU time when that fits in the wall-clock limit: the reply then says
+        ``"definitive": true``, since a comparison that needs more CPU time than that needs it on any machine load.
+        """
+        wall = 0.8 * timeout
+        full = wall >= CPU_BUDGET_S + 0.05  # room for the whole CPU budget (a first try with TIME_BUDGET_S has it)
+        request = {"gold": gold, "pred": pred, "cpu": CPU_BUDGET_S if full else wall, "wall": wall}
+        self.proc.stdin.write(json.dumps(request) + "\n")
         self.proc.stdin.flush()
-        return self._read_line(timeout)
+        reply = self._read_line(timeout)
+        if reply is not None and full and reply.get("spent") == "cpu":
+            reply["definitive"] = True
+        return reply
 
     def kill(self) -> None:
         self.proc.kill()
@@ -242,7 +275,9 @@ class _WorkerPool:
                 return Verdict.TIMEOUT
             self._give_back(worker)
             result = reply.get("result")
-            return Verdict.TIMEOUT if result is None else Verdict.of(bool(result))
+            if result is None:
+                return Verdict.SPENT if reply.get("definitive") else Verdict.TIMEOUT
+            return Verdict.of(bool(result))
         except Exception:  # noqa: BLE001 - a broken pipe or a dead worker: drop it; no verdict
             logger.warning("a math-verify worker failed; dropping it", exc_info=True)
             with contextlib.suppress(Exception):
@@ -261,7 +296,9 @@ class _WorkerPool:
 
 _POOL = _WorkerPool(MAX_WORKERS)
 _CACHE: OrderedDict[tuple[str, str], Verdict] = OrderedDict()  # verdicts only, never a timeout
-_GIVEN_UP: dict[tuple[str, str], float] = {}  # pair -> when it was given up as a timeout
+# pair -> when it was given up as a timeout (math.inf: it spent the whole CPU budget, remembered for good)
+_GIVEN_UP: dict[tuple[str, str], float] = {}
+_IN_FLIGHT: dict[tuple[str, str], threading.Event] = {}  # pairs being compared now: the same pair waits for them
 _CACHE_LOCK = threading.Lock()
 _TIMEOUTS = 0
 
@@ -275,36 +312,70 @@ def timeout_count() -> int:
         return _TIMEOUTS
 
 
-def _count_timeout(key: tuple[str, str], remember: bool = True) -> None:
+def _count_timeout(key: tuple[str, str], remember: bool = True, for_good: bool = False) -> None:
     """Count one timeout; ``remember`` (a comparison really given up) starts the pair's memo window from now. A
-    refusal from the memo does not, or a pair that comes back within every window would never be asked again."""
+    refusal from the memo does not, or a pair that comes back within every window would never be asked again.
+    ``for_good``: the pair spent the whole CPU budget, which no later try (on any load) would change."""
     global _TIMEOUTS
     with _CACHE_LOCK:
         _TIMEOUTS += 1
         if remember:
-            _GIVEN_UP[key] = time.monotonic()
+            _GIVEN_UP[key] = math.inf if for_good else time.monotonic()
             if len(_GIVEN_UP) > CACHE_SIZE:
                 _GIVEN_UP.pop(next(iter(_GIVEN_UP)))
 
 
 def warm_up(n_workers: int | None = None) -> None:
-    """Start the math-verify workers now (they otherwise start on the first MATH comparison, ~0.6 s each)."""
+    """Start the math-verify workers now (they otherwise start on the first MATH comparison, ~1 s each)."""
     _POOL.warm_up(n_workers)
 
 
 def _math_verify(gold: str, pred: str, timeout: float) -> Verdict:
     key = (gold, pred)
-    with _CACHE_LOCK:
-        if key in _CACHE:
-            _CACHE.move_to_end(key)
-            return _CACHE[key]
-        recently_given_up = time.monotonic() - _GIVEN_UP.get(key, -TIMEOUT_MEMO_S) < TIMEOUT_MEMO_S
-    if recently_given_up:
-        _count_timeout(key, remember=False)
-        return Verdict.TIMEOUT
+    mine = threading.Event()  # set when this thread's comparison of the pair is over
+    while True:
+        with _CACHE_LOCK:
+            if key in _CACHE:
+                _CACHE.move_to_end(key)
+                return _CACHE[key]
+            given_up_at = _GIVEN_UP.get(key, -math.inf)
+            recently_given_up = given_up_at == math.inf or time.monotonic() - given_up_at < TIMEOUT_MEMO_S
+            running = None if recently_given_up else _IN_FLIGHT.setdefault(key, mine)
+        if recently_given_up:
+            _count_timeout(key, remember=False)
+            return Verdict.TIMEOUT
+        if running is mine:
+            break
+        # The same pair in another thread (a GRPO group repeats answers): its outcome, not a second worker's time.
+        # The wait has no budget of its own: that comparison is bounded by its own (a stuck worker is killed).
+        if not running.wait((1 + RETRY_FACTOR) * timeout + WORKER_START_TIMEOUT_S):
+            with _CACHE_LOCK:  # it never finished: compare here
+                if _IN_FLIGHT.get(key) is running:
+                    _IN_FLIGHT[key] = mine
+                    break
+    try:
+        return _ask_pool(key, timeout)
+    finally:
+        with _CACHE_LOCK:
+            if _IN_FLIGHT.get(key) is mine:
+                del _IN_FLIGHT[key]
+        mine.set()
+
+
+def _ask_pool(key: tuple[str, str], timeout: float) -> Verdict:
+    gold, pred = key
     verdict = _POOL.compare(gold, pred, timeout)
     if verdict in (Verdict.TIMEOUT, Verdict.CHECKER_ERROR):  # a loaded machine or a replaced worker: once more
         verdict = _POOL.compare(gold, pred, RETRY_FACTOR * timeout)
+    if verdict is Verdict.SPENT:
+        _count_timeout(key, for_good=True)
+        logger.warning(
+            "math-verify spent its whole CPU budget (%.2fs) on %.60r vs gold %.60r: no verdict, not paid",
+            CPU_BUDGET_S,
+            pred,
+            gold,
+        )
+        return Verdict.TIMEOUT
     if verdict is Verdict.TIMEOUT:
         _count_timeout(key)
         logger.warning(
@@ -324,10 +395,27 @@ def _math_verify(gold: str, pred: str, timeout: float) -> Verdict:
     return verdict
 
 
+def _plain_number(text: str) -> str | None:
+    """``text`` as a plain decimal ("1,000" and "10{,}000" keep their separators), or None when it is not one."""
+    text = LATEX_THOUSANDS_RE.sub(",", text.strip())
+    return text if PLAIN_NUMBER_RE.fullmatch(text) else None
+
+
+def _decimal(number: str) -> Decimal:
+    return Decimal(number.replace(",", ""))
+
+
+def _without_units(text: str) -> str | None:
+    """The plain number ``text`` is once units around it are stripped ("\\$342", "20\\%", "12 \\text{ cm}"), or None."""
+    return _plain_number(UNITS_AROUND_NUMBER_RE.fullmatch(text).group("number"))
+
+
 def compare_answers(pred: str | None, gold: str | None, task: str = "gsm8k", timeout: float = TIME_BUDGET_S) -> Verdict:
     """Is the extracted answer ``pred`` equal to ``gold``? A ``Verdict``; never raises on model output.
 
-    The whole comparison takes at most ``timeout * (1 + RETRY_FACTOR)`` (plus process start-up after a kill).
+    The whole comparison takes at most ``timeout * (1 + RETRY_FACTOR)`` (plus process start-up after a kill), and
+    one worker's ``CPU_BUDGET_S``. An answer (or gold) that no budget could compare (``rewards.cost.too_costly``) is
+    not equal at once.
 
     >>> compare_answers("3", "\\\\frac{6}{2}", task="math").value, compare_answers("\\\\pm 3", "3", task="math").value
     ('equal', 'not_equal')
@@ -337,24 +425,74 @@ def compare_answers(pred: str | None, gold: str | None, task: str = "gsm8k", tim
     if task == "gsm8k":
         pred_number = normalize_number(pred)
         return Verdict.of(pred_number is not None and pred_number == normalize_number(gold))
-    if len(pred) > MAX_ANSWER_CHARS or (POWER_TOWER_RE.search(pred) and not POWER_TOWER_RE.search(gold)):
+    if len(pred) > MAX_ANSWER_CHARS:
         logger.warning("answer skipped as pathological (%d chars): %.60r", len(pred), pred)
         return Verdict.NOT_EQUAL
     if _canonical_box(pred) == _canonical_box(gold):
         return Verdict.EQUAL
-    if PLAIN_NUMBER_RE.fullmatch(gold.strip()):
+    gold_number = _plain_number(gold)
+    if gold_number is not None:
         # A plain-number gold (all of GSM8K, most of MATH) compares as a decimal once units are stripped from the
         # prediction. Deliberately stricter than math-verify, which reads "1200\\%" as 12.
-        pred_number = UNITS_AROUND_NUMBER_RE.fullmatch(pred).group("number").strip()
-        if PLAIN_NUMBER_RE.fullmatch(pred_number):
-            return Verdict.of(Decimal(pred_number.replace(",", "")) == Decimal(gold.strip().replace(",", "")))
+        pred_number = _without_units(pred)
+        if pred_number is not None:
+            return Verdict.of(_decimal(pred_number) == _decimal(gold_number))
+    else:
+        # A number with units in the gold ("198\\%", "48^\\circ", "\\$6") and the same number as the answer: equal,
+        # as math-verify says. Other numbers go to math-verify, whose reading of the units ("25\\%" is 0.25) decides.
+        gold_number, pred_number = _without_units(gold), _without_units(pred)
+        if gold_number is not None and pred_number is not None and _decimal(pred_number) == _decimal(gold_number):
+            return Verdict.EQUAL
     if PLUS_MINUS_RE.search(pred) and not PLUS_MINUS_RE.search(gold) and "," not in gold:
         # "\pm 3" is two values against one; math-verify pays "3 \pm" and "\sqrt{9}=\pm 3" against the gold 3.
         # ("-3, 3" lists both, and may equal "\pm 3".)
         return Verdict.NOT_EQUAL
     if MALFORMED_LATEX_RE.search(pred):
         return Verdict.NOT_EQUAL
+    for side, text in (("answer", pred), ("gold", gold)):
+        why = too_costly(text)
+        if why is not None:  # cannot finish in any budget: refused now, the same way on any machine load
+            if side == "answer":
+                logger.warning("answer skipped as pathological (%d chars): %.60r", len(pred), pred)
+            else:
+                logger.warning("comparison skipped: the gold (%d chars) is pathological: %.60r", len(gold), gold)
+            logger.debug("pathological %s: %s", side, why)
+            return Verdict.NOT_EQUAL
     return _math_verify(gold, pred, timeout)
+
+
+_EXECUTOR: ThreadPoolExecutor | None = None
+_EXECUTOR_PID: int | None = None  # a forked child starts its own threads
+_EXECUTOR_LOCK = threading.Lock()
+_IN_BATCH = threading.local()  # set in the batch threads: a batch inside a batch runs in its thread
+
+
+def _mark_batch_thread() -> None:
+    _IN_BATCH.inside = True
+
+
+def concurrently(fn: Callable[[T], R], items: Iterable[T]) -> list[R]:
+    """``[fn(item) for item in items]``, scored up to the pool's size at a time, in order.
+
+    The rewards score a batch this way: while one comparison keeps a worker busy (up to its budget), the other
+    workers go on with the rest of the batch. Verdicts do not depend on it: every comparison has its own budget,
+    the same pair asked twice at once is compared once, and there are never more batch threads than workers.
+    ``fn`` must not raise (``check`` never does).
+
+    >>> concurrently(len, ["a", "bb", "ccc"])
+    [1, 2, 3]
+    """
+    global _EXECUTOR, _EXECUTOR_PID
+    items = list(items)
+    size = getattr(_POOL, "_size", 1)  # a stand-in pool (tests) has no workers of its own: one at a time
+    if len(items) < 2 or size < 2 or getattr(_IN_BATCH, "inside", False):
+        return [fn(item) for item in items]
+    with _EXECUTOR_LOCK:
+        if _EXECUTOR is None or os.getpid() != _EXECUTOR_PID:
+            _EXECUTOR = ThreadPoolExecutor(size, "leash-verify", initializer=_mark_batch_thread)
+            _EXECUTOR_PID = os.getpid()
+        executor = _EXECUTOR
+    return list(executor.map(fn, items))
 
 
 def answers_match(pred: str | None, gold: str | None, task: str = "gsm8k", timeout: float = TIME_BUDGET_S) -> bool:

@@ -175,7 +175,10 @@ def test_pathological_completions_score_fast_in_threads(completion, gold):
     assert elapsed < (1 + RETRY_FACTOR) * TIME_BUDGET_S + 1.0
 
 
-def test_runaway_comparison_times_out_scores_zero_and_warns(caplog):
+def test_runaway_comparison_times_out_scores_zero_and_warns(caplog, monkeypatch):
+    import rewards.verify as verify
+
+    monkeypatch.setattr(verify, "too_costly", lambda text: None)  # past the static refusal: the worker's own limits
     warm_up(1)
     before = timeout_count()
     with caplog.at_level(logging.WARNING):
@@ -186,7 +189,9 @@ def test_runaway_comparison_times_out_scores_zero_and_warns(caplog):
     assert verdict is Verdict.TIMEOUT and matched is False
     assert timeout_count() - before == 2  # both calls were timeouts, not verdicts
     assert elapsed < (1 + RETRY_FACTOR) * 0.3 + 0.5  # the budget, then one retry with RETRY_FACTOR times it
-    assert "timed out twice" in caplog.text
+    # killed at the wall clock twice (sympy's big powers run in C, deaf to the worker's timers), or stopped by the CPU
+    # timer on the retry: no verdict either way
+    assert "timed out twice" in caplog.text or "spent its whole CPU budget" in caplog.text
     assert answers_match("\\frac{1}{2}", "0.5", task="math")  # the pool still works afterwards
 
 
@@ -376,9 +381,10 @@ def test_checker_error_is_not_a_timeout(scripted_pool, caplog):
     assert "workers failed" in caplog.text
 
 
-def test_budget_counts_waiting_for_a_free_worker():
+def test_budget_counts_waiting_for_a_free_worker(monkeypatch):
     import rewards.verify as verify
 
+    monkeypatch.setattr(verify, "CPU_BUDGET_S", 10.0)  # the holder below is held by its wall-clock budget alone
     pool = verify._WorkerPool(1)
     try:
         pool.warm_up()
@@ -736,3 +742,193 @@ def test_answer_line_checker(completion, expected):
 
 def test_answer_line_checker_gives_none_without_gold():
     assert answer_line_correctness_reward(["Answer: 17"], answer=[None]) == [None]
+
+
+# --- constants in a font, and what math-verify's parser drops ---
+
+# (pred, gold, equal): Euler's e, the imaginary unit and pi written in a font or text command are the constants
+# (math-verify alone drops them as units: "5\mathrm{e}" equals 5, and "\mathrm{e}^{2}" is not e^2); units still drop.
+CONSTANTS_IN_A_FONT = [
+    ("2\\mathbf{i}", "2i", True),
+    ("{\\rm e}^{3}", "e^3", True),
+    ("\\sqrt{\\operatorname{e}}", "\\sqrt{e}", True),
+    ("4 - \\text{i}", "4-i", True),
+    ("4 - \\text{i}", "4+i", False),
+    ("3 - 2\\,\\mathrm{i}", "3-2i", True),
+    ("\\frac{\\pi}{\\mathit{e}}", "\\frac{\\pi}{e}", True),
+    ("\\pi\\mathrm{i}", "\\pi i", True),
+    ("1 - \\frac{2}{\\mathsf{e}}", "1 + \\frac{2}{e}", False),
+    ("5\\mathrm{e}", "5", False),  # a plain-number gold: "\mathrm{e}" is no unit around the 5
+    ("5\\mathbf{e}", "5", False),
+    ("3\\,\\mathrm{i}", "3", False),
+    ("7\\,\\mathrm{cm}", "7", True),  # units still drop
+    ("\\frac{3}{4}\\,\\mathrm{m}", "\\frac{3}{4}", True),
+    ("2\\sqrt{3}\\text{ km}", "2\\sqrt{3}", True),
+]
+
+
+@pytest.mark.parametrize("pred, gold, equal", CONSTANTS_IN_A_FONT)
+def test_constants_in_a_font_are_the_constants_and_units_still_drop(pred, gold, equal):
+    assert answers_match(pred, gold, task="math") is equal
+    assert answers_match(gold, pred, task="math") is equal  # either side may write it so
+
+
+# (pred, gold): math-verify's parser reads less than it is given (a letter taken for a unit, a command it ignores, an
+# operator without its operand), and math-verify alone calls them equal.
+PARSED_LESS = [
+    ("y + 3h", "y + 3"),  # "h" dropped as hours
+    ("x + 5 \\text{ m}", "x + 5"),  # a unit after a sum with a variable: the variable's coefficient changed
+    ("2\\operatorname{z}", "2"),  # the parser ignores \operatorname{z}
+    ("{\\rm k} + 4", "4"),  # and {\rm k}
+    ("2\\mathbf{v}", "2"),  # a bold letter is a vector, not a unit
+    ("5 \\cdot", "5"),  # an operator without its operand
+]
+
+
+@pytest.mark.parametrize("pred, gold", PARSED_LESS)
+def test_an_answer_the_parser_read_only_in_part_is_not_equal(pred, gold):
+    from math_verify import parse, verify
+
+    assert verify(parse(f"${gold}$"), parse(f"${pred}$"))  # the class is real: math-verify alone pays it
+    assert not answers_match(pred, gold, task="math")
+    assert answers_match(pred, pred.replace(" ", ""), task="math")  # it still equals itself
+
+
+def test_a_fraction_of_one_token_arguments_is_read_whole():
+    # math-verify reads "2007 + \frac\pi 2" (a MATH gold) as 2: every answer would be compared with 2
+    assert answers_match("2007 + \\frac{\\pi}{2}", "2007 + \\frac\\pi 2", task="math")
+    assert not answers_match("2", "2007 + \\frac\\pi 2", task="math")
+
+
+# --- the exact re-check: numbers first, equations as equations ---
+
+
+def test_the_exact_recheck_evaluates_a_nested_radical_instead_of_simplifying_it(monkeypatch):
+    # abs() of this symbolic difference makes sympy simplify it: 3.8 s on an idle machine, two timeouts in a worker
+    import sympy
+    from math_verify import parse
+
+    from rewards._verify_worker import exact_agree
+
+    nested = "\\sqrt{17+2\\sqrt{6}+2\\sqrt{10}+2\\sqrt{14}+2\\sqrt{15}+2\\sqrt{21}+2\\sqrt{35}}"
+    roots = "\\sqrt{2}+\\sqrt{3}+\\sqrt{5}+\\sqrt{7}"
+    assert answers_match(roots, nested, task="math")
+    gold, pred = (parse(f"${t}$", parsing_timeout=None)[0] for t in (nested, roots))
+    start = time.process_time()
+    assert exact_agree(gold, pred) is True
+    assert time.process_time() - start < 1.0  # milliseconds; CPU time, whatever the load
+
+    def no_simplify(expr, *args, **kwargs):
+        raise AssertionError(f"simplified {expr} although its value decides")
+
+    monkeypatch.setattr(sympy, "simplify", no_simplify)
+    gold, pred = (parse(f"$x + {t}$", parsing_timeout=None)[0] for t in (nested, roots))
+    assert exact_agree(gold, pred) is True  # a constant difference: 60 digits decide it, no simplification
+
+
+@pytest.mark.parametrize(
+    "pred, gold, equal",
+    [
+        ("x+\\sqrt{2}+\\sqrt{3}", "x+\\sqrt{5+2\\sqrt{6}}", True),  # a constant difference that is exactly 0
+        ("x+\\sqrt{2}+\\sqrt{3}+10^{-30}", "x+\\sqrt{5+2\\sqrt{6}}", False),  # and one that is not (math-verify: equal)
+        ("3a - 6b = 9", "a - 2b = 3", True),  # an equation scaled on both sides is the same equation
+        ("4y = 8x - 12", "y = 2x - 3", True),
+        ("2x + 2y = 5", "x + y = 2", False),
+        ("z = 0.75", "z = \\frac{3}{4}", True),
+        ("x = 3", "3", True),  # an assignment against a number compares its value
+    ],
+)
+def test_the_exact_recheck_stays_exact_and_compares_equations_as_equations(pred, gold, equal):
+    assert answers_match(pred, gold, task="math") is equal
+
+
+# --- a bounded cost: what cannot finish is refused before any budget is spent ---
+
+COSTLY = [
+    ("7^{8^{9^{4}}}", "5"),  # a tower of 10^(10^7) digits
+    ("5", "6^{7^{8}}"),  # the gold may be the tower (two boxes compared with each other)
+    ("\\sum_{n=1}^{10^{50}} n^3", "x"),  # a sum of 10^50 terms
+    ("(2\\cdot 10^{9})!", "y"),  # a factorial of 2*10^9
+    ("\\binom{10^{12}}{3}", "1"),
+    ("3^{10^{40}}", "z"),
+    ("((((((((4))))))))", "4"),  # eight parentheses: the parser's time doubles every two levels
+]
+
+
+@pytest.mark.parametrize("pred, gold", COSTLY)
+def test_what_cannot_finish_is_refused_before_math_verify(pred, gold, scripted_pool, caplog):
+    scripted_pool()  # any question to math-verify fails the test
+    with caplog.at_level(logging.WARNING, logger="rewards.verify"):
+        assert compare_answers(pred, gold, task="math") is Verdict.NOT_EQUAL
+    assert "pathological" in caplog.text
+    assert compare_answers(pred, pred, task="math") is Verdict.EQUAL  # the same text is still the same answer
+
+
+def test_small_towers_and_big_numbers_are_still_compared():
+    assert answers_match("2^{2^{3}}", "256", task="math")  # a tower, and a small one
+    assert answers_match("2^{10}", "1024", task="math")
+    assert not answers_match("x^{10^{100}}", "x", task="math")  # symbolic: cheap, and compared
+
+
+COST_TOKENS = list("0123456789^_{}()[]!+-*/.,=x ") + ["\\frac", "\\sum", "\\binom", "\\sqrt", "\\left("]
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.sampled_from(COST_TOKENS), max_size=60).map("".join))
+def test_the_cost_estimate_never_raises(text):
+    from rewards.cost import too_costly
+
+    assert too_costly(text) is None or isinstance(too_costly(text), str)
+
+
+def test_a_numbers_units_in_the_gold_need_no_worker(scripted_pool):
+    pool = scripted_pool(Verdict.EQUAL)
+    assert compare_answers("10000", "10{,}000", task="math") is Verdict.EQUAL  # LaTeX thousands separators
+    assert compare_answers("9998", "10{,}000", task="math") is Verdict.NOT_EQUAL
+    assert compare_answers("50625", "50,\\!625", task="math") is Verdict.EQUAL
+    assert compare_answers("198", "198\\%", task="math") is Verdict.EQUAL  # the same number as the gold, units aside
+    assert compare_answers("48", "48^\\circ", task="math") is Verdict.EQUAL
+    assert pool.asked == []
+    assert compare_answers("0.25", "25\\%", task="math") is Verdict.EQUAL  # another number: math-verify's reading
+    assert len(pool.asked) == 1
+
+
+def test_a_comparison_that_spends_the_cpu_budget_is_given_up_at_once_and_for_good(scripted_pool, monkeypatch, caplog):
+    import rewards.verify as verify
+
+    monkeypatch.setattr(verify, "TIMEOUT_MEMO_S", 0.0)  # only the CPU budget's memo remains
+    pool = scripted_pool(Verdict.SPENT)
+    before = timeout_count()
+    with caplog.at_level(logging.WARNING, logger="rewards.verify"):
+        assert compare_answers("\\frac{5}{7}", "\\frac{10}{14}", task="math") is Verdict.TIMEOUT
+    assert len(pool.asked) == 1  # not retried: more wall-clock time would not change it
+    assert "spent its whole CPU budget" in caplog.text
+    assert compare_answers("\\frac{5}{7}", "\\frac{10}{14}", task="math") is Verdict.TIMEOUT  # remembered for good
+    assert len(pool.asked) == 1 and timeout_count() - before == 2
+    assert check("so \\boxed{\\frac{5}{7}}", "\\frac{10}{14}", task="math").reason == "timeout"
+
+
+def test_the_worker_stops_on_its_cpu_budget_and_says_so(monkeypatch):
+    # sixteen braces: pure-Python parsing for seconds, which the worker's CPU timer interrupts
+    import rewards.verify as verify
+
+    deep = "{" * 16 + "1" + "}" * 16
+    pool = verify._WorkerPool(1)
+    try:
+        pool.warm_up()
+        assert pool.compare("8", deep, 0.3) is Verdict.TIMEOUT  # no room for the whole CPU budget: may be the load
+        start = time.perf_counter()
+        assert pool.compare("8", deep, 4.0) is Verdict.SPENT  # the whole budget spent: the answer, not the load
+        assert time.perf_counter() - start < 4.0
+        assert pool.compare("\\frac{1}{2}", "0.5", 4.0) is Verdict.EQUAL  # the worker lives on
+    finally:
+        pool.close()
+
+
+def test_a_batch_scores_as_its_completions_one_by_one():
+    warm_up()
+    completions = [f"so \\boxed{{\\frac{{{i}}}{{4}}}}" for i in range(12)] + ["\\boxed{7^{8^{9^{4}}}}", "#### 3"]
+    golds = [str(i / 4) for i in range(12)] + ["5", "3"]
+    batch = get_reward("math_correctness")(completions, answer=golds)
+    assert batch == [float(is_correct(c, g, "math")) for c, g in zip(completions, golds, strict=True)]
+    assert batch == [1.0] * 12 + [0.0, 0.0]

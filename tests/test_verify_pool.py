@@ -347,3 +347,83 @@ def test_a_stuck_worker_is_killed_and_its_replacement_starts_at_once_in_the_pool
     replacement.answering.set()
     assert pool.compare("8", "8", BUDGET_S) == Verdict.EQUAL
     assert len(capped_workers.made) == 2 and replacement.comparing.is_set()  # the replacement was in the pool
+
+
+# --- a batch: the same pair once, the rest of the batch on the other workers ---
+
+
+class GatedPool:
+    """Stands in for the pool (``_size`` workers): a pair in ``held`` is answered (not equal) once the test sets
+    ``release``; every other pair at once (equal). ``asked`` records each question, in order."""
+
+    def __init__(self, size: int, held=()):
+        self._size, self.held, self.asked = size, set(held), []
+        self.release, self.lock = threading.Event(), threading.Lock()
+
+    def compare(self, gold, pred, timeout):
+        with self.lock:
+            self.asked.append((gold, pred))
+        if (gold, pred) in self.held:
+            return Verdict.NOT_EQUAL if self.release.wait(5 * HANG_S) else Verdict.TIMEOUT
+        return Verdict.EQUAL
+
+
+@pytest.fixture
+def gated(monkeypatch):
+    from collections import OrderedDict
+
+    monkeypatch.setattr(verify, "_CACHE", OrderedDict())
+    monkeypatch.setattr(verify, "_GIVEN_UP", {})
+
+    def install(size: int, held=()) -> GatedPool:
+        pool = GatedPool(size, held)
+        monkeypatch.setattr(verify, "_POOL", pool)
+        return pool
+
+    return install
+
+
+def test_the_same_pair_asked_twice_at_once_is_compared_once(gated):
+    pair = ("\\frac{1}{3}", "\\frac{2}{6}")
+    pool = gated(2, held=[pair])
+    results = []
+    threads = [threading.Thread(target=lambda: results.append(verify.compare_answers(pair[1], pair[0], "math")))]
+    threads.append(threading.Thread(target=lambda: results.append(verify.compare_answers(pair[1], pair[0], "math"))))
+    for t in threads:
+        t.start()
+    deadline = time.monotonic() + HANG_S
+    while not pool.asked and time.monotonic() < deadline:
+        time.sleep(0.01)
+    time.sleep(0.1)  # the second thread has had time to ask too, if it were going to
+    assert pool.asked == [pair]
+    pool.release.set()
+    for t in threads:
+        t.join(HANG_S)
+    assert results == [Verdict.NOT_EQUAL] * 2 and pool.asked == [pair]  # one comparison, one verdict for both
+
+
+def test_a_batch_goes_on_with_the_other_workers_while_one_comparison_is_slow(gated):
+    slow = ("\\frac{9}{4}", "\\frac{18}{8}")
+    pool = gated(2, held=[slow])
+    items = [(slow[1], slow[0])] + [(f"\\frac{{{2 * i}}}{{14}}", f"\\frac{{{i}}}{{7}}") for i in range(1, 9)]
+    done = []
+
+    def score(pair):
+        return verify.compare_answers(*pair, task="math")
+
+    batch = threading.Thread(target=lambda: done.append(verify.concurrently(score, items)))
+    batch.start()
+    deadline = time.monotonic() + HANG_S
+    while len(pool.asked) < len(items) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert len(pool.asked) == len(items)  # the rest of the batch was compared while the slow one still waited
+    assert not done
+    pool.release.set()
+    batch.join(HANG_S)
+    assert done == [[Verdict.NOT_EQUAL] + [Verdict.EQUAL] * 8]  # in the batch's order
+
+
+def test_a_pool_of_one_scores_a_batch_in_the_callers_thread(gated):
+    gated(1)
+    threads = verify.concurrently(lambda _: threading.current_thread(), range(3))
+    assert threads == [threading.current_thread()] * 3

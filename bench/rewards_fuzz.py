@@ -1,0 +1,127 @@
+"""How long do hostile completions take through the five answer rewards, and does the load change any verdict?
+
+    OMP_NUM_THREADS=1 .venv/bin/python -m bench.rewards_fuzz                 # 10,000 completions
+    OMP_NUM_THREADS=1 .venv/bin/python -m bench.rewards_fuzz --n 2000 --save /tmp/idle.json
+    OMP_NUM_THREADS=1 .venv/bin/python -m bench.rewards_fuzz --compare /tmp/idle.json   # e.g. beside a CPU hog
+    # in another checkout, on the completions that run drew:
+    OMP_NUM_THREADS=1 .venv/bin/python -m bench.rewards_fuzz --items /tmp/idle.json --compare /tmp/idle.json
+
+The completions are those of ``tests/test_fuzz_rewards.py`` (mixed unicode, markers, nested boxes, huge numbers,
+power towers, ``\\pm``, ``\\sqrt(``, newlines inside boxes), drawn with a fixed seed so that every run of one checkout
+scores the same list (Hypothesis also draws from the literals of the project's own modules, so another version of the
+code draws other completions: ``--items`` scores those a saved run drew); they are drawn first and the clock covers
+only the scoring. Each completion is scored by
+``gsm8k_correctness``, ``math_correctness``, ``gsm8k_format``, ``math_format`` and ``number_anywhere`` (one batch
+of ``--batch`` completions per reward call, as a trainer calls them), from a cold start: empty verdict cache, fresh
+workers. Prints the time, the number of comparisons given up as timeouts, the slowest batch, and a digest of every
+score: two runs with the same digest gave the same verdict on every completion. ``--save`` writes the scores,
+``--compare`` lists the completions whose scores differ from a saved run (exit status 1 when any does).
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import logging
+import os
+import time
+from pathlib import Path
+
+REWARDS = ["gsm8k_correctness", "math_correctness", "gsm8k_format", "math_format", "number_anywhere"]
+
+
+def fuzzed_completions(n: int) -> list[tuple[str, str]]:
+    """``n`` (completion, gold) pairs from the fuzz test's strategies, the same ones on every run."""
+    from hypothesis import HealthCheck, Phase, given, settings
+    from hypothesis import strategies as st
+
+    from tests.test_fuzz_rewards import GOLDS, hostile
+
+    drawn: list[tuple[str, str]] = []
+
+    @settings(
+        max_examples=n,
+        derandomize=True,
+        database=None,
+        deadline=None,
+        phases=[Phase.generate],
+        suppress_health_check=list(HealthCheck),
+    )
+    @given(text=hostile, gold=st.sampled_from(GOLDS))
+    def draw(text, gold):
+        drawn.append((text, gold))
+
+    draw()
+    return drawn
+
+
+def score_all(items: list[tuple[str, str]], batch: int) -> tuple[list, float, float, int]:
+    """(scores per completion, seconds, slowest batch in seconds, comparisons given up as timeouts)."""
+    from rewards import get_reward, verify
+
+    verify._CACHE.clear()
+    verify._GIVEN_UP.clear()
+    verify._POOL.close()
+    verify.warm_up()
+    rewards = [get_reward(name) for name in REWARDS]
+    scores: list[list] = [[] for _ in items]
+    before = verify.timeout_count()
+    slowest = 0.0
+    start = time.perf_counter()
+    for i in range(0, len(items), batch):
+        chunk = items[i : i + batch]
+        texts, golds = [t for t, _ in chunk], [g for _, g in chunk]
+        t0 = time.perf_counter()
+        for reward in rewards:
+            for j, score in enumerate(reward(texts, answer=golds)):
+                scores[i + j].append(score)
+        slowest = max(slowest, time.perf_counter() - t0)
+    elapsed = time.perf_counter() - start
+    return scores, elapsed, slowest, verify.timeout_count() - before
+
+
+def digest(scores: list) -> str:
+    return hashlib.sha256(json.dumps(scores).encode()).hexdigest()[:16]
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--n", type=int, default=10_000, help="fuzzed completions")
+    parser.add_argument("--batch", type=int, default=64, help="completions per reward call")
+    parser.add_argument("--save", type=Path, help="write the scores to this JSON file")
+    parser.add_argument("--compare", type=Path, help="list the completions whose scores differ from a saved run")
+    parser.add_argument("--items", type=Path, help="score the completions a saved run drew instead of drawing them")
+    args = parser.parse_args(argv)
+    logging.disable(logging.WARNING)  # timeouts and skipped answers are counted here, not logged one by one
+
+    t0 = time.perf_counter()
+    if args.items:
+        items = [tuple(item) for item in json.loads(args.items.read_text())["items"]]
+    else:
+        items = fuzzed_completions(args.n)
+    drawn_s = time.perf_counter() - t0
+    scores, elapsed, slowest, timeouts = score_all(items, args.batch)
+    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
+    print(
+        f"{len(items)} fuzzed completions x {len(REWARDS)} rewards, batches of {args.batch}: {elapsed:.1f} s "
+        f"(drawn in {drawn_s:.1f} s, not timed); slowest batch {slowest:.2f} s; {timeouts} comparisons given up "
+        f"as timeouts; score digest {digest(scores)}; load average {load:.2f}"
+    )
+    if args.save:
+        args.save.write_text(json.dumps({"items": items, "scores": scores}))
+    if args.compare:
+        saved = json.loads(args.compare.read_text())
+        if [list(i) for i in saved["items"]] != [list(i) for i in items]:
+            print(f"{args.compare} holds other completions: not comparable")
+            return 1
+        differ = [i for i, (a, b) in enumerate(zip(saved["scores"], scores, strict=True)) if a != b]
+        print(f"{len(differ)} completions score differently from {args.compare} (digest {digest(saved['scores'])})")
+        for i in differ[:20]:
+            print(f"  {i}: {items[i][0][:80]!r} vs gold {items[i][1]!r}: {saved['scores'][i]} -> {scores[i]}")
+        return 1 if differ else 0
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
