@@ -199,11 +199,11 @@ def check_held_out_data(task_name: str, data: str | None, limit: int) -> None:
     load_rows(get_task(task_name), data, flag="--eval_data")
 
 
-def check_one_prompt(question: str | None, gold_answer: str | None, data: str | None, curriculum: str | None) -> None:
-    """A one-prompt training set (``question`` + ``gold_answer``) replaces the task's data: the two cannot both be set,
-    and the monitors and checkers need the gold.
+def check_one_prompt(question: str | None, gold_answer: str | None, **data_options) -> None:
+    """A one-prompt training set (``question`` + ``gold_answer``) replaces the task's data: none of ``data_options``
+    (``data``, ``train_limit``, ``curriculum``) can be set beside it, and the monitors and checkers need the gold.
 
-    >>> check_one_prompt("How many?", None, None, None)
+    >>> check_one_prompt("How many?", None)
     Traceback (most recent call last):
     ...
     ValueError: question is set but gold_answer is not: give the question's final answer (the checker and the monitors compare to it; a judge never sees it)
@@ -219,7 +219,7 @@ def check_one_prompt(question: str | None, gold_answer: str | None, data: str | 
             "question is set but gold_answer is not: give the question's final answer (the checker and the monitors "
             "compare to it; a judge never sees it)"
         )
-    for name, value in (("data", data), ("curriculum", curriculum)):
+    for name, value in data_options.items():
         if value:
             raise ValueError(f"question and {name} are both set: train on the one question or on {name}, not both")
 
