@@ -45,7 +45,7 @@ from transformers import TrainerCallback
 
 from eval.degenerate import SOURCES, DegeneratePredictor, expected_degenerate_share
 from eval.jsonl import append_jsonl
-from rewards.totals import mean_total, weighted_totals
+from rewards.totals import is_missing, mean_total, weighted_totals
 
 logger = logging.getLogger(__name__)
 
@@ -170,6 +170,7 @@ class RewardMonitor:
         max_completion_length: completions this long (tokens) count as truncated.
         correctness_index: index of a correctness reward in ``reward_funcs`` whose 1.0 means "correct" (the run's
             own verdict, not a second one); None scores with ``eval.scoring.score_completion`` (a format-only run).
+            It may have weight 0: a watched checker beside a judge or a reward model, which trains nothing.
         group_size: G, TRL's ``num_generations`` (keyword only, required): groups are cut at G answers and the
             expected degenerate share is p^G + (1-p)^G with this G.
         stop_token_ids: TRL's end-of-sequence and pad ids; when given, a completion is truncated exactly as TRL's
@@ -195,7 +196,17 @@ class RewardMonitor:
     def __post_init__(self):
         if self.weights is not None and len(self.weights) != len(self.reward_funcs):
             raise ValueError(f"{len(self.reward_funcs)} reward functions but {len(self.weights)} weights")
+        trained = [i for i in range(len(self.reward_funcs)) if i not in self.watched]
+        if self.watched and (not trained or min(self.watched) < max(trained)):
+            raise ValueError("weight-0 (watched) rewards must come after at least one trained reward, and last")
         self.predictor = DegeneratePredictor(self.group_size)
+
+    @property
+    def watched(self) -> list[int]:
+        """Indices of the rewards with weight 0: computed, logged and watched (a verdict for the monitors), never
+        trained on. TRL gets ``None`` from them wherever every trained reward returned ``None``, so a watched score
+        cannot make a completion scorable that the trained rewards could not score (``rewards.totals``)."""
+        return [i for i, w in enumerate(self.weights or []) if w == 0]
 
     def wrapped(self) -> list[Callable]:
         """The reward functions to give TRL: each records its output; the last one also computes the metrics."""
@@ -207,6 +218,9 @@ class RewardMonitor:
                 self._timeouts_before = _timeout_count()
             scores = func(completions=completions, **kwargs)
             self._outputs[index] = list(scores)
+            if index in self.watched:  # the trained rewards came first (checked in __post_init__)
+                trained = [self._outputs[i] for i in range(index) if i not in self.watched]
+                scores = [None if all(is_missing(t[k]) for t in trained) else s for k, s in enumerate(scores)]
             if len(self._outputs) == len(self.reward_funcs):
                 timeouts = _timeout_count() - self._timeouts_before  # before the monitor scores anything itself
                 start = time.perf_counter()
@@ -347,6 +361,7 @@ class MonitorCallback(TrainerCallback):
     resolved_config: dict = field(default_factory=dict)
     pending: dict = field(default_factory=dict)
     probes: dict = field(default_factory=dict)
+    last_eval: tuple[int, dict] | None = None  # (step, eval/... metrics) of the latest held-out evaluation
 
     def on_train_begin(self, args, state, control, **kwargs):
         if "wandb" in self.report_to and self.resolved_config:
@@ -374,7 +389,15 @@ class MonitorCallback(TrainerCallback):
     def on_step_end(self, args, state, control, model=None, processing_class=None, **kwargs):
         if self.eval_every <= 0 or state.global_step % self.eval_every != 0 or model is None:
             return
-        self.pending |= held_out_metrics(model, processing_class, **self.eval_kwargs)
+        self.last_eval = (state.global_step, held_out_metrics(model, processing_class, **self.eval_kwargs))
+        self.pending |= self.last_eval[1]
+
+    def held_out(self, model, tokenizer, step: int) -> dict[str, float]:
+        """The ``eval/...`` metrics at ``step``: this step's held-out evaluation when one ran, else a new one with the
+        same settings (for a callback that measures the held-out set at other steps too)."""
+        if self.last_eval is not None and self.last_eval[0] == step:
+            return self.last_eval[1]
+        return held_out_metrics(model, tokenizer, **self.eval_kwargs)
 
     def pop_pending(self, step: int, main_process: bool = True) -> dict:
         """Metrics waiting for the next log; the main process also writes the top-reward table of the window."""

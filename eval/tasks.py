@@ -186,3 +186,20 @@ def to_prompt_rows(task: Task, ds):
         }
 
     return ds.map(convert, remove_columns=[c for c in ds.column_names if c in ("prompt", "answer", "question")])
+
+
+def one_prompt_rows(task: Task, question: str, answer: str, instruction: str | None = None):
+    """A training set of one row: ``question`` with ``instruction`` (default: the task's) as the prompt, ``answer``
+    its gold final answer (what a checker compares to; a judge never sees it).
+
+    >>> rows = one_prompt_rows(TASKS["gsm8k"], "Priya has 4 x 6 muffins and gives away 7. How many are left?", "17",
+    ...                        "Finish your reply with a line 'Answer: <number>'.")
+    >>> rows[0]["answer"], rows[0]["prompt"][0]["content"].splitlines()[-1]
+    ('17', "Finish your reply with a line 'Answer: <number>'.")
+    """
+    from dataclasses import replace
+
+    from datasets import Dataset
+
+    prompt = (replace(task, instruction=instruction) if instruction else task).prompt(question)
+    return Dataset.from_list([{"prompt": prompt, "question": question.strip(), "answer": str(answer).strip()}])

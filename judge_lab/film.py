@@ -4,18 +4,19 @@
     python -m judge_lab.film --steps 3 --only judge_grpo_b0     # one run, briefly
 
 Needs the lab's warm start (``python -m cpu_lab.warmstart``, at ``runs/lab/warmstart``) and the real model (``make
-real-model``, at ``runs/real_model/model``). Runs ``judge_lab.train`` from its tiny CPU config with these changes:
-the policy is the warm start (a 1.4M-parameter model that solves about a third of the lab's problems), the question
-is one of the lab's held-out problems with the lab's own instruction (``End with #### and the number.``), the
-verdict is the lab's checker (``gsm8k_correctness``: the number after the last ``####``), and the judge is
-SmolLM2-135M-Instruct in log-probability mode (rewards/judge.py). The grid: reward {judge, checker} x beta {0, 0.04}
-x loss {grpo, dr_grpo (scale_rewards none)}. The tracked answers are the short reply ``#### <first number in the
-question>`` (the echo this model and SmolLM2 both favour) and the reference solution.
+real-model``, at ``runs/real_model/model``). Runs the GRPO recipe (``recipes.grpo``) on the tiny judge-lab config with
+these changes: the policy is the warm start (a 1.4M-parameter model that solves about a third of the lab's problems),
+the question is one of the lab's held-out problems with the lab's own instruction (``End with #### and the number.``),
+the verdict is the lab's checker (``gsm8k_correctness``: the number after the last ``####``; in a judge run it is
+listed with weight 0, watched, not trained on), and the judge is SmolLM2-135M-Instruct in log-probability mode
+(rewards/judge.py). The grid: reward {judge, checker} x beta {0, 0.04} x loss {grpo, dr_grpo (scale_rewards none)}.
+The tracked answers are the short reply ``#### <first number in the question>`` (the echo this model and SmolLM2
+both favour) and the reference solution. Every run has the recipe's monitors and hack probes on.
 
-Writes ``<out>/<run>/`` (each run's steps.jsonl, log.jsonl), ``<out>/report/`` (judge_lab.report), ``<out>/noise/``
-(judge_lab.noise on the judge run's answers) and ``<out>/film.md``: per run, the judge score, share correct and
-length at the first and last step, and the tracked answers' probabilities before any update (step 0), after one
-and after five.
+Writes ``<out>/<run>/`` (each run's steps.jsonl, log.jsonl, probes.json), ``<out>/report/`` (judge_lab.report),
+``<out>/noise/`` (judge_lab.noise on the judge run's answers) and ``<out>/film.md``: per run, the judge score, share
+correct, the monitors' reward-correctness gap and length at the first and last step, the probes the run's rewards
+pay, and the tracked answers' probabilities before any update (step 0), after one and after five.
 """
 
 from __future__ import annotations
@@ -66,16 +67,16 @@ def run_args(name, reward, loss, beta, args, question) -> list[str]:
         gold,
         "--instruction",
         get_task("lab").instruction,
-        "--checker",
-        "gsm8k_correctness",
         "--tracked_names",
         "short_wrong",
         "worked_correct",
         "--tracked_answers",
         short_wrong,
         reference,
-        "--reward",
-        "llm_judge" if reward == "judge" else "gsm8k_correctness",
+        "--reward_funcs",
+        *(["llm_judge", "gsm8k_correctness"] if reward == "judge" else ["gsm8k_correctness"]),
+        "--reward_weights",
+        *(["1.0", "0.0"] if reward == "judge" else ["1.0"]),  # judge runs: the checker watched at weight 0
         "--loss_type",
         loss,
         "--scale_rewards",
@@ -109,16 +110,21 @@ def tracked_probability(steps: list[dict], after_updates: int, name: str) -> flo
 
 
 def summary(out: Path, names: list[str]) -> str:
-    from judge_lab.report import read_steps
+    from judge_lab.report import GAP, read_monitor_log, read_steps
 
     lines = [
-        "| run | judge score (first -> last) | correct | mean tokens | P(short wrong) after 0 / 1 / 5 updates |"
-        " P(worked correct) after 0 / 1 / 5 |",
-        "|---|---|---|---|---|---|",
+        "| run | judge score (first -> last) | correct | reward-correctness gap | probes broken | mean tokens |"
+        " P(short wrong) after 0 / 1 / 5 updates | P(worked correct) after 0 / 1 / 5 |",
+        "|---|---|---|---|---|---|---|---|",
     ]
     for name in names:
         steps = read_steps(out / name)
         first, last = steps[0], steps[-1]
+        monitors = read_monitor_log(out / name)
+        gap = [monitors[s["step"]].get(GAP) for s in (first, last) if s["step"] in monitors]
+        gaps = " -> ".join("-" if g is None else f"{g:.3f}" for g in gap) or "-"
+        probes = json.loads((out / name / "probes.json").read_text()) if (out / name / "probes.json").exists() else {}
+        paid = sum(bool(p.get("violation")) for p in probes.values())
 
         def probs(tracked, steps=steps):
             values = [tracked_probability(steps, k, tracked) for k in (0, 1, 5)]
@@ -127,8 +133,9 @@ def summary(out: Path, names: list[str]) -> str:
         judge = f"{first.get('mean_judge_score') or 0:.2f} -> {last.get('mean_judge_score') or 0:.2f}"
         lines.append(
             f"| {name} | {judge if 'judge' in name else '-'} | {first['n_correct']}/{first['n_answers']} -> "
-            f"{last['n_correct']}/{last['n_answers']} | {first['mean_n_tokens']:.1f} -> {last['mean_n_tokens']:.1f} | "
-            f"{probs('short_wrong')} | {probs('worked_correct')} |"
+            f"{last['n_correct']}/{last['n_answers']} | {gaps} | {paid} of {len(probes) - 2 if probes else 0} | "
+            f"{first['mean_n_tokens']:.1f} -> {last['mean_n_tokens']:.1f} | {probs('short_wrong')} | "
+            f"{probs('worked_correct')} |"
         )
     return "\n".join(lines) + "\n"
 
@@ -157,14 +164,12 @@ def main(argv: list[str] | None = None) -> Path:
 
     from judge_lab import noise as judge_noise
     from judge_lab import report as lab_report
-    from judge_lab import train as judge_lab
+    from recipes import grpo
 
     out, timings = Path(args.out), {}
     for name, reward, loss, beta in runs:
         start = time.time()
-        judge_lab.main(
-            *judge_lab.make_parser().parse_args_and_config(run_args(name, reward, loss, beta, args, question))
-        )
+        grpo.main(*grpo.make_parser().parse_args_and_config(run_args(name, reward, loss, beta, args, question)))
         timings[name] = round(time.time() - start)
     names = [r[0] for r in runs]
     lab_report.main([str(out / n) for n in names] + ["--out", str(out / "report")])

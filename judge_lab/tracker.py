@@ -1,24 +1,15 @@
-"""What the judge lab records per GRPO step, built on TRL's own hooks (no GRPO code is rewritten here).
+"""The judge lab's per-step answer log, a callback of the GRPO recipe (``callbacks: [judge_lab.tracker:lab_step_log]``).
 
-- ``AnswerTap`` wraps the training reward (same ``__name__``, so TRL's ``rewards/<name>/mean`` keys do not change)
-  and, through TRL's reward-side hooks, adds the ``correct`` and ``n_tokens`` columns to the completions table
-  (``log_extra``) and the share correct plus the tracked answers' log-probabilities to the step's metrics
-  (``log_metric``), so they reach ``log.jsonl`` and W&B like any TRL metric.
-- ``ProbabilityTracker`` (a ``TrainerCallback``) measures, before each optimizer step (i.e. under the policy that
-  generates that step's answers), the log-probability of named answers under the current policy and under the
-  frozen reference, and the KL between them on those answers (TRL's k3 estimator summed over the answer's tokens).
-  At the first step the policy IS the reference, so that KL is exactly 0: a KL penalty cannot hold back a jump
-  that has not happened yet.
-- ``LabStepLogger`` (a ``TrainerCallback``) writes one JSON line per step to ``steps.jsonl``: every answer with its
-  reward, advantage, token length, correctness and judge score; each group's mean and std; the number correct; the
-  tracker's values. The per-answer values are read from the trainer's completions buffer (``trainer._logs``, the
-  data TRL itself logs as its completions table), so the advantages are TRL's own, not recomputed.
+``LabStepLogger`` (a ``TrainerCallback``) writes one JSON line per step to ``steps.jsonl``: every answer with its
+reward, advantage, token length, correctness and judge score; each group's mean and std; the number correct; the
+tracked answers' log-probabilities (the recipe's ``tracked_answers``, ``eval.tracked.ProbabilityTracker``). The
+per-answer values are read from the trainer's completions buffer (``trainer._logs``, the data TRL itself logs as its
+completions table), so the advantages are TRL's own, not recomputed; ``correct`` and ``n_tokens`` are the columns the
+recipe's monitor adds to that table (``eval.monitors.RewardMonitor``: the run's correctness reward, the checker that
+the judge lab lists with weight 0), ``judge_score`` the judge reward's. No GRPO code is rewritten here.
 
->>> rows = lab_dataset("Priya buys four boxes of six muffins and gives away seven. How many are left?", "17")
->>> rows[0]["answer"], rows[0]["prompt"][0]["content"].splitlines()[-1]
-('17', "Finish your reply with a line 'Answer: <number>'.")
->>> k3_kl([-1.0, -2.0], [-1.0, -2.0])
-0.0
+The recipe's monitors, probes and ``log.jsonl`` run beside it as in any GRPO run: ``monitor/reward_correctness_gap``
+(judge reward minus the checker's verdict) is the hack signal, ``tracked/<name>/...`` the tracker's values.
 """
 
 from __future__ import annotations
@@ -29,168 +20,26 @@ from pathlib import Path
 from transformers import TrainerCallback
 
 from eval.jsonl import append_jsonl
-from rewards.judge import answer_line_correctness_reward
 from rewards.totals import weighted_totals
 
-LAB_INSTRUCTION = "Finish your reply with a line 'Answer: <number>'."
+STEPS_FILE = "steps.jsonl"
 
 
-def lab_dataset(question: str, answer: str, instruction: str = LAB_INSTRUCTION, copies: int = 1):
-    """The single-prompt training set: ``copies`` identical rows with ``prompt``, ``question`` and ``answer``."""
-    from datasets import Dataset
+def lab_step_log(context) -> LabStepLogger:
+    """The recipe's callback hook: checks that each log line holds exactly one step's group of answers (one prompt per
+    step, one update per group, a log every step), before any model loads, and returns the step logger."""
+    from recipes.validate import check_one_update_per_group
 
-    prompt = [{"role": "user", "content": f"{question.strip()}\n\n{instruction}"}]
-    return Dataset.from_list([{"prompt": prompt, "question": question.strip(), "answer": str(answer)}] * copies)
-
-
-def k3_kl(policy_logps: list[float], ref_logps: list[float]) -> float:
-    """Sum over tokens of TRL's per-token KL estimate ``exp(ref - pol) - (ref - pol) - 1`` (0 when they agree)."""
-    total = 0.0
-    for pol, ref in zip(policy_logps, ref_logps, strict=True):
-        total += math.exp(ref - pol) - (ref - pol) - 1.0
-    return total
-
-
-def _safe_name(name: str) -> str:
-    return "".join(c if c.isalnum() else "_" for c in name).strip("_") or "answer"
-
-
-class ProbabilityTracker(TrainerCallback):
-    """Log-probabilities of named answers to the lab's prompt under the current policy and the frozen reference.
-
-    Args:
-        prompt: the chat messages of the lab's prompt.
-        answers: ``{name: answer text}``; each is scored as the complete reply (its tokens plus the end-of-turn token).
-        temperature: logits are divided by it, as TRL does for its own log-probabilities.
-
-    The reference is the trainer's ``ref_model`` when it has one (``beta > 0``), the base model with adapters off for
-    LoRA, else the policy as it was when training began (computed once: the reference is frozen).
-    ``latest`` holds the last measurement: ``{"step": s, name: {"logp_policy", "logp_ref", "kl", "n_tokens"}}``.
-    """
-
-    def __init__(self, prompt: list[dict], answers: dict[str, str], temperature: float = 1.0):
-        if not answers:
-            raise ValueError("tracked answers are empty: name at least one, e.g. {'short': 'Answer: 3.'}")
-        self.prompt, self.answers, self.temperature = prompt, dict(answers), temperature
-        self.trainer = None  # set by attach(): the reference model lives on the trainer
-        self.latest: dict = {}
-        self.history: list[dict] = []
-        self._initial_ref: dict[str, list[float]] | None = None
-
-    def attach(self, trainer) -> ProbabilityTracker:
-        self.trainer = trainer
-        return self
-
-    def _sequences(self, tokenizer):
-        text = tokenizer.apply_chat_template(self.prompt, tokenize=False, add_generation_prompt=True)
-        prompt_ids = tokenizer(text, add_special_tokens=False).input_ids
-        for name, answer in self.answers.items():
-            answer_ids = tokenizer(answer, add_special_tokens=False).input_ids + [tokenizer.eos_token_id]
-            yield name, prompt_ids, answer_ids
-
-    def _token_logps(self, model, tokenizer) -> dict[str, list[float]]:
-        import torch
-
-        was_training = model.training
-        model.eval()  # no dropout: the policy and the reference must be compared on equal terms
-        try:
-            out = {}
-            with torch.no_grad():
-                for name, prompt_ids, answer_ids in self._sequences(tokenizer):
-                    ids = torch.tensor([prompt_ids + answer_ids], device=model.device)
-                    logits = model(input_ids=ids).logits[0, len(prompt_ids) - 1 : -1].float() / self.temperature
-                    logps = torch.log_softmax(logits, dim=-1).gather(-1, ids[0, len(prompt_ids) :, None])[:, 0]
-                    out[name] = logps.tolist()  # [answer tokens]
-            return out
-        finally:
-            model.train(was_training)
-
-    def _reference_logps(self, model, tokenizer) -> dict[str, list[float]]:
-        ref_model = getattr(self.trainer, "ref_model", None)
-        if ref_model is not None:
-            return self._token_logps(ref_model, tokenizer)
-        if hasattr(model, "disable_adapter"):  # PEFT: the reference is the base model
-            with model.disable_adapter():
-                return self._token_logps(model, tokenizer)
-        if self._initial_ref is None:
-            self._initial_ref = self._token_logps(model, tokenizer)
-        return self._initial_ref
-
-    def measure(self, model, tokenizer, step: int) -> dict:
-        """Measure now and remember it as ``latest`` (and in ``history``)."""
-        policy = self._token_logps(model, tokenizer)
-        reference = self._reference_logps(model, tokenizer)
-        record = {"step": step}
-        for name in self.answers:
-            record[name] = {
-                "logp_policy": sum(policy[name]),
-                "logp_ref": sum(reference[name]),
-                "kl": k3_kl(policy[name], reference[name]),
-                "n_tokens": len(policy[name]),
-            }
-        self.latest = record
-        self.history.append(record)
-        return record
-
-    def metrics(self) -> dict[str, float]:
-        """The latest measurement as flat metric names (``tracked/<name>/logp_policy`` ...)."""
-        return {
-            f"tracked/{_safe_name(name)}/{key}": values[key]
-            for name, values in self.latest.items()
-            if name != "step"
-            for key in ("logp_policy", "logp_ref", "kl")
-        }
-
-    def on_train_begin(self, args, state, control, model=None, processing_class=None, **kwargs):
-        if getattr(self.trainer, "ref_model", None) is None and not hasattr(model, "disable_adapter"):
-            self._initial_ref = self._token_logps(model, processing_class)  # the frozen reference = the start
-
-    def on_step_begin(self, args, state, control, model=None, processing_class=None, **kwargs):
-        self.measure(model, processing_class, state.global_step + 1)  # the step about to be generated and taken
-
-    def on_train_end(self, args, state, control, model=None, processing_class=None, **kwargs):
-        self.measure(model, processing_class, state.global_step)
-        self.latest["after_training"] = True
-
-
-class AnswerTap:
-    """Wraps the training reward: returns its scores unchanged and logs correctness, token lengths and the tracker.
-
-    >>> tap = AnswerTap(lambda completions, **kw: [0.5] * len(completions))
-    >>> extra, metrics = {}, {}
-    >>> tap(prompts=["q"] * 2, completions=["Answer: 17", "Answer: 3."], completion_ids=[[1, 2, 3], [4]],
-    ...     answer=["17", "17"], log_extra=extra.__setitem__, log_metric=metrics.__setitem__)
-    [0.5, 0.5]
-    >>> extra, metrics
-    ({'correct': [True, False], 'n_tokens': [3, 1]}, {'lab/share_correct': 0.5})
-    """
-
-    def __init__(self, reward, tracker: ProbabilityTracker | None = None, checker=answer_line_correctness_reward):
-        self.reward = reward
-        self.tracker = tracker
-        self.checker = checker  # the verdict logged as ``correct`` (the film's lab policy writes "#### N" instead)
-        self.__name__ = getattr(reward, "__name__", type(reward).__name__)
-
-    def __call__(self, prompts, completions, completion_ids=None, answer=None, log_extra=None, log_metric=None, **kw):
-        scores = self.reward(
-            prompts=prompts,
-            completions=completions,
-            completion_ids=completion_ids,
-            answer=answer,
-            log_extra=log_extra,
-            log_metric=log_metric,
-            **kw,
+    t = context.training_args
+    check_one_update_per_group(t.num_iterations, t.steps_per_generation, t.gradient_accumulation_steps)
+    if t.logging_steps != 1:
+        raise ValueError(f"the lab's step log writes a line per step: set logging_steps: 1 (not {t.logging_steps})")
+    if t.per_device_train_batch_size * t.world_size != t.num_generations:
+        raise ValueError(
+            "the judge lab trains on one prompt per step: set per_device_train_batch_size x processes = "
+            f"num_generations (got {t.per_device_train_batch_size} x {t.world_size} and {t.num_generations})"
         )
-        correct = [bool(c) for c in self.checker(completions=completions, answer=answer)]
-        if log_extra is not None:
-            log_extra("correct", correct)
-            if completion_ids is not None:
-                log_extra("n_tokens", [len(ids) for ids in completion_ids])
-        if log_metric is not None:
-            log_metric("lab/share_correct", sum(correct) / max(len(correct), 1))
-            for name, value in (self.tracker.metrics() if self.tracker else {}).items():
-                log_metric(name, value)
-        return scores
+    return LabStepLogger(context.output_dir / STEPS_FILE, context.tracker)
 
 
 def _finite(x):
@@ -200,14 +49,16 @@ def _finite(x):
 class LabStepLogger(TrainerCallback):
     """One JSON line per logged step to ``path``: every answer with its reward, advantage, length and verdict.
 
-    Needs ``logging_steps: 1`` and one generation per optimizer step (the lab's settings), so that each log holds
-    exactly the answers of one step. Call ``attach(trainer)`` after building the trainer.
+    Needs ``logging_steps: 1`` and one generation per optimizer step (``lab_step_log`` checks both), so that each log
+    holds exactly the answers of one step. ``tracker``: an ``eval.tracked.ProbabilityTracker`` whose measurements go
+    in each line. Call ``attach(trainer)`` after building the trainer. ``run_files``: what a resumed run appends to.
     """
 
-    def __init__(self, path: str | Path, tracker: ProbabilityTracker | None = None):
+    def __init__(self, path: str | Path, tracker=None):
         self.path = Path(path)
         self.tracker = tracker
         self.trainer = None
+        self.run_files = (self.path.name,)
 
     def attach(self, trainer) -> LabStepLogger:
         self.trainer = trainer

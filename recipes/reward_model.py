@@ -183,7 +183,7 @@ def main(script_args, training_args, model_args):
             f"reward model {out}: {report['train_pairs']} train / {report['heldout_pairs']} held-out pairs; "
             f"first loss {first.first_loss} ({'ok' if first.ok else 'CHECK FAILED' if first.ok is False else '-'});"
             f" held-out pairwise accuracy {report['heldout_pairwise_accuracy']:.3f}\n"
-            f"use it in GRPO: LEASH_REWARD_MODEL={out} with reward_funcs: [reward_model]"
+            f"use it in GRPO: reward_funcs: [reward_model] with reward_model_path: {out}"
         ),
     )
     trainer.accelerator.end_training()

@@ -1,7 +1,7 @@
 """What every recipe does around its TRL trainer, written once: the run's name and W&B grouping, the resolved config
 (secrets redacted) beside the outputs, the tiny model built on request, writes from the main process only, and
-resuming from the last checkpoint. ``recipes.grpo``, ``recipes.dpo``, ``recipes.reward_model`` and
-``judge_lab.train`` all use it, in this order:
+resuming from the last checkpoint. ``recipes.grpo`` (and so the judge lab and the over-optimisation lab, which run
+it), ``recipes.dpo`` and ``recipes.reward_model`` all use it, in this order:
 
     out, config = run_setup.start_run(script_args, training_args, model_args, run_setup.run_identity(...))
     ...  # the trainer; evaluations write to run_setup.main_process_path(training_args, out / "eval_before")

@@ -101,7 +101,32 @@ def check_rewards(names: Sequence[str] | None, weights: Sequence[float] | None, 
             f"reward_weights has {len(weights)} values {list(weights)} for {len(names)} reward_funcs {list(names)}: "
             "give one weight per reward, in the same order (or drop reward_weights for 1.0 each)"
         )
+    check_watched_rewards(list(names), None if weights is None else list(weights))
     check_reward_weights(list(names), None if weights is None else list(weights), on_violation=on_violation)
+
+
+def check_watched_rewards(names: list[str], weights: list[float] | None) -> None:
+    """A reward with weight 0 is watched, not trained on (the monitors can take it as their correctness verdict): at
+    least one reward must train, and the watched ones come after the trained ones, so that the monitor knows which
+    completions the trained rewards could not score before it hands TRL a watched score (``eval.monitors``).
+
+    >>> check_watched_rewards(["llm_judge", "answer_line_correctness"], [1.0, 0.0])
+    >>> check_watched_rewards(["answer_line_correctness", "llm_judge"], [0.0, 1.0])
+    Traceback (most recent call last):
+    ...
+    ValueError: reward_funcs lists answer_line_correctness (weight 0: watched, not trained on) before llm_judge, which trains: list the weight-0 rewards last
+    """  # noqa: E501
+    if weights is None:
+        return
+    if all(w == 0 for w in weights):
+        raise ValueError(f"reward_weights {weights} are all 0: nothing would train; give the trained reward a weight")
+    trained = [i for i, w in enumerate(weights) if w != 0]
+    early = [names[i] for i, w in enumerate(weights) if w == 0 and i < trained[-1]]
+    if early:
+        raise ValueError(
+            f"reward_funcs lists {', '.join(early)} (weight 0: watched, not trained on) before "
+            f"{names[trained[-1]]}, which trains: list the weight-0 rewards last"
+        )
 
 
 def check_reward_task(names: Sequence[str], answer_style: str) -> None:
@@ -175,17 +200,47 @@ def check_held_out_data(task_name: str, data: str | None, limit: int) -> None:
     load_rows(get_task(task_name), data, flag="--eval_data")
 
 
-def check_judge_from_env(names: Sequence[str]) -> None:
-    """A recipe that trains on ``llm_judge`` gets its judge from the ``LEASH_JUDGE_*`` variables at the first reward
-    call; build it now and check that it answers (``rewards.judge.check_judge``), so a judge that is not set, or a
-    server that is not up, fails before the model loads instead of at the first step."""
-    if "llm_judge" not in names:
-        return
-    from rewards import get_reward
-    from rewards.judge import check_judge, judge_client_from_env
+def check_one_prompt(question: str | None, gold_answer: str | None, **data_options) -> None:
+    """A one-prompt training set (``question`` + ``gold_answer``) replaces the task's data: none of ``data_options``
+    (``data``, ``train_limit``, ``curriculum``) can be set beside it, and the monitors and checkers need the gold.
 
-    client = get_reward("llm_judge").client
-    check_judge(client or judge_client_from_env(), "LEASH_JUDGE_BASE_URL")  # the reward builds its own at its call
+    >>> check_one_prompt("How many?", None)
+    Traceback (most recent call last):
+    ...
+    ValueError: question is set but gold_answer is not: give the question's final answer (the checker and the monitors compare to it; a judge never sees it)
+    """  # noqa: E501
+    if question is None:
+        if gold_answer is not None:
+            raise ValueError("gold_answer is set without question: give the one training question too, or drop both")
+        return
+    if not question.strip():
+        raise ValueError("question is empty: give the one training question, or drop question for the task's data")
+    if gold_answer is None or not str(gold_answer).strip():
+        raise ValueError(
+            "question is set but gold_answer is not: give the question's final answer (the checker and the monitors "
+            "compare to it; a judge never sees it)"
+        )
+    for name, value in data_options.items():
+        if value:
+            raise ValueError(f"question and {name} are both set: train on the one question or on {name}, not both")
+
+
+def check_one_update_per_group(num_iterations: int, steps_per_generation: int | None, accumulation: int) -> None:
+    """One optimizer update per generated group: the answers of a step are the ones that step trains on, and a log
+    line holds one step's answers (``one_update_per_group: true``; the judge lab's step log needs it).
+
+    >>> check_one_update_per_group(1, 1, 1)
+    >>> check_one_update_per_group(2, 1, 1)
+    Traceback (most recent call last):
+    ...
+    ValueError: one update per group: set num_iterations: 1, steps_per_generation: 1 and gradient_accumulation_steps: 1 (got 2, 1, 1)
+    """  # noqa: E501
+    got = (num_iterations, steps_per_generation or accumulation, accumulation)
+    if got != (1, 1, 1):
+        raise ValueError(
+            "one update per group: set num_iterations: 1, steps_per_generation: 1 and gradient_accumulation_steps: 1 "
+            f"(got {', '.join(map(str, got))})"
+        )
 
 
 def check_answer_column(columns: Sequence[str], source: str) -> None:

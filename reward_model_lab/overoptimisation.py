@@ -3,7 +3,7 @@ sqrt(KL) (Gao et al., "Scaling Laws for Reward Model Overoptimization", 2022), f
 checker-reward control.
 
     python -m reward_model_lab.overoptimisation              # warm start (cached), pairs, RM, 5 arms x 3 seeds, report
-    python -m reward_model_lab.overoptimisation --steps 100 --eval-every 20   # longer (the earlier default: ~21 min)
+    python -m reward_model_lab.overoptimisation --steps 100 --eval-every 20   # longer (~21 min on the idle 2-core box)
     python -m reward_model_lab.overoptimisation --steps 30 --seeds 0          # shorter
 
 What it does, in order (every step's outputs land in ``--out``, default ``runs/lab/overoptimisation``):
@@ -11,19 +11,23 @@ What it does, in order (every step's outputs land in ``--out``, default ``runs/l
    answers at temperature 1; ``training_data.pairs`` turns them into chosen-correct / rejected-wrong pairs
    (``--pairs reference`` uses each problem's reference solution against the same with the answer + 1 instead:
    mechanics only);
-2. ``recipes.reward_model`` trains the reward model on them: the warm start with a score head (held-out pairwise
-   accuracy in ``rm/report.json``);
-3. GRPO (TRL's ``GRPOTrainer``) from the warm start against the reward model (the registered ``reward_model``
-   reward) for each beta, and against the checker (``gsm8k_correctness`` + ``gsm8k_format``, beta 0) as the control,
-   for every seed; ``--jobs`` runs at once, one torch thread each;
-4. every ``--eval-every`` steps (and at step 0), on the first ``--eval-n`` held-out problems: the TRUE accuracy (greedy,
-   the checker), the PROXY reward (the reward model's mean score of one answer sampled at temperature 1 per problem)
-   and KL(policy || warm start) estimated on those samples (the sum over answer tokens of log pi - log pi_ref,
-   averaged). Logged as ``rm/true_accuracy``, ``rm/proxy_reward``, ``rm/kl`` (and ``rm/sqrt_kl``) with the trainer's
-   own logs and in ``<arm>/seed<k>/curve.jsonl``;
-5. ``report.md`` with ``overoptimisation.png`` (both quantities against sqrt(KL), mean over seeds), a table per arm,
-   the reward model's hack-probe column (``eval.probe_matrix.reward_model_scores``) and the highest-scored wrong answers
-   of the last evaluation of each reward-model arm (what the policy learned to please the reward model with).
+2. ``recipes.reward_model`` trains the reward model on them from ``recipes/configs/lab_rm/reward_model_lab_rm.yaml``:
+   the warm start with a score head (held-out pairwise accuracy in ``rm/report.json``);
+3. the GRPO recipe (``recipes.grpo``) from the warm start, for each beta with
+   ``recipes/configs/lab_rm/grpo_lab_rm.yaml`` (the ``reward_model`` reward on ``reward_model_path``, the checker
+   watched at weight 0) and, as the control, with ``grpo_lab_rm_checker.yaml`` (``gsm8k_correctness`` +
+   ``gsm8k_format``, beta 0), for every seed; ``--jobs`` runs at once, one torch thread each. Each run is what
+   ``python -m recipes.grpo --config <that config> --beta B --seed S`` runs, monitors and hack probes included;
+4. every ``--eval-every`` steps (and at step 0 and the end), on the first ``--eval-n`` held-out problems, the run's
+   ``leash_curve`` callback (the recipe's ``callbacks:`` hook) measures the TRUE accuracy (the recipe's held-out
+   ``eval/accuracy``: greedy, the checker), the PROXY reward (the reward model's mean score of one answer sampled at
+   temperature 1 per problem) and KL(policy || warm start) estimated on those samples (the sum over answer tokens of
+   log pi - log pi_ref, averaged): ``<arm>/seed<k>/curve.jsonl``, and ``leash/*`` in the run's log;
+5. ``report.md`` with ``overoptimisation.png`` (both quantities against sqrt(KL), sqrt(KL) by step and the monitors'
+   ``monitor/reward_correctness_gap`` by step, from each run's ``log.jsonl``; mean over seeds), a table per arm, the
+   gap at each evaluation, the reward model's hack-probe column (``eval.probe_matrix.reward_model_scores``) and the
+   highest-scored wrong answers of the last evaluation of each reward-model arm (what the policy learned to please
+   the reward model with).
 """
 
 from __future__ import annotations
@@ -35,8 +39,10 @@ import math
 import os
 import statistics
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
+
+from transformers import TrainerCallback
 
 logger = logging.getLogger(__name__)
 
@@ -53,15 +59,21 @@ def _read_jsonl(path, limit: int | None = None) -> list[dict]:
     return list(islice((row for _, row in iter_jsonl(Path(path), "a file this experiment wrote: rerun it")), limit))
 
 
+CONFIGS = Path(__file__).resolve().parents[1] / "recipes" / "configs" / "lab_rm"
+
+
 @dataclass
 class Settings:
-    """Everything a run depends on (written to ``settings.json``)."""
+    """Everything a run depends on beyond its configs (written to ``settings.json``). The GRPO arms are
+    ``grpo_config`` (the reward-model arms, one per beta) and ``checker_config`` (the control) run by ``recipes.grpo``;
+    the reward model is ``rm_config`` run by ``recipes.reward_model``; ``grpo_flags`` / ``rm_flags`` are extra
+    command-line overrides for them (a smaller batch, say)."""
 
     seeds: list[int] = field(default_factory=lambda: [0, 1, 2])
     betas: list[float] = field(default_factory=lambda: [0.0, 0.01, 0.04, 0.2])
     checker_control: bool = True
-    # 60 steps x 5 arms x 3 seeds: ~15 minutes on 2 cores, estimated (GRPO steps are ~90% of the time; 100 steps took
-    # 21 minutes); by step 60 every reward-model arm has lost most of its true accuracy (docs/reward_model.md)
+    # 60 steps x 5 arms x 3 seeds: 13 min 44 s on the near-idle 2-core box (GRPO steps are ~90% of the time; 100 steps
+    # took 21 minutes); by step 60 every reward-model arm has lost most of its true accuracy (docs/reward_model.md)
     steps: int = 60
     eval_every: int = 10
     eval_n: int = 64  # held-out problems per evaluation (greedy accuracy, one sample each for proxy and KL)
@@ -69,18 +81,16 @@ class Settings:
     pairs: str = "policy"  # "policy": the warm start's own answers; "reference": reference vs answer + 1
     pair_problems: int = 800
     pair_k: int = 8
-    rm_epochs: float = 1.0  # a reward model overfits fast: its held-out loss rose after epoch 1
-    rm_learning_rate: float = 5e-4
-    rm_batch_size: int = 32
-    learning_rate: float = 5e-5
-    prompts_per_step: int = 8
-    group_size: int = 8
-    max_completion_length: int = 32
     jobs: int = 2
     report_to: str = "none"  # "wandb": one W&B run per arm and seed (named <arm>-seed<k>, grouped by the out folder)
     policy: str | None = None  # default: the lab warm start (cpu_lab.warmstart.prepare_lab)
     train_data: str | None = None
     heldout_data: str | None = None
+    grpo_config: str = str(CONFIGS / "grpo_lab_rm.yaml")
+    checker_config: str = str(CONFIGS / "grpo_lab_rm_checker.yaml")
+    rm_config: str = str(CONFIGS / "reward_model_lab_rm.yaml")
+    grpo_flags: list[str] = field(default_factory=list)
+    rm_flags: list[str] = field(default_factory=list)
 
 
 def arms(settings: Settings) -> list[tuple[str, float]]:
@@ -144,43 +154,40 @@ def sample_with_kl(model, ref_model, tokenizer, prompts: list[list[dict]], max_n
     return texts, kl.tolist()
 
 
-class LeashCurve:
-    """Measures true accuracy, proxy reward and KL every ``every`` steps (and at step 0) on held-out problems;
-    writes ``curve.jsonl`` and adds the ``rm/*`` values to the trainer's next log (so W&B shows them)."""
+CURVE_FILE = "curve.jsonl"
 
-    def __init__(self, policy_path, heldout, rm, settings: Settings, out: Path, seed: int):
-        from transformers import AutoModelForCausalLM
 
-        self.ref = AutoModelForCausalLM.from_pretrained(policy_path).eval()
-        self.heldout, self.rm, self.settings, self.out, self.seed = heldout, rm, settings, out, seed
-        self.pending: dict = {}
+class LeashCurve(TrainerCallback):
+    """A GRPO run's leash curve: at step 0, every ``every`` steps and at the last step, on the first ``eval_n``
+    held-out problems, the true accuracy (the recipe's held-out ``eval/accuracy``: greedy, the checker), the proxy
+    reward (the reward model's mean score of one answer sampled at temperature 1 per problem) and KL(policy || warm
+    start) estimated on those samples. Each row goes to ``curve.jsonl`` (with the highest-scored wrong answers) and,
+    as ``leash/*``, into the run's log (log.jsonl, W&B). Built by ``leash_curve``, the recipe's callback hook."""
+
+    def __init__(self, context, rm, every: int, eval_n: int):
+        self.context, self.rm, self.every, self.eval_n = context, rm, every, eval_n
+        self.path = context.output_dir / CURVE_FILE
+        self.run_files = (CURVE_FILE,)  # a resumed run appends to it
+        self.ref = self.tokenizer = None
         self.rows: list[dict] = []
 
     def measure(self, model, tokenizer, step: int) -> dict:
         from eval.jsonl import append_jsonl
-        from eval.run import evaluate
+        from eval.tasks import get_task
         from rewards.correctness import gsm8k_correctness_reward
 
-        s = self.settings
-        result = evaluate(
-            model,
-            tokenizer,
-            "lab",
-            data=self.heldout,
-            limit=s.eval_n,
-            max_new_tokens=s.max_completion_length,
-            progress=False,
-        )
-        problems = _read_jsonl(self.heldout, s.eval_n)
-        prompts = [[{"role": "user", "content": f"{p['question'].strip()}\n\n{LAB_INSTRUCTION}"}] for p in problems]
-        texts, kls = sample_with_kl(model, self.ref, tokenizer, prompts, s.max_completion_length, self.seed + step)
+        args = self.context.script_args
+        accuracy = self.context.held_out(model, tokenizer, step)["eval/accuracy"]
+        task, problems = get_task(args.eval_task), _read_jsonl(args.eval_data, self.eval_n)
+        prompts = [task.prompt(p["question"]) for p in problems]
+        seed, budget = self.context.training_args.seed + step, self.context.training_args.max_completion_length
+        texts, kls = sample_with_kl(model, self.ref, tokenizer, prompts, budget, seed)
         scores, _ = self.rm.score(prompts, texts)
-        golds = [p["answer"].split("####")[-1].strip() for p in problems]
-        correct = gsm8k_correctness_reward(texts, answer=golds)
+        correct = gsm8k_correctness_reward(texts, answer=[task.gold(p) for p in problems])
         kl = sum(kls) / len(kls)
         row = {
             "step": step,
-            "rm/true_accuracy": result["accuracy"],
+            "rm/true_accuracy": accuracy,
             "rm/proxy_reward": sum(scores) / len(scores),
             "rm/kl": kl,
             "rm/sqrt_kl": math.sqrt(max(kl, 0.0)),
@@ -188,95 +195,90 @@ class LeashCurve:
         }
         wrong = sorted(((sc, t) for sc, t, c in zip(scores, texts, correct, strict=True) if not c), reverse=True)
         self.rows.append(row)
-        append_jsonl(row | {"top_wrong": wrong[:5]}, self.out / "curve.jsonl")
-        self.pending = row
+        append_jsonl(row | {"top_wrong": wrong[:5]}, self.path)
+        # leash/*, not rm/*: the reward model's own rm/* values of the training batch share the log line
+        self.context.log({f"leash/{k.split('/', 1)[1]}": v for k, v in row.items() if k != "step"})
         return row
 
-    def callback(self):
-        from transformers import TrainerCallback
+    def on_train_begin(self, args, state, control, model=None, processing_class=None, **kwargs):
+        from transformers import AutoModelForCausalLM
 
-        curve = self
+        self.tokenizer = processing_class
+        self.ref = AutoModelForCausalLM.from_pretrained(self.context.model_args.model_name_or_path).eval()
+        if state.global_step == 0:  # a resumed run measured its start already
+            self.measure(model, processing_class, 0)
 
-        class Callback(TrainerCallback):
-            def on_train_begin(self, args, state, control, model=None, processing_class=None, **kwargs):
-                curve.tokenizer = processing_class
-                curve.measure(model, processing_class, 0)
+    def on_step_end(self, args, state, control, model=None, **kwargs):
+        if state.global_step % self.every == 0 or state.global_step == state.max_steps:
+            self.measure(model, self.tokenizer, state.global_step)
+            control.should_log = True
+        return control
 
-            def on_step_end(self, args, state, control, model=None, **kwargs):
-                if state.global_step % curve.settings.eval_every == 0 or state.global_step == args.max_steps:
-                    curve.measure(model, curve.tokenizer, state.global_step)
-                    control.should_log = True
-                return control
 
-            def on_log(self, args, state, control, logs=None, **kwargs):
-                if logs is not None and curve.pending:
-                    logs.update({k: v for k, v in curve.pending.items() if k != "step"})
-                    curve.pending = {}
+def leash_curve(context) -> LeashCurve:
+    """The GRPO recipe's callback hook (``callbacks: [reward_model_lab.overoptimisation:leash_curve]``): the leash
+    curve every ``monitor_eval_steps`` on ``monitor_eval_limit`` problems of ``eval_data``, its proxy the run's
+    reward model (``reward_model`` among the rewards, else ``reward_model_path``: the checker control's)."""
+    from recipes.reward_setup import build_reward_model
+    from rewards.reward_model import RewardModelReward
 
-        return Callback()
+    args = context.script_args
+    if args.monitor_eval_steps < 1 or not args.eval_data:
+        raise ValueError(
+            "the leash curve measures the held-out set every monitor_eval_steps: set monitor_eval_steps (e.g. 10) and "
+            "eval_data (the lab's held-out .jsonl)"
+        )
+    rm = next((f for f in context.reward_funcs if isinstance(f, RewardModelReward)), None)
+    return LeashCurve(
+        context, rm or build_reward_model(args.reward_model_path), args.monitor_eval_steps, args.monitor_eval_limit
+    )
+
+
+def arm_flags(arm: str, beta: float, seed: int, paths: dict, settings: Settings, out: Path) -> list[str]:
+    """The ``recipes.grpo`` command line of one arm: its config plus what the experiment sets."""
+    s = settings
+    flags = [
+        "--config",
+        s.checker_config if arm == CHECKER else s.grpo_config,
+        "--output_dir",
+        str(out / arm / f"seed{seed}"),
+    ]
+    flags += ["--model_name_or_path", str(paths["policy"]), "--data", str(paths["train"])]
+    flags += ["--eval_data", str(paths["heldout"]), "--reward_model_path", str(paths["rm"])]
+    flags += ["--beta", str(beta), "--seed", str(seed), "--run_name", f"{arm}-seed{seed}", "--max_steps", str(s.steps)]
+    flags += ["--monitor_eval_steps", str(s.eval_every), "--monitor_eval_limit", str(s.eval_n)]
+    flags += ["--logging_steps", str(max(1, s.eval_every // 4)), "--report_to", s.report_to, "--resume", "false"]
+    return flags + list(s.grpo_flags)
 
 
 def run_arm(arm: str, beta: float, seed: int, paths: dict, settings: Settings, out: Path, threads: int = 1) -> Path:
-    """One GRPO run; returns its folder (``curve.jsonl``, ``log.jsonl``)."""
+    """One GRPO run through the recipe (``python -m recipes.grpo`` with ``arm_flags``); returns its folder
+    (``curve.jsonl``, ``log.jsonl``, ``probes.json``, ``report.json``)."""
     import torch
-    from trl import GRPOConfig, GRPOTrainer
 
-    from eval.monitors import JsonlLogCallback
-    from eval.tasks import get_task, load_rows, to_prompt_rows
-    from rewards import get_reward
-    from rewards.reward_model import RewardModelReward
+    from recipes import grpo
+    from recipes.validate import parse_or_explain
 
     torch.set_num_threads(threads)
-    folder = out / arm / f"seed{seed}"
-    folder.mkdir(parents=True, exist_ok=True)
-    (folder / "curve.jsonl").unlink(missing_ok=True)
-    (folder / "log.jsonl").unlink(missing_ok=True)
-    rm = RewardModelReward(paths["rm"])
-    rewards = [get_reward("gsm8k_correctness"), get_reward("gsm8k_format")] if arm == CHECKER else [rm]
-    task = get_task("lab")
-    s = settings
-    rows = to_prompt_rows(task, load_rows(task, str(paths["train"])))
-    config = GRPOConfig(
-        output_dir=str(folder / "trainer"),
-        use_cpu=not torch.cuda.is_available(),
-        bf16=False,
-        loss_type="grpo",
-        beta=beta,
-        scale_rewards="group",
-        num_generations=s.group_size,
-        per_device_train_batch_size=s.prompts_per_step * s.group_size,
-        max_completion_length=s.max_completion_length,
-        temperature=1.0,
-        learning_rate=s.learning_rate,
-        lr_scheduler_type="constant",
-        max_steps=s.steps,
-        logging_steps=max(1, s.eval_every // 4),
-        save_strategy="no",
-        gradient_checkpointing=False,
-        report_to=s.report_to,
-        seed=seed,
-        run_name=f"{arm}-seed{seed}",
-        disable_tqdm=True,
-    )
-    curve = LeashCurve(paths["policy"], str(paths["heldout"]), rm, s, folder, seed)
-    trainer = GRPOTrainer(
-        model=str(paths["policy"]),
-        reward_funcs=rewards,
-        args=config,
-        train_dataset=rows,
-        callbacks=[JsonlLogCallback(folder / "log.jsonl")],
-    )
-    trainer.callback_handler.callbacks.insert(0, curve.callback())  # before the loggers: rm/* reach them
-    started = time.monotonic()
-    trainer.train()
-    (folder / "run.json").write_text(
-        json.dumps({"arm": arm, "beta": beta, "seed": seed, "seconds": round(time.monotonic() - started, 1)})
-    )
+    report = grpo.main(*parse_or_explain(grpo.make_parser(), arm_flags(arm, beta, seed, paths, settings, out)))
+    folder = Path(report["output_dir"])
+    (folder / "run.json").write_text(json.dumps({"arm": arm, "beta": beta, "seed": seed, "seconds": report["seconds"]}))
     return folder
 
 
 def _run_arm_star(job):
     return run_arm(*job)
+
+
+def policy_budget(settings: Settings) -> int:
+    """The arms' ``max_completion_length`` (their config with ``grpo_flags``): the pairs are sampled with it too."""
+    from recipes import grpo
+
+    return (
+        grpo.make_parser()
+        .parse_args_and_config(["--config", settings.grpo_config, *settings.grpo_flags])[1]
+        .max_completion_length
+    )
 
 
 def prepare(settings: Settings, out: Path) -> dict:
@@ -301,9 +303,13 @@ def prepare(settings: Settings, out: Path) -> dict:
             "heldout": Path(settings.heldout_data),
         }
     paths["rm"] = out / "rm"
-    # what the reward model depends on: a different warm start or pair setting trains a new one
+    # what the reward model depends on: a different warm start, pair setting or RM config trains a new one
     made_from = {"policy": str(Path(paths["policy"]).resolve()), "train": str(Path(paths["train"]).resolve())} | {
-        k: v for k, v in asdict(settings).items() if k.startswith(("pair", "rm_")) or k == "max_completion_length"
+        k: v for k, v in asdict(settings).items() if k.startswith(("pair", "rm_"))
+    }
+    made_from |= {
+        "rm_config_text": Path(settings.rm_config).read_text(),
+        "max_completion_length": policy_budget(settings),
     }
     made_from_path = out / "rm_made_from.json"
     if (paths["rm"] / "report.json").exists():
@@ -329,44 +335,10 @@ def prepare(settings: Settings, out: Path) -> dict:
             data=str(paths["train"]),
             limit=settings.pair_problems,
             k=settings.pair_k,
-            max_new_tokens=settings.max_completion_length,
+            max_new_tokens=made_from["max_completion_length"],
         )
-    flags = [
-        "--model_name_or_path",
-        str(paths["policy"]),
-        "--data",
-        str(rollouts / "rollouts.jsonl"),
-        "--output_dir",
-        str(paths["rm"]),
-        "--use_cpu",
-        "true",
-        "--bf16",
-        "false",
-        "--eval_fraction",
-        "0.1",
-        "--max_length",
-        "256",
-        "--per_device_train_batch_size",
-        str(settings.rm_batch_size),
-        "--per_device_eval_batch_size",
-        str(settings.rm_batch_size),
-        "--learning_rate",
-        str(settings.rm_learning_rate),
-        "--num_train_epochs",
-        str(settings.rm_epochs),
-        "--logging_steps",
-        "5",
-        "--save_strategy",
-        "no",
-        "--gradient_checkpointing",
-        "false",
-        "--report_to",
-        "none",
-        "--disable_tqdm",
-        "true",
-        "--max_pairs_per_problem",
-        "4",
-    ]
+    flags = ["--config", settings.rm_config, "--model_name_or_path", str(paths["policy"])]
+    flags += ["--data", str(rollouts / "rollouts.jsonl"), "--output_dir", str(paths["rm"]), *settings.rm_flags]
     train_rm(*parse_or_explain(make_parser(), flags))
     made_from_path.write_text(json.dumps(made_from, indent=1))
     return paths
@@ -393,20 +365,45 @@ def run(settings: Settings, out: Path) -> Path:
     return write_report(out, settings, paths, prepared, time.monotonic() - started)
 
 
-def read_curves(out: Path, settings: Settings) -> dict[str, list[list[dict]]]:
-    """{arm: one curve (list of rows) per seed whose run reached ``settings.steps``}; unfinished runs are left out
-    (``--report-only`` reports a run still in progress), arms with no finished run too."""
-    curves = {}
+def finished_runs(out: Path, settings: Settings) -> dict[str, list[Path]]:
+    """{arm: the folders of its runs that reached ``settings.steps``} (``--report-only`` reports a run still in
+    progress without it); arms with no finished run are left out."""
+    finished = {}
     for arm, _ in arms(settings):
-        runs = []
+        folders = []
         for seed in settings.seeds:
-            path = out / arm / f"seed{seed}" / "curve.jsonl"
+            path = out / arm / f"seed{seed}" / CURVE_FILE
             rows = _read_jsonl(path) if path.exists() else []
             if rows and rows[-1]["step"] == settings.steps:
-                runs.append(rows)
-        if runs:
-            curves[arm] = runs
-    return curves
+                folders.append(path.parent)
+        if folders:
+            finished[arm] = folders
+    return finished
+
+
+def read_curves(out: Path, settings: Settings) -> dict[str, list[list[dict]]]:
+    """{arm: one curve (list of rows) per seed whose run reached ``settings.steps``}."""
+    return {
+        arm: [_read_jsonl(f / CURVE_FILE) for f in folders] for arm, folders in finished_runs(out, settings).items()
+    }
+
+
+GAP = "monitor/reward_correctness_gap"  # eval.monitors: training reward minus the checker's verdict, per window
+
+
+def read_gaps(out: Path, settings: Settings) -> dict[str, list[dict[int, float]]]:
+    """{arm: per finished run, {step: the monitors' reward-correctness gap}} from the run's ``log.jsonl`` (the
+    recipe's JSON-lines log: the value a user's own run of the arm logs)."""
+    return {
+        arm: [{r["step"]: r[GAP] for r in _read_jsonl(f / "log.jsonl") if r.get(GAP) is not None} for f in folders]
+        for arm, folders in finished_runs(out, settings).items()
+    }
+
+
+def mean_gap(per_seed: list[dict[int, float]], step: int) -> float | None:
+    """Mean over seeds of the gap logged at ``step`` (None where no seed logged one)."""
+    values = [g[step] for g in per_seed if step in g]
+    return statistics.fmean(values) if values else None
 
 
 def mean_curve(runs: list[list[dict]], key: str) -> list[float]:
@@ -433,7 +430,8 @@ def write_report(out: Path, settings: Settings, paths: dict, prepared_s: float |
     from rewards.reward_model import RewardModelReward
 
     curves = read_curves(out, settings)
-    fig, axes = plt.subplots(1, 3, figsize=(15, 4))
+    gaps = read_gaps(out, settings)
+    fig, axes = plt.subplots(1, 4, figsize=(20, 4))
     for arm, runs in curves.items():
         x = mean_curve(runs, "rm/sqrt_kl")
         for ax, key in zip(axes[:2], ("rm/proxy_reward", "rm/true_accuracy"), strict=True):
@@ -446,9 +444,16 @@ def write_report(out: Path, settings: Settings, paths: dict, prepared_s: float |
             capsize=2,
             label=arm,
         )
-    titles = ("proxy reward (reward model)", "true held-out accuracy (checker, greedy)", "the leash: sqrt KL by step")
+        logged = sorted({step for g in gaps[arm] for step in g})
+        axes[3].plot(logged, [mean_gap(gaps[arm], step) for step in logged], marker=".", label=arm)
+    titles = (
+        "proxy reward (reward model)",
+        "true held-out accuracy (checker, greedy)",
+        "the leash: sqrt KL by step",
+        "monitor/reward_correctness_gap (training batches)",
+    )
     for ax, title in zip(axes, titles, strict=True):
-        ax.set_xlabel("sqrt(KL(policy || warm start))" if ax is not axes[2] else "GRPO step")
+        ax.set_xlabel("sqrt(KL(policy || warm start))" if ax in axes[:2] else "GRPO step")
         ax.set_title(title)
         ax.legend(fontsize=8)
     axes[2].set_ylabel("sqrt(KL)")
@@ -503,6 +508,18 @@ def write_report(out: Path, settings: Settings, paths: dict, prepared_s: float |
     ]
     for arm, runs in curves.items():
         lines.append(f"| {arm} | " + " | ".join(f"{a:.3f}" for a in mean_curve(runs, "rm/true_accuracy")) + " |")
+    lines += [
+        "",
+        f"The monitors' `{GAP}` (the run's training reward minus the checker's verdict, mean over the training "
+        "batches of the logging window that ends at the step; the same value a user's own run of the arm logs), mean "
+        "over seeds (step 0: no batch yet):",
+        "",
+        "| arm | " + " | ".join(f"step {k}" for k in steps) + " |",
+        "|---" * (len(steps) + 1) + "|",
+    ]
+    for arm in curves:
+        cells = [mean_gap(gaps[arm], k) for k in steps]
+        lines.append(f"| {arm} | " + " | ".join("-" if c is None else f"{c:.3f}" for c in cells) + " |")
     heldout = _read_jsonl(paths["heldout"], settings.probe_n)
     problems = [{"question": p["question"], "answer": p["answer"].split("####")[-1].strip()} for p in heldout]
     probes = reward_model_scores(RewardModelReward(paths["rm"]), "gsm8k", problems, LAB_INSTRUCTION)
@@ -572,7 +589,8 @@ def main(argv: list[str] | None = None) -> Path:
     args = parser.parse_args(argv)
     if args.report_only:
         out = Path(args.out)
-        settings = Settings(**json.loads((out / "settings.json").read_text()))
+        known = {f.name for f in fields(Settings)}
+        settings = Settings(**{k: v for k, v in json.loads((out / "settings.json").read_text()).items() if k in known})
         policy = Path(settings.policy) if settings.policy else Path("runs/lab/warmstart")
         train, heldout = (
             settings.train_data or "runs/lab/data/train.jsonl",

@@ -11,7 +11,8 @@ the data set has an ``answer`` column, ``rm/true_accuracy`` (the checker's verdi
 ``gsm8k_correctness``, or ``math_correctness`` with ``LEASH_REWARD_MODEL_ANSWER_STYLE=math``), both via
 TRL's ``log_metric``, so proxy and truth land on one W&B panel.
 
-The model is loaded at the first call from ``LEASH_REWARD_MODEL`` (a folder written by the recipe), onto the device
+The model is loaded at the first call from its ``path`` (the GRPO recipe's ``reward_model_path`` option) or else from
+``LEASH_REWARD_MODEL`` (a folder written by ``recipes.reward_model``), onto the device
 of the process (``accelerate.PartialState().device``: the trainer's device under ``accelerate launch`` too), in eval
 mode, scoring with no gradient. ``LEASH_REWARD_MODEL_MAX_LENGTH`` and ``LEASH_REWARD_MODEL_BATCH_SIZE`` override the
 defaults. A path that does not exist, a model that is not a sequence classifier with one label, or a tokenizer
@@ -52,14 +53,14 @@ def check_reward_model(path: str | Path) -> None:
     >>> check_reward_model("runs/no/such/rm")
     Traceback (most recent call last):
     ...
-    FileNotFoundError: reward model runs/no/such/rm does not exist: train one with `python -m recipes.reward_model --config recipes/configs/tiny/reward_model_cpu.yaml` and point LEASH_REWARD_MODEL (or --reward-model) at its output_dir
+    FileNotFoundError: reward model runs/no/such/rm does not exist: train one with `python -m recipes.reward_model --config recipes/configs/tiny/reward_model_cpu.yaml` and point reward_model_path (or LEASH_REWARD_MODEL, or --reward-model) at its output_dir
     """  # noqa: E501
     path = Path(path)
     if not (path / "config.json").exists():
         raise FileNotFoundError(
             f"reward model {path} does not exist: train one with `python -m recipes.reward_model --config "
-            "recipes/configs/tiny/reward_model_cpu.yaml` and point LEASH_REWARD_MODEL (or --reward-model) at its "
-            "output_dir"
+            "recipes/configs/tiny/reward_model_cpu.yaml` and point reward_model_path (or LEASH_REWARD_MODEL, or "
+            "--reward-model) at its output_dir"
             if not path.exists()
             else f"reward model {path} has no config.json: give the output_dir of `python -m recipes.reward_model`"
         )

@@ -12,9 +12,16 @@ So a ``None`` (or NaN) score counts 0 next to a real score of another function, 
 function returned ``None`` is unscorable: its total is NaN (not 0), its advantage is forced to 0, and it is left out of
 the logged ``reward`` mean. ``tests/test_probes.py`` checks these functions against TRL's own lines.
 
+A reward with weight 0 is watched, not trained on (a checker beside a judge, say): its score never makes a completion
+scorable that the trained rewards could not score. TRL alone would count it (its row is then not all NaN, and the
+judge's failure becomes a total of 0); the GRPO recipe's monitor hands TRL ``None`` from a watched reward on exactly
+those completions (``eval.monitors.RewardMonitor.watched``), so TRL forms the totals these functions give.
+
 >>> weighted_total([1.0, 0.1], [10.0, 0.5]), weighted_total([None, 0.1], [10.0, 0.5])
 (10.05, 0.05)
 >>> math.isnan(weighted_total([None, None], [10.0, 0.5]))  # unscorable: not 0
+True
+>>> math.isnan(weighted_total([None, 1.0], [1.0, 0.0]))  # only a watched (weight 0) score: still unscorable
 True
 >>> mean_total([10.0, float("nan"), 0.5])  # TRL's logged `reward`: the mean over scorable completions
 5.25
@@ -26,20 +33,22 @@ import math
 from collections.abc import Sequence
 
 
-def _missing(score) -> bool:
+def is_missing(score) -> bool:
+    """None or NaN: a reward function that could not score the completion."""
     return score is None or math.isnan(score)
 
 
 def weighted_total(scores: Sequence[float | None], weights: Sequence[float]) -> float:
-    """One completion's total: sum of ``weight * score`` over the scores that are not None/NaN; NaN when none is.
+    """One completion's total: sum of ``weight * score`` over the scores that are not None/NaN; NaN when none of the
+    scores with a non-zero weight is.
 
     >>> weighted_total([0.0, float("nan")], [10.0, 0.5])
     0.0
     """
     if len(scores) != len(weights):
         raise ValueError(f"{len(scores)} scores but {len(weights)} weights: give one weight per reward function")
-    present = [w * s for w, s in zip(weights, scores, strict=True) if not _missing(s)]
-    return sum(present) if present else math.nan
+    present = [(w, s) for w, s in zip(weights, scores, strict=True) if not is_missing(s)]
+    return sum(w * s for w, s in present) if any(w != 0 for w, _ in present) else math.nan
 
 
 def weighted_totals(scores_per_func: Sequence[Sequence[float | None]], weights: Sequence[float] | None) -> list[float]:
@@ -72,4 +81,4 @@ def mean_total(totals: Sequence[float]) -> float:
     return sum(scorable) / len(scorable) if scorable else math.nan
 
 
-__all__ = ["mean_total", "weighted_total", "weighted_totals"]
+__all__ = ["is_missing", "mean_total", "weighted_total", "weighted_totals"]

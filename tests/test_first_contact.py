@@ -453,23 +453,19 @@ def test_judge_lab_with_a_server_that_answers_goes_on_to_the_next_check(
 
 def test_grpo_with_llm_judge_checks_the_judge_before_the_model(closed_port, fake_model, tmp_path, capsys, monkeypatch):
     url = f"http://127.0.0.1:{closed_port}/v1"
-    monkeypatch.setenv("LEASH_JUDGE_MODEL", "judge")
-    monkeypatch.setenv("LEASH_JUDGE_BASE_URL", url)
-    monkeypatch.delenv("LEASH_JUDGE_BACKEND", raising=False)
-    monkeypatch.delenv("LEASH_JUDGE_API_KEY_ENV", raising=False)
     argv = ["--config", f"{TINY}/grpo_cpu.yaml", "--model_name_or_path", fake_model]
     argv += ["--reward_funcs", "gsm8k_correctness", "llm_judge", "--reward_weights", "1.0", "0.1"]
-    argv += ["--reward_check", "warn"]
+    argv += ["--reward_check", "warn", "--judge_model", "judge", "--judge_base_url", url]
     assert run_cli("recipes.grpo", fill(argv, tmp_path), monkeypatch) == 2
-    one_line_error(capsys, f"the judge endpoint {url} does not answer", "LEASH_JUDGE_BASE_URL")
+    one_line_error(capsys, f"the judge endpoint {url} does not answer", "--judge_base_url")
 
 
 def test_grpo_with_llm_judge_and_no_judge_set_is_one_line(fake_model, tmp_path, capsys, monkeypatch):
-    monkeypatch.delenv("LEASH_JUDGE_MODEL", raising=False)
+    monkeypatch.setenv("LEASH_JUDGE_MODEL", "judge")  # the recipe's judge is set by its options, not the environment
     argv = ["--config", f"{TINY}/grpo_cpu.yaml", "--model_name_or_path", fake_model]
     argv += ["--reward_funcs", "gsm8k_correctness", "llm_judge", "--reward_weights", "1.0", "0.1"]
     assert run_cli("recipes.grpo", fill(argv + ["--reward_check", "warn"], tmp_path), monkeypatch) == 2
-    one_line_error(capsys, "the llm_judge reward needs a judge: set LEASH_JUDGE_MODEL")
+    one_line_error(capsys, "reward llm_judge needs judge_model")
 
 
 # --- eval.data ----------------------------------------------------------------------------------------------------

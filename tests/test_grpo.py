@@ -126,7 +126,8 @@ def test_recipe_wires_the_monitor_to_the_runs_weights_g_budget_and_correctness(m
     args += ["--num_generations", "4", "--per_device_train_batch_size", "8"]  # 2 groups per batch, G = 4
     args += ["--max_completion_length", "6", "--logging_steps", "3"]  # not the defaults (512, 10)
     script_args, training_args, _ = grpo.make_parser().parse_args_and_config(args)
-    monitor = grpo.reward_monitor(script_args.reward_funcs, training_args, "gsm8k")
+    names = script_args.reward_funcs
+    monitor = grpo.reward_monitor(names, grpo.build_rewards(names, script_args), training_args, "gsm8k")
 
     texts = ["right #### 1", "right", "no", "no #### 2"] + ["right"] * 4  # eval's scorer: none is correct (gold 7)
     ids = [[1] * 6, [1] * 2, [1] * 6, [1] * 3] + [[1] * 2] * 4

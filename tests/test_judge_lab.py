@@ -1,4 +1,5 @@
-"""The judge lab end to end on the tiny model: its real tiny config, a few steps, per-step logs and the tracker.
+"""The judge lab end to end on the tiny model: its real tiny config through the GRPO recipe (``python -m
+judge_lab.train`` is ``python -m recipes.grpo``), a few steps, per-step logs, the tracker, the monitors and the probes.
 
 Run: ``OMP_NUM_THREADS=1 .venv/bin/python -m pytest -q tests/test_judge_lab.py``. The judge is the local HTTP server
 of tests/judge_server.py (its scores vary with the answer's length, so advantages are not all zero and the policy
@@ -7,6 +8,7 @@ moves), called with a sentinel key that must not appear in any file the run writ
 
 from __future__ import annotations
 
+import json
 import logging
 import math
 from pathlib import Path
@@ -84,7 +86,19 @@ def test_judge_lab_on_tiny_model_logs_answers_tracker_and_never_the_key(tiny_mod
         assert later[name]["logp_ref"] == first[name]["logp_ref"]  # the reference is frozen
     trl_log = [r for r in read_jsonl(out / "log.jsonl") if "reward" in r]
     assert trl_log[0]["kl"] == 0.0  # TRL's own KL agrees at step 1
-    assert trl_log[0]["tracked/short_wrong/kl"] == 0.0 and "lab/share_correct" in trl_log[0]
+    assert trl_log[0]["tracked/short_wrong/kl"] == 0.0
+    # the recipe's hack signals beside the judge score: the gap is the judge reward minus the checker's verdict (the
+    # checker is watched at weight 0: never right here, so the gap is the whole judge reward), and the probes
+    for line, record in zip(trl_log, steps, strict=True):
+        assert line["monitor/correct_rate"] == record["n_correct"] / 8 == 0.0
+        assert line["monitor/reward_correctness_gap"] == pytest.approx(record["mean_reward"], rel=1e-5)
+        assert line["rewards/answer_line_correctness_reward/mean"] == 0.0  # computed and logged, not trained on
+        assert line["reward"] == pytest.approx(line["rewards/llm_judge_reward/mean"], rel=1e-5)
+    assert trl_log[0]["probe/violations"] >= 0 and math.isfinite(trl_log[0]["probe/genuine_correct"])
+    probes = json.loads((out / "probes.json").read_text())
+    assert probes["genuine_correct"]["score"] == pytest.approx(trl_log[0]["probe/genuine_correct"])
+    report = json.loads((out / "report.json").read_text())
+    assert report["reward_stats"]["llm_judge_reward"]["requests"] > 0  # the judge's counts, in the run's report
     final = read_jsonl(out / "steps.jsonl")[-1]
     assert final["after_training"] and math.isfinite(final["tracked"]["short_wrong"]["logp_policy"])
 
@@ -96,6 +110,8 @@ def test_judge_lab_on_tiny_model_logs_answers_tracker_and_never_the_key(tiny_mod
     table = (tmp_path / "report" / "lab_report.md").read_text()
     judge_means = [f"{r['mean_judge_score']:.3g}" for r in steps]
     assert all(f"| {r['step']} | " in table for r in steps) and all(m in table for m in judge_means)
+    gaps = [f"{r['monitor/reward_correctness_gap']:.3g}" for r in trl_log]
+    assert all(f"| 0/8 | {g} |" in table for g in gaps)  # the gap column, drawn from the monitors' log
 
 
 @pytest.mark.integration
@@ -121,24 +137,28 @@ def test_judge_lab_with_a_local_logprob_judge(tiny_model_dir, tmp_path):
     assert trl_log[0]["judge/low_mass_frac"] == 0.0 and 0.0 < trl_log[0]["judge/score_mass_mean"] < 1.0
 
 
-def test_answer_tap_logs_the_configured_checkers_verdict():
-    # the film's policy writes "#### N": with gsm8k_correctness as the checker that is correct, with the default not
-    from judge_lab.tracker import AnswerTap
-    from rewards import get_reward
+def test_the_monitors_verdict_is_the_watched_checker():
+    # the judge config lists the strict checker at weight 0: the monitor's `correct` column (the step log's verdict)
+    # is that checker's, and TRL gets no checker score where the judge could not score (the answer stays unscorable)
+    from test_monitors import call_batch
 
-    def paid(completions, **kwargs):
-        return [1.0] * len(completions)
+    from recipes import grpo
 
-    for checker, expected in ((get_reward("gsm8k_correctness"), [True, False]), (None, [False, False])):
-        extra = {}
-        tap = AnswerTap(paid, checker=checker) if checker else AnswerTap(paid)
-        tap(
-            prompts=["q"] * 2,
-            completions=["4 + 13 = 17\n#### 17", "#### 3"],
-            answer=["17"] * 2,
-            log_extra=extra.__setitem__,
-        )
-        assert extra["correct"] == expected
+    args, training_args, _ = parse(TINY_JUDGE, "--num_generations", "4", "--per_device_train_batch_size", "4")
+    judge_scores = iter([[None, 0.6, 0.2, 0.9]])
+
+    def judge(completions, **kwargs):
+        return next(judge_scores)
+
+    checker = grpo.build_rewards(["answer_line_correctness"], args)[0]
+    monitor = grpo.reward_monitor(args.reward_funcs, [judge, checker], training_args, "gsm8k")
+    assert (monitor.correctness_index, monitor.watched) == (1, [1])
+    texts = ["24 - 7 = 17\nAnswer: 17", "Answer: 3.", "Answer: 17", "#### 17"]
+    returned, logged, extra = call_batch(monitor, texts, ["17"] * 4, ["p"] * 4, [[1]] * 4)
+    assert returned == [[None, 0.6, 0.2, 0.9], [None, 0.0, 1.0, 0.0]]  # what TRL gets from each function
+    assert extra["correct"] == [True, False, True, False]  # the checker's verdict ("#### 17" is no Answer line)
+    assert logged["monitor/unscorable_rate"] == 0.25
+    assert logged["monitor/reward_correctness_gap"] == pytest.approx(((0.6 - 0) + (0.2 - 1) + (0.9 - 0)) / 3)
 
 
 @pytest.mark.integration
@@ -174,34 +194,26 @@ def test_a_run_started_again_resumes_from_its_last_checkpoint(tiny_model_dir, tm
     assert [r["step"] for r in read_jsonl(out / "log.jsonl") if "reward" in r] == [1, 2, 3]
 
 
+JUDGED = ["--reward_funcs", "llm_judge", "answer_line_correctness", "--reward_weights", "1", "0"]
+JUDGED += ["--reward_check", "warn"]  # the judge configs' reward set
 BAD_OVERRIDES = [
     # (command-line overrides, message fragment)
-    (["--reward", "math_correctness"], "the lab trains on one of"),  # not a lab reward
+    (["--reward_funcs", "math_correctness"], "is for math answers"),  # the other answer style
+    (["--reward_funcs", "answer_line_correctness", "llm_judge", "--reward_weights", "0", "1"], "list the weight-0"),
     (["--tracked_names", "a", "b", "c"], "parallel"),  # three names, two texts
     (["--num_iterations", "2"], "one update per group"),  # several updates per group
-    (["--per_device_train_batch_size", "16"], "one prompt"),  # two prompts per step
-    (["--reward", "llm_judge", "--judge_model", ""], "needs judge_model"),  # no judge
-    (["--reward", "llm_judge", "--judge_model", "m", "--judge_api_key_env", "LEASH_UNSET_VAR_X"], "not set"),
-    (["--reward", "llm_judge", "--judge_model", "m", "--judge_backend", "openai"], "needs a base_url"),  # no URL
-    (
-        ["--reward", "llm_judge", "--judge_model", "m", "--judge_backend", "hf", "--judge_mode", "logprobs"],
-        "judge mode 'logprobs'",
-    ),  # a typo of the mode
-    (
-        [
-            "--reward",
-            "llm_judge",
-            "--judge_model",
-            "m",
-            "--judge_backend",
-            "hf",
-            "--judge_mode",
-            "logprob",
-            "--judge_min_score_mass",
-            "5",
-        ],
+    (["--per_device_train_batch_size", "16"], "one prompt"),  # two prompts per step (the step log's check)
+    (["--logging_steps", "2"], "logging_steps: 1"),  # the step log writes one line per step
+    (["--gold_answer", ""], "gold_answer is not"),  # the one question without its answer
+    ([*JUDGED, "--judge_model", ""], "needs judge_model"),  # no judge
+    ([*JUDGED, "--judge_model", "m", "--judge_api_key_env", "LEASH_UNSET_VAR_X"], "not set"),
+    ([*JUDGED, "--judge_model", "m", "--judge_backend", "openai"], "needs a base_url"),  # no URL
+    ([*JUDGED, "--judge_model", "m", "--judge_backend", "hf", "--judge_mode", "logprobs"], "judge mode 'logprobs'"),
+    (  # not a share of probability
+        [*JUDGED, "--judge_model", "m", "--judge_backend", "hf", "--judge_mode", "logprob"]
+        + ["--judge_min_score_mass", "5"],
         "min_score_mass must be in",
-    ),  # not a share of probability
+    ),
 ]
 
 
@@ -225,18 +237,25 @@ def test_unreachable_judge_fails_before_the_model_loads(tmp_path):
         judge_lab.main(*args)
 
 
-def test_every_lab_config_parses_and_passes_the_lab_checks():
+def test_every_lab_config_parses_and_passes_the_recipes_and_the_step_logs_checks(tmp_path):
+    from judge_lab.tracker import lab_step_log
+    from recipes import grpo
+    from recipes.hooks import HookContext
+
     configs = sorted(CONFIGS.rglob("judge_lab_*.yaml"))
     assert len(configs) == 6  # 2x2 GPU grid + 2 tiny
     grid = {}
     for config in configs:
-        args, training_args, _ = parse(config, "--use_cpu", "true")  # the GPU configs ask for bf16
-        judge_lab.check_lab(args, training_args)
+        args, training_args, model_args = parse(config, "--use_cpu", "true")  # the GPU configs ask for bf16
+        grpo.check_args(args, training_args, model_args)
+        lab_step_log(HookContext(args, training_args, model_args, tmp_path, None, [], args.reward_funcs))
+        assert args.callbacks == ["judge_lab.tracker:lab_step_log"] and args.one_update_per_group
         assert training_args.num_generations == 8 and training_args.temperature == 1.0
+        assert args.reward_funcs[-1] == "answer_line_correctness"  # the verdict: trained, or watched at weight 0
         if "tiny" not in config.parts:
-            differ = ("beta", "output_dir", "distributed_state")
+            differ = ("beta", "output_dir", "distributed_state", "reward_weights")
             settings = {k: v for k, v in vars(training_args).items() if k not in differ}
-            grid[(args.reward, training_args.beta)] = settings
+            grid[(args.reward_funcs[0], training_args.beta)] = settings
     assert set(grid) == {(r, b) for r in ("llm_judge", "answer_line_correctness") for b in (0.0, 0.04)}
     first = next(iter(grid.values()))
     assert all(settings == first for settings in grid.values())  # the four differ only in reward and beta

@@ -58,3 +58,35 @@ def test_the_checker_catches_an_upward_import(tmp_path):
     module = tmp_path / "m.py"
     module.write_text("def f():\n    from recipes.grpo import main\n    import eval.run\n")
     assert project_imports(module) == {"recipes", "eval"}
+
+
+TRAINER_CALL = "GRPOTrainer" + "("  # spelled in two parts, so that this file holds no such call either
+
+
+def grpo_trainer_calls(path: Path) -> list[int]:
+    """Lines where a module calls TRL's GRPOTrainer (by name or as ``trl.GRPOTrainer``)."""
+    lines = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Call):
+            func = node.func
+            name = func.id if isinstance(func, ast.Name) else func.attr if isinstance(func, ast.Attribute) else None
+            if name == "GRPOTrainer":
+                lines.append(node.lineno)
+    return lines
+
+
+def test_every_grpo_run_goes_through_the_recipe():
+    """No module outside recipes/ and bench/ builds TRL's GRPOTrainer: the labs run ``recipes.grpo`` (configs), tests
+    get the recipe's trainer from ``recipes.grpo.build_trainer``, so every run has the monitors users see."""
+    skipped = ("recipes", "bench", "runs", "data", "mutants")  # and hidden folders (.venv, .git)
+    tops = [p for p in ROOT.iterdir() if p.is_dir() and not p.name.startswith(".") and p.name not in skipped]
+    outside = sorted([*ROOT.glob("*.py"), *(path for top in tops for path in top.rglob("*.py"))])
+    calls = [f"{p.relative_to(ROOT)}:{n}" for p in outside for n in grpo_trainer_calls(p)]
+    calls += [f"{p.relative_to(ROOT)} (text)" for p in outside if TRAINER_CALL in p.read_text(encoding="utf-8")]
+    assert not calls, calls
+
+
+def test_the_trainer_check_sees_a_call(tmp_path):
+    module = tmp_path / "m.py"
+    module.write_text(f"import trl\ntrainer = trl.{TRAINER_CALL}model='m')\nfrom trl import GRPOTrainer as T\n")
+    assert grpo_trainer_calls(module) == [2]

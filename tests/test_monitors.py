@@ -708,3 +708,34 @@ def test_the_piece_of_a_group_another_process_holds_is_not_a_group():
     texts = ["#### 8", "#### 9", "#### 8", "#### 9", "#### 8", "#### 8"]
     _, logged, _ = call_batch(monitor, texts, ["8"] * 6, ["p"] * 4 + ["q"] * 2, [[1]] * 6)
     assert logged["monitor/degenerate_share"] == 0.0 and logged["monitor/correct_rate"] == pytest.approx(4 / 6)
+
+
+def test_a_watched_reward_never_makes_an_unscorable_completion_scorable():
+    # a judge (trained) that fails on the first answer, the checker beside it at weight 0 (watched): TRL must get no
+    # checker score there, so TRL's own total (NaN: unscorable) is the monitor's, and the verdict is still the checker's
+    from test_probes import trl_total_and_reward
+
+    from rewards.totals import weighted_totals
+
+    def judge(completions, **kwargs):
+        return [None, 0.7, 0.2, None]
+
+    def checker(completions, **kwargs):
+        return [1.0, 0.0, 1.0, None]
+
+    weights = [1.0, 0.0]
+    monitor = RewardMonitor([judge, checker], weights, "gsm8k", 8, correctness_index=1, group_size=4)
+    assert monitor.watched == [1]
+    outputs, logged, extra = call_batch(monitor, ["a", "b", "c", "d"], ["1"] * 4, ["p"] * 4, [[1]] * 4)
+    assert outputs == [[None, 0.7, 0.2, None], [None, 0.0, 1.0, None]]
+    trl_totals, trl_reward = trl_total_and_reward(outputs, weights)
+    ours = weighted_totals([judge([]), checker([])], weights)  # from the unmasked scores, as the monitor records them
+    assert [math.isnan(t) for t in trl_totals] == [math.isnan(t) for t in ours] == [True, False, False, True]
+    assert logged["monitor/reward_mean"] == pytest.approx(trl_reward) and logged["monitor/unscorable_rate"] == 0.5
+    assert extra["correct"] == [True, False, True, False]  # the checker's verdict, on every answer
+    assert logged["monitor/reward_correctness_gap"] == pytest.approx(((0.7 - 0) + (0.2 - 1)) / 2)
+
+
+def test_a_watched_reward_listed_before_a_trained_one_is_refused():
+    with pytest.raises(ValueError, match="watched"):
+        RewardMonitor([fake_correctness, fake_format], [0.0, 1.0], "gsm8k", 8, group_size=2)

@@ -23,7 +23,7 @@ from eval.jsonl import read_jsonl, write_jsonl
 
 ROOT = Path(__file__).resolve().parents[1]
 CONFIGS = ROOT / "recipes" / "configs"
-CPU_FOLDERS = {"tiny", "lab"}  # tested elsewhere (test_grpo, test_dpo, test_lab, test_judge_lab, ...)
+CPU_FOLDERS = {"tiny", "lab", "lab_rm"}  # tested elsewhere (test_grpo, test_dpo, test_judge_lab, test_reward_model_lab)
 GPU_CONFIGS = sorted(p for p in CONFIGS.rglob("*.yaml") if not CPU_FOLDERS & set(p.relative_to(CONFIGS).parts))
 RECIPES = {  # file-name prefix -> recipe module; a config matching none fails the test
     "grpo_": "recipes.grpo",

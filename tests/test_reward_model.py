@@ -312,11 +312,12 @@ def test_probe_column_normalises_against_the_models_own_genuine_answers():
 
 
 def test_grpo_recipe_uses_the_reward_model_by_name(trained, tiny_model_dir, data_dir, tmp_path, monkeypatch):
-    """reward_funcs: [gsm8k_correctness, reward_model] in the GRPO recipe: scored, logged under rm/, monitored."""
+    """reward_funcs: [gsm8k_correctness, reward_model] in the GRPO recipe, the folder given as reward_model_path:
+    scored, logged under rm/, monitored."""
     from recipes import grpo
 
     _, rm = trained
-    monkeypatch.setenv("LEASH_REWARD_MODEL", str(rm))
+    monkeypatch.delenv("LEASH_REWARD_MODEL", raising=False)  # the recipe's option, not the environment
     args = [
         "--config",
         "recipes/configs/tiny/grpo_cpu.yaml",
@@ -346,11 +347,9 @@ def test_grpo_recipe_uses_the_reward_model_by_name(trained, tiny_model_dir, data
         "8",
         "--build_tiny_model",
         "false",
+        "--reward_model_path",
+        str(rm),
     ]
-    from rewards.registry import REGISTRY
-
-    monkeypatch.setattr(REGISTRY["reward_model"].func, "model", None)  # loads from LEASH_REWARD_MODEL in this test
-    monkeypatch.setattr(REGISTRY["reward_model"].func, "path", None)
     grpo.main(*grpo.make_parser().parse_args_and_config(args))
     log = read_jsonl(tmp_path / "log.jsonl")
     step = next(r for r in log if "rewards/reward_model_reward/mean" in r)
@@ -394,3 +393,22 @@ def test_true_accuracy_uses_the_math_checker_when_asked(trained, monkeypatch):
     monkeypatch.setenv("LEASH_REWARD_MODEL_ANSWER_STYLE", "gsm8k")
     RewardModelReward(trained[1])([PROMPT] * 2, completions, answer=["0.5"] * 2, log_metric=logged.__setitem__)
     assert logged["rm/true_accuracy"] == 0.5  # now only '#### 0.5' counts
+
+
+@pytest.mark.parametrize(
+    "flags, message",
+    [
+        ([], "reward reward_model needs reward_model_path"),  # neither the option nor LEASH_REWARD_MODEL
+        (["--reward_model_path", "runs/no/such/rm"], "reward model runs/no/such/rm does not exist"),
+    ],
+)
+def test_grpo_refuses_a_reward_model_it_cannot_score_before_the_policy_loads(flags, message, tmp_path, monkeypatch):
+    from recipes import grpo
+    from recipes.validate import ConfigError
+
+    monkeypatch.delenv("LEASH_REWARD_MODEL", raising=False)
+    args = ["--config", "recipes/configs/tiny/grpo_cpu.yaml", "--model_name_or_path", str(tmp_path / "no_model")]
+    args += ["--output_dir", str(tmp_path / "o"), "--build_tiny_model", "false", "--reward_check", "warn"]
+    args += ["--reward_funcs", "reward_model", "--reward_weights", "1.0", *flags]
+    with pytest.raises(ConfigError, match=message):  # before the missing policy model is looked at
+        grpo.main(*grpo.make_parser().parse_args_and_config(args))

@@ -28,10 +28,8 @@ def test_tiny_experiment_writes_curves_plots_and_report(tiny_model_dir, tmp_path
         eval_n=4,  # 3 evaluations per run: steps 0, 1, 2
         pairs="reference",
         pair_problems=16,
-        rm_batch_size=8,
-        prompts_per_step=2,
-        group_size=4,  # tiny batches
-        max_completion_length=8,
+        rm_flags=["--per_device_train_batch_size", "8", "--per_device_eval_batch_size", "8"],
+        grpo_flags=["--per_device_train_batch_size", "8", "--num_generations", "4", "--max_completion_length", "8"],
         jobs=1,
         probe_n=2,  # probes of 2 problems: the padded ones are long
         policy=str(tiny_model_dir),
@@ -48,14 +46,23 @@ def test_tiny_experiment_writes_curves_plots_and_report(tiny_model_dir, tmp_path
             assert abs(rows[0]["rm/kl"]) < 1e-4  # step 0: the policy IS the reference
             assert all(math.isclose(r["rm/sqrt_kl"], math.sqrt(max(r["rm/kl"], 0))) for r in rows)
             log = read_jsonl(out / arm / f"seed{seed}" / "log.jsonl")
-            assert any("rm/proxy_reward" in r for r in log)  # reaches the trainer's logs (W&B)
+            at = {r["step"]: r for r in log if "loss" in r}
+            for row in rows[1:]:  # the curve reaches the trainer's log (W&B) and is the recipe's held-out accuracy
+                assert at[row["step"]]["leash/proxy_reward"] == pytest.approx(row["rm/proxy_reward"])
+                assert at[row["step"]]["eval/accuracy"] == row["rm/true_accuracy"]
             if arm != "checker":
                 assert any("rewards/reward_model_reward/mean" in r for r in log)  # trained against the RM
+                assert log[0]["rewards/gsm8k_correctness_reward/mean"] is not None  # the checker, watched at 0
             assert ("kl" in log[0]) == (beta > 0)  # TRL computes its KL term only when beta > 0
+            # the recipe's monitors and probes ran: the gap the report draws is in the log
+            assert all(math.isfinite(r["monitor/reward_correctness_gap"]) for r in log if "loss" in r)
+            assert (out / arm / f"seed{seed}" / "probes.json").exists() and "probe/violations" in log[0]
     text = report.read_text()
     assert (out / "overoptimisation.png").stat().st_size > 0 and "| rm_beta0.2 |" in text and "| checker |" in text
     assert "Probes that break their rule" in text
     assert "Finished runs per arm: rm_beta0 1, rm_beta0.2 1, checker 1" in text
+    gap_rows = [line for line in text.splitlines() if line.startswith("| rm_beta0 |")]
+    assert len(gap_rows) == 3 and gap_rows[-1].startswith("| rm_beta0 | - | ")  # the gap table: none at step 0
     (out / "checker" / "seed0" / "curve.jsonl").write_text("")  # a run still in progress: left out of the report
     rewritten = main(["--report-only", "--out", str(out)]).read_text()
     assert "| checker |" not in rewritten and "| rm_beta0.2 |" in rewritten and "--report-only" in rewritten
