@@ -103,7 +103,21 @@ def test_one_prompt_options_are_checked_before_any_model_loads(tmp_path):
         (["--question", "How many?"], "gold_answer is not"),
         (["--gold_answer", "3"], "without question"),
         (["--question", "How many?", "--gold_answer", "3"], "question and data"),  # the config names data
-        (["--question", "How?", "--gold_answer", "3", "--data", "", "--curriculum", "json:dumps"], "and curriculum"),
+        (
+            [
+                "--question",
+                "How?",
+                "--gold_answer",
+                "3",
+                "--data",
+                "",
+                "--train_limit",
+                "0",
+                "--curriculum",
+                "json:dumps",
+            ],
+            "and curriculum",
+        ),
         (["--question", "How?", "--gold_answer", "3", "--data", "", "--train_limit", "4"], "and train_limit"),
         (["--tracked_names", "a", "--tracked_answers", "x", "y"], "parallel"),
         (["--one_update_per_group", "true", "--num_iterations", "2"], "one update per group"),

@@ -30,6 +30,7 @@ RECIPES = {  # file-name prefix -> recipe module; a config matching none fails t
     "dpo_": "recipes.dpo",
     "reward_model_": "recipes.reward_model",
     "judge_lab_": "judge_lab.train",
+    "sft_": "recipes.sft",
 }
 SKIPPED_ON_CPU = {
     # what a GPU config asks for that this test turns off, and why
@@ -110,6 +111,10 @@ def overrides(config: Path, model: Path, out: Path, shared: Path, pairs: Path) -
             ]
         else:
             flags += ["--eval_fraction", "0.25", "--per_device_eval_batch_size", "2", "--eval_strategy", "no"]
+    elif recipe == "recipes.sft":
+        flags += ["--data", str(shared / "gsm8k/train.jsonl"), "--train_limit", "8", "--eval_data"]
+        flags += [str(shared / "gsm8k/test.jsonl"), "--eval_limit", "2", "--eval_max_new_tokens", "8"]
+        flags += ["--per_device_train_batch_size", "2", "--max_length", "512"]
     elif recipe == "judge_lab.train":
         flags += ["--num_generations", "2", "--per_device_train_batch_size", "2", "--max_completion_length", "16"]
         if "judge_lab_judge" in config.name:  # SKIPPED_ON_CPU: the judge server
