@@ -252,7 +252,7 @@ def read_run(folder: str) -> tuple[dict, list[dict]]:
 
 
 def cmd_compare(args) -> str:
-    from eval.metrics import compare_records
+    from eval.metrics import compare_records, has_lenient
     from eval.report import compare_markdown
 
     results_a, records_a = read_run(args.dir_a)
@@ -260,7 +260,10 @@ def cmd_compare(args) -> str:
     if results_a["task"] != results_b["task"]:
         raise ValueError(f"cannot compare task {results_a['task']!r} with {results_b['task']!r}")
     diff = compare_records(records_a, records_b, level=args.ci_level)
-    text = compare_markdown(args.dir_a, results_a, args.dir_b, results_b, diff)
+    lenient_diff = None
+    if has_lenient(records_a) and has_lenient(records_b):
+        lenient_diff = compare_records(records_a, records_b, level=args.ci_level, key="lenient_correct")
+    text = compare_markdown(args.dir_a, results_a, args.dir_b, results_b, diff, lenient_diff)
     print(text)
     return text
 

@@ -126,10 +126,11 @@ def sample_list(record: dict) -> list[dict]:
     return record.get("samples", [record])
 
 
-def problem_score(record: dict) -> float:
-    """Fraction of a problem's samples that are correct (0 or 1 when K = 1)."""
+def problem_score(record: dict, key: str = "correct") -> float:
+    """Fraction of a problem's samples that are correct (0 or 1 when K = 1); ``key="lenient_correct"`` for the
+    lenient verdict."""
     samples = sample_list(record)
-    return sum(bool(s["correct"]) for s in samples) / len(samples)
+    return sum(bool(s[key]) for s in samples) / len(samples)
 
 
 def length_stats(lengths: list[int]) -> dict | None:
@@ -143,17 +144,17 @@ def length_stats(lengths: list[int]) -> dict | None:
     return {"n": len(lengths), "mean": statistics.fmean(lengths), "median": float(statistics.median(lengths))}
 
 
-def accuracy_block(records: list[dict], seed: int = 0, level: float = CI_LEVEL) -> dict:
+def accuracy_block(records: list[dict], seed: int = 0, level: float = CI_LEVEL, key: str = "correct") -> dict:
     """n, n_correct, accuracy and its interval at ``level`` for problem records (Wilson when K = 1, bootstrap when
-    K > 1)."""
+    K > 1), by the verdict ``key`` of each sample (``correct``, or ``lenient_correct``)."""
     samples = [s for r in records for s in sample_list(r)]
-    n_correct = sum(bool(s["correct"]) for s in samples)
+    n_correct = sum(bool(s[key]) for s in samples)
     k = max((len(sample_list(r)) for r in records), default=1)
     if k == 1:
         low, high = wilson_interval(n_correct, len(samples), level)
         method = "wilson"
     else:
-        low, high = bootstrap_ci([problem_score(r) for r in records], seed=seed, level=level)
+        low, high = bootstrap_ci([problem_score(r, key) for r in records], seed=seed, level=level)
         method = "bootstrap over problems"
     return {
         "n": len(records),
@@ -184,6 +185,49 @@ def timed_out(records: list[dict]) -> list[dict]:
         for j, s in enumerate(sample_list(r))
         if s.get("timeout", False)
     ]
+
+
+LENIENT_KEYS = ("lenient_accuracy", "lenient_n_correct", "lenient_ci", "lenient_gap", "lenient_only_correct")
+LENIENT_KEYS += ("strict_only_correct", "lenient_from", "lenient_timeout_rate")
+
+
+def has_lenient(records: list[dict]) -> bool:
+    """Every sample carries a lenient verdict (samples scored before there was one do not).
+
+    >>> has_lenient([{"correct": True, "lenient_correct": True}]), has_lenient([{"correct": True}]), has_lenient([])
+    (True, False, False)
+    """
+    samples = [s for r in records for s in sample_list(r)]
+    return bool(samples) and all("lenient_correct" in s for s in samples)
+
+
+def lenient_block(records: list[dict], seed: int = 0, level: float = CI_LEVEL) -> dict:
+    """The lenient accuracy (``eval.scoring.lenient_score``) with its interval, as ``accuracy_block`` computes the
+    strict one (Wilson when K = 1, bootstrap over problems when K > 1), and the gap lenient - strict with the
+    samples behind it: ``lenient_only_correct`` (right only by the lenient rule), ``strict_only_correct`` (right
+    only by the strict one), and where the lenient answers were read (``lenient_from``: ``last_number``,
+    ``boxed``, ``answer_is``, ``inline_math``, ``nothing``). Every value is None when some sample has no lenient
+    verdict (``has_lenient``).
+
+    >>> block = lenient_block([{"correct": False, "lenient_correct": True}, {"correct": True, "lenient_correct": True}])
+    >>> block["lenient_accuracy"], block["lenient_gap"], block["lenient_only_correct"], block["strict_only_correct"]
+    (1.0, 0.5, 1, 0)
+    """
+    if not has_lenient(records):
+        return dict.fromkeys(LENIENT_KEYS)
+    samples = [s for r in records for s in sample_list(r)]
+    lenient = accuracy_block(records, seed, level, key="lenient_correct")
+    strict_accuracy = sum(bool(s["correct"]) for s in samples) / len(samples)
+    return {
+        "lenient_accuracy": lenient["accuracy"],
+        "lenient_n_correct": lenient["n_correct"],
+        "lenient_ci": lenient["ci"],
+        "lenient_gap": lenient["accuracy"] - strict_accuracy,
+        "lenient_only_correct": sum(bool(s["lenient_correct"]) and not s["correct"] for s in samples),
+        "strict_only_correct": sum(bool(s["correct"]) and not s["lenient_correct"] for s in samples),
+        "lenient_from": dict(Counter(s.get("lenient_from") or "nothing" for s in samples).most_common()),
+        "lenient_timeout_rate": sum(bool(s.get("lenient_timeout")) for s in samples) / len(samples),
+    }
 
 
 def summarize(records: list[dict], seed: int = 0, level: float = CI_LEVEL) -> dict:
@@ -218,6 +262,7 @@ def summarize(records: list[dict], seed: int = 0, level: float = CI_LEVEL) -> di
     result["timeouts"] = timed_out(records)
     result["timeout_rate"] = len(result["timeouts"]) / len(samples) if samples else 0.0
     result["reasons"] = dict(Counter(s["reason"] for s in samples).most_common())
+    result.update(lenient_block(records, seed=seed, level=level))
     for field in ("subject", "level"):
         if any(r.get(field) is not None for r in records):
             groups = defaultdict(list)
@@ -239,11 +284,14 @@ def _powers_of_two_up_to(k: int) -> list[int]:
     return ks + [k]
 
 
-def compare_records(records_a: list[dict], records_b: list[dict], seed: int = 0, level: float = CI_LEVEL) -> dict:
+def compare_records(
+    records_a: list[dict], records_b: list[dict], seed: int = 0, level: float = CI_LEVEL, key: str = "correct"
+) -> dict:
     """Accuracy difference B - A with an interval at ``level``: a paired bootstrap over the shared problems; when
-    the runs share none, Newcombe's interval (K = 1 in both) or a bootstrap over each run's problems (K > 1)."""
-    by_index_a = {r["index"]: problem_score(r) for r in records_a}
-    by_index_b = {r["index"]: problem_score(r) for r in records_b}
+    the runs share none, Newcombe's interval (K = 1 in both) or a bootstrap over each run's problems (K > 1).
+    ``key="lenient_correct"`` compares the lenient verdicts."""
+    by_index_a = {r["index"]: problem_score(r, key) for r in records_a}
+    by_index_b = {r["index"]: problem_score(r, key) for r in records_b}
     shared = sorted(set(by_index_a) & set(by_index_b))
     if shared:
         diffs = [by_index_b[i] - by_index_a[i] for i in shared]
@@ -261,7 +309,7 @@ def compare_records(records_a: list[dict], records_b: list[dict], seed: int = 0,
             "only_a_correct": sum(x > y for x, y in zip(a, b, strict=True)),
             "only_b_correct": sum(y > x for x, y in zip(a, b, strict=True)),
         }
-    acc_a, acc_b = accuracy_block(records_a, level=level), accuracy_block(records_b, level=level)
+    acc_a, acc_b = accuracy_block(records_a, level=level, key=key), accuracy_block(records_b, level=level, key=key)
     if acc_a["n_samples"] == acc_a["n"] and acc_b["n_samples"] == acc_b["n"]:
         d, low, high = newcombe_difference(acc_a["n_correct"], acc_a["n"], acc_b["n_correct"], acc_b["n"], level)
         method = "Newcombe hybrid score (independent samples)"

@@ -44,6 +44,34 @@ def _length_cell(stats: dict | None) -> str:
     return "n/a" if stats is None else f"{stats['mean']:.0f} / {stats['median']:.0f} (n={stats['n']})"
 
 
+def format_points(x: float | None) -> str:
+    """A difference of two shares in percentage points.
+
+    >>> format_points(0.04), format_points(-0.015), format_points(None)
+    ('+4.0 points', '-1.5 points', 'n/a')
+    """
+    return "n/a" if x is None else f"{100 * x:+.1f} points"
+
+
+def lenient_rows(results: dict) -> list[str]:
+    """The lenient accuracy and the gap lenient - strict, as summary.md rows (none for results without them)."""
+    if results.get("lenient_accuracy") is None:
+        return []
+    rule = results.get("lenient_rule") or "lenient rule"
+    rows = [
+        f"| lenient accuracy: {rule} | {format_pct(results['lenient_accuracy'])} "
+        f"{format_ci(results['lenient_ci'])} {ci_label(results)} |",
+        f"| lenient - strict gap | {format_points(results['lenient_gap'])} (right only by the lenient rule: "
+        f"{results['lenient_only_correct']}; only by the strict one: {results['strict_only_correct']}) |",
+    ]
+    if results.get("lenient_from"):
+        found = ", ".join(f"{k}: {v}" for k, v in results["lenient_from"].items())
+        rows.append(f"| lenient answer read from | {found} |")
+    if results.get("lenient_timeout_rate"):
+        rows.append(f"| lenient scoring timeout rate (wrong) | {format_pct(results['lenient_timeout_rate'])} |")
+    return rows
+
+
 def summary_markdown(results: dict) -> str:
     """A short markdown report of one results.json dict."""
     lines = [
@@ -55,6 +83,7 @@ def summary_markdown(results: dict) -> str:
         f"{ci_label(results)} ({results['ci_method']}) |",
         f"| problems (n) / samples | {results['n']} / {results['n_samples']} |",
         f"| n_correct | {results['n_correct']} |",
+        *lenient_rows(results),
     ]
     for k, v in results.get("pass_at_k", {}).items():
         lines.append(f"| pass@{k} | {format_pct(v)} |")
@@ -87,9 +116,12 @@ def summary_markdown(results: dict) -> str:
     return "\n".join(lines)
 
 
-def compare_markdown(name_a: str, results_a: dict, name_b: str, results_b: dict, diff: dict) -> str:
+def compare_markdown(
+    name_a: str, results_a: dict, name_b: str, results_b: dict, diff: dict, lenient_diff: dict | None = None
+) -> str:
     """A before/after table: accuracy difference with its interval, lengths, format, truncation and timeout
-    rates (n/a for a run written before timeouts were counted)."""
+    rates (n/a for a run written before timeouts were counted), and the same for the lenient accuracy when
+    ``lenient_diff`` (``compare_records(..., key="lenient_correct")``) is given."""
 
     def row(label, a, b, fmt=format_pct):
         return f"| {label} | {fmt(a)} | {fmt(b)} |"
@@ -106,6 +138,8 @@ def compare_markdown(name_a: str, results_a: dict, name_b: str, results_b: dict,
         f"| metric | A: {name_a} | B: {name_b} |",
         "|---|---|---|",
         row("accuracy", results_a["accuracy"], results_b["accuracy"]),
+        row("lenient accuracy", results_a.get("lenient_accuracy"), results_b.get("lenient_accuracy")),
+        row("lenient - strict gap", results_a.get("lenient_gap"), results_b.get("lenient_gap"), format_points),
         row("n", results_a["n"], results_b["n"], str),
         row("mean tokens, correct", mean_len(results_a, "correct"), mean_len(results_b, "correct"), tokens),
         row("mean tokens, wrong", mean_len(results_a, "wrong"), mean_len(results_b, "wrong"), tokens),
@@ -126,6 +160,16 @@ def compare_markdown(name_a: str, results_a: dict, name_b: str, results_b: dict,
         )
     if diff["n_shared"]:
         lines.append(f"Problems only A got right: {diff['only_a_correct']}; only B got right: {diff['only_b_correct']}")
+    if lenient_diff is None:
+        lines.append(
+            "B - A lenient accuracy: n/a (a run's samples have no lenient verdict: rerun its `eval run` command in its "
+            "folder, or `eval score` its completions, to add it)"
+        )
+    else:
+        lines.append(
+            f"B - A lenient accuracy: {format_points(lenient_diff['difference'])}, {ci_label(lenient_diff)} "
+            f"{format_ci(lenient_diff['ci'])} ({lenient_diff['ci_method']})"
+        )
     return "\n".join(lines) + "\n"
 
 

@@ -5,7 +5,8 @@ folder gets:
 
 - ``samples.jsonl``: one scored problem per line, appended and flushed as soon as it is scored, so a run killed
   at any point (even ``kill -9``) continues where it stopped when started again with the same settings (samples
-  whose scoring timed out are scored again then, from their stored completions);
+  whose scoring timed out, and samples stored without a lenient verdict, are scored again then, from their stored
+  completions);
 - ``results.json``: the metrics of ``eval.metrics.summarize`` plus the run settings;
 - ``summary.md`` and ``lengths.png``: the same, for people (``eval.report``);
 - ``.lock``: held (``flock``) by the process writing the folder, with its pid: a second run into the same folder is
@@ -27,10 +28,10 @@ from contextlib import contextmanager, nullcontext
 from dataclasses import replace
 from pathlib import Path
 
-from eval.generate import VLLM_PROMPTS_PER_CALL, check_backend, generate
+from eval.generate import VLLM_PROMPTS_PER_CALL, check_backend, encode_prompts, generate
 from eval.jsonl import append_jsonl, cut_torn_last_line, iter_jsonl, write_jsonl
 from eval.metrics import CI_LEVEL, sample_list, summarize
-from eval.scoring import score_completion
+from eval.scoring import lenient_rule, lenient_score, score_completion
 from eval.tasks import Task, get_task, load_rows
 
 logger = logging.getLogger(__name__)
@@ -161,18 +162,23 @@ def _check_resume(out: Path, config: dict) -> None:
     path.write_text(json.dumps(config, indent=2) + "\n")
 
 
+def score_sample(completion: str | None, gold: str | None, task_name: str) -> dict:
+    """The strict score (``score_completion``: what the rewards pay) and the lenient one (``lenient_score``)."""
+    return {**score_completion(completion, gold, task_name), **lenient_score(completion, gold, task_name)}
+
+
 def rescore_timeouts(done: dict[int, dict], task_name: str) -> int:
-    """Score again, in place, the stored samples whose scoring ran out of time: a timeout is no verdict, so a
-    resumed run does not keep it. Returns how many samples were scored again."""
+    """Score again, in place, the stored samples whose scoring ran out of time (strict or lenient): a timeout is no
+    verdict, so a resumed run does not keep it. Returns how many samples were scored again."""
     n = 0
     for record in done.values():
         samples = sample_list(record)
-        again = [s.get("timeout", False) for s in samples]
+        again = [bool(s.get("timeout", False) or s.get("lenient_timeout", False)) for s in samples]
         if not any(again):
             continue
         n += sum(again)
         rescored = [
-            {**s, **score_completion(s["completion"], record["gold"], task_name)} if redo else s
+            {**s, **score_sample(s["completion"], record["gold"], task_name)} if redo else s
             for s, redo in zip(samples, again, strict=True)
         ]
         if "samples" in record:
@@ -183,10 +189,22 @@ def rescore_timeouts(done: dict[int, dict], task_name: str) -> int:
     return n
 
 
+def add_lenient(done: dict[int, dict], task_name: str) -> int:
+    """Give, in place, each stored sample without a lenient verdict (scored before leash had one) its lenient
+    fields, from its stored completion; its strict verdict is kept as stored. Returns how many samples got them."""
+    n = 0
+    for record in done.values():
+        for s in sample_list(record):
+            if "lenient_correct" not in s:
+                s.update(lenient_score(s.get("completion"), record["gold"], task_name))
+                n += 1
+    return n
+
+
 def _score_record(problem: dict, generations, task_name: str) -> dict:
     scored = []
     for g in generations:
-        s = score_completion(g.text, problem["gold"], task_name)
+        s = score_sample(g.text, problem["gold"], task_name)
         scored.append({"completion": g.text, "n_tokens": g.n_tokens, "truncated": g.truncated, **s})
     record = {k: problem[k] for k in ("index", "id", "question", "gold", "subject", "level")}
     if len(scored) == 1:
@@ -195,6 +213,17 @@ def _score_record(problem: dict, generations, task_name: str) -> dict:
         record["n_correct_samples"] = sum(s["correct"] for s in scored)
         record["samples"] = scored
     return record
+
+
+def _batch_plan(problems: list[dict], tokenizer, step: int, backend: str) -> list[list[dict]]:
+    """The generation calls of a run: hf, ``step`` problems each, longest prompt (in tokens) first, ties in index
+    order; vllm, or without a tokenizer to measure the prompts, ``step`` problems each in index order (vLLM's
+    scheduler batches by itself)."""
+    order = problems
+    if backend == "hf" and problems and tokenizer is not None:
+        lengths = [len(ids) for ids in encode_prompts(tokenizer, [p["prompt"] for p in problems])]
+        order = [problems[i] for i in sorted(range(len(problems)), key=lambda i: -lengths[i])]
+    return [order[start : start + step] for start in range(0, len(order), step)]
 
 
 def evaluate(
@@ -223,9 +252,11 @@ def evaluate(
         task_name: ``gsm8k`` or ``math500`` (any task of ``eval.tasks.TASKS``).
         data: local ``.jsonl`` or hub id (default: the task's hub set).
         limit: evaluate the first ``limit`` problems only.
-        seed: sampling seed (hf: the batch starting at problem ``i`` uses ``seed + i``; vllm: problem ``i`` uses
-            ``seed + i``), so a resumed run samples as a fresh one would.
-        batch_size: problems per generation call (hf); vllm gets ``VLLM_PROMPTS_PER_CALL`` at once, at least.
+        seed: sampling seed (hf: a batch uses ``seed + i``, ``i`` the index of its first problem; vllm: problem
+            ``i`` uses ``seed + i``), so a resumed run samples as a fresh one would.
+        batch_size: problems per generation call (hf); vllm gets ``VLLM_PROMPTS_PER_CALL`` at once, at least. The hf
+            batches are planned over all the problems, longest prompt first (as lm-eval batches), so that a batch
+            holds prompts of similar length: less padding, and a resumed run keeps the plan.
         max_new_tokens: generation budget (default ``default_max_new_tokens(task_name)``).
         out_dir: where samples.jsonl, results.json, summary.md and lengths.png go; a folder holding part of the
             same run is resumed. None keeps everything in memory.
@@ -256,9 +287,12 @@ def evaluate(
         if out is not None:
             _check_resume(out, config)
             done = read_samples(out / SAMPLES_FILE)
-            n_again = rescore_timeouts(done, task_name)
+            n_again, n_lenient = rescore_timeouts(done, task_name), add_lenient(done, task_name)
             if n_again:
                 logger.info("%s: scored %d timed-out samples of the earlier run again", out, n_again)
+            if n_lenient:
+                logger.info("%s: added the lenient verdict to %d stored samples (their completions)", out, n_lenient)
+            if n_again or n_lenient:
                 write_jsonl([done[i] for i in sorted(done)], out / SAMPLES_FILE)
         todo = [p for p in problems if p["index"] not in done]
         if done:
@@ -272,8 +306,10 @@ def evaluate(
         started, n_new = time.perf_counter(), 0
         step = batch_size if backend == "hf" else max(batch_size, VLLM_PROMPTS_PER_CALL)  # vLLM schedules big batches
         try:
-            for start in range(0, len(todo), step):
-                batch = todo[start : start + step]
+            for chunk in _batch_plan(problems, tokenizer, step, backend):
+                batch = [p for p in chunk if p["index"] not in done]
+                if not batch:
+                    continue
                 gens = generate(
                     model,
                     tokenizer,
@@ -296,9 +332,11 @@ def evaluate(
                 bar.set_postfix(samples_per_s=f"{n_new * num_samples / (time.perf_counter() - started):.2f}")
         finally:
             bar.close()
+            if out is not None and n_new:  # appended in batch order; the file holds the problems in index order
+                write_jsonl([done[i] for i in sorted(done)], out / SAMPLES_FILE)
 
         records = [done[p["index"]] for p in problems]
-        results = {**config, **summarize(records, seed=seed, level=ci_level)}
+        results = {**config, **summarize(records, seed=seed, level=ci_level), "lenient_rule": lenient_rule(task_name)}
         if out is not None:
             write_outputs(out, results, records)
         if wandb:
@@ -340,7 +378,7 @@ def log_to_wandb(results: dict, records: list[dict], config: dict) -> None:
             flat[f"length_tokens/{name}/mean"] = stats["mean"]
     run.summary.update(flat)
     columns = ["index", "sample", "question", "gold", "completion", "extracted", "correct", "n_tokens", "truncated"]
-    table = wandb.Table(columns=[*columns, "timeout"])
+    table = wandb.Table(columns=[*columns, "timeout", "lenient_extracted", "lenient_correct"])
     for r in records:
         for j, s in enumerate(sample_list(r)):
             table.add_data(
@@ -354,6 +392,8 @@ def log_to_wandb(results: dict, records: list[dict], config: dict) -> None:
                 s.get("n_tokens"),
                 s.get("truncated"),
                 s.get("timeout", False),
+                s.get("lenient_extracted"),
+                s.get("lenient_correct"),
             )
     run.log({"samples": table, **flat})
     run.finish()
@@ -434,7 +474,7 @@ def score_predictions(
             truncated = [r == "length" for r in reasons]
         truncated = _as_list(truncated, len(texts))
         samples = [
-            {"completion": t, "n_tokens": n, "truncated": tr, **score_completion(t, gold, task_name)}
+            {"completion": t, "n_tokens": n, "truncated": tr, **score_sample(t, gold, task_name)}
             for t, n, tr in zip(texts, counts, truncated, strict=True)
         ]
         record = {
@@ -455,5 +495,6 @@ def score_predictions(
         (out / CONFIG_FILE).unlink(missing_ok=True)  # the folder no longer holds a run that `eval run` could resume
         write_jsonl(records, out / SAMPLES_FILE)
         results = {"task": task.name, "predictions": str(predictions), **summarize(records, level=ci_level)}
+        results["lenient_rule"] = lenient_rule(task_name)
         write_outputs(out, results, records)
     return results

@@ -178,3 +178,105 @@ def test_bench_data_flags_name_a_missing_folder_in_one_line(tmp_path):
         )
         assert done.returncode == 2 and done.stderr.startswith("error: ") and "--data" in done.stderr, done.stderr
         assert done.stderr.count("\n") == 1
+
+
+# bench/eval_vs_lm_eval.py: leash's eval against lm-evaluation-harness. lm-eval's metric as its gsm8k.yaml writes it.
+LM_EVAL_GSM8K_METRIC = {
+    "metric_list": [
+        {"metric": "exact_match", "ignore_case": True, "regexes_to_ignore": [",", "\\$", "(?s).*#### ", "\\.$"]}
+    ]
+}
+
+
+def _lm_eval_line(doc_id, completion, strict, flexible):
+    """Two lines of lm-eval's --log_samples file for one problem: one per filter, (answer read, verdict) each."""
+    prompt = {"gen_args_0": {"arg_0": f"prompt {doc_id}", "arg_1": {"until": []}}}
+    return [
+        {"doc_id": doc_id, "resps": [[completion]], "arguments": prompt, "filter": name}
+        | {"filtered_resps": [read or "[invalid]"], "exact_match": float(right)}
+        for name, (read, right) in (("strict-match", strict), ("flexible-extract", flexible))
+    ]
+
+
+def test_lm_eval_comparison_names_each_disagreement_and_its_cause(tmp_path):
+    # stored per-sample files in each harness's format: leash's samples.jsonl (eval score) and lm-eval's log
+    from bench import eval_vs_lm_eval
+    from eval.jsonl import write_jsonl
+    from eval.run import score_predictions
+
+    cases = [  # leash's completion, gold, lm-eval's completion, lm-eval's (read, verdict) per filter
+        ("3 + 5 = 8\n#### 8", "8", None, ("8", True), ("8", True)),  # all agree
+        ("#### 18.00", "18", None, ("18.00", False), ("18.00", False)),  # lm-eval compares strings: both disagree
+        ("#### 17\nno wait\n#### 18", "18", None, ("17", False), ("18", True)),  # first vs last marker: agree
+        ("#### 17 or 18", "17", None, ("17", True), ("18", False)),  # a hedge: strict disagrees
+        ("so 5", "5", "so 6", (None, False), ("6", False)),  # the generations differ
+    ]
+    predictions = tmp_path / "preds.jsonl"
+    write_jsonl([{"completion": c[0], "answer": c[1]} for c in cases], predictions)
+    score_predictions("gsm8k", predictions, tmp_path / "leash")
+    leash = read_jsonl(tmp_path / "leash" / "samples.jsonl")
+    log = tmp_path / "lm_eval" / "model" / "samples_leash_gsm8k_2026-01-01.jsonl"
+    log.parent.mkdir(parents=True)
+    lines = [line for i, c in enumerate(cases) for line in _lm_eval_line(i, c[2] or c[0], c[3], c[4])]
+    write_jsonl(lines, log)
+    lm_eval = eval_vs_lm_eval.read_lm_eval_samples(tmp_path / "lm_eval")
+    assert lm_eval[1]["filters"]["strict-match"] == {"extracted": "18.00", "correct": False}
+    assert lm_eval[4]["filters"]["strict-match"]["extracted"] is None  # "[invalid]": nothing matched
+    prompts = [f"prompt {i}" for i in range(5)]
+
+    def exact_match(prediction, reference):  # lm-eval's metric, as the regexes of its gsm8k.yaml define it
+        config = LM_EVAL_GSM8K_METRIC
+        return eval_vs_lm_eval.lm_eval_string(prediction, config) == eval_vs_lm_eval.lm_eval_string(reference, config)
+
+    config = LM_EVAL_GSM8K_METRIC
+    report = eval_vs_lm_eval.compare_runs(leash, lm_eval, config, prompts=prompts, exact_match=exact_match)
+    assert (report["n"], report["identical_prompts"], report["identical_completions"]) == (5, 5, 4)
+    strict, lenient = report["strict"], report["lenient"]
+    assert (strict["agree"], strict["same_text_agree"], strict["read_agree"]) == (3, 3, 3)  # 2 and 3: hedges
+    assert (lenient["agree"], lenient["same_text_agree"], lenient["read_agree"]) == (3, 4, 4)  # 4: "so 5" vs "so 6"
+    assert (strict["planted_n"], strict["planted_agree"]) == (4, 1)  # gold := lm-eval's answer, right to lm-eval
+    assert (lenient["planted_n"], lenient["planted_agree"]) == (5, 3)
+    assert (strict["leash"], strict["lm_eval"]) == (2, 2)
+    found = {(d["index"], d["rule"]): d for d in report["disagreements"]}
+    assert sorted(found) == [(1, "lenient"), (1, "strict"), (2, "strict"), (3, "strict"), (4, "lenient")]
+    assert found[2, "strict"]["differs_in"] == ["answer read", "planted-gold verdict"]  # both wrong, but not alike
+    assert found[1, "strict"]["cause"].startswith("equality: both read '18.00'; leash compares numbers (18 vs 18)")
+    assert "lm-eval strings ('18.00' vs '18')" in found[1, "lenient"]["cause"]
+    assert found[3, "strict"]["cause"].startswith("extraction: leash reads the last '####'")
+    assert "(reason hedge)" in found[3, "strict"]["cause"] and "conflicting_markers" in found[2, "strict"]["cause"]
+    assert found[4, "lenient"]["cause"] == "generation: the two completions differ"
+    text = eval_vs_lm_eval.markdown(
+        report | {"lm_eval_version": "x", "model_name": "m", "max_new_tokens": 8, "batch_size": 1, "threads": 1}
+    )
+    assert "| strict | strict-match | 2/5 | 2/5 | 3/5 (60.0%) | 3/5 (60.0%) | 3/5 (60.0%) | 1/4 (25.0%) |" in text
+    assert "goal (>= 99% same verdict on each rule): NOT met" in text and "lm-eval's ends 'so 6'" in text
+
+
+def test_lm_eval_bench_without_lm_eval_names_the_install(monkeypatch, capsys):
+    import importlib.util
+
+    from bench import eval_vs_lm_eval
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "lm_eval" else real(name, *a))
+    with pytest.raises(SystemExit) as exit_info:
+        eval_vs_lm_eval.main(["--limit", "2"])
+    assert exit_info.value.code == 2
+    assert "lm-eval is not installed: pip install -r requirements-bench.txt" in capsys.readouterr().err
+
+
+@pytest.mark.integration
+def test_lm_eval_bench_on_the_tiny_model_agrees_on_identical_text(tiny_model_dir, data_dir, tmp_path):
+    # the whole bench, both harnesses as processes; one problem per batch, so no padding can make the texts differ
+    pytest.importorskip("lm_eval", reason="lm-eval is not installed: pip install -r requirements-bench.txt")
+    from bench import eval_vs_lm_eval
+
+    argv = ["--model", str(tiny_model_dir), "--data", str(data_dir / "gsm8k" / "test.jsonl"), "--limit", "3"]
+    report = eval_vs_lm_eval.main([*argv, "--max-new-tokens", "8", "--batch-size", "1", "--out", str(tmp_path)])
+    assert (report["n"], report["identical_prompts"], report["identical_completions"]) == (3, 3, 3)
+    assert report["strict"]["share"] == report["lenient"]["share"] == 1.0
+    assert report["strict"]["read_share"] == report["lenient"]["read_share"] == 1.0
+    assert [(run["harness"], run["repeat"]) for run in report["runs"]] == [("leash", 0), ("lm_eval", 0)]
+    assert report["wall_s"]["leash"] > 0 and report["wall_ratio"] > 0
+    assert report["lm_eval_regexes"]["flexible-extract"] == ["(-?[$0-9.,]{2,})|(-?[0-9]+)", -1]
+    assert json.loads((tmp_path / "report.json").read_text())["n"] == 3

@@ -475,3 +475,144 @@ def test_wandb_gets_the_timeout_rate_and_a_timeout_column(monkeypatch):
     log_to_wandb(results, records, {"task": "gsm8k"})
     assert sent["log"]["timeout_rate"] == 0.25
     assert [row["timeout"] for row in sent["log"]["samples"].rows] == [False, False, True, False]
+
+
+LENIENT_FIELDS = ("lenient_extracted", "lenient_from", "lenient_correct", "lenient_timeout")
+
+
+def test_run_reports_lenient_accuracy_and_compare_prints_both(tiny_model_dir, data_dir, tmp_path, capsys):
+    run_cli(tiny_model_dir, data_dir, "gsm8k", tmp_path / "a")
+    run_cli(tiny_model_dir, data_dir, "gsm8k", tmp_path / "b")
+    samples = read_jsonl(tmp_path / "a" / SAMPLES_FILE)
+    assert all(set(LENIENT_FIELDS) <= set(s) and isinstance(s["lenient_correct"], bool) for s in samples)
+    results = json.loads((tmp_path / "a" / "results.json").read_text())
+    assert results["lenient_n_correct"] == sum(s["lenient_correct"] for s in samples)
+    assert results["lenient_gap"] == pytest.approx(results["lenient_accuracy"] - results["accuracy"])
+    assert 0 <= results["lenient_ci"][0] <= results["lenient_accuracy"] <= results["lenient_ci"][1]
+    assert results["lenient_rule"] == "last number in the completion (lm-eval flexible-extract)"
+    assert "| lenient accuracy: last number" in (tmp_path / "a" / "summary.md").read_text()
+    capsys.readouterr()
+    cli.main(["compare", str(tmp_path / "a"), str(tmp_path / "b")])
+    out = capsys.readouterr().out
+    assert "| lenient accuracy |" in out and "| lenient - strict gap |" in out
+    assert "B - A lenient accuracy: +0.0 points, 95% CI [0.0, 0.0] (paired bootstrap" in out
+
+
+def _strip_lenient(folder: Path) -> list[dict]:
+    samples = [{k: v for k, v in s.items() if k not in LENIENT_FIELDS} for s in read_jsonl(folder / SAMPLES_FILE)]
+    write_jsonl(samples, folder / SAMPLES_FILE)
+    return samples
+
+
+def test_resume_gives_old_samples_their_lenient_verdict_and_keeps_the_strict_one(
+    tiny_model_dir, data_dir, tmp_path, caplog
+):
+    # samples stored without lenient fields (scored before there was a lenient rule) get them from their stored
+    # completions on resume; nothing is generated again and the stored strict verdicts stay as they are
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    model = AutoModelForCausalLM.from_pretrained(tiny_model_dir)
+    tokenizer = AutoTokenizer.from_pretrained(tiny_model_dir)
+    kwargs = dict(data=str(data_dir / DATA["gsm8k"]), limit=4, max_new_tokens=4, batch_size=2, progress=False)
+    evaluate(model, tokenizer, "gsm8k", out_dir=tmp_path, **kwargs)
+    samples = _strip_lenient(tmp_path)
+    samples[1] |= {"completion": f"so she makes {samples[1]['gold']}", "correct": False}  # lenient right, strict not
+    write_jsonl(samples, tmp_path / SAMPLES_FILE)
+    with caplog.at_level("INFO", logger="eval.run"):
+        resumed = evaluate(model, tokenizer, "gsm8k", out_dir=tmp_path, **kwargs)
+    assert "added the lenient verdict to 4 stored samples" in caplog.text
+    again = read_jsonl(tmp_path / SAMPLES_FILE)
+    assert [{k: v for k, v in s.items() if k not in LENIENT_FIELDS} for s in again] == samples
+    assert (again[1]["correct"], again[1]["lenient_correct"], again[1]["lenient_extracted"]) == (
+        False,
+        True,
+        samples[1]["gold"],
+    )
+    assert resumed["lenient_n_correct"] == sum(s["lenient_correct"] for s in again) >= 1
+
+
+def test_compare_with_a_run_without_lenient_verdicts_says_so(tiny_model_dir, data_dir, tmp_path, capsys):
+    run_cli(tiny_model_dir, data_dir, "gsm8k", tmp_path / "a")
+    run_cli(tiny_model_dir, data_dir, "gsm8k", tmp_path / "old")
+    _strip_lenient(tmp_path / "old")
+    results = json.loads((tmp_path / "old" / "results.json").read_text())
+    (tmp_path / "old" / "results.json").write_text(json.dumps({k: v for k, v in results.items() if "lenient" not in k}))
+    capsys.readouterr()
+    cli.main(["compare", str(tmp_path / "old"), str(tmp_path / "a")])
+    out = capsys.readouterr().out
+    assert re.search(r"\| lenient accuracy \| n/a \| \d+\.\d% \|", out)
+    assert "B - A lenient accuracy: n/a (a run's samples have no lenient verdict: rerun its `eval run`" in out
+    assert "B - A accuracy: +0.0 points" in out  # the strict comparison is unaffected
+
+
+def test_wandb_gets_the_lenient_accuracy_and_columns(monkeypatch):
+    import types
+
+    from eval.metrics import summarize
+    from eval.run import log_to_wandb
+
+    sent = {}
+
+    class Run:
+        summary = {}
+
+        def log(self, data):
+            sent["log"] = data
+
+        def finish(self):
+            pass
+
+    class Table:
+        def __init__(self, columns):
+            self.columns, self.rows = columns, []
+
+        def add_data(self, *row):
+            self.rows.append(dict(zip(self.columns, row, strict=True)))
+
+    monkeypatch.setitem(sys.modules, "wandb", types.SimpleNamespace(init=lambda **kwargs: Run(), Table=Table))
+    base = {"question": "q", "gold": "8", "reason": "ok", "format_ok": True, "empty": False, "n_tokens": 5}
+    base |= {"truncated": False, "timeout": False, "lenient_from": "last_number", "lenient_timeout": False}
+    records = [
+        {**base, "index": 0, "completion": "#### 8", "extracted": "8", "correct": True}
+        | {"lenient_extracted": "8", "lenient_correct": True},
+        {**base, "index": 1, "completion": "so 8", "extracted": None, "correct": False}
+        | {"lenient_extracted": "8", "lenient_correct": True},
+    ]
+    log_to_wandb({"task": "gsm8k", **summarize(records)}, records, {"task": "gsm8k"})
+    assert sent["log"]["accuracy"] == 0.5 and sent["log"]["lenient_accuracy"] == 1.0
+    assert sent["log"]["lenient_gap"] == 0.5 and sent["log"]["lenient_only_correct"] == 1
+    rows = sent["log"]["samples"].rows
+    assert [(r["lenient_extracted"], r["lenient_correct"]) for r in rows] == [("8", True), ("8", True)]
+
+
+def test_hf_batches_hold_prompts_of_similar_length_and_the_file_stays_in_index_order(
+    tiny_model_dir, data_dir, tmp_path
+):
+    # batches are planned over all the problems, longest prompt first (less padding, as lm-eval batches); the
+    # samples still land in index order
+    from transformers import AutoTokenizer
+
+    from eval.generate import encode_prompts
+    from eval.run import _batch_plan, load_problems
+    from eval.tasks import get_task
+
+    tokenizer = AutoTokenizer.from_pretrained(tiny_model_dir)
+    problems = load_problems(get_task("gsm8k"), str(data_dir / DATA["gsm8k"]), 10)
+    plan = _batch_plan(problems, tokenizer, 4, "hf")
+    lengths = dict(
+        zip(
+            (p["index"] for p in problems),
+            map(len, encode_prompts(tokenizer, [p["prompt"] for p in problems])),
+            strict=True,
+        )
+    )
+    planned = [lengths[p["index"]] for chunk in plan for p in chunk]
+    assert [len(chunk) for chunk in plan] == [4, 4, 2] and planned == sorted(lengths.values(), reverse=True)
+    assert sorted(p["index"] for chunk in plan for p in chunk) == list(range(10))
+    assert [[p["index"] for p in chunk] for chunk in _batch_plan(problems, tokenizer, 4, "vllm")] == [
+        [0, 1, 2, 3],
+        [4, 5, 6, 7],
+        [8, 9],
+    ]
+    run_cli(tiny_model_dir, data_dir, "gsm8k", tmp_path, "--batch-size", "4")
+    assert [s["index"] for s in read_jsonl(tmp_path / SAMPLES_FILE)] == list(range(10))

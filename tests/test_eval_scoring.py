@@ -199,3 +199,154 @@ def test_a_hedged_gold_matched_by_the_same_list_is_reported_as_extracted():
 def test_eval_reports_the_value_read_and_how_many_markers_there_were():
     scored = score_completion("#### 18\nso, again:\n#### 18 dollars", "18", "gsm8k")
     assert (scored["correct"], scored["extracted"], scored["n_markers"]) == (True, "18", 2)
+
+
+# Strict and lenient accuracy (docs/eval.md): the lenient rule reads another answer, compared with the same equality.
+@pytest.mark.parametrize(
+    "completion, gold, task, strict, lenient, read",
+    [
+        # a committed "#### 18", then another number: strict reads the marker, lenient the last number
+        (
+            "She sells 16 - 3 - 4 = 9 eggs for $2 each.\n#### 18\nThat took her 3 hours.",
+            "18",
+            "gsm8k",
+            True,
+            False,
+            "3",
+        ),
+        # no marker, ending in the right number: lenient right, strict wrong (the prompt asked for "#### N")
+        ("She sells 9 eggs at $2 each, so she makes 9 * 2 = 18", "18", "gsm8k", False, True, "18"),
+        # currency and thousands separators: read as written, compared as numbers (lm-eval would compare the string
+        # "1234.00" with "1234" after dropping "$" and "," and say wrong: an equality difference, not an extraction one)
+        ("The total cost is $1,234.00", "1234", "gsm8k", False, True, "$1,234.00"),
+        ("The total cost is $1,234.00.\n#### $1,234.00", "1234", "gsm8k", True, True, "$1,234.00"),
+        # negatives keep their sign
+        ("The temperature fell by 12 degrees, to -7", "-7", "gsm8k", False, True, "-7"),
+        ("The temperature fell to -7", "7", "gsm8k", False, False, "-7"),
+        ("#### -7", "-7", "gsm8k", True, True, "-7"),
+        # a hedge: strict refuses it, lenient takes the last number
+        ("#### 17 or 18", "18", "gsm8k", False, True, "18"),
+        # no number at all
+        ("I do not know.", "3", "gsm8k", False, False, None),
+        # MATH: the last box wins over a later stated value ...
+        ("so \\boxed{2}. Check: $x = 3$ satisfies it.", "2", "math500", True, True, "2"),
+        ("so \\boxed{2}. Check: $x = 3$ satisfies it.", "3", "math500", False, False, "2"),
+        # ... with no box, the final stated value, the right-hand side of its equation
+        ("The smallest integer that works is $x = 3$.", "3", "math500", False, True, "3"),
+        (
+            "Final Answer: The final answer is $\\frac{1}{2}$. I hope it is correct.",
+            "\\frac{1}{2}",
+            "math500",
+            False,
+            True,
+            "\\frac{1}{2}",
+        ),
+        # units around a number compare as the number, as in the strict score
+        ("So the answer is 10%.", "10", "math500", False, True, "10%"),
+        # an empty box echoed after the answered one: strict reads the empty last box, lenient the last filled one
+        (
+            "So, the answer is:\n\n\\boxed{3}\n\nThis is the final answer within \\boxed{}.",
+            "3",
+            "math500",
+            False,
+            True,
+            "3",
+        ),
+        # two different boxes: a hedge to the strict rule, the last one to the lenient rule
+        ("\\boxed{17} or \\boxed{18}", "18", "math500", False, True, "18"),
+    ],
+)
+def test_lenient_reads_the_last_number_or_stated_value(completion, gold, task, strict, lenient, read):
+    from eval.scoring import lenient_score
+
+    s, loose = score_completion(completion, gold, task), lenient_score(completion, gold, task)
+    assert (s["correct"], loose["lenient_correct"], loose["lenient_extracted"]) == (strict, lenient, read)
+    assert loose["lenient_timeout"] is False and (loose["lenient_from"] is None) == (read is None)
+
+
+def test_lenient_compares_as_the_strict_score_compares():
+    # same equality: "18.00" and "$18" are 18 under both rules (lm-eval's string match would call "18.00" wrong)
+    from eval.scoring import lenient_score
+
+    for text in ("#### 18.00", "#### $18"):
+        assert (
+            score_completion(text, "18", "gsm8k")["correct"] and lenient_score(text, "18", "gsm8k")["lenient_correct"]
+        )
+    assert lenient_score("so \\boxed{\\frac{2}{4}}", "\\frac{1}{2}", "math500")["lenient_correct"]
+
+
+def test_the_rewards_stay_strict():
+    # a completion the lenient rule credits earns nothing from the correctness reward
+    from eval.scoring import lenient_score
+    from rewards import get_reward
+
+    text = "She sells 9 eggs at $2 each, so she makes 9 * 2 = 18"
+    assert lenient_score(text, "18", "gsm8k")["lenient_correct"]
+    assert get_reward("gsm8k_correctness")([text], answer=["18"]) == [0.0]
+
+
+def test_lenient_scoring_never_raises(monkeypatch):
+    import eval.scoring
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("boom")
+
+    monkeypatch.setattr(eval.scoring, "compare_answers", broken)
+    assert eval.scoring.lenient_score("#### 8", "8", "gsm8k") == {
+        "lenient_extracted": None,
+        "lenient_from": None,
+        "lenient_correct": False,
+        "lenient_timeout": False,
+    }
+
+
+def test_score_reports_lenient_accuracy_and_gap(tmp_path):
+    predictions = tmp_path / "preds.jsonl"
+    rows = [
+        {"completion": "3 + 5 = 8\n#### 8", "answer": "8"},  # both
+        {"completion": "so 3 + 5 = 8", "answer": "8"},  # lenient only
+        {"completion": "#### 8\nand 2 left over", "answer": "8"},  # strict only
+        {"completion": "so 3 + 5 = 8", "answer": "9"},  # neither
+        {"completion": "no idea", "answer": "1"},  # nothing read
+    ]
+    predictions.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    results = score_predictions("gsm8k", predictions, tmp_path / "out")
+    from eval.metrics import wilson_interval
+
+    assert (results["accuracy"], results["lenient_accuracy"], results["lenient_n_correct"]) == (0.4, 0.4, 2)
+    assert results["lenient_gap"] == 0.0 and (results["lenient_only_correct"], results["strict_only_correct"]) == (1, 1)
+    assert results["lenient_ci"] == list(wilson_interval(2, 5))
+    assert results["lenient_from"] == {"last_number": 4, "nothing": 1}
+    assert results["lenient_rule"] == "last number in the completion (lm-eval flexible-extract)"
+    lines = read_jsonl(tmp_path / "out" / "samples.jsonl")
+    assert [(line["lenient_extracted"], line["lenient_correct"]) for line in lines] == [
+        ("8", True),
+        ("8", True),
+        ("2", False),
+        ("8", False),
+        (None, False),
+    ]
+    summary = (tmp_path / "out" / "summary.md").read_text()
+    assert "| lenient accuracy: last number in the completion (lm-eval flexible-extract) | 40.0% [" in summary
+    assert (
+        "| lenient - strict gap | +0.0 points (right only by the lenient rule: 1; only by the strict one: 1) |"
+        in summary
+    )
+    assert json.loads((tmp_path / "out" / "results.json").read_text())["lenient_accuracy"] == 0.4
+
+
+def test_lenient_accuracy_of_k_samples_is_bootstrapped_like_accuracy(tmp_path):
+    predictions = tmp_path / "preds.jsonl"
+    rows = [
+        {"completion": ["#### 4", "so it is 4", "so it is 5"], "answer": "4"},
+        {"completion": ["so 9", "#### 9", "#### 1"], "answer": "9"},
+    ]
+    predictions.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    results = score_predictions("gsm8k", predictions, tmp_path / "out")
+    assert results["accuracy"] == pytest.approx(2 / 6) and results["lenient_accuracy"] == pytest.approx(4 / 6)
+    assert results["lenient_gap"] == pytest.approx(2 / 6)
+    from eval.metrics import bootstrap_ci
+
+    assert results["lenient_ci"] == list(bootstrap_ci([2 / 3, 2 / 3]))
+    samples = read_jsonl(tmp_path / "out" / "samples.jsonl")[0]["samples"]
+    assert [s["lenient_correct"] for s in samples] == [True, True, False]
