@@ -217,10 +217,9 @@ def _score_record(problem: dict, generations, task_name: str) -> dict:
 
 def _batch_plan(problems: list[dict], tokenizer, step: int, backend: str) -> list[list[dict]]:
     """The generation calls of a run: hf, ``step`` problems each, longest prompt (in tokens) first, ties in index
-    order; vllm, or without a tokenizer to measure the prompts, ``step`` problems each in index order (vLLM's
-    scheduler batches by itself)."""
+    order; vllm, ``step`` problems each in index order (its scheduler batches by itself)."""
     order = problems
-    if backend == "hf" and problems and tokenizer is not None:
+    if backend == "hf" and problems:
         lengths = [len(ids) for ids in encode_prompts(tokenizer, [p["prompt"] for p in problems])]
         order = [problems[i] for i in sorted(range(len(problems)), key=lambda i: -lengths[i])]
     return [order[start : start + step] for start in range(0, len(order), step)]
