@@ -28,7 +28,7 @@ from contextlib import contextmanager, nullcontext
 from dataclasses import replace
 from pathlib import Path
 
-from eval.generate import VLLM_PROMPTS_PER_CALL, check_backend, encode_prompts, generate
+from eval.generate import VLLM_PROMPTS_PER_CALL, check_backend, generate
 from eval.jsonl import append_jsonl, cut_torn_last_line, iter_jsonl, write_jsonl
 from eval.metrics import CI_LEVEL, sample_list, summarize
 from eval.scoring import lenient_rule, lenient_score, score_completion
@@ -215,16 +215,6 @@ def _score_record(problem: dict, generations, task_name: str) -> dict:
     return record
 
 
-def _batch_plan(problems: list[dict], tokenizer, step: int, backend: str) -> list[list[dict]]:
-    """The generation calls of a run: hf, ``step`` problems each, longest prompt (in tokens) first, ties in index
-    order; vllm, ``step`` problems each in index order (its scheduler batches by itself)."""
-    order = problems
-    if backend == "hf" and problems:
-        lengths = [len(ids) for ids in encode_prompts(tokenizer, [p["prompt"] for p in problems])]
-        order = [problems[i] for i in sorted(range(len(problems)), key=lambda i: -lengths[i])]
-    return [order[start : start + step] for start in range(0, len(order), step)]
-
-
 def evaluate(
     model,
     tokenizer,
@@ -251,11 +241,9 @@ def evaluate(
         task_name: ``gsm8k`` or ``math500`` (any task of ``eval.tasks.TASKS``).
         data: local ``.jsonl`` or hub id (default: the task's hub set).
         limit: evaluate the first ``limit`` problems only.
-        seed: sampling seed (hf: a batch uses ``seed + i``, ``i`` the index of its first problem; vllm: problem
-            ``i`` uses ``seed + i``), so a resumed run samples as a fresh one would.
-        batch_size: problems per generation call (hf); vllm gets ``VLLM_PROMPTS_PER_CALL`` at once, at least. The hf
-            batches are planned over all the problems, longest prompt first (as lm-eval batches), so that a batch
-            holds prompts of similar length: less padding, and a resumed run keeps the plan.
+        seed: sampling seed (hf: the batch starting at problem ``i`` uses ``seed + i``; vllm: problem ``i`` uses
+            ``seed + i``), so a resumed run samples as a fresh one would.
+        batch_size: problems per generation call (hf); vllm gets ``VLLM_PROMPTS_PER_CALL`` at once, at least.
         max_new_tokens: generation budget (default ``default_max_new_tokens(task_name)``).
         out_dir: where samples.jsonl, results.json, summary.md and lengths.png go; a folder holding part of the
             same run is resumed. None keeps everything in memory.
@@ -305,10 +293,8 @@ def evaluate(
         started, n_new = time.perf_counter(), 0
         step = batch_size if backend == "hf" else max(batch_size, VLLM_PROMPTS_PER_CALL)  # vLLM schedules big batches
         try:
-            for chunk in _batch_plan(problems, tokenizer, step, backend):
-                batch = [p for p in chunk if p["index"] not in done]
-                if not batch:
-                    continue
+            for start in range(0, len(todo), step):
+                batch = todo[start : start + step]
                 gens = generate(
                     model,
                     tokenizer,
@@ -331,8 +317,6 @@ def evaluate(
                 bar.set_postfix(samples_per_s=f"{n_new * num_samples / (time.perf_counter() - started):.2f}")
         finally:
             bar.close()
-            if out is not None and n_new:  # appended in batch order; the file holds the problems in index order
-                write_jsonl([done[i] for i in sorted(done)], out / SAMPLES_FILE)
 
         records = [done[p["index"]] for p in problems]
         results = {**config, **summarize(records, seed=seed, level=ci_level), "lenient_rule": lenient_rule(task_name)}

@@ -583,36 +583,3 @@ def test_wandb_gets_the_lenient_accuracy_and_columns(monkeypatch):
     assert sent["log"]["lenient_gap"] == 0.5 and sent["log"]["lenient_only_correct"] == 1
     rows = sent["log"]["samples"].rows
     assert [(r["lenient_extracted"], r["lenient_correct"]) for r in rows] == [("8", True), ("8", True)]
-
-
-def test_hf_batches_hold_prompts_of_similar_length_and_the_file_stays_in_index_order(
-    tiny_model_dir, data_dir, tmp_path
-):
-    # batches are planned over all the problems, longest prompt first (less padding, as lm-eval batches); the
-    # samples still land in index order
-    from transformers import AutoTokenizer
-
-    from eval.generate import encode_prompts
-    from eval.run import _batch_plan, load_problems
-    from eval.tasks import get_task
-
-    tokenizer = AutoTokenizer.from_pretrained(tiny_model_dir)
-    problems = load_problems(get_task("gsm8k"), str(data_dir / DATA["gsm8k"]), 10)
-    plan = _batch_plan(problems, tokenizer, 4, "hf")
-    lengths = dict(
-        zip(
-            (p["index"] for p in problems),
-            map(len, encode_prompts(tokenizer, [p["prompt"] for p in problems])),
-            strict=True,
-        )
-    )
-    planned = [lengths[p["index"]] for chunk in plan for p in chunk]
-    assert [len(chunk) for chunk in plan] == [4, 4, 2] and planned == sorted(lengths.values(), reverse=True)
-    assert sorted(p["index"] for chunk in plan for p in chunk) == list(range(10))
-    assert [[p["index"] for p in chunk] for chunk in _batch_plan(problems, tokenizer, 4, "vllm")] == [
-        [0, 1, 2, 3],
-        [4, 5, 6, 7],
-        [8, 9],
-    ]
-    run_cli(tiny_model_dir, data_dir, "gsm8k", tmp_path, "--batch-size", "4")
-    assert [s["index"] for s in read_jsonl(tmp_path / SAMPLES_FILE)] == list(range(10))
