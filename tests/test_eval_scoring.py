@@ -243,12 +243,12 @@ def test_eval_reports_the_value_read_and_how_many_markers_there_were():
         ),
         # units around a number compare as the number, as in the strict score
         ("So the answer is 10%.", "10", "math500", False, True, "10%"),
-        # an empty box echoed after the answered one: strict reads the empty last box, lenient the last filled one
+        # an empty box echoed after the answered one: both rules read the filled box before it
         (
             "So, the answer is:\n\n\\boxed{3}\n\nThis is the final answer within \\boxed{}.",
             "3",
             "math500",
-            False,
+            True,
             True,
             "3",
         ),
