@@ -437,12 +437,9 @@ def test_wandb_offline_logs_summary_and_table(tiny_model_dir, data_dir, tmp_path
     assert len(runs) == 1 and list(runs[0].glob("*.wandb"))
 
 
-def test_wandb_gets_the_timeout_rate_and_a_timeout_column(monkeypatch):
-    # A stand-in wandb module records what log_to_wandb sends; 2 problems of K = 2, one sample timed out.
+def fake_wandb(monkeypatch) -> dict:
+    """A stand-in ``wandb`` module; what ``log_to_wandb`` logs lands in the returned dict under ``"log"``."""
     import types
-
-    from eval.metrics import summarize
-    from eval.run import log_to_wandb
 
     sent = {}
 
@@ -462,8 +459,16 @@ def test_wandb_gets_the_timeout_rate_and_a_timeout_column(monkeypatch):
         def add_data(self, *row):
             self.rows.append(dict(zip(self.columns, row, strict=True)))
 
-    fake = types.SimpleNamespace(init=lambda **kwargs: Run(), Table=Table)
-    monkeypatch.setitem(sys.modules, "wandb", fake)
+    monkeypatch.setitem(sys.modules, "wandb", types.SimpleNamespace(init=lambda **kwargs: Run(), Table=Table))
+    return sent
+
+
+def test_wandb_gets_the_timeout_rate_and_a_timeout_column(monkeypatch):
+    # A stand-in wandb module records what log_to_wandb sends; 2 problems of K = 2, one sample timed out.
+    from eval.metrics import summarize
+    from eval.run import log_to_wandb
+
+    sent = fake_wandb(monkeypatch)
     base = {"question": "q", "gold": "1", "extracted": None, "reason": "ok", "format_ok": True, "empty": False}
     base |= {"n_tokens": 5, "truncated": False}
     samples = [
@@ -546,30 +551,10 @@ def test_compare_with_a_run_without_lenient_verdicts_says_so(tiny_model_dir, dat
 
 
 def test_wandb_gets_the_lenient_accuracy_and_columns(monkeypatch):
-    import types
-
     from eval.metrics import summarize
     from eval.run import log_to_wandb
 
-    sent = {}
-
-    class Run:
-        summary = {}
-
-        def log(self, data):
-            sent["log"] = data
-
-        def finish(self):
-            pass
-
-    class Table:
-        def __init__(self, columns):
-            self.columns, self.rows = columns, []
-
-        def add_data(self, *row):
-            self.rows.append(dict(zip(self.columns, row, strict=True)))
-
-    monkeypatch.setitem(sys.modules, "wandb", types.SimpleNamespace(init=lambda **kwargs: Run(), Table=Table))
+    sent = fake_wandb(monkeypatch)
     base = {"question": "q", "gold": "8", "reason": "ok", "format_ok": True, "empty": False, "n_tokens": 5}
     base |= {"truncated": False, "timeout": False, "lenient_from": "last_number", "lenient_timeout": False}
     records = [
