@@ -496,14 +496,29 @@ def test_eval_data_writes_the_layout_leash_reads_and_a_second_run_keeps_it(tmp_p
         rows = gsm8k if path == "openai/gsm8k" else math
         return datasets.Dataset.from_list([{**r, "question": r.get("question", "") + split} for r in rows])
 
+    import io
+    import urllib.request
+
+    from rewards import sources
+
+    fetched = []
+
+    def fake_urlopen(url, timeout):  # MATH train comes over plain HTTP, then datasets reads the downloaded file
+        fetched.append(url)
+        return io.BytesIO("".join(json.dumps(r) + "\n" for r in math).encode())
+
+    monkeypatch.setattr(urllib.request, "urlopen", fake_urlopen)
+    monkeypatch.setattr(sources, "hub_offline", lambda: False)  # the hub itself is the fake above
+    monkeypatch.setattr(sources, "hub_reachable", lambda timeout_s=3.0: True)
     monkeypatch.setattr(datasets, "load_dataset", fake_load_dataset)
     assert eval_data.main(["--out", str(tmp_path)]) == 0
-    assert calls == [
+    assert calls[:3] == [
         ("openai/gsm8k", "main", "test", None),
         ("openai/gsm8k", "main", "train", None),
         ("HuggingFaceH4/MATH-500", None, "test", None),
-        ("json", None, "train", eval_data.MATH_TRAIN_URL),
     ]
+    assert calls[3][:3] == ("json", None, "train") and calls[3][3].endswith("train.jsonl") and len(calls) == 4
+    assert fetched == [eval_data.MATH_TRAIN_URL]
     files = {p.relative_to(tmp_path).as_posix(): p.read_text() for p in sorted(tmp_path.rglob("*.jsonl"))}
     assert sorted(files) == ["gsm8k/test.jsonl", "gsm8k/train.jsonl", "math500/test.jsonl", "math_train/train.jsonl"]
     assert sorted(files) == sorted(  # the layout of the shipped test data
