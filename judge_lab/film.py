@@ -97,6 +97,8 @@ def run_args(name, reward, loss, beta, args, question) -> list[str]:
         "logprob",
         "--judge_min_score_mass",
         str(args.min_score_mass),
+        "--probe_problems",
+        str(args.probe_problems),
     ]
     return flags
 
@@ -150,6 +152,13 @@ def main(argv: list[str] | None = None) -> Path:
     parser.add_argument("--only", nargs="*", default=None, help=f"run names, of {[r[0] for r in RUNS]}")
     parser.add_argument("--min_score_mass", type=float, default=0.5, help="judge: below it, reward None")
     parser.add_argument("--noise_n", type=int, default=3, help="times the judge scores one answer (it is greedy)")
+    parser.add_argument(
+        "--probe_problems",
+        type=int,
+        default=1,
+        help="hack probes built from the question and scored at the start of each run (0: none; a local judge "
+        "scores the 39 probe answers in minutes on 2 cores)",
+    )
     parser.add_argument("--out", default=str(ROOT / "runs" / "judge_film"))
     args = parser.parse_args(argv)
     for path, how in ((args.policy, "python -m cpu_lab.warmstart"), (args.judge, "make real-model")):
