@@ -127,6 +127,7 @@ def summary(out: Path, names: list[str]) -> str:
         gaps = " -> ".join("-" if g is None else f"{g:.3f}" for g in gap) or "-"
         probes = json.loads((out / name / "probes.json").read_text()) if (out / name / "probes.json").exists() else {}
         paid = sum(bool(p.get("violation")) for p in probes.values())
+        ruled = sum(p.get("kind") not in ("info", "reference") for p in probes.values())  # probes with a rule
 
         def probs(tracked, steps=steps):
             values = [tracked_probability(steps, k, tracked) for k in (0, 1, 5)]
@@ -135,7 +136,7 @@ def summary(out: Path, names: list[str]) -> str:
         judge = f"{first.get('mean_judge_score') or 0:.2f} -> {last.get('mean_judge_score') or 0:.2f}"
         lines.append(
             f"| {name} | {judge if 'judge' in name else '-'} | {first['n_correct']}/{first['n_answers']} -> "
-            f"{last['n_correct']}/{last['n_answers']} | {gaps} | {paid} of {len(probes) - 2 if probes else 0} | "
+            f"{last['n_correct']}/{last['n_answers']} | {gaps} | {paid} of {ruled} | "
             f"{first['mean_n_tokens']:.1f} -> {last['mean_n_tokens']:.1f} | {probs('short_wrong')} | "
             f"{probs('worked_correct')} |"
         )

@@ -87,7 +87,7 @@ def check_args(script_args, training_args, model_args):
     validate.check_vllm(training_args.use_vllm, training_args.vllm_mode)
     validate.check_quantization(model_args.load_in_4bit, model_args.load_in_8bit, model_args.use_peft)
     validate.check_steps(script_args.monitor_eval_steps, training_args.logging_steps)
-    one = {"data": script_args.data, "train_limit": script_args.train_limit, "curriculum": script_args.curriculum}
+    one = {"data": script_args.data, "curriculum": script_args.curriculum, "train_limit": script_args.train_limit}
     validate.check_one_prompt(script_args.question, script_args.gold_answer, **one)
     check_tracked(script_args.tracked_names, script_args.tracked_answers)  # eval.tracked
     if script_args.one_update_per_group:

@@ -202,7 +202,7 @@ def check_held_out_data(task_name: str, data: str | None, limit: int) -> None:
 
 def check_one_prompt(question: str | None, gold_answer: str | None, **data_options) -> None:
     """A one-prompt training set (``question`` + ``gold_answer``) replaces the task's data: none of ``data_options``
-    (``data``, ``train_limit``, ``curriculum``) can be set beside it, and the monitors and checkers need the gold.
+    (``data``, ``curriculum``, ``train_limit``) can be set beside it, and the monitors and checkers need the gold.
 
     >>> check_one_prompt("How many?", None)
     Traceback (most recent call last):
@@ -222,7 +222,7 @@ def check_one_prompt(question: str | None, gold_answer: str | None, **data_optio
         )
     for name, value in data_options.items():
         if value:
-            raise ValueError(f"question and {name} are both set: train on the one question or on {name}, not both")
+            raise ValueError(f"question and {name} are both set: drop {name} to train on the one question, or question")
 
 
 def check_one_update_per_group(num_iterations: int, steps_per_generation: int | None, accumulation: int) -> None:

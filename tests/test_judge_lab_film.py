@@ -51,6 +51,12 @@ def test_film_runs_two_settings_and_writes_its_report(tiny_model_dir, tmp_path, 
     )
     film = (out / "film.md").read_text()
     assert "| judge_grpo_b0 |" in film and "| checker_dr_grpo_b0.04 |" in film and "Gold 42" in film
+    # every run is the GRPO recipe with its monitors: the gap column comes from each run's log.jsonl, the probes too
+    judge_log = [r for r in read_jsonl(out / "judge_grpo_b0" / "log.jsonl") if "loss" in r]
+    gaps = [r["monitor/reward_correctness_gap"] for r in judge_log]
+    row = next(line for line in film.splitlines() if line.startswith("| judge_grpo_b0 |"))
+    assert f"| {gaps[0]:.3f} -> {gaps[-1]:.3f} |" in row and " of 27 |" in row
+    assert (out / "judge_grpo_b0" / "probes.json").exists() and "probe/violations" in judge_log[0]
     judge_steps = read_jsonl(out / "judge_grpo_b0" / "steps.jsonl")
     answers = [a for s in judge_steps if not s.get("after_training") for a in s["answers"]]
     assert len(answers) == 16 and all(a["reward"] is not None for a in answers)  # log-probability mode: all scored
