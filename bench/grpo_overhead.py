@@ -197,17 +197,10 @@ def prepare(config: Path, tmp: Path) -> list[str]:
     """Overrides that make ``config`` runnable here: the lab's warm start and data, or the tiny model in ``tmp``."""
     script_args, _, model_args = parse_recipe_args(config, [])
     if Path(config).resolve() == LAB_CONFIG.resolve():
-        from cpu_lab.warmstart import WarmStartSettings, prepare_lab
+        from cpu_lab.warmstart import WarmStartSettings, prepare_lab, recipe_flags
 
         paths = prepare_lab(WarmStartSettings())  # trains the warm start if it is not cached
-        return [
-            "--model_name_or_path",
-            str(paths["model"]),
-            "--data",
-            str(paths["train"]),
-            "--eval_data",
-            str(paths["heldout"]),
-        ]
+        return recipe_flags(paths)
     if script_args.build_tiny_model:  # the plain arm may run first, and it builds nothing
         from recipes.tiny_model import save_tiny_model
 

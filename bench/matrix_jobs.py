@@ -31,18 +31,13 @@ def main(argv: list[str] | None = None) -> dict:
     import torch
 
     from cpu_lab import matrix
-    from cpu_lab.warmstart import WarmStartSettings, prepare_lab
+    from cpu_lab.warmstart import WarmStartSettings, prepare_lab, recipe_flags
 
     cores = os.cpu_count() or 1
     torch.set_num_threads(cores)  # the sequential way gets every core, as `make demo` gives it (OMP_NUM_THREADS=2)
     paths = prepare_lab(WarmStartSettings())
     extra = [
-        "--model_name_or_path",
-        str(paths["model"]),
-        "--data",
-        str(paths["train"]),
-        "--eval_data",
-        str(paths["heldout"]),
+        *recipe_flags(paths),
         "--max_steps",
         str(args.steps),
         "--eval_limit",

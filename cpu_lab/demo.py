@@ -35,7 +35,7 @@ import time
 from pathlib import Path
 
 from cpu_lab import matrix
-from cpu_lab.warmstart import DEFAULT_CACHE_ROOT, LAB_ROOT, WarmStartSettings, prepare_lab
+from cpu_lab.warmstart import DEFAULT_CACHE_ROOT, LAB_ROOT, WarmStartSettings, prepare_lab, recipe_flags
 
 CONFIG_DIR = Path("recipes/configs/lab")
 DEMO_CONFIGS = ["grpo_lab_default", "grpo_lab_random", "grpo_lab_format_only", "grpo_lab_dr_grpo"]
@@ -104,12 +104,7 @@ def main(argv: list[str] | None = None) -> Path:
     # 2. One GRPO run per config, all from the same start, through the recipe (cpu_lab.matrix: each in its own process,
     # or in turn in this one with --jobs 1)
     extra = [
-        "--model_name_or_path",
-        str(paths["model"]),
-        "--data",
-        str(paths["train"]),
-        "--eval_data",
-        str(paths["heldout"]),
+        *recipe_flags(paths),
         "--max_steps",
         str(args.steps),
     ]

@@ -295,6 +295,19 @@ def prepare_lab(
     }
 
 
+def recipe_flags(paths: dict[str, Path], model: str = "model") -> list[str]:
+    """The GRPO recipe's flags that point a run at a prepared lab (``prepare_lab``): ``paths[model]`` as the policy
+    (the cached warm start, or its ``link``), the lab's training problems and its held-out set."""
+    return [
+        "--model_name_or_path",
+        str(paths[model]),
+        "--data",
+        str(paths["train"]),
+        "--eval_data",
+        str(paths["heldout"]),
+    ]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--seed", type=int, default=0)

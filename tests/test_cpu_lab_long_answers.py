@@ -98,7 +98,7 @@ def test_bad_difficulty_is_refused_with_the_fix(kwargs, message):
 
 def test_two_steps_of_each_config_write_the_length_keys_the_report_plots(tmp_path, monkeypatch):
     from cpu_lab.matrix import run_matrix
-    from cpu_lab.warmstart import prepare_lab
+    from cpu_lab.warmstart import prepare_lab, recipe_flags
     from eval.jsonl import read_jsonl
     from tests.test_cpu_lab_warmstart import TINY
 
@@ -114,12 +114,7 @@ def test_two_steps_of_each_config_write_the_length_keys_the_report_plots(tmp_pat
     )  # seconds: untrained, but long data
     paths = prepare_lab(settings, tmp_path / "cache", root=tmp_path / "lab_long")
     extra = [
-        "--model_name_or_path",
-        str(paths["link"]),
-        "--data",
-        str(paths["train"]),
-        "--eval_data",
-        str(paths["heldout"]),
+        *recipe_flags(paths, model="link"),
         "--max_steps",
         "2",
         "--eval_limit",

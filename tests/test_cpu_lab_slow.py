@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from cpu_lab.matrix import run_dir, run_matrix, summarize_run
-from cpu_lab.warmstart import WarmStartSettings, prepare_lab
+from cpu_lab.warmstart import WarmStartSettings, prepare_lab, recipe_flags
 
 ROOT = Path(__file__).resolve().parents[1]
 CONFIGS = ROOT / "recipes" / "configs" / "lab"
@@ -37,12 +37,7 @@ def runs(request, tmp_path_factory):
     lab = tmp_path_factory.mktemp(f"lab{seed}")
     paths = prepare_lab(WarmStartSettings(seed=seed), ROOT / "runs" / "lab" / "cache", lab)
     extra = [
-        "--model_name_or_path",
-        str(paths["model"]),
-        "--data",
-        str(paths["train"]),
-        "--eval_data",
-        str(paths["heldout"]),
+        *recipe_flags(paths),
         "--max_steps",
         str(STEPS),
     ]
