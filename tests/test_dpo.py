@@ -170,15 +170,10 @@ def test_first_loss_is_checked_with_the_shipped_gsm8k_settings(tiny_model_dir, r
     # The shipped GPU configs log every 5 steps and accumulate gradients: the check must still see step 1 alone.
     # Only what a CPU and the tiny model need is overridden; logging_steps, gradient accumulation, LoRA, warmup,
     # gradient checkpointing and the loss settings come from the YAML.
-    script_args, training_args, model_args = parse(
-        "--model_name_or_path",
-        str(tiny_model_dir),
-        "--build_tiny_model",
-        "false",
-        "--data",
+    script_args, training_args, model_args = run_args(  # the later flags override run_args' own
+        tiny_model_dir,
         reference_pairs,
-        "--output_dir",
-        str(tmp_path),
+        tmp_path,
         "--max_steps",
         "1",  # one step: without the check's own log, none has "loss"
         "--per_device_train_batch_size",
@@ -206,19 +201,10 @@ def test_first_loss_is_checked_with_the_shipped_gsm8k_settings(tiny_model_dir, r
 
 def test_first_loss_follows_loss_weights(tiny_model_dir, reference_pairs, tmp_path):
     # two log-sigmoid losses weighted 0.7 and 0.2: the first loss is 0.9 ln 2, neither ln 2 nor 2 ln 2
-    args = parse(
-        "--model_name_or_path",
-        str(tiny_model_dir),
-        "--build_tiny_model",
-        "false",
-        "--data",
+    args = run_args(
+        tiny_model_dir,
         reference_pairs,
-        "--output_dir",
-        str(tmp_path),
-        "--max_steps",
-        "2",
-        "--per_device_train_batch_size",
-        "2",
+        tmp_path,
         "--eval_limit",
         "0",
         "--logging_steps",

@@ -177,30 +177,12 @@ def test_an_eval_leaves_the_trainers_random_stream_alone(tiny, data_dir):
     model, tokenizer = tiny
     torch.manual_seed(123)
     expected = torch.rand(4)
+    settings = {"data": str(data_dir / "gsm8k" / "test.jsonl"), "limit": 2, "max_new_tokens": 4, "temperature": 1.0}
+    settings |= {"seed": 7, "progress": False}
     torch.manual_seed(123)
-    first = evaluate(
-        model,
-        tokenizer,
-        "gsm8k",
-        data=str(data_dir / "gsm8k" / "test.jsonl"),
-        limit=2,
-        max_new_tokens=4,
-        temperature=1.0,
-        seed=7,
-        progress=False,
-    )
+    first = evaluate(model, tokenizer, "gsm8k", **settings)
     assert torch.equal(torch.rand(4), expected)  # the stream continues as if no eval ran
-    again = evaluate(
-        model,
-        tokenizer,
-        "gsm8k",
-        data=str(data_dir / "gsm8k" / "test.jsonl"),
-        limit=2,
-        max_new_tokens=4,
-        temperature=1.0,
-        seed=7,
-        progress=False,
-    )
+    again = evaluate(model, tokenizer, "gsm8k", **settings)
     assert again["length_tokens"] == first["length_tokens"]  # and the eval itself is still seeded
 
 
