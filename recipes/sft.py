@@ -4,7 +4,7 @@ a reward model or RL.
     # tiny CPU run (a ~100k-parameter local model; mechanics only)
     python -m recipes.sft --config recipes/configs/tiny/sft_cpu.yaml
     # the real CPU model on the CPU lab's problems (make real-model; python -m cpu_lab.problems writes the data)
-    python -m recipes.sft --config recipes/configs/lab/sft_smollm2.yaml
+    python -m recipes.sft --config recipes/configs/real_lab/sft_smollm2.yaml
     # one GPU, LoRA, GSM8K
     python -m recipes.sft --config recipes/configs/gsm8k/qwen2.5-0.5b-instruct/sft_lora.yaml
 
