@@ -42,7 +42,7 @@ from pathlib import Path
 
 from eval.jsonl import read_jsonl
 
-RECIPE_PREFIXES = ("grpo", "dpo", "judge_lab")  # the config file name's prefix names the recipe module
+RECIPE_PREFIXES = ("grpo", "dpo", "judge_lab", "sft")  # the config file name's prefix names the recipe module
 END_FRACTION = 0.25  # "end of training" = the last quarter of the logged steps
 LOSS_CONFIG = "recipes/configs/lab/grpo_lab_loss_{}.yaml"  # the loss axis: one config per TRL loss variant
 LOSSES = (
@@ -80,10 +80,10 @@ def recipe_for(config: str | Path) -> str:
 
     >>> recipe_for("recipes/configs/lab/grpo_lab_default.yaml")
     'recipes.grpo'
-    >>> recipe_for("configs/sft.yaml")
+    >>> recipe_for("configs/train.yaml")
     Traceback (most recent call last):
     ...
-    ValueError: config configs/sft.yaml: the file name must start with one of ('grpo', 'dpo', 'judge_lab') followed by '_' (it names the recipe)
+    ValueError: config configs/train.yaml: the file name must start with one of ('grpo', 'dpo', 'judge_lab', 'sft') followed by '_' (it names the recipe)
     """  # noqa: E501
     name = Path(config).name
     for prefix in RECIPE_PREFIXES:

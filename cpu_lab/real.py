@@ -1,0 +1,255 @@
+"""The real-model lab: SFT, then GRPO and its controls, on SmolLM2-135M-Instruct and 2 CPU cores.
+
+1. Data: the CPU lab's problems (``cpu_lab.problems``) in ``<out>/data``: training, validation and held-out splits.
+2. SFT (``recipes.sft`` with ``recipes/configs/real_lab/sft_smollm2.yaml``): full fine-tuning on the worked
+   solutions until the validation accuracy reaches the config's ``stop_at_accuracy``; the held-out set is read before
+   and after only.
+3. GRPO from that model, through ``recipes.grpo`` with its monitors and probes (``recipes/configs/real_lab/``):
+   - ``grpo_real_default``: correctness + format bonus, on every seed of ``--seeds``;
+   - ``grpo_real_random``: a reward that pays at random (accuracy must not rise);
+   - ``grpo_real_format_only``: the hackable format bonus alone (reward rises, accuracy need not).
+   Two runs at a time by default (``cpu_lab.matrix``: a process and one thread each on 2 cores).
+4. ``<out>/report.md`` with PNGs: held-out accuracy before -> after with 95% intervals for every arm and seed, the
+   paired gain with its interval, the monitors' curves (correctness, format, degenerate share on correctness, length
+   by correctness), the probes, the times and the commands that reproduce each stage.
+
+Finished stages are reused when their settings match (a killed lab continues where it stopped). Needs the model of
+``make real-model`` (``runs/real_model/model``).
+
+    make real-model && OMP_NUM_THREADS=2 python -m cpu_lab.real        # the default lab (docs/real_model_lab.md)
+    python -m cpu_lab.real --steps 2 --sft-steps 2 --eval-limit 8 --out /tmp/real   # its mechanics in minutes
+    python -m cpu_lab.real --report-only --out runs/real_lab                          # rewrite the report
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import shlex
+import sys
+import time
+from pathlib import Path
+
+from cpu_lab import matrix
+from cpu_lab.demo import probe_lines
+from cpu_lab.problems import write_lab_data
+
+CONFIG_DIR = Path("recipes/configs/real_lab")
+SFT_CONFIG = CONFIG_DIR / "sft_smollm2.yaml"
+DEFAULT_ARM = "grpo_real_default"
+CONTROLS = ["grpo_real_random", "grpo_real_format_only"]
+CURVES = [  # (log key, title) of the curves drawn per arm: the monitors' view of each run
+    ("monitor/correct_rate", "correct answers (monitors' checker)"),
+    ("rewards/gsm8k_format_reward/mean", "format reward (0.1 = formatted)"),
+    ("monitor/degenerate_share", "degenerate groups on correctness"),
+    ("monitor/length_correct", "length of correct answers (tokens)"),
+    ("monitor/length_wrong", "length of wrong answers (tokens)"),
+    ("monitor/reward_correctness_gap", "reward - correctness gap"),
+]
+
+
+def main(argv: list[str] | None = None) -> Path:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--out", default="runs/real_lab", help="the lab's folder (data, sft/, grpo/, report.md)")
+    parser.add_argument("--model", default="runs/real_model/model", help="the pretrained model (make real-model)")
+    parser.add_argument("--seeds", default="0,1", help="seeds of the default arm (the SFT stage uses the first)")
+    parser.add_argument("--control-seed", type=int, default=0, help="seed of the random and format-only controls")
+    parser.add_argument("--steps", type=int, default=None, help="GRPO steps per run (default: the configs')")
+    parser.add_argument("--sft-steps", type=int, default=None, help="most SFT steps (default: the config's)")
+    parser.add_argument("--eval-limit", type=int, default=None, help="held-out problems per eval (default: 200)")
+    parser.add_argument("--jobs", type=int, default=2, help="GRPO runs at once (1: in turn, in this process)")
+    parser.add_argument("--report-only", action="store_true", help="only (re)write the report of finished runs")
+    args = parser.parse_args(argv)
+    seeds = [int(s) for s in matrix.split_list([args.seeds])]
+    out = Path(args.out)
+    if args.report_only:
+        return write_report(out, args, seeds, {})
+    if not (Path(args.model) / "config.json").exists():
+        parser.error(f"no model at {args.model}: run `make real-model` first (or pass --model DIR)")
+    if args.jobs < 1 or not seeds:
+        parser.error("--jobs must be >= 1 and --seeds must name at least one seed")
+    started, seconds = time.monotonic(), {}
+    print(f"[real] SmolLM2 lab in {out}: data, SFT, then GRPO default (seeds {seeds}) and 2 controls", flush=True)
+
+    # 1. Data (written once: the runs' settings name these files)
+    data = out / "data"
+    if not (data / "heldout.jsonl").exists():
+        write_lab_data(data)
+    limits = [] if args.eval_limit is None else ["--eval_limit", str(args.eval_limit)]
+
+    # 2. SFT until the validation stop, through the recipe (reused when finished with the same settings)
+    t0 = time.monotonic()
+    sft_flags = [
+        *("--model_name_or_path", args.model, "--data", str(data / "train.jsonl")),
+        *("--eval_data", str(data / "heldout.jsonl"), "--validation_data", str(data / "validation.jsonl")),
+        *limits,
+        *([] if args.sft_steps is None else ["--max_steps", str(args.sft_steps)]),
+    ]
+    if args.eval_limit is not None:
+        sft_flags += ["--validation_limit", str(args.eval_limit)]
+    (sft_dir,) = matrix.run_matrix([str(SFT_CONFIG)], seeds[:1], out / "sft", sft_flags, jobs=1, run_logs=True)
+    seconds["SFT"] = time.monotonic() - t0
+    sft = json.loads((sft_dir / "report.json").read_text())
+    print(f"[real] SFT: {sft['steps']} steps, held-out {_acc(sft.get('before'))} -> {_acc(sft.get('after'))}")
+
+    # 3. GRPO from the SFT model: the default arm on every seed, then the controls, `jobs` at a time
+    t0 = time.monotonic()
+    grpo_flags = [
+        *("--model_name_or_path", str(sft_dir), "--data", str(data / "train.jsonl")),
+        *("--eval_data", str(data / "heldout.jsonl")),
+        *limits,
+        *([] if args.steps is None else ["--max_steps", str(args.steps)]),
+    ]
+    grpo = out / "grpo"
+    arms = [([str(CONFIG_DIR / f"{DEFAULT_ARM}.yaml")], seeds)]
+    arms.append(([str(CONFIG_DIR / f"{c}.yaml") for c in CONTROLS], [args.control_seed]))
+    for configs, arm_seeds in arms:
+        matrix.run_matrix(configs, arm_seeds, grpo, grpo_flags, jobs=args.jobs, run_logs=True, progress=True)
+    seconds["GRPO runs"] = time.monotonic() - t0
+    seconds["whole lab"] = time.monotonic() - started
+
+    # 4. The report
+    report = write_report(out, args, seeds, seconds)
+    print(f"[real] report: {report} ({seconds['whole lab']:.0f} s in all)", flush=True)
+    return report
+
+
+def _acc(result: dict | None) -> str:
+    if not result:
+        return "–"
+    low, high = result["ci"]
+    return f"{result['accuracy']:.3f} [{low:.3f}, {high:.3f}]"
+
+
+def _seconds(report: dict) -> str:
+    return f"{report['seconds']:.0f}" if isinstance(report.get("seconds"), int | float) else "–"
+
+
+def paired_gain(folder: Path) -> dict | None:
+    """Held-out accuracy after minus before on the same problems, with a paired-bootstrap 95% interval."""
+    from eval.jsonl import read_jsonl
+    from eval.metrics import compare_records
+
+    before, after = folder / "eval_before" / "samples.jsonl", folder / "eval_after" / "samples.jsonl"
+    if not (before.exists() and after.exists()):
+        return None
+    return compare_records(read_jsonl(before), read_jsonl(after))
+
+
+def accuracy_rows(folders: list[Path]) -> list[str]:
+    """One table row per run: accuracy before and after with intervals, the paired gain, format rates, lengths."""
+    lines = [
+        "| run | seed | steps | before [95% CI] | after [95% CI] | gain, points [95% CI] | format before → after | "
+        "length correct / wrong after | seconds |",
+        "|" + "---|" * 9,
+    ]
+    for folder in folders:
+        report = json.loads((folder / "report.json").read_text()) if (folder / "report.json").exists() else {}
+        before, after, gain = report.get("before"), report.get("after"), paired_gain(folder)
+        gain_text = "–"
+        if gain:
+            low, high = gain["ci"]
+            gain_text = f"{gain['difference'] * 100:+.1f} [{low * 100:+.1f}, {high * 100:+.1f}]"
+        fmt = "–" if not (before and after) else f"{before['format_rate']:.2f} → {after['format_rate']:.2f}"
+        lengths = "–"
+        if after:
+            lengths = " / ".join(
+                f"{s['mean']:.1f}" if (s := after["length_tokens"].get(k)) else "–" for k in ("correct", "wrong")
+            )
+        lines.append(
+            f"| {folder.parent.name} | {folder.name.removeprefix('seed')} | {report.get('steps', '–')} | "
+            f"{_acc(before)} | {_acc(after)} | {gain_text} | {fmt} | {lengths} | {_seconds(report)} |"
+        )
+    return lines
+
+
+def plot_curves(grpo: Path, folders: list[Path], path: Path) -> Path:
+    """The monitors' per-step curves of every GRPO run (a 5-step running mean; thin: each step)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(2, 3, figsize=(13, 6.5))
+    for folder in folders:
+        rows = matrix.read_log(folder / "log.jsonl")
+        label = f"{folder.parent.name} {folder.name}"
+        for ax, (key, title) in zip(axes.flat, CURVES, strict=True):
+            points = [
+                (r["step"], r[key]) for r in rows if isinstance(r.get(key), int | float) and not math.isnan(r[key])
+            ]
+            if not points:
+                continue
+            steps, values = zip(*points, strict=True)
+            smooth = [
+                sum(values[max(0, i - 4) : i + 1]) / len(values[max(0, i - 4) : i + 1]) for i in range(len(values))
+            ]
+            (line,) = ax.plot(steps, smooth, label=label)
+            ax.plot(steps, values, color=line.get_color(), alpha=0.25, linewidth=0.8)
+            ax.set(title=title, xlabel="GRPO step")
+    axes.flat[0].legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    return path
+
+
+def write_report(out: Path, args, seeds: list[int], seconds: dict) -> Path:
+    """``report.md``: the SFT stage, every GRPO run's accuracy with intervals, the table, curves, probes, commands."""
+    sft_dirs = sorted((out / "sft").glob("*/seed*"))
+    grpo = out / "grpo"
+    folders = sorted(grpo.glob("*/seed*"), key=lambda f: (f.parent.name != DEFAULT_ARM, f.parent.name, f.name))
+    if not sft_dirs and not folders:
+        raise SystemExit(f"no finished stages under {out}: run `python -m cpu_lab.real --out {out}` first")
+    lines = ["# Real-model lab: SmolLM2-135M-Instruct, SFT then GRPO on 2 CPU cores", ""]
+    for sft_dir in sft_dirs:
+        sft = json.loads((sft_dir / "report.json").read_text())
+        v = sft.get("validation") or {}
+        lines += [
+            f"**SFT** ({sft['rows']} worked solutions): stopped at step {sft['steps']} "
+            f"({v.get('why', 'no validation check')}; validation accuracy {v.get('last')}); held-out accuracy "
+            f"{_acc(sft.get('before'))} before → {_acc(sft.get('after'))} after.",
+            "",
+        ]
+    lines += ["## Held-out accuracy of every run", "", *accuracy_rows(sft_dirs + folders), ""]
+    lines += [
+        "Greedy decoding on the held-out problems (never trained on, never used to stop). Intervals: Wilson 95% for an "
+        "accuracy, paired bootstrap 95% over the same problems for a gain. A GRPO run's 'before' is the SFT model.",
+        "",
+        "## What the monitors saw during GRPO",
+        "",
+        matrix.comparison_table(matrix.collect(grpo)) if folders else "(no GRPO runs yet)",
+        "",
+    ]
+    if folders:
+        lines.append(f"![curves]({plot_curves(grpo, folders, out / 'curves.png').name})")
+        lines += ["", "## Hack probes (scored under each run's own rewards at the start)", ""]
+        for folder in folders:
+            lines.append(f"- {folder.parent.name} {folder.name}:")
+            lines += probe_lines(folder / "probes.json")
+    lines += ["", "## Time", ""]
+    lines += [f"- {name}: {s:.0f} s" for name, s in seconds.items()] or ["- (report rewritten; times in run folders)"]
+    lines += [
+        "",
+        "## Reproduce",
+        "",
+        "```",
+        f"OMP_NUM_THREADS=2 python -m cpu_lab.real --out {out}",
+        "# stage by stage:",
+    ]
+    for folder in sft_dirs + folders:
+        settings_path = folder / matrix.SETTINGS_FILE
+        if settings_path.exists():
+            s = json.loads(settings_path.read_text())
+            module = matrix.recipe_for(s["config"])
+            cmd = ["python", "-m", module, "--config", s["config"], "--seed", str(s["seed"])]
+            lines.append(shlex.join([*cmd, "--output_dir", str(folder), *s["extra_args"]]))
+    lines += ["```", "", f"Command line of this report: `{shlex.join(sys.argv)}`."]
+    path = out / "report.md"
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+if __name__ == "__main__":
+    main()
