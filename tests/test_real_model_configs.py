@@ -23,7 +23,8 @@ from eval.jsonl import read_jsonl, write_jsonl
 
 ROOT = Path(__file__).resolve().parents[1]
 CONFIGS = ROOT / "recipes" / "configs"
-CPU_FOLDERS = {"tiny", "lab", "lab_rm"}  # tested elsewhere (test_grpo, test_dpo, test_judge_lab, test_reward_model_lab)
+CPU_FOLDERS = {"tiny", "lab", "lab_rm", "real_lab"}  # tested elsewhere (test_grpo, test_dpo, test_judge_lab,
+# test_reward_model_lab, test_cpu_lab_real)
 GPU_CONFIGS = sorted(p for p in CONFIGS.rglob("*.yaml") if not CPU_FOLDERS & set(p.relative_to(CONFIGS).parts))
 RECIPES = {  # file-name prefix -> recipe module; a config matching none fails the test
     "grpo_": "recipes.grpo",
