@@ -9,7 +9,11 @@
    - ``grpo_real_random``: a reward that pays at random (accuracy must not rise);
    - ``grpo_real_format_only``: the hackable format bonus alone (reward rises, accuracy need not).
    Two runs at a time by default (``cpu_lab.matrix``: a process and one thread each on 2 cores).
-4. ``<out>/report.md`` with PNGs: held-out accuracy before -> after with 95% intervals for every arm and seed, the
+4. With ``--dpo``: DPO from the same SFT model on pairs from its own verified rollouts (``training_data.rollouts
+   sample``: K answers to each of the first training problems at the GRPO arms' temperature and length; a pair is a
+   right and a wrong answer to one problem), through ``recipes.dpo`` with ``recipes/configs/real_lab/dpo_real.yaml``
+   (its first loss is checked against ln 2), evaluated on the same held-out problems.
+5. ``<out>/report.md`` with PNGs: held-out accuracy before -> after with 95% intervals for every arm and seed, the
    paired gain with its interval, the monitors' curves (correctness, format, degenerate share on correctness, length
    by correctness), the probes, the times and the commands that reproduce each stage.
 
@@ -18,7 +22,8 @@ Finished stages are reused when their settings match (a killed lab continues whe
 
     make real-model && OMP_NUM_THREADS=2 python -m cpu_lab.real        # the default lab (docs/real_model_lab.md)
     python -m cpu_lab.real --steps 2 --sft-steps 2 --eval-limit 8 --out /tmp/real   # its mechanics in minutes
-    python -m cpu_lab.real --report-only --out runs/real_lab                          # rewrite the report
+    python -m cpu_lab.real --dpo                                   # the lab, then the DPO arm (reuses finished stages)
+    python -m cpu_lab.real --report-only --out runs/real_lab       # rewrite the report
 """
 
 from __future__ import annotations
@@ -39,6 +44,8 @@ CONFIG_DIR = Path("recipes/configs/real_lab")
 SFT_CONFIG = CONFIG_DIR / "sft_smollm2.yaml"
 DEFAULT_ARM = "grpo_real_default"
 CONTROLS = ["grpo_real_random", "grpo_real_format_only"]
+DPO_CONFIG = CONFIG_DIR / "dpo_real.yaml"
+ROLLOUT_PROBLEMS, ROLLOUT_K = 128, 4  # 512 sampled answers: about half the GRPO arm's 960 (30 steps x 32)
 CURVES = [  # (log key, title) of the curves drawn per arm: the monitors' view of each run
     ("monitor/correct_rate", "correct answers (monitors' checker)"),
     ("rewards/gsm8k_format_reward/mean", "format reward (0.1 = formatted)"),
@@ -59,6 +66,7 @@ def main(argv: list[str] | None = None) -> Path:
     parser.add_argument("--sft-steps", type=int, default=None, help="most SFT steps (default: the config's)")
     parser.add_argument("--eval-limit", type=int, default=None, help="held-out problems per eval (default: 200)")
     parser.add_argument("--jobs", type=int, default=2, help="GRPO runs at once (1: in turn, in this process)")
+    parser.add_argument("--dpo", action="store_true", help="also the DPO arm (rollouts from the SFT model, then DPO)")
     parser.add_argument("--report-only", action="store_true", help="only (re)write the report of finished runs")
     args = parser.parse_args(argv)
     seeds = [int(s) for s in matrix.split_list([args.seeds])]
@@ -107,12 +115,48 @@ def main(argv: list[str] | None = None) -> Path:
     for configs, arm_seeds in arms:
         matrix.run_matrix(configs, arm_seeds, grpo, grpo_flags, jobs=args.jobs, run_logs=True, progress=True)
     seconds["GRPO runs"] = time.monotonic() - t0
+
+    # 4. DPO on pairs from the SFT model's own verified rollouts, measured on the same held-out problems
+    if args.dpo:
+        t0 = time.monotonic()
+        rollouts = sample_rollouts(sft_dir, data, out / "rollouts", args.eval_limit)
+        dpo_flags = [
+            *("--model_name_or_path", str(sft_dir), "--data", str(rollouts)),
+            *("--eval_data", str(data / "heldout.jsonl")),
+            *limits,
+        ]
+        matrix.run_matrix([str(DPO_CONFIG)], seeds[:1], out / "dpo", dpo_flags, jobs=1, run_logs=True)
+        seconds["DPO (rollouts and training)"] = time.monotonic() - t0
     seconds["whole lab"] = time.monotonic() - started
 
-    # 4. The report
+    # 5. The report
     report = write_report(out, args, seeds, seconds)
     print(f"[real] report: {report} ({seconds['whole lab']:.0f} s in all)", flush=True)
     return report
+
+
+def sample_rollouts(model: Path, data: Path, out: Path, limit: int | None) -> Path:
+    """``training_data.rollouts sample`` from the SFT model at the GRPO arms' temperature and length (once)."""
+    import subprocess
+
+    import yaml
+
+    grpo = yaml.safe_load((CONFIG_DIR / f"{DEFAULT_ARM}.yaml").read_text())
+    path = out / "rollouts.jsonl"
+    if path.exists():
+        print(f"[real] rollouts: {path} exists, reused")
+        return path
+    problems = ROLLOUT_PROBLEMS if limit is None else limit
+    cmd = [sys.executable, "-m", "training_data.rollouts", "sample", "--model", str(model), "--task", "lab"]
+    cmd += ["--data", str(data / "train.jsonl"), "--limit", str(problems), "--k", str(ROLLOUT_K)]
+    cmd += ["--temperature", str(grpo["temperature"]), "--max-new-tokens", str(grpo["max_completion_length"])]
+    cmd += ["--out", str(out)]
+    out.mkdir(parents=True, exist_ok=True)
+    print(f"[real] rollouts: {problems} training problems x {ROLLOUT_K} answers (log: {out}/sample.log)", flush=True)
+    (out / "command.txt").write_text(shlex.join(["python", *cmd[1:]]) + "\n")  # for the report's Reproduce list
+    with open(out / "sample.log", "w") as log:
+        subprocess.run(cmd, stdout=log, stderr=subprocess.STDOUT, check=True)
+    return path
 
 
 def _acc(result: dict | None) -> str:
@@ -198,6 +242,7 @@ def plot_curves(grpo: Path, folders: list[Path], path: Path) -> Path:
 def write_report(out: Path, args, seeds: list[int], seconds: dict) -> Path:
     """``report.md``: the SFT stage, every GRPO run's accuracy with intervals, the table, curves, probes, commands."""
     sft_dirs = sorted((out / "sft").glob("*/seed*"))
+    dpo_dirs = sorted((out / "dpo").glob("*/seed*"))
     grpo = out / "grpo"
     folders = sorted(grpo.glob("*/seed*"), key=lambda f: (f.parent.name != DEFAULT_ARM, f.parent.name, f.name))
     if not sft_dirs and not folders:
@@ -212,7 +257,14 @@ def write_report(out: Path, args, seeds: list[int], seconds: dict) -> Path:
             f"{_acc(sft.get('before'))} before → {_acc(sft.get('after'))} after.",
             "",
         ]
-    lines += ["## Held-out accuracy of every run", "", *accuracy_rows(sft_dirs + folders), ""]
+    lines += ["## Held-out accuracy of every run", "", *accuracy_rows(sft_dirs + folders + dpo_dirs), ""]
+    for dpo_dir in dpo_dirs:
+        dpo = json.loads((dpo_dir / "report.json").read_text())
+        lines += [
+            f"DPO: {dpo.get('pairs', '–')} pairs; first loss {dpo.get('first_loss')} (expected "
+            f"{dpo.get('first_loss_expected')}: {'ok' if dpo.get('first_loss_ok') else 'NOT ok'}).",
+            "",
+        ]
     lines += [
         "Greedy decoding on the held-out problems (never trained on, never used to stop). Intervals: Wilson 95% for an "
         "accuracy, paired bootstrap 95% over the same problems for a gain. A GRPO run's 'before' is the SFT model.",
@@ -235,10 +287,14 @@ def write_report(out: Path, args, seeds: list[int], seconds: dict) -> Path:
         "## Reproduce",
         "",
         "```",
-        f"OMP_NUM_THREADS=2 python -m cpu_lab.real --out {out}",
+        f"OMP_NUM_THREADS=2 python -m cpu_lab.real --out {out}" + (" --dpo" if dpo_dirs else ""),
         "# stage by stage:",
     ]
-    for folder in sft_dirs + folders:
+    rollouts_cmd = out / "rollouts" / "command.txt"
+    for folder in [*sft_dirs, *folders, rollouts_cmd, *dpo_dirs]:
+        if folder == rollouts_cmd:
+            lines += [rollouts_cmd.read_text().strip()] if rollouts_cmd.exists() else []
+            continue
         settings_path = folder / matrix.SETTINGS_FILE
         if settings_path.exists():
             s = json.loads(settings_path.read_text())
