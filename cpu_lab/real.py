@@ -24,6 +24,7 @@ Finished stages are reused when their settings match (a killed lab continues whe
     python -m cpu_lab.real --steps 2 --sft-steps 2 --eval-limit 8 --out /tmp/real   # its mechanics in minutes
     python -m cpu_lab.real --dpo                                   # the lab, then the DPO arm (reuses finished stages)
     python -m cpu_lab.real --report-only --out runs/real_lab       # rewrite the report
+    python -m cpu_lab.real --summarize runs/real_lab/grpo_gsm8k_smollm2   # one GRPO run's monitors, start vs end
 """
 
 from __future__ import annotations
@@ -67,10 +68,17 @@ def main(argv: list[str] | None = None) -> Path:
     parser.add_argument("--eval-limit", type=int, default=None, help="held-out problems per eval (default: 200)")
     parser.add_argument("--jobs", type=int, default=2, help="GRPO runs at once (1: in turn, in this process)")
     parser.add_argument("--dpo", action="store_true", help="also the DPO arm (rollouts from the SFT model, then DPO)")
+    parser.add_argument(
+        "--summarize", metavar="RUN_DIR", help="print a GRPO run's monitors at the start and the end (any config)"
+    )
     parser.add_argument("--report-only", action="store_true", help="only (re)write the report of finished runs")
     args = parser.parse_args(argv)
     seeds = [int(s) for s in matrix.split_list([args.seeds])]
     out = Path(args.out)
+    if args.summarize:
+        text = run_summary(Path(args.summarize))
+        print(text)
+        return text
     if args.report_only:
         return write_report(out, args, seeds, {})
     if not (Path(args.model) / "config.json").exists():
@@ -206,6 +214,27 @@ def accuracy_rows(folders: list[Path]) -> list[str]:
             f"{_acc(before)} | {_acc(after)} | {gain_text} | {fmt} | {lengths} | {_seconds(report)} |"
         )
     return lines
+
+
+def run_summary(folder: Path) -> str:
+    """A GRPO run's monitors over its first and its last quarter of logged steps, and its held-out accuracy."""
+    rows = matrix.read_log(folder / "log.jsonl")
+    if not rows:
+        raise SystemExit(f"{folder} has no log.jsonl with training rows: pass a GRPO run's output_dir")
+    keys = [*(k for k, _ in CURVES), "monitor/degenerate_all_wrong_share", "monitor/truncated_rate", "reward"]
+    lines = [f"{folder}: {max(r.get('step', 0) for r in rows)} steps", "| metric | first quarter | last quarter |"]
+    lines.append("|---|---|---|")
+    for key in keys:
+        start, end = matrix._window(rows, key, start=True), matrix._window(rows, key, start=False)
+        if start is not None:
+            lines.append(f"| {key} | {start:.3f} | {end:.3f} |")
+    report = json.loads((folder / "report.json").read_text()) if (folder / "report.json").exists() else {}
+    lines.append(f"held-out accuracy {_acc(report.get('before'))} -> {_acc(report.get('after'))}")
+    if report.get("before") and report.get("after"):
+        lines.append(
+            f"held-out format rate {report['before']['format_rate']:.3f} -> {report['after']['format_rate']:.3f}"
+        )
+    return "\n".join(lines)
 
 
 def plot_curves(grpo: Path, folders: list[Path], path: Path) -> Path:

@@ -114,3 +114,14 @@ def test_real_lab_mechanics_on_smollm2(tmp_path):
     text = (out / "report.md").read_text()
     assert all(f"| {arm} | {seed} |" in text for arm, seed in arms)
     assert (out / "curves.png").exists()
+
+
+def test_summary_gives_first_and_last_quarter_of_the_monitors(tmp_path):
+    folder = tmp_path / "run"
+    log = [{"step": s, "reward": 0.0, "rewards/gsm8k_format_reward/mean": 0.01 * s} for s in range(1, 9)]
+    log = [r | {"monitor/degenerate_all_wrong_share": 1.0 if r["step"] <= 4 else 0.5} for r in log]
+    _run(folder, [False] * 4, [True, False, False, False], "recipes/configs/real_lab/grpo_gsm8k_smollm2.yaml", log)
+    text = real.run_summary(folder)
+    assert "| rewards/gsm8k_format_reward/mean | 0.015 | 0.075 |" in text  # steps 1-2 and 7-8 of 8
+    assert "| monitor/degenerate_all_wrong_share | 1.000 | 0.500 |" in text
+    assert "0.000 [" in text and "-> 0.250 [" in text
