@@ -141,7 +141,7 @@ def phases(step: dict) -> dict[str, float]:
     return out
 
 
-def worker(model: str, steps: int, flags: list[str], out_json: Path) -> None:
+def worker(model: str, data: str, steps: int, flags: list[str], out_json: Path) -> None:
     """One arm, in this process: the recipe with clocked trainer, its per-step seconds to ``out_json``."""
     import trl
 
@@ -163,7 +163,7 @@ def worker(model: str, steps: int, flags: list[str], out_json: Path) -> None:
     WithMonitorClock.__name__ = base.__name__
     with tempfile.TemporaryDirectory() as tmp:
         overrides = [
-            *("--model_name_or_path", model, "--output_dir", tmp, "--max_steps", str(steps)),
+            *("--model_name_or_path", model, "--data", data, "--output_dir", tmp, "--max_steps", str(steps)),
             *("--eval_limit", "0", "--monitor_eval_steps", "0", "--probe_problems", "0", "--logging_steps", "1"),
             *flags,
         ]
@@ -183,10 +183,11 @@ def _timed_callback(method, clock: StepClock):
     return wrapper
 
 
-def run_arm(name: str, model: str, steps: int, tmp: Path) -> dict:
+def run_arm(name: str, model: str, data: str, steps: int, tmp: Path) -> dict:
     threads, flags = ARMS[name]
     out_json = tmp / f"{name}.json"
-    cmd = [sys.executable, "-m", "bench.real_step", "--worker", name, "--model", model, "--steps", str(steps)]
+    cmd = [sys.executable, "-m", "bench.real_step", "--worker", name, "--model", model, "--data", data]
+    cmd += ["--steps", str(steps)]
     env = os.environ | {"OMP_NUM_THREADS": str(threads), "MKL_NUM_THREADS": str(threads)}
     with open(tmp / f"{name}.log", "w") as log:
         rc = subprocess.run([*cmd, "--worker-out", str(out_json)], env=env, stdout=log, stderr=subprocess.STDOUT)
@@ -215,7 +216,7 @@ def table(results: dict[str, dict], warmup: int) -> str:
     for name, m in medians.items():
         lines.append(
             f"| {name} | {ARMS[name][0]} | {m['n']} | {m['wall']:.2f} | {m['wall'] / medians[first]['wall']:.2f}x | "
-            + " | ".join(f"{m[p]:.2f} ({m[p] / m['wall']:.0%})" for p in PHASES)
+            + " | ".join(f"{m[p]:.3f} ({m[p] / m['wall']:.1%})" for p in PHASES)
             + " |"
         )
     return "\n".join(lines)
@@ -224,23 +225,28 @@ def table(results: dict[str, dict], warmup: int) -> str:
 def main(argv: list[str] | None = None) -> str:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--model", default="runs/real_lab/sft/sft_smollm2/seed0", help="the lab's SFT model")
+    parser.add_argument("--data", default="runs/real_lab/data/train.jsonl", help="the lab's training problems")
     parser.add_argument("--steps", type=int, default=4, help="optimizer steps per arm (the first is warm-up)")
     parser.add_argument("--arms", nargs="+", default=list(ARMS), choices=list(ARMS))
     parser.add_argument("--worker", choices=list(ARMS), help=argparse.SUPPRESS)
     parser.add_argument("--worker-out", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.worker:
-        worker(args.model, args.steps, ARMS[args.worker][1], Path(args.worker_out))
+        worker(args.model, args.data, args.steps, ARMS[args.worker][1], Path(args.worker_out))
         return ""
     if not (Path(args.model) / "config.json").exists():
         parser.error(f"no model at {args.model}: run `python -m cpu_lab.real` (its SFT stage) or pass --model")
+    if not Path(args.data).is_file():
+        parser.error(
+            f"no training problems at {args.data}: `python -m cpu_lab.problems runs/real_lab/data` writes them"
+        )
     if args.steps < 2:
         parser.error("--steps must be >= 2: the first step is warm-up")
     results, started = {}, time.time()
     with tempfile.TemporaryDirectory() as tmp:
         for name in args.arms:
             print(f"[bench] {name} ...", flush=True)
-            results[name] = run_arm(name, args.model, args.steps, Path(tmp))
+            results[name] = run_arm(name, args.model, args.data, args.steps, Path(tmp))
     text = table(results, warmup=1)
     load = os.getloadavg()
     print(text)
