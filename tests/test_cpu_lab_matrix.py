@@ -88,7 +88,7 @@ def test_run_without_report_falls_back_to_the_logged_accuracy(tmp_path):
 @pytest.mark.parametrize(
     "configs, message",
     [
-        (["recipes/configs/lab/sft_lab.yaml"], "must start with one of"),  # no recipe for this prefix
+        (["recipes/configs/lab/train_lab.yaml"], "must start with one of"),  # no recipe for this prefix
         (["recipes/configs/lab/grpo_lab_missing.yaml"], "does not exist"),  # a typo in the path
     ],
 )
