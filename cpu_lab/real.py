@@ -174,6 +174,11 @@ def _acc(result: dict | None) -> str:
     return f"{result['accuracy']:.3f} [{low:.3f}, {high:.3f}]"
 
 
+def _logged_steps(folder: Path) -> str:
+    rows = matrix.read_log(folder / "log.jsonl")
+    return str(max(r.get("step", 0) for r in rows)) if rows else "–"
+
+
 def _seconds(report: dict) -> str:
     return f"{report['seconds']:.0f}" if isinstance(report.get("seconds"), int | float) else "–"
 
@@ -209,8 +214,9 @@ def accuracy_rows(folders: list[Path]) -> list[str]:
             lengths = " / ".join(
                 f"{s['mean']:.1f}" if (s := after["length_tokens"].get(k)) else "–" for k in ("correct", "wrong")
             )
+        steps = report.get("steps") or _logged_steps(folder)
         lines.append(
-            f"| {folder.parent.name} | {folder.name.removeprefix('seed')} | {report.get('steps', '–')} | "
+            f"| {folder.parent.name} | {folder.name.removeprefix('seed')} | {steps} | "
             f"{_acc(before)} | {_acc(after)} | {gain_text} | {fmt} | {lengths} | {_seconds(report)} |"
         )
     return lines
