@@ -85,7 +85,7 @@ def main(argv: list[str] | None = None) -> Path:
         parser.error(f"no model at {args.model}: run `make real-model` first (or pass --model DIR)")
     if args.jobs < 1 or not seeds:
         parser.error("--jobs must be >= 1 and --seeds must name at least one seed")
-    started, seconds = time.monotonic(), {}
+    started, started_wall, seconds = time.monotonic(), time.time(), {}
     print(f"[real] SmolLM2 lab in {out}: data, SFT, then GRPO default (seeds {seeds}) and 2 controls", flush=True)
 
     # 1. Data (written once: the runs' settings name these files)
@@ -105,7 +105,9 @@ def main(argv: list[str] | None = None) -> Path:
     if args.eval_limit is not None:
         sft_flags += ["--validation_limit", str(args.eval_limit)]
     (sft_dir,) = matrix.run_matrix([str(SFT_CONFIG)], seeds[:1], out / "sft", sft_flags, jobs=1, run_logs=True)
-    seconds["SFT"] = time.monotonic() - t0
+    seconds["SFT" if (sft_dir / "report.json").stat().st_mtime >= started_wall else "SFT (reused)"] = (
+        time.monotonic() - t0
+    )
     sft = json.loads((sft_dir / "report.json").read_text())
     print(f"[real] SFT: {sft['steps']} steps, held-out {_acc(sft.get('before'))} -> {_acc(sft.get('after'))}")
 
@@ -172,6 +174,11 @@ def _acc(result: dict | None) -> str:
         return "–"
     low, high = result["ci"]
     return f"{result['accuracy']:.3f} [{low:.3f}, {high:.3f}]"
+
+
+def _reward_funcs(folder: Path) -> list[str]:
+    path = folder / "resolved_config.json"
+    return json.loads(path.read_text()).get("reward_funcs", []) if path.exists() else []
 
 
 def _logged_steps(folder: Path) -> str:
@@ -314,9 +321,13 @@ def write_report(out: Path, args, seeds: list[int], seconds: dict) -> Path:
         lines += ["", "## Hack probes (scored under each run's own rewards at the start)", ""]
         for folder in folders:
             lines.append(f"- {folder.parent.name} {folder.name}:")
+            if "lab_random" in _reward_funcs(folder):
+                lines.append("  - (a coin-flip reward: its probe scores are draws, not a verdict on the probes)")
+                continue
             lines += probe_lines(folder / "probes.json")
     lines += ["", "## Time", ""]
     lines += [f"- {name}: {s:.0f} s" for name, s in seconds.items()] or ["- (report rewritten; times in run folders)"]
+    lines += ["- each run's own clock (report.json `seconds`: evaluations, training, saving) is in the table above"]
     lines += [
         "",
         "## Reproduce",

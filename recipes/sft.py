@@ -19,6 +19,7 @@ checkpoint. Everything that can fail is checked before a model is loaded.
 from __future__ import annotations
 
 import re
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -139,6 +140,7 @@ def main(script_args, training_args, model_args):
     )
 
     # Evaluate before, train (resuming after a kill), save, evaluate after; every process evaluates, one writes
+    started = time.monotonic()
     held_out = {**eval_kwargs, "data": args.eval_data, "limit": args.eval_limit}
     report = {"run_name": training_args.run_name, "output_dir": str(out), "rows": len(rows)}
     if args.eval_limit:
@@ -161,6 +163,7 @@ def main(script_args, training_args, model_args):
             out_dir=run_setup.main_process_path(training_args, out / "eval_after"),
             **held_out,
         )
+    report["seconds"] = round(time.monotonic() - started, 1)  # the whole run: evals, training, saving
     run_setup.write_report(training_args, report, summary(report, out))
     trainer.accelerator.end_training()
     return report
