@@ -11,7 +11,8 @@ trainer is TRL's ``GRPOTrainer`` with clocks around its own methods, so each pha
 
 - generation: ``_generate`` (tokenising the prompts, ``generate`` or continuous batching, decoding);
 - reward: ``_calculate_rewards`` minus the monitors' own code inside the reward wrappers;
-- monitors: the reward wrappers' own code (``RewardMonitor.seconds``) and the recipe's callbacks at each log;
+- monitors: the reward wrappers' own code (``RewardMonitor.seconds``) and the recipe's log callbacks (the JSON-lines
+  log); the held-out evaluation is off, and the monitors' step-end work falls in "the rest";
 - old/ref log-probabilities: ``_get_per_token_logps_and_entropies`` while scoring the batch (none at beta 0 with
   one update per generation);
 - loss and backward: ``training_step`` minus ``_prepare_inputs`` (the policy's forward, the loss, backward);
