@@ -33,6 +33,7 @@ import argparse
 import json
 import math
 import shlex
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -80,7 +81,7 @@ def main(argv: list[str] | None = None) -> Path:
         print(text)
         return text
     if args.report_only:
-        return write_report(out, args, seeds, {})
+        return write_report(out, {})
     if not (Path(args.model) / "config.json").exists():
         parser.error(f"no model at {args.model}: run `make real-model` first (or pass --model DIR)")
     if args.jobs < 1 or not seeds:
@@ -140,15 +141,13 @@ def main(argv: list[str] | None = None) -> Path:
     seconds["whole lab"] = time.monotonic() - started
 
     # 5. The report
-    report = write_report(out, args, seeds, seconds)
+    report = write_report(out, seconds)
     print(f"[real] report: {report} ({seconds['whole lab']:.0f} s in all)", flush=True)
     return report
 
 
 def sample_rollouts(model: Path, data: Path, out: Path, limit: int | None) -> Path:
     """``training_data.rollouts sample`` from the SFT model at the GRPO arms' temperature and length (once)."""
-    import subprocess
-
     import yaml
 
     grpo = yaml.safe_load((CONFIG_DIR / f"{DEFAULT_ARM}.yaml").read_text())
@@ -281,7 +280,7 @@ def plot_curves(grpo: Path, folders: list[Path], path: Path) -> Path:
     return path
 
 
-def write_report(out: Path, args, seeds: list[int], seconds: dict) -> Path:
+def write_report(out: Path, seconds: dict) -> Path:
     """``report.md``: the SFT stage, every GRPO run's accuracy with intervals, the table, curves, probes, commands."""
     sft_dirs = sorted((out / "sft").glob("*/seed*"))
     dpo_dirs = sorted((out / "dpo").glob("*/seed*"))

@@ -60,7 +60,7 @@ def test_report_gives_each_run_its_accuracies_intervals_and_paired_gain(tmp_path
     for arm, (a, b) in {"grpo_real_default": (before, after), "grpo_real_random": (before, before)}.items():
         _run(tmp_path / "grpo" / arm / "seed0", a, b, f"recipes/configs/real_lab/{arm}.yaml", log)
 
-    text = real.write_report(tmp_path, None, [0], {"SFT": 10.0}).read_text()
+    text = real.write_report(tmp_path, {"SFT": 10.0}).read_text()
 
     table = [line for line in text.splitlines() if line.startswith("| grpo_real") and "[" in line]  # with intervals
     rows = {line.split(" | ")[0].strip("| "): line for line in table}
