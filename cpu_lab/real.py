@@ -74,7 +74,13 @@ def main(argv: list[str] | None = None) -> Path:
     )
     parser.add_argument("--report-only", action="store_true", help="only (re)write the report of finished runs")
     args = parser.parse_args(argv)
-    seeds = [int(s) for s in matrix.split_list([args.seeds])]
+    try:
+        seeds = [int(s) for s in matrix.split_list([args.seeds])]
+    except ValueError:
+        parser.error(f"--seeds {args.seeds!r}: give whole numbers, e.g. --seeds 0,1")
+    for name in ("steps", "sft_steps"):
+        if getattr(args, name) is not None and getattr(args, name) < 1:
+            parser.error(f"--{name.replace('_', '-')} must be >= 1, got {getattr(args, name)}")
     out = Path(args.out)
     if args.summarize:
         text = run_summary(Path(args.summarize))

@@ -82,6 +82,16 @@ def test_missing_model_is_one_clear_error_before_anything_runs(tmp_path, capsys)
     assert not (tmp_path / "lab").exists()  # no data written, no stage started
 
 
+@pytest.mark.parametrize(
+    "flags, message", [(["--seeds", "0,x"], "whole numbers"), (["--steps", "0"], "--steps must be >= 1")]
+)
+def test_bad_flags_are_one_clear_error_before_anything_runs(tmp_path, capsys, flags, message):
+    with pytest.raises(SystemExit) as err:
+        real.main([*flags, "--out", str(tmp_path / "lab")])
+    assert err.value.code == 2 and message in capsys.readouterr().err
+    assert not (tmp_path / "lab").exists()
+
+
 def test_report_only_without_runs_says_what_to_run(tmp_path):
     with pytest.raises(SystemExit, match="python -m cpu_lab.real"):
         real.main(["--report-only", "--out", str(tmp_path)])
