@@ -71,10 +71,12 @@ class StepClock(TrainerCallback):
 
 
 def timed(method, clock: StepClock, key: str):
-    def wrapper(self, *args, **kwargs):
+    """``method`` (a function taking ``self`` first, or a bound method) with its seconds added to ``clock[key]``."""
+
+    def wrapper(*args, **kwargs):
         start = time.perf_counter()
         try:
-            return method(self, *args, **kwargs)
+            return method(*args, **kwargs)
         finally:
             clock.add(key, time.perf_counter() - start)
 
@@ -159,7 +161,7 @@ def worker(model: str, data: str, steps: int, flags: list[str], out_json: Path) 
             trainer_ref.append(self)
             for cb in self.callback_handler.callbacks:  # the recipe's own callbacks, timed at each log
                 if type(cb).__module__.startswith("eval.") and hasattr(cb, "on_log"):
-                    cb.on_log = _timed_callback(cb.on_log, clock)
+                    cb.on_log = timed(cb.on_log, clock, "monitor_callbacks")
 
     WithMonitorClock.__name__ = base.__name__
     with tempfile.TemporaryDirectory() as tmp:
@@ -171,17 +173,6 @@ def worker(model: str, data: str, steps: int, flags: list[str], out_json: Path) 
         with trl_trainer_replaced_by(WithMonitorClock):
             grpo.main(*parse_recipe_args(CONFIG, overrides))
     out_json.write_text(json.dumps({"steps": clock.steps, "threads": os.environ.get("OMP_NUM_THREADS")}))
-
-
-def _timed_callback(method, clock: StepClock):
-    def wrapper(*args, **kwargs):
-        start = time.perf_counter()
-        try:
-            return method(*args, **kwargs)
-        finally:
-            clock.add("monitor_callbacks", time.perf_counter() - start)
-
-    return wrapper
 
 
 def run_arm(name: str, model: str, data: str, steps: int, tmp: Path) -> dict:
