@@ -74,6 +74,15 @@ def load(path: Path) -> dict:
     return yaml.safe_load(path.read_text())
 
 
+@pytest.mark.parametrize("path", CONFIGS, ids=lambda p: p.relative_to(ROOT / "recipes" / "configs").as_posix())
+def test_a_cpu_config_says_whether_it_autocasts_to_bf16(path):
+    # TRL's configs default to bf16: true, and on a CPU that autocasts too: a CPU config that leaves it out trains
+    # otherwise than its float32 dtype suggests
+    values = load(path)
+    if values.get("use_cpu"):
+        assert "bf16" in values, f"{path.name}: a CPU config must set bf16: false (float32) or true (autocast)"
+
+
 @pytest.mark.parametrize("model", ["qwen2.5-0.5b-instruct", "qwen2.5-1.5b-instruct"])
 def test_gsm8k_matrix_differs_only_in_loss_and_beta(model):
     folder = ROOT / "recipes" / "configs" / "gsm8k" / model
