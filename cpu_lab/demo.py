@@ -73,9 +73,8 @@ def main(argv: list[str] | None = None) -> Path:
     if args.jobs < 1:
         parser.error(f"--jobs must be >= 1, got {args.jobs}")
     if missing:
-        parser.error(
-            f"configs not found: {missing}; the lab's configs are {sorted(p.stem for p in CONFIG_DIR.glob('*.yaml'))}"
-        )
+        known = sorted(p.stem for p in CONFIG_DIR.glob("grpo_*.yaml"))
+        parser.error(f"configs not found: {missing}; the lab's GRPO configs are {known}")
     out = Path(args.out or LAB_ROOT / "demo" / time.strftime("%Y%m%d-%H%M%S"))
     out.mkdir(parents=True, exist_ok=True)
     started = time.monotonic()
@@ -208,7 +207,7 @@ def write_report(out: Path, args, warm: dict, paths: dict, extra, seconds, warm_
         f"Warm start: {warm['params']:,}-parameter Qwen2, SFT stopped at step {warm['steps']} with validation "
         f"accuracy {warm['validation_accuracy']:.3f} (threshold {warm['settings']['stop_at_accuracy']}, on "
         f"{warm['settings']['validation_n']} validation problems); held-out accuracy of that model "
-        f"{warm['heldout_accuracy']:.3f} (the held-out set is read only after the stop; "
+        f"{warm['heldout_accuracy']:.3f} (the held-out set plays no part in the stop: it is read before training and after; "
         f"{warm['seconds']:.0f} s to train, {warm_seconds:.0f} s in this demo: "
         f"{'reused from the cache' if warm_seconds < 0.5 * warm['seconds'] else 'trained now'}).",
         "",

@@ -1,19 +1,23 @@
 """The lab's warm start: a ~1.4M-parameter Qwen2 taught by SFT to solve a modest share of held-out problems.
 
 GRPO learns only from groups whose completions differ in reward, so the starting policy must solve some problems
-and miss others: a random model gets every group all-wrong (no signal), a converged one all-right. The warm start
-trains with TRL's ``SFTTrainer`` (loss on the completion only) on generated problems and STOPS as soon as
-accuracy on the VALIDATION set reaches a threshold (``stop_at_accuracy``): the step at which a tiny model "gets it"
-varies with the seed (it sits near chance for a few hundred steps, then jumps), so a fixed step count would land
-anywhere from 5% to 70%. The held-out set, which measures the lab's before/after accuracy, plays no part in the
-choice: it is evaluated once, after the stop, and recorded beside the validation accuracy.
+and miss others: a random model gets every group all-wrong (no signal), a converged one all-right. The warm start is a
+config of the SFT recipe users run (``recipes/configs/lab/sft_lab_warmstart.yaml`` through ``recipes.sft``: TRL's
+``SFTTrainer``, loss on the completion only): this module builds the untrained model and its tokenizer, writes the
+problems, and runs that config, which STOPS as soon as accuracy on the VALIDATION set reaches ``stop_at_accuracy``:
+the step at which a tiny model "gets it" varies with the seed (it sits near chance for a few hundred steps, then
+jumps), so a fixed step count would land anywhere from 5% to 70%. The held-out set, which measures the lab's
+before/after accuracy, plays no part in the choice: the recipe evaluates it before training and after the stop.
 
-The result is cached under ``<cache_root>/warmstart-<hash of the settings, the prompt and the splits>``; a second
-run with the same settings reuses it. ``warmstart.json`` in that folder records the settings, the validation curve,
-``validation_accuracy`` at the stop, ``heldout_accuracy`` of the saved model and the time it took.
+The result is cached under ``<cache_root>/warmstart-<hash of the settings, the config, the prompt and the splits>``
+(the recipe's output folder: the model, ``log.jsonl``, the validation checks in ``validation.jsonl``, ``report.json``,
+the data in ``inputs/``); a second run with the same settings reuses it. ``warmstart.json`` there records the
+settings, the validation curve, ``validation_accuracy`` at the stop, ``heldout_accuracy`` of the saved model and the
+time it took.
 
     python -m cpu_lab.warmstart     # trains or reuses the warm start, links runs/lab/warmstart, writes runs/lab/data
     python -m cpu_lab.warmstart --seed 1 --stop-at-accuracy 0.4
+    python -m cpu_lab.warmstart --inputs runs/lab/sft_inputs   # only the recipe's inputs, to run the config by hand
 """
 
 from __future__ import annotations
@@ -26,6 +30,8 @@ import shutil
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+
+import yaml
 
 from cpu_lab import problems
 from cpu_lab.problems import Difficulty, heldout_problems, train_problems, validation_problems
@@ -45,13 +51,30 @@ LAB_CHAT_TEMPLATE = CHAT_TEMPLATE.replace(
 DEFAULT_CACHE_ROOT = Path("runs/lab/cache")
 LAB_ROOT = Path("runs/lab")  # where the lab configs look: runs/lab/warmstart (link) and runs/lab/data/*.jsonl
 GRPO_TRAIN_SIZE = 2000  # prompts for GRPO (8 per step): far more than a lab run uses
+SFT_CONFIG = Path(__file__).resolve().parents[1] / "recipes" / "configs" / "lab" / "sft_lab_warmstart.yaml"
+_SFT = yaml.safe_load(SFT_CONFIG.read_text())
+# WarmStartSettings field -> the SFT recipe's flag that carries it (the config's value is the field's default)
+RECIPE_FLAGS = {
+    "seed": "seed",
+    "batch_size": "per_device_train_batch_size",
+    "learning_rate": "learning_rate",
+    "warmup_steps": "warmup_steps",
+    "max_steps": "max_steps",
+    "eval_every": "validation_steps",
+    "validation_n": "validation_limit",
+    "heldout_n": "eval_limit",
+    "stop_at_accuracy": "stop_at_accuracy",
+    "max_new_tokens": "eval_max_new_tokens",
+}
+INPUT_KEYS = ("model_name_or_path", "data", "eval_data", "validation_data", "output_dir")  # paths: set per run
 
 
 @dataclass(frozen=True)
 class WarmStartSettings:
-    """Everything that determines the warm start (its hash names the cache folder)."""
+    """Everything that determines the warm start (its hash names the cache folder). The SFT settings default to
+    ``recipes/configs/lab/sft_lab_warmstart.yaml``'s values, where their reasons are."""
 
-    seed: int = 0
+    seed: int = _SFT["seed"]
     difficulty: Difficulty = field(default_factory=Difficulty)
     # tokenizer and model: 1.41M parameters learn the task in 700-1,200 SFT steps (docs/cpu_lab.md)
     vocab_size: int = 600  # merges the names and items of the problems: ~20% shorter sequences than 400
@@ -62,16 +85,16 @@ class WarmStartSettings:
     intermediate_size: int = 576
     # SFT
     n_train: int = 20_000  # distinct generated problems; batches cycle through them
-    batch_size: int = 32  # half of the feasibility run's 64: sequences here are longer (chat template + instruction)
-    learning_rate: float = 1e-3  # tiny models from scratch want a large step
-    warmup_steps: int = 50
-    max_steps: int = 2000  # give up after this many steps even below the threshold
-    # stopping rule: on the validation set; the held-out set is evaluated once, after the stop
-    eval_every: int = 50  # steps between validation evaluations
-    validation_n: int = 200  # validation problems per evaluation (as many as the held-out set: the same noise)
-    heldout_n: int = 200  # held-out problems: the final evaluation here, and GRPO's before/after (cpu_lab/problems.py)
-    stop_at_accuracy: float = 0.3  # stop at the first validation accuracy at or above this (aim: 20-60% for GRPO)
-    max_new_tokens: int = 32  # the longest solution (2 steps) is ~25 tokens
+    batch_size: int = _SFT["per_device_train_batch_size"]
+    learning_rate: float = _SFT["learning_rate"]
+    warmup_steps: int = _SFT["warmup_steps"]
+    max_steps: int = _SFT["max_steps"]
+    # stopping rule: on the validation set; the held-out set plays no part in it
+    eval_every: int = _SFT["validation_steps"]
+    validation_n: int = _SFT["validation_limit"]
+    heldout_n: int = _SFT["eval_limit"]  # the final evaluation here, and GRPO's before/after (cpu_lab/problems.py)
+    stop_at_accuracy: float = _SFT["stop_at_accuracy"]
+    max_new_tokens: int = _SFT["eval_max_new_tokens"]
 
     def __post_init__(self):
         if not 0.0 < self.stop_at_accuracy <= 1.0:
@@ -87,7 +110,8 @@ class WarmStartSettings:
         """
         # The prompt the model is trained on is part of what it learned: a changed instruction or chat template
         # must not silently reuse a model warm-started on the old one. Nor may a change of the splits (their seeds, or
-        # which one the stopping rule reads): the SFT data leaves them out, and the stop depends on them.
+        # which one the stopping rule reads): the SFT data leaves them out, and the stop depends on them. Nor a change
+        # of the config's other settings (optimizer, scheduler, sequence length).
         from eval.tasks import get_task
 
         prompt = {"instruction": get_task(TASK).instruction, "chat_template": LAB_CHAT_TEMPLATE}
@@ -96,7 +120,8 @@ class WarmStartSettings:
             "validation_seed": problems.VALIDATION_SEED,
             "stop_on": "validation",
         }
-        key = {**asdict(self), **prompt, "splits": splits}
+        config = {k: v for k, v in _SFT.items() if k not in INPUT_KEYS and k not in RECIPE_FLAGS.values()}
+        key = {**asdict(self), **prompt, "splits": splits, "sft_config": config}
         return hashlib.sha1(json.dumps(key, sort_keys=True).encode()).hexdigest()[:12]
 
 
@@ -123,63 +148,10 @@ def lab_tokenizer(settings: WarmStartSettings):
     return build_tokenizer(settings.vocab_size, corpus=default_corpus() + texts, chat_template=LAB_CHAT_TEMPLATE)
 
 
-def sft_rows(problems: list[dict]) -> list[dict]:
-    """Conversational prompt-completion rows: SFTTrainer then computes the loss on the completion only."""
-    from eval.tasks import get_task
-
-    task = get_task(TASK)
-    return [
-        {"prompt": task.prompt(p["question"]), "completion": [{"role": "assistant", "content": p["answer"]}]}
-        for p in problems
-    ]
-
-
-def greedy_accuracy(model, tokenizer, data_path: Path, limit: int, max_new_tokens: int) -> float:
-    """Greedy accuracy on the problems in ``data_path``, through the recipes' evaluation (``eval.run.evaluate``)."""
-    from eval.run import evaluate
-
-    was_training = model.training
-    model.eval()
-    try:
-        result = evaluate(
-            model,
-            tokenizer,
-            TASK,
-            data=str(data_path),
-            limit=limit,
-            max_new_tokens=max_new_tokens,
-            batch_size=100,
-            progress=False,
-        )
-    finally:
-        model.train(was_training)
-    return float(result["accuracy"])
-
-
-def warm_start(
-    settings: WarmStartSettings = WarmStartSettings(), cache_root: str | Path = DEFAULT_CACHE_ROOT, accuracy_fn=None
-) -> Path:
-    """Train (or reuse from the cache) the warm start for ``settings``; return its folder.
-
-    ``accuracy_fn(model, tokenizer, data_path, limit, max_new_tokens) -> float`` defaults to ``greedy_accuracy``.
-    The stopping rule calls it on ``validation.jsonl`` every ``eval_every`` steps; after the stop it is called once on
-    ``heldout.jsonl``.
-    """
-    out = Path(cache_root) / f"warmstart-{settings.key()}"
-    if (out / "warmstart.json").exists():
-        logger.info("reusing cached warm start %s", out)
-        return out
-    import torch
-    from datasets import Dataset
-    from transformers import TrainerCallback
-    from trl import SFTConfig, SFTTrainer
-
-    accuracy_fn = accuracy_fn or greedy_accuracy
-    tmp = out.with_name(out.name + ".tmp")
-    shutil.rmtree(tmp, ignore_errors=True)
-    validation = validation_problems(settings.difficulty, settings.validation_n, settings.heldout_n)
-    validation_path = write_jsonl(validation, tmp / "validation.jsonl")
-    heldout_path = write_jsonl(heldout_problems(settings.difficulty, settings.heldout_n), tmp / "heldout.jsonl")
+def write_inputs(settings: WarmStartSettings, folder: str | Path) -> dict[str, Path]:
+    """What the SFT config reads: the untrained model with the lab's tokenizer (``init/``) and the problems
+    (``train.jsonl``: ``n_train`` of them, none in ``validation.jsonl`` or ``heldout.jsonl``)."""
+    folder = Path(folder)
     tokenizer = lab_tokenizer(settings)
     model = build_model(
         tokenizer,
@@ -190,71 +162,86 @@ def warm_start(
         num_key_value_heads=settings.num_key_value_heads,
         intermediate_size=settings.intermediate_size,
     )
+    model.save_pretrained(folder / "init")
+    tokenizer.save_pretrained(folder / "init")
     train = train_problems(
         settings.n_train, settings.seed, settings.difficulty, settings.heldout_n, settings.validation_n
     )
-    dataset = Dataset.from_list(sft_rows(train))
-    curve: list[dict] = []
+    validation = validation_problems(settings.difficulty, settings.validation_n, settings.heldout_n)
+    return {
+        "model_name_or_path": folder / "init",
+        "data": write_jsonl(train, folder / "train.jsonl"),
+        "validation_data": write_jsonl(validation, folder / "validation.jsonl"),
+        "eval_data": write_jsonl(heldout_problems(settings.difficulty, settings.heldout_n), folder / "heldout.jsonl"),
+    }
+
+
+def sft_flags(settings: WarmStartSettings, inputs: dict[str, Path]) -> list[str]:
+    """The SFT recipe's flags on top of its config for ``settings`` (all but ``--seed`` and ``--output_dir``, which
+    ``cpu_lab.matrix.run_one`` adds)."""
+    flags = [item for key, path in inputs.items() for item in (f"--{key}", str(path))]
+    for name, flag in RECIPE_FLAGS.items():
+        if flag != "seed":
+            flags += [f"--{flag}", str(getattr(settings, name))]
+    return [*flags, "--logging_steps", str(settings.eval_every)]  # a loss line beside each validation check
+
+
+class _RelayChecks(logging.Handler):
+    """The recipe's validation checks (``eval.monitors.ValidationStop``'s ``CHECKS_LOGGER``) as this module's log
+    records, which a progress display (``cpu_lab.demo``) listens to."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        step, accuracy = getattr(record, "step", None), getattr(record, "validation_accuracy", None)
+        if step is not None and accuracy is not None:
+            progress = {"step": step, "validation_accuracy": accuracy}
+            logger.info("warm start step %d: validation accuracy %.3f", step, accuracy, extra=progress)
+
+
+def warm_start(settings: WarmStartSettings = WarmStartSettings(), cache_root: str | Path = DEFAULT_CACHE_ROOT) -> Path:
+    """Train (or reuse from the cache) the warm start for ``settings`` through ``recipes.sft``; return its folder."""
+    out = Path(cache_root) / f"warmstart-{settings.key()}"
+    if (out / "warmstart.json").exists():
+        logger.info("reusing cached warm start %s", out)
+        return out
+    from cpu_lab import matrix
+
+    tmp = out.with_name(out.name + ".tmp")
+    shutil.rmtree(tmp, ignore_errors=True)
     started = time.monotonic()
+    inputs = write_inputs(settings, tmp / "inputs")
+    from eval.monitors import CHECKS_LOGGER as checks
 
-    class StopOnValidationAccuracy(TrainerCallback):
-        def on_step_end(self, args, state, control, **kwargs):
-            if state.global_step % settings.eval_every and state.global_step < settings.max_steps:
-                return
-            acc = accuracy_fn(model, tokenizer, validation_path, settings.validation_n, settings.max_new_tokens)
-            curve.append({"step": state.global_step, "validation_accuracy": acc, "seconds": time.monotonic() - started})
-            progress = {"step": state.global_step, "validation_accuracy": acc}  # for a progress display (cpu_lab.demo)
-            logger.info("warm start step %d: validation accuracy %.3f", state.global_step, acc, extra=progress)
-            if acc >= settings.stop_at_accuracy:
-                control.should_training_stop = True
-
-    config = SFTConfig(
-        output_dir=str(tmp / "trainer"),
-        max_steps=settings.max_steps,
-        per_device_train_batch_size=settings.batch_size,
-        learning_rate=settings.learning_rate,
-        lr_scheduler_type="constant_with_warmup",  # the stopping rule, not a decay, ends training
-        warmup_steps=settings.warmup_steps,
-        adam_beta2=0.98,
-        weight_decay=0.01,
-        max_grad_norm=1.0,
-        max_length=256,
-        completion_only_loss=True,
-        gradient_checkpointing=False,  # slower for a model this small
-        use_cpu=not torch.cuda.is_available(),
-        bf16=False,
-        logging_steps=settings.eval_every,
-        save_strategy="no",
-        report_to="none",
-        seed=settings.seed,
-        disable_tqdm=True,
-    )
-    trainer = SFTTrainer(
-        model=model,
-        args=config,
-        train_dataset=dataset,
-        processing_class=tokenizer,
-        callbacks=[StopOnValidationAccuracy()],
-    )
-    trainer.train()
-    final = curve[-1] if curve else {"step": 0, "validation_accuracy": None}
-    stop_accuracy = final["validation_accuracy"]
-    # The held-out set is read once, after the stop, by the model the stopping rule chose: it chose nothing.
-    heldout_acc = accuracy_fn(model, tokenizer, heldout_path, settings.heldout_n, settings.max_new_tokens)
-    logger.info("warm start stopped at step %d: held-out accuracy %.3f", final["step"], heldout_acc)
-    model.save_pretrained(tmp)
-    tokenizer.save_pretrained(tmp)
-    shutil.rmtree(tmp / "trainer", ignore_errors=True)
+    relay, level, propagate = _RelayChecks(), checks.level, checks.propagate
+    checks.addHandler(relay)
+    checks.setLevel(logging.INFO)
+    checks.propagate = False  # the recipe prints each check itself
+    try:
+        report = matrix.run_one(SFT_CONFIG, settings.seed, tmp, sft_flags(settings, inputs))
+    finally:
+        checks.removeHandler(relay)
+        checks.setLevel(level)
+        checks.propagate = propagate
+    shutil.rmtree(inputs["model_name_or_path"])  # the untrained model: write_inputs makes it again
+    curve = [
+        {"step": c["step"], "validation_accuracy": c["accuracy"], "seconds": c["seconds"]}
+        for c in report["validation"]["checks"]
+    ]
+    stop_accuracy = report["validation"]["last"]
     record = {
         "settings": asdict(settings),
-        "params": model.num_parameters(),
-        "steps": final["step"],
+        "config": SFT_CONFIG.relative_to(
+            SFT_CONFIG.parents[3]
+        ).as_posix(),  # run with the flags in resolved_config.json
+        "params": _num_parameters(tmp / "model.safetensors"),
+        "steps": report["steps"],
         "validation_accuracy": stop_accuracy,  # at the stop: what the stopping rule saw
-        "heldout_accuracy": heldout_acc,  # of the saved model, measured once after the stop
+        "heldout_accuracy": report["after"]["accuracy"],  # of the saved model, after the stop
+        "heldout_accuracy_before": report["before"]["accuracy"],  # of the untrained model
         "reached_threshold": stop_accuracy is not None and stop_accuracy >= settings.stop_at_accuracy,
         "seconds": round(time.monotonic() - started, 1),
         "curve": curve,
     }
+    logger.info("warm start stopped at step %d: held-out accuracy %.3f", record["steps"], record["heldout_accuracy"])
     (tmp / "warmstart.json").write_text(json.dumps(record, indent=1))
     if not record["reached_threshold"]:
         logger.warning(
@@ -267,6 +254,13 @@ def warm_start(
     shutil.rmtree(out, ignore_errors=True)
     tmp.rename(out)
     return out
+
+
+def _num_parameters(weights: Path) -> int:
+    """Parameters in a saved ``model.safetensors`` (tied embeddings are saved, and counted, once)."""
+    from safetensors.torch import load_file
+
+    return sum(tensor.numel() for tensor in load_file(weights).values())
 
 
 def prepare_lab(
@@ -310,13 +304,27 @@ def recipe_flags(paths: dict[str, Path], model: str = "model") -> list[str]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--seed", type=int, default=WarmStartSettings.seed)
     parser.add_argument("--stop-at-accuracy", type=float, default=WarmStartSettings.stop_at_accuracy)
     parser.add_argument("--max-steps", type=int, default=WarmStartSettings.max_steps)
     parser.add_argument("--cache-root", default=str(DEFAULT_CACHE_ROOT))
+    parser.add_argument(
+        "--inputs",
+        metavar="DIR",
+        help="only write the SFT config's inputs (the untrained model in DIR/init, the three data files) and print "
+        "the recipe's command",
+    )
     args = parser.parse_args()
-    logging.basicConfig(level=logging.INFO, format="%(message)s")
     settings = WarmStartSettings(seed=args.seed, stop_at_accuracy=args.stop_at_accuracy, max_steps=args.max_steps)
+    if args.inputs:
+        inputs = write_inputs(settings, args.inputs)
+        command = ["python -m recipes.sft --config", SFT_CONFIG.relative_to(SFT_CONFIG.parents[3]).as_posix()]
+        print(f"wrote {', '.join(str(p) for p in inputs.values())}; to train:")
+        print(" ".join([*command, *sft_flags(settings, inputs), f"--seed {settings.seed} --output_dir runs/lab/sft"]))
+        return
+    logging.basicConfig(format="%(message)s")
+    logger.setLevel(logging.INFO)
+    logger.addFilter(lambda record: not hasattr(record, "validation_accuracy"))  # the recipe prints each check
     paths = prepare_lab(settings, args.cache_root)
     record = json.loads((paths["model"] / "warmstart.json").read_text())
     print(

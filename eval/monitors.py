@@ -48,6 +48,7 @@ from eval.jsonl import append_jsonl
 from rewards.totals import is_missing, mean_total, weighted_totals
 
 logger = logging.getLogger(__name__)
+CHECKS_LOGGER = logging.getLogger(f"{__name__}.validation")  # ValidationStop's checks, one record each
 
 TOP_K = 20  # completions kept per logging window in the top-reward table
 
@@ -496,17 +497,26 @@ class ValidationStop(TrainerCallback):
     def __init__(self, every: int, stop_at: float | None, eval_kwargs: dict, path: str | Path):
         self.every, self.stop_at, self.eval_kwargs, self.path = every, stop_at, eval_kwargs, Path(path)
         self.history: list[dict] = []
+        self.started = time.monotonic()
+
+    def on_train_begin(self, args, state, control, **kwargs):
+        self.started = time.monotonic()
+        return control
 
     def on_step_end(self, args, state, control, model=None, processing_class=None, **kwargs):
         if state.global_step % self.every:
             return control
         metrics = held_out_metrics(model, processing_class, **self.eval_kwargs)
         row = {"step": state.global_step, "accuracy": metrics["eval/accuracy"], "n": metrics["eval/n"]}
+        row["seconds"] = round(time.monotonic() - self.started, 1)  # since training began, checks included
         self.history.append(row)
         if state.is_world_process_zero:
             with self.path.open("a") as f:
                 f.write(json.dumps(row) + "\n")
             print(f"step {row['step']}: validation accuracy {row['accuracy']:.3f} (n={row['n']})", flush=True)
+            # the same check as a log record, for a caller's progress display (cpu_lab.warmstart relays it)
+            extra = {"step": row["step"], "validation_accuracy": row["accuracy"]}
+            CHECKS_LOGGER.info("step %d: validation accuracy %.3f", row["step"], row["accuracy"], extra=extra)
         if self.stop_at is not None and row["accuracy"] >= self.stop_at:
             control.should_training_stop = True
         return control

@@ -43,6 +43,9 @@ class SFTScriptArguments(run_setup.RunArguments):
     eval_data: str | None = field(default=None, metadata={"help": "hub id or local .jsonl for eval_task"})
     eval_limit: int = field(default=100, metadata={"help": "problems evaluated before and after training (0: skip)"})
     eval_max_new_tokens: int | None = field(default=None, metadata={"help": "default: the task's eval default"})
+    eval_batch_size: int = field(
+        default=16, metadata={"help": "prompts per generate call in the held-out and validation evaluations"}
+    )
     validation_data: str | None = field(
         default=None, metadata={"help": "a .jsonl of eval_task problems that decides when to stop (not the held-out)"}
     )
@@ -59,6 +62,8 @@ def check_args(args: SFTScriptArguments) -> None:
         raise ValueError("stop_at_accuracy needs validation_data: a .jsonl of problems that is not the held-out set")
     if args.stop_at_accuracy is not None and not 0 < args.stop_at_accuracy <= 1:
         raise ValueError(f"stop_at_accuracy={args.stop_at_accuracy}: give a fraction in (0, 1]")
+    if args.eval_batch_size < 1:
+        raise ValueError(f"eval_batch_size={args.eval_batch_size}: give a number of prompts >= 1, e.g. 16")
     if args.validation_data and args.validation_steps < 1:
         raise ValueError(f"validation_steps={args.validation_steps}: give a number of steps >= 1")
     if args.validation_data and args.eval_data and Path(args.validation_data) == Path(args.eval_data):
@@ -123,7 +128,12 @@ def main(script_args, training_args, model_args):
 
     # Model (+LoRA / QLoRA): TRL loads it from the path; the validation check stops training when it is reached
     training_args.model_init_kwargs = model_init_kwargs(model_args, training_args.model_init_kwargs)
-    eval_kwargs = {"task_name": eval_task.name, "max_new_tokens": args.eval_max_new_tokens, "progress": False}
+    eval_kwargs = {
+        "task_name": eval_task.name,
+        "max_new_tokens": args.eval_max_new_tokens,
+        "batch_size": args.eval_batch_size,
+        "progress": False,
+    }
     callbacks = [JsonlLogCallback(out / "log.jsonl")]
     stop = None
     if args.validation_data:

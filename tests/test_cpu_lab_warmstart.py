@@ -1,5 +1,6 @@
-"""The lab's SFT warm start, shrunk to seconds: it trains with TRL's SFTTrainer, stops on a VALIDATION threshold (the
-held-out set is read once, after the stop), and a second call with the same settings reuses the cached folder.
+"""The lab's SFT warm start, shrunk to seconds: it is the SFT recipe run on its config
+(recipes/configs/lab/sft_lab_warmstart.yaml), stops on a VALIDATION threshold (the held-out set is read before
+training and after the stop, never in between), and a second call with the same settings reuses the cached folder.
 
     OMP_NUM_THREADS=1 .venv/bin/python -m pytest -q tests/test_cpu_lab_warmstart.py
 """
@@ -9,8 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from cpu_lab.problems import Difficulty, heldout_problems, validation_problems
-from cpu_lab.warmstart import WarmStartSettings, lab_tokenizer, sft_rows, warm_start
+from cpu_lab import warmstart
+from cpu_lab.problems import Difficulty, heldout_problems, train_problems, validation_problems
+from cpu_lab.warmstart import SFT_CONFIG, WarmStartSettings, lab_tokenizer, sft_flags, warm_start, write_inputs
 from eval.jsonl import read_jsonl
 
 # A model and run small enough for a unit test; the lab's real settings are WarmStartSettings() defaults.
@@ -29,24 +31,35 @@ TINY = dict(
 )
 
 
-def test_few_sft_steps_train_save_and_cache(tmp_path):
+def test_few_sft_steps_train_save_and_cache(tmp_path, monkeypatch):
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
+    from cpu_lab import matrix
     from recipes.tiny_model import build_model
 
     settings = WarmStartSettings(**TINY, max_steps=3, eval_every=3, validation_n=5, heldout_n=4, stop_at_accuracy=1.0)
-    out = warm_start(settings, tmp_path)  # real greedy evaluations through eval.run.evaluate
+    out = warm_start(settings, tmp_path)  # the recipe's real greedy evaluations through eval.run.evaluate
     record = json.loads((out / "warmstart.json").read_text())
     assert out.name == f"warmstart-{settings.key()}"
     assert record["steps"] == 3 and [c["step"] for c in record["curve"]] == [3]
     assert not record["reached_threshold"]  # a 3-step model does not solve everything
     assert 0.0 <= record["validation_accuracy"] <= 1.0 and 0.0 <= record["heldout_accuracy"] <= 1.0
-    read = lambda name: read_jsonl(out / name)  # noqa: E731
+    read = lambda name: read_jsonl(out / "inputs" / name)  # noqa: E731
     assert read("validation.jsonl") == validation_problems(settings.difficulty, 5, heldout_n=4)
     assert read("heldout.jsonl") == heldout_problems(settings.difficulty, 4)
+    assert read("train.jsonl") == train_problems(64, 0, settings.difficulty, 4, 5)
+    # it ran through recipes.sft on the lab's config: the recipe's report and resolved config, with the settings
+    resolved = json.loads((out / "resolved_config.json").read_text())
+    assert resolved["per_device_train_batch_size"] == 8 and resolved["adam_beta2"] == 0.98 and not resolved["bf16"]
+    report = json.loads((out / "report.json").read_text())
+    assert report["validation"]["checks"][0]["accuracy"] == record["validation_accuracy"]
+    assert report["after"]["accuracy"] == record["heldout_accuracy"] and report["after"]["n"] == 4
+    assert read_jsonl(out / "validation.jsonl")[0]["step"] == 3  # the recipe's validation checks
+    assert not (out / "inputs" / "init").exists()  # the untrained model is not kept
     trained = AutoModelForCausalLM.from_pretrained(out)
     tokenizer = AutoTokenizer.from_pretrained(out)
+    assert tokenizer.chat_template == warmstart.LAB_CHAT_TEMPLATE
     initial = build_model(
         tokenizer,
         hidden_size=32,
@@ -56,38 +69,89 @@ def test_few_sft_steps_train_save_and_cache(tmp_path):
         num_key_value_heads=1,
         intermediate_size=64,
     )
+    assert record["params"] == initial.num_parameters()
     assert not torch.equal(trained.model.embed_tokens.weight, initial.model.embed_tokens.weight)
 
-    calls = []
-    again = warm_start(settings, tmp_path, accuracy_fn=lambda *a: calls.append(a) or 0.0)
-    assert again == out and calls == []  # reused from the cache: no training, no evaluation
+    monkeypatch.setattr(matrix, "run_one", lambda *a: pytest.fail("the cached warm start was trained again"))
+    assert warm_start(settings, tmp_path) == out  # reused from the cache: no training, no evaluation
 
 
-def test_stops_on_validation_and_reads_heldout_once_after_the_stop(tmp_path):
-    # validation evaluations at steps 1, 2, 3...: the threshold 0.4 is crossed at step 2. The held-out set scores 0.95
+def test_stops_on_validation_and_reads_heldout_only_before_and_after(tmp_path, monkeypatch):
+    # validation checks at steps 1, 2, 3...: the threshold 0.4 is crossed at step 2. The held-out set scores 0.95
     # whenever it is read, so a rule that looked at it would stop at step 1.
+    from eval import run
+
     validation = iter([0.1, 0.5, 0.9])
     calls = []
 
-    def accuracy(model, tokenizer, data_path, limit, max_new_tokens):
-        calls.append((data_path.name, limit))
-        return 0.95 if data_path.name == "heldout.jsonl" else next(validation)
+    def evaluate(model, tokenizer, task_name, *, data=None, limit=None, **kwargs):
+        calls.append((Path(data).name, limit))
+        accuracy = 0.95 if Path(data).name == "heldout.jsonl" else next(validation)
+        return {"accuracy": accuracy, "n": limit}
 
+    monkeypatch.setattr(run, "evaluate", evaluate)
     settings = WarmStartSettings(**TINY, max_steps=10, eval_every=1, validation_n=6, heldout_n=4, stop_at_accuracy=0.4)
-    out = warm_start(settings, tmp_path, accuracy_fn=accuracy)
+    out = warm_start(settings, tmp_path)
     record = json.loads((out / "warmstart.json").read_text())
-    assert calls == [("validation.jsonl", 6), ("validation.jsonl", 6), ("heldout.jsonl", 4)]
+    held_out, checks = ("heldout.jsonl", 4), ("validation.jsonl", 6)
+    assert calls == [held_out, checks, checks, held_out]  # before training, two checks, after the stop
     assert record["steps"] == 2 and record["validation_accuracy"] == 0.5 and record["reached_threshold"]
     assert record["heldout_accuracy"] == 0.95
     assert [c["validation_accuracy"] for c in record["curve"]] == [0.1, 0.5]
 
 
-def test_sft_rows_are_prompt_completion_with_the_lab_prompt():
+def test_the_flags_carry_every_setting_onto_the_config():
+    # WarmStartSettings() is the config's values; a changed setting reaches the recipe as its flag
+    from recipes import sft
+
+    changed = WarmStartSettings(
+        seed=3,
+        batch_size=4,
+        learning_rate=2e-3,
+        warmup_steps=7,
+        max_steps=123,
+        eval_every=11,
+        validation_n=13,
+        heldout_n=17,
+        stop_at_accuracy=0.45,
+        max_new_tokens=19,
+    )
+    inputs = {"model_name_or_path": "m", "data": "t.jsonl", "validation_data": "v.jsonl", "eval_data": "h.jsonl"}
+    for settings in (WarmStartSettings(), changed):
+        argv = ["--config", str(SFT_CONFIG), *sft_flags(settings, inputs), "--seed", str(settings.seed)]
+        args = {k: v for parsed in sft.make_parser().parse_args_and_config(argv) for k, v in vars(parsed).items()}
+        for name, flag in warmstart.RECIPE_FLAGS.items():
+            assert args[flag] == getattr(settings, name), (name, flag)
+        assert {k: args[k] for k in inputs} == inputs
+        assert args["logging_steps"] == settings.eval_every
+
+
+def test_inputs_are_the_untrained_model_and_the_three_splits(tmp_path):
+    from recipes import sft
+
+    settings = WarmStartSettings(**TINY, validation_n=5, heldout_n=4)
+    inputs = write_inputs(settings, tmp_path)
+    assert (inputs["model_name_or_path"] / "model.safetensors").exists()
+    questions = {name: {r["question"] for r in read_jsonl(inputs[name])} for name in ("data", "validation_data")}
+    questions["eval_data"] = {r["question"] for r in read_jsonl(inputs["eval_data"])}
+    assert not questions["data"] & (questions["validation_data"] | questions["eval_data"])
+    from datasets import Dataset
+
     from eval.tasks import get_task
 
-    row = sft_rows([{"question": "Tom has 3 apples.", "answer": "#### 3"}])[0]
-    assert row["prompt"] == get_task("lab").prompt("Tom has 3 apples.")  # the prompt the lab configs' eval/GRPO use
-    assert row["completion"] == [{"role": "assistant", "content": "#### 3"}]
+    row = sft.sft_rows(get_task(warmstart.TASK), Dataset.from_list(read_jsonl(inputs["data"])[:1]))[0]
+    problem = read_jsonl(inputs["data"])[0]
+    assert row["prompt"] == get_task("lab").prompt(problem["question"])  # the prompt the lab configs' eval/GRPO use
+    assert row["completion"] == [{"role": "assistant", "content": problem["answer"]}]
+
+
+def test_cache_key_changes_with_the_configs_other_settings(monkeypatch):
+    before = WarmStartSettings().key()
+    monkeypatch.setitem(warmstart._SFT, "adam_beta2", 0.999)
+    assert WarmStartSettings().key() != before
+    monkeypatch.setitem(warmstart._SFT, "adam_beta2", 0.98)
+    monkeypatch.setitem(warmstart._SFT, "data", "elsewhere.jsonl")  # a path is set per run: not part of the key
+    assert WarmStartSettings().key() == before
 
 
 def test_lab_configs_prompt_as_the_warm_start_was_trained():
