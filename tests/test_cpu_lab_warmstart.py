@@ -102,22 +102,19 @@ def test_stops_on_validation_and_reads_heldout_only_before_and_after(tmp_path, m
 
 def test_the_flags_carry_every_setting_onto_the_config():
     # WarmStartSettings() is the config's values; a changed setting reaches the recipe as its flag
+    from dataclasses import replace
+
     from recipes import sft
 
-    changed = WarmStartSettings(
-        seed=3,
-        batch_size=4,
-        learning_rate=2e-3,
-        warmup_steps=7,
-        max_steps=123,
-        eval_every=11,
-        validation_n=13,
-        heldout_n=17,
-        stop_at_accuracy=0.45,
-        max_new_tokens=19,
-    )
+    default = WarmStartSettings()
+    # every mapped setting moved off the config's value: integers by 3, fractions halved
+    moved = {
+        name: getattr(default, name) + 3 if isinstance(getattr(default, name), int) else getattr(default, name) / 2
+        for name in warmstart.RECIPE_FLAGS
+    }
+    changed = replace(default, **moved)
     inputs = {"model_name_or_path": "m", "data": "t.jsonl", "validation_data": "v.jsonl", "eval_data": "h.jsonl"}
-    for settings in (WarmStartSettings(), changed):
+    for settings in (default, changed):
         argv = ["--config", str(SFT_CONFIG), *sft_flags(settings, inputs), "--seed", str(settings.seed)]
         args = {k: v for parsed in sft.make_parser().parse_args_and_config(argv) for k, v in vars(parsed).items()}
         for name, flag in warmstart.RECIPE_FLAGS.items():
