@@ -207,8 +207,8 @@ def write_report(out: Path, args, warm: dict, paths: dict, extra, seconds, warm_
         f"Warm start: {warm['params']:,}-parameter Qwen2, SFT stopped at step {warm['steps']} with validation "
         f"accuracy {warm['validation_accuracy']:.3f} (threshold {warm['settings']['stop_at_accuracy']}, on "
         f"{warm['settings']['validation_n']} validation problems); held-out accuracy of that model "
-        f"{warm['heldout_accuracy']:.3f} (the held-out set plays no part in the stop: it is read before training and after; "
-        f"{warm['seconds']:.0f} s to train, {warm_seconds:.0f} s in this demo: "
+        f"{warm['heldout_accuracy']:.3f} (the held-out set plays no part in the stop: it is read before training "
+        f"and after; {warm['seconds']:.0f} s to train, {warm_seconds:.0f} s in this demo: "
         f"{'reused from the cache' if warm_seconds < 0.5 * warm['seconds'] else 'trained now'}).",
         "",
     ]
