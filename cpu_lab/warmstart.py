@@ -51,7 +51,8 @@ LAB_CHAT_TEMPLATE = CHAT_TEMPLATE.replace(
 DEFAULT_CACHE_ROOT = Path("runs/lab/cache")
 LAB_ROOT = Path("runs/lab")  # where the lab configs look: runs/lab/warmstart (link) and runs/lab/data/*.jsonl
 GRPO_TRAIN_SIZE = 2000  # prompts for GRPO (8 per step): far more than a lab run uses
-SFT_CONFIG = Path(__file__).resolve().parents[1] / "recipes" / "configs" / "lab" / "sft_lab_warmstart.yaml"
+SFT_CONFIG_NAME = "recipes/configs/lab/sft_lab_warmstart.yaml"  # the warm start's SFT recipe config
+SFT_CONFIG = Path(__file__).resolve().parents[1] / SFT_CONFIG_NAME
 _SFT = yaml.safe_load(SFT_CONFIG.read_text())
 # WarmStartSettings field -> the SFT recipe's flag that carries it (the config's value is the field's default)
 RECIPE_FLAGS = {
@@ -204,13 +205,12 @@ def warm_start(settings: WarmStartSettings = WarmStartSettings(), cache_root: st
         logger.info("reusing cached warm start %s", out)
         return out
     from cpu_lab import matrix
+    from eval.monitors import CHECKS_LOGGER as checks
 
     tmp = out.with_name(out.name + ".tmp")
     shutil.rmtree(tmp, ignore_errors=True)
     started = time.monotonic()
     inputs = write_inputs(settings, tmp / "inputs")
-    from eval.monitors import CHECKS_LOGGER as checks
-
     relay, level, propagate = _RelayChecks(), checks.level, checks.propagate
     checks.addHandler(relay)
     checks.setLevel(logging.INFO)
@@ -229,9 +229,7 @@ def warm_start(settings: WarmStartSettings = WarmStartSettings(), cache_root: st
     stop_accuracy = report["validation"]["last"]
     record = {
         "settings": asdict(settings),
-        "config": SFT_CONFIG.relative_to(
-            SFT_CONFIG.parents[3]
-        ).as_posix(),  # run with the flags in resolved_config.json
+        "config": SFT_CONFIG_NAME,  # run with the flags in resolved_config.json
         "params": _num_parameters(tmp / "model.safetensors"),
         "steps": report["steps"],
         "validation_accuracy": stop_accuracy,  # at the stop: what the stopping rule saw
@@ -318,9 +316,9 @@ def main() -> None:
     settings = WarmStartSettings(seed=args.seed, stop_at_accuracy=args.stop_at_accuracy, max_steps=args.max_steps)
     if args.inputs:
         inputs = write_inputs(settings, args.inputs)
-        command = ["python -m recipes.sft --config", SFT_CONFIG.relative_to(SFT_CONFIG.parents[3]).as_posix()]
+        command = ["python -m recipes.sft --config", SFT_CONFIG_NAME, *sft_flags(settings, inputs)]
         print(f"wrote {', '.join(str(p) for p in inputs.values())}; to train:")
-        print(" ".join([*command, *sft_flags(settings, inputs), f"--seed {settings.seed} --output_dir runs/lab/sft"]))
+        print(" ".join([*command, f"--seed {settings.seed} --output_dir runs/lab/sft"]))
         return
     logging.basicConfig(format="%(message)s")
     logger.setLevel(logging.INFO)
