@@ -23,6 +23,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from eval.run import DEFAULT_BATCH_SIZE
 from recipes import run_setup, validate
 from recipes.model_args import model_init_kwargs
 
@@ -44,7 +45,8 @@ class SFTScriptArguments(run_setup.RunArguments):
     eval_limit: int = field(default=100, metadata={"help": "problems evaluated before and after training (0: skip)"})
     eval_max_new_tokens: int | None = field(default=None, metadata={"help": "default: the task's eval default"})
     eval_batch_size: int = field(
-        default=16, metadata={"help": "prompts per generate call in the held-out and validation evaluations"}
+        default=DEFAULT_BATCH_SIZE,
+        metadata={"help": "prompts per generate call in the held-out and validation evaluations"},
     )
     validation_data: str | None = field(
         default=None, metadata={"help": "a .jsonl of eval_task problems that decides when to stop (not the held-out)"}
