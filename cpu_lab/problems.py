@@ -166,14 +166,23 @@ def _distinct(rng: random.Random, difficulty: Difficulty, n: int, exclude: set[s
     raise ValueError(f"could not draw {n} distinct problems at {difficulty}: raise max_number or max_steps")
 
 
-def write_lab_data(out_dir: str | Path, n_train: int = 5000, seed: int = 0, difficulty: Difficulty = Difficulty()):
+def write_lab_data(
+    out_dir: str | Path,
+    n_train: int = 5000,
+    seed: int = 0,
+    difficulty: Difficulty = Difficulty(),
+    heldout_n: int = HELDOUT_SIZE,
+    validation_n: int = VALIDATION_SIZE,
+):
     """Write ``train.jsonl``, ``validation.jsonl``, ``heldout.jsonl`` and ``difficulty.json`` to ``out_dir``; return
-    the paths of the three data files."""
+    the paths of the three data files. A larger ``heldout_n`` keeps the first 200 held-out problems and adds more
+    (the same seed draws them in order); the validation and training sets then avoid all of them."""
     out = Path(out_dir)
-    train = write_jsonl(train_problems(n_train, seed, difficulty), out / "train.jsonl")
-    validation = write_jsonl(validation_problems(difficulty), out / "validation.jsonl")
-    heldout = write_jsonl(heldout_problems(difficulty), out / "heldout.jsonl")
-    (out / "difficulty.json").write_text(json.dumps({**asdict(difficulty), "seed": seed, "n_train": n_train}))
+    train = write_jsonl(train_problems(n_train, seed, difficulty, heldout_n, validation_n), out / "train.jsonl")
+    validation = write_jsonl(validation_problems(difficulty, validation_n, heldout_n), out / "validation.jsonl")
+    heldout = write_jsonl(heldout_problems(difficulty, heldout_n), out / "heldout.jsonl")
+    sizes = {"seed": seed, "n_train": n_train, "heldout_n": heldout_n, "validation_n": validation_n}
+    (out / "difficulty.json").write_text(json.dumps({**asdict(difficulty), **sizes}))
     return train, validation, heldout
 
 
@@ -185,9 +194,13 @@ def main() -> None:
     parser.add_argument("--min-steps", type=int, default=1)
     parser.add_argument("--max-steps", type=int, default=2)
     parser.add_argument("--max-number", type=int, default=50)
+    parser.add_argument("--heldout", type=int, default=HELDOUT_SIZE, help="held-out problems (its own seed)")
+    parser.add_argument("--validation", type=int, default=VALIDATION_SIZE, help="validation problems (its own seed)")
     args = parser.parse_args()
     difficulty = Difficulty(args.min_steps, args.max_steps, args.max_number)
-    train, validation, heldout = write_lab_data(args.out_dir, args.n_train, args.seed, difficulty)
+    train, validation, heldout = write_lab_data(
+        args.out_dir, args.n_train, args.seed, difficulty, args.heldout, args.validation
+    )
     print(f"wrote {train}, {validation} and {heldout}")
 
 
