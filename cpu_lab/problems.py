@@ -10,14 +10,6 @@ writes one equation per step and ends with ``#### N``, exactly like a GSM8K answ
   held-out set never chooses a checkpoint;
 - training sets (``train_problems``, SFT and GRPO alike) leave out every held-out and every validation question.
 
->>> p = make_problem(random.Random(3), Difficulty(min_steps=2, max_steps=2, max_number=20))
->>> print(p["question"])
-Ava has 18 stamps. Ava gives away 16 stamps. Then Ava gets 16 more stamps. How many stamps does Ava have now?
->>> print(p["answer"])
-18 - 16 = 2
-2 + 16 = 18
-#### 18
-
     python -m cpu_lab.problems runs/lab/data   # train.jsonl (5,000 rows), validation.jsonl and heldout.jsonl (200 each)
 """
 
@@ -68,7 +60,16 @@ class Difficulty:
 
 
 def make_problem(rng: random.Random, difficulty: Difficulty = Difficulty()) -> dict:
-    """One problem: ``question``, ``answer`` (worked solution ending in ``#### N``, as in GSM8K) and ``final``."""
+    """One problem: ``question``, ``answer`` (worked solution ending in ``#### N``, as in GSM8K) and ``final``.
+
+    >>> p = make_problem(random.Random(3), Difficulty(min_steps=2, max_steps=2, max_number=20))
+    >>> print(p["question"])
+    Ava has 18 stamps. Ava gives away 16 stamps. Then Ava gets 16 more stamps. How many stamps does Ava have now?
+    >>> print(p["answer"])
+    18 - 16 = 2
+    2 + 16 = 18
+    #### 18
+    """
     if hasattr(difficulty, "make_problem"):  # a Difficulty subclass with its own stories (cpu_lab/long_answers.py)
         return difficulty.make_problem(rng)
     name, item = rng.choice(NAMES), rng.choice(ITEMS)

@@ -14,11 +14,6 @@ set, how many answers got a different score the second time (an unscored reply c
 reply was scored). A deterministic judge changes nothing; a judge at temperature 0 behind a batching server may.
 In log-probability mode the report also gives the one answer's distribution over the scores 0-10 (the first time it
 was scored) and its mass: a local judge then returns the same number every time, and its noise is that distribution.
-
->>> repeat_summary([8.0, 8.0, 9.0, None])
-{'n': 4, 'n_unscored': 1, 'distribution': {'8': 2, '9': 1}, 'mean': 8.333, 'min': 8.0, 'max': 9.0}
->>> twice_summary([(8.0, 8.0), (8.0, 2.0), (None, 5.0), (None, None)])
-{'n_answers': 4, 'n_changed': 2, 'n_unscored_pairs': 1, 'mean_abs_change': 3.0}
 """
 
 from __future__ import annotations
@@ -44,7 +39,11 @@ DEFAULT_SET = [
 
 
 def repeat_summary(scores: list[float | None]) -> dict:
-    """Distribution of repeated scores of one answer (``None`` = no score in the reply, or the request failed)."""
+    """Distribution of repeated scores of one answer (``None`` = no score in the reply, or the request failed).
+
+    >>> repeat_summary([8.0, 8.0, 9.0, None])
+    {'n': 4, 'n_unscored': 1, 'distribution': {'8': 2, '9': 1}, 'mean': 8.333, 'min': 8.0, 'max': 9.0}
+    """
     scored = [s for s in scores if s is not None]
     counts = Counter(f"{s:g}" for s in scored)
     return {
@@ -58,7 +57,11 @@ def repeat_summary(scores: list[float | None]) -> dict:
 
 
 def twice_summary(pairs: list[tuple[float | None, float | None]]) -> dict:
-    """How many answers scored differently the second time, and by how much on average (scored pairs only)."""
+    """How many answers scored differently the second time, and by how much on average (scored pairs only).
+
+    >>> twice_summary([(8.0, 8.0), (8.0, 2.0), (None, 5.0), (None, None)])
+    {'n_answers': 4, 'n_changed': 2, 'n_unscored_pairs': 1, 'mean_abs_change': 3.0}
+    """
     changed = [a != b for a, b in pairs if a is not None or b is not None]
     both = [abs(a - b) for a, b in pairs if a is not None and b is not None]
     return {

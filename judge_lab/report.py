@@ -9,12 +9,6 @@ logs) and writes ``lab_report.png`` (five panels: mean judge score, share of ans
 gap, mean answer length in tokens, tracked answers' log-probability under the policy) and ``lab_report.md`` (one table
 per run: per step the mean reward and judge score, correct/n, the gap, mean length, the most frequent answer and the
 tracked log-probabilities and KL).
-
->>> steps = [{"step": 1, "n_answers": 2, "n_correct": 1, "mean_reward": 0.5, "mean_judge_score": 5.0,
-...           "mean_n_tokens": 10.0, "kl": 0.0, "answers": [{"text": "Answer: 3."}, {"text": "Answer: 3."}],
-...           "tracked": {"short": {"logp_policy": -2.0, "logp_ref": -2.0, "kl": 0.0}}}]
->>> print(markdown_table(steps, {1: {GAP: 0.25}}).splitlines()[2])
-| 1 | 0.5 | 5 | 1/2 | 0.25 | 10 | 2x `Answer: 3.` | short -2 (ref -2, KL 0) |
 """
 
 from __future__ import annotations
@@ -52,7 +46,14 @@ def _fmt(x) -> str:
 
 def markdown_table(steps: list[dict], monitors: dict[int, dict] | None = None) -> str:
     """One row per step; the most frequent answer shows a collapse onto one short reply. ``monitors``: the recipe's
-    log lines by step (``read_monitor_log``), for the reward-correctness gap."""
+    log lines by step (``read_monitor_log``), for the reward-correctness gap.
+
+    >>> steps = [{"step": 1, "n_answers": 2, "n_correct": 1, "mean_reward": 0.5, "mean_judge_score": 5.0,
+    ...           "mean_n_tokens": 10.0, "kl": 0.0, "answers": [{"text": "Answer: 3."}, {"text": "Answer: 3."}],
+    ...           "tracked": {"short": {"logp_policy": -2.0, "logp_ref": -2.0, "kl": 0.0}}}]
+    >>> print(markdown_table(steps, {1: {GAP: 0.25}}).splitlines()[2])
+    | 1 | 0.5 | 5 | 1/2 | 0.25 | 10 | 2x `Answer: 3.` | short -2 (ref -2, KL 0) |
+    """
     monitors = monitors or {}
     rows = [
         "| step | mean reward | mean judge score | correct | reward-correctness gap | mean tokens "

@@ -7,7 +7,7 @@ Three commands take a model to GRPO data at the edge of its ability and to a DPO
     python -m training_data.rollouts filter runs/rollouts/gsm8k_train --low 0.2 --high 0.8 --group-size 8 \\
         --out runs/rollouts/gsm8k_train_edge.jsonl     # a training set the GRPO recipe reads as its data
     python -m recipes.dpo --config recipes/configs/gsm8k/qwen2.5-0.5b-instruct/dpo_lora.yaml \\
-        --dataset_name runs/rollouts/gsm8k_train/rollouts.jsonl     # pairs built from the rollouts
+        --data runs/rollouts/gsm8k_train/rollouts.jsonl     # pairs built from the rollouts
 
 ``python -m training_data.rollouts pairs ROLLOUTS --out pairs.jsonl`` writes the DPO pairs to a file to inspect or
 share.
@@ -20,13 +20,8 @@ sampled once), ``results.json`` (pass@k, length by correctness) and ``summary.md
 ``correct``, ``extracted``, ``reason``, ``n_tokens``, ``truncated``), ``n_correct`` and ``pass_rate``.
 
 A group of G answers teaches GRPO nothing when all G are right or all wrong; for a problem of pass rate p that
-happens with probability p^G + (1-p)^G, so problems far from 50% mostly waste compute:
-
->>> round(expected_degenerate_share([0.5, 0.0, 1.0], group_size=8), 4)  # eval.degenerate, as the monitors use it
-0.6693
->>> kept, report = filter_by_pass_rate([{"pass_rate": p} for p in (0.0, 0.25, 0.5, 1.0)], 0.2, 0.8, 8)
->>> [r["pass_rate"] for r in kept], report["dropped_too_hard"], report["dropped_too_easy"]
-([0.25, 0.5], 1, 1)
+happens with probability p^G + (1-p)^G, so problems far from 50% mostly waste compute (``filter`` keeps the
+problems within a pass-rate range: ``filter_by_pass_rate``).
 """
 
 from __future__ import annotations
@@ -51,6 +46,12 @@ def filter_by_pass_rate(
     Returns ``(kept, report)``: the report gives problem counts, how many were dropped as too easy (pass rate
     above ``high``) and too hard (below ``low``), and the expected degenerate-group share for ``group_size``
     before and after (``eval.degenerate.expected_degenerate_share``; NaN when no problem is left).
+
+    >>> round(expected_degenerate_share([0.5, 0.0, 1.0], group_size=8), 4)  # eval.degenerate, as the monitors use it
+    0.6693
+    >>> kept, report = filter_by_pass_rate([{"pass_rate": p} for p in (0.0, 0.25, 0.5, 1.0)], 0.2, 0.8, 8)
+    >>> [r["pass_rate"] for r in kept], report["dropped_too_hard"], report["dropped_too_easy"]
+    ([0.25, 0.5], 1, 1)
     """
     if not 0 <= low <= high <= 1:
         raise ValueError(
