@@ -16,6 +16,8 @@ handed to math-verify: that would credit a restated question or any number in th
 '1234'
 >>> extract_answer("#### 17 or 18").reason
 'hedge'
+>>> extract_answer("#### 3/4").value, extract_answer("#### 1/3").value  # a fraction is its exact value
+('0.75', '1/3')
 >>> extract_answer("so x = \\\\boxed{\\\\frac{1}{2}}", task="math").value
 '\\\\frac{1}{2}'
 >>> extract_answer("Answer: 17", answer_line=True).value
@@ -28,6 +30,7 @@ import re
 import unicodedata
 from dataclasses import dataclass, replace
 from decimal import Decimal, InvalidOperation
+from fractions import Fraction
 
 GSM8K_MARKER = "####"
 MAX_SEGMENT_CHARS = 500  # what follows a marker on its line; more is prose, and scanning it all is quadratic
@@ -51,6 +54,15 @@ HEDGE_RE = re.compile(r"(?:\bor\b|\\lor\b|\bmaybe\b|\bperhaps\b|\beither\b|\?)",
 # Plus-or-minus: two values. A GSM8K number after it ("#### \\pm 18") is a hedge; a MATH answer with it compares
 # only with a gold that has it too (rewards.verify), since math-verify reads "18 \\pm" as 18.
 PLUS_MINUS_RE = re.compile(r"\\pm(?![a-zA-Z])|\\mp(?![a-zA-Z])|[±∓]")
+# A fraction as a GSM8K final answer, read as the number it is: "3/4" and "3 / 4" are 0.75, "-3/4" is -0.75, a mixed
+# number "1 1/2" is one and a half, "\\frac{3}{4}" is 0.75. Whole numerator and denominator only: "1.5/2", "1,000/4" and
+# "1/2/3" stay arithmetic (EXPRESSION_RE), which is not an answer.
+FRACTION_RE = re.compile(
+    r"(?<![\d.,/])(?P<sign>-?)\s?\$?(?:(?P<whole>\d+)\s+)?(?P<num>\d+)\s*/\s*(?P<den>\d+)(?![\d.,]|\s*/)"
+    r"|(?P<fsign>-?)\s?\\[dt]?frac\{\s*(?P<fnum>\d+)\s*\}\{\s*(?P<fden>\d+)\s*\}"
+)
+# A fraction as the extractor writes one ("1/3", "-2/7").
+FRACTION_TEXT_RE = re.compile(rf"\s*(-?)\s*(\d{{1,{MAX_NUMBER_CHARS}}})\s*/\s*(\d{{1,{MAX_NUMBER_CHARS}}})\s*")
 # Arithmetic in a GSM8K answer: "#### 2\\sqrt(2)", "#### 7+7", "#### 3 \\times 3" hold one distinct number (2, 7, 3)
 # but are not that number.
 EXPRESSION_RE = re.compile(r"\\(?:sqrt|[dt]?frac|times|cdot|div)(?![a-zA-Z])|[\^*/×÷]|\d\s*\+")
@@ -81,10 +93,17 @@ class Answer:
         return self.value is not None
 
 
+# Vulgar fractions ("½", "⅔"): NFKC writes "½" as "1⁄2", which would glue "1½" into "11⁄2"; a space keeps the mixed
+# number apart ("1 1/2").
+VULGAR_FRACTION_RE = re.compile("[\u00bc-\u00be\u2150-\u215e]")
+
+
 def normalize_text(text: str) -> str:
-    """NFKC folds unicode digits and full-width signs ("１８" -> "18") and strips zero-width characters."""
+    """NFKC folds unicode digits and full-width signs ("１８" -> "18") and strips zero-width characters; a vulgar
+    fraction and the fraction slash are written with "/" ("1½" -> "1 1/2")."""
+    text = VULGAR_FRACTION_RE.sub(lambda m: " " + m.group(), text)
     text = unicodedata.normalize("NFKC", text)
-    return text.replace("\u200b", "").replace("\u2212", "-")
+    return text.replace("\u200b", "").replace("\u2212", "-").replace("\u2044", "/")
 
 
 def normalize_number(raw: str) -> str | None:
@@ -117,6 +136,56 @@ def normalize_number(raw: str) -> str | None:
         return format(d, "f")
     except InvalidOperation:  # 1e999 and the like: beyond Decimal's precision, not an answer
         return None
+
+
+def exact_text(value: Fraction) -> str:
+    """An exact value as the extractor writes it: a decimal when it has one, else the reduced fraction.
+
+    >>> exact_text(Fraction(6, 8)), exact_text(Fraction(-3, 2)), exact_text(Fraction(18)), exact_text(Fraction(2, 6))
+    ('0.75', '-1.5', '18', '1/3')
+    """
+    q = value.denominator
+    twos = fives = 0
+    while q % 2 == 0:
+        q, twos = q // 2, twos + 1
+    while q % 5 == 0:
+        q, fives = q // 5, fives + 1
+    if q != 1:  # no finite decimal: 1/3 is not 0.33
+        return f"{value.numerator}/{value.denominator}"
+    places = max(twos, fives)
+    digits = str(abs(value.numerator) * 10**places // value.denominator).rjust(places + 1, "0")
+    text = f"{digits[:-places]}.{digits[-places:]}" if places else digits
+    return f"-{text}" if value < 0 else text
+
+
+def exact_number(text: str | None) -> Fraction | None:
+    """The exact value of a number (``normalize_number``) or of a fraction ``p/q`` as the extractor writes one; None
+    when it is neither (or divides by zero). GSM8K answers compare by it: ``0.75`` equals ``3/4``, ``0.33`` is not
+    ``1/3``.
+
+    >>> exact_number("0.75") == exact_number("3/4"), exact_number("0.33") == exact_number("1/3"), exact_number("1/0")
+    (True, False, None)
+    """
+    if text is None:
+        return None
+    number = normalize_number(text)
+    if number is not None:
+        return Fraction(number)
+    m = FRACTION_TEXT_RE.fullmatch(text)
+    if m is None or int(m.group(3)) == 0:
+        return None
+    return Fraction(int(m.group(2)), int(m.group(3))) * (-1 if m.group(1) else 1)
+
+
+def fraction_value(m: re.Match) -> Fraction | None:
+    """The value of a ``FRACTION_RE`` match, or None when it divides by zero or is too long to be an answer."""
+    sign, whole, num, den = (m.group(k) for k in ("sign", "whole", "num", "den"))
+    if num is None:  # \frac{num}{den}
+        sign, num, den = m.group("fsign"), m.group("fnum"), m.group("fden")
+    if any(part and len(part) > MAX_NUMBER_CHARS for part in (whole, num, den)) or int(den) == 0:
+        return None
+    value = int(whole or 0) + Fraction(int(num), int(den))
+    return -value if sign else value
 
 
 # Emphasis around an answer changes nothing: "**73**", "*73*", "__73__", "<b>73</b>", "\\textbf{73}". Markdown's
@@ -152,16 +221,17 @@ def _single_number(segment: str) -> tuple[str | None, str]:
         return None, "empty"
     if HEDGE_RE.search(segment) or PLUS_MINUS_RE.search(segment):
         return None, "hedge"
-    if EXPRESSION_RE.search(segment):
+    # A fraction is a number ("3/4"); arithmetic around it is not ("3/4 + 1": the fraction stands in as a digit).
+    fractions = [fraction_value(m) for m in FRACTION_RE.finditer(segment)]
+    if EXPRESSION_RE.search(FRACTION_RE.sub(" 0 ", segment)) or None in fractions:  # "1/0" is no number
         return None, "expression"
-    numbers = ANSWER_NUMBER_RE.findall(segment)
-    if not numbers:
+    numbers = ANSWER_NUMBER_RE.findall(FRACTION_RE.sub(" ", segment))
+    if not numbers and not fractions:
         return None, "empty"
-    values = {normalize_number(n) for n in numbers}
-    values.discard(None)
-    if len(values) != 1:
+    values = {Fraction(v) for v in map(normalize_number, numbers) if v is not None} | set(fractions)
+    if len(values) != 1:  # "3/4 = 0.75" is one value; "3/4 or 0.8" was a hedge above
         return None, "hedge"
-    return values.pop(), "ok"
+    return exact_text(values.pop()), "ok"
 
 
 def _extract_gsm8k(text: str) -> Answer:

@@ -12,7 +12,7 @@ completions are scored up to the checker's pool size at a time (``rewards.verify
 
 from __future__ import annotations
 
-from rewards.answers import TASKS, extract_answer, normalize_number, normalize_text
+from rewards.answers import TASKS, exact_number, extract_answer, normalize_text
 from rewards.completions import completion_text
 from rewards.verify import concurrently, is_correct
 
@@ -111,15 +111,15 @@ def answer_line_correctness_reward(completions, answer, **kwargs) -> list[float 
     Stricter than ``gsm8k_correctness`` on purpose: the lab's prompt asks for exactly this line, and a checker that
     accepts only it cannot be talked into a higher score. None when the gold is missing.
 
-    >>> answer_line_correctness_reward(["4 * 6 = 24, 24 - 7 = 17.\\nAnswer: 17", "Answer: 17\\nor 18"],
-    ...                                answer=["17"] * 2)
-    [1.0, 0.0]
+    >>> answer_line_correctness_reward(["4 * 6 = 24, 24 - 7 = 17.\\nAnswer: 17", "Answer: 17\\nor 18", "Answer: 3/4"],
+    ...                                answer=["17", "17", "0.75"])
+    [1.0, 0.0, 1.0]
     """
     out = []
     for completion, gold in zip(completions, answer, strict=True):
-        gold_value = normalize_number(str(gold)) if gold is not None else None
+        gold_value = exact_number(str(gold)) if gold is not None else None
         if gold_value is None:
             out.append(None)
             continue
-        out.append(float(final_answer_line_value(completion_text(completion)) == gold_value))
+        out.append(float(exact_number(final_answer_line_value(completion_text(completion))) == gold_value))
     return out

@@ -1,7 +1,8 @@
 """Is an extracted answer equal to the gold one? Deterministic, time-limited, safe in any thread.
 
-GSM8K answers are numbers and compare as decimals (``18.00 == 18``). MATH answers compare first as normalised
-strings and plain numbers, then with math-verify -- the one place where model text becomes an expression.
+GSM8K answers are numbers and compare exactly, as decimals and fractions (``18.00 == 18``, ``0.75 == 3/4``,
+``0.33 != 1/3``). MATH answers compare first as normalised strings and plain numbers, then with math-verify -- the one
+place where model text becomes an expression.
 math-verify's own timeouts use ``signal.alarm``, which only works in the main thread, so here it runs in a small
 pool of worker processes (``rewards/_verify_worker.py``, started with ``subprocess``: no multiprocessing, so it
 works when ``__main__`` is a notebook, stdin or ``python -c``).
@@ -72,8 +73,8 @@ from rewards.answers import (
     _box_answer,
     _canonical_box,
     _is_hedge,
+    exact_number,
     extract_answer,
-    normalize_number,
 )
 from rewards.cost import too_costly
 
@@ -422,9 +423,9 @@ def compare_answers(pred: str | None, gold: str | None, task: str = "gsm8k", tim
     """
     if not pred or not gold:
         return Verdict.NOT_EQUAL
-    if task == "gsm8k":
-        pred_number = normalize_number(pred)
-        return Verdict.of(pred_number is not None and pred_number == normalize_number(gold))
+    if task == "gsm8k":  # exact values: "0.75" equals "3/4" (the extractor reads "#### 6/8" so), "0.33" is not "1/3"
+        pred_number = exact_number(pred)
+        return Verdict.of(pred_number is not None and pred_number == exact_number(gold))
     if len(pred) > MAX_ANSWER_CHARS:
         logger.warning("answer skipped as pathological (%d chars): %.60r", len(pred), pred)
         return Verdict.NOT_EQUAL

@@ -39,7 +39,9 @@ GSM8K_CASES = [
     ("#### 2\\sqrt(2)", None, "expression"),  # one distinct number, but 2 times a root, not 2
     ("#### 7+7", None, "expression"),  # a sum, not 7
     ("#### 3 \\times 3", None, "expression"),  # a product
-    ("#### 7/7", None, "expression"),  # a quotient
+    ("#### 7/7/7", None, "expression"),  # a quotient of a quotient
+    ("#### 2/3 + 1", None, "expression"),  # arithmetic on a fraction
+    ("#### 1.5/2", None, "expression"),  # a quotient of decimals, not a fraction as one writes it
     ("#### 2^2", None, "expression"),  # a power
     ("#### 17 or 18", None, "hedge"),  # a hedge in the marker
     ("#### 17, 18", None, "hedge"),  # a candidate list
@@ -57,6 +59,57 @@ GSM8K_CASES = [
 def test_gsm8k_extraction(text, value, reason):
     answer = extract_answer(text, task="gsm8k")
     assert (answer.value, answer.reason) == (value, reason)
+
+
+# A fraction after the marker is the number it is, as a careful reader pays it: its exact value, a decimal when it
+# has one, else the reduced fraction (1/3 is not 0.33).
+GSM8K_FRACTIONS = [
+    ("#### 3/4", "0.75"),
+    ("#### 6/8", "0.75"),  # not in lowest terms: the same number
+    ("#### 3 / 4", "0.75"),  # spaces around the bar
+    ("#### -3/4", "-0.75"),  # a negative fraction
+    ("#### 1 1/2", "1.5"),  # a mixed number: one and a half
+    ("#### -2 1/4", "-2.25"),  # a negative mixed number: the sign covers both parts
+    ("#### 1½", "1.5"),  # a vulgar fraction glued to its whole part
+    ("#### \\frac{3}{4}", "0.75"),  # as LaTeX writes it
+    ("#### 3/4 cup", "0.75"),  # a unit after it
+    ("#### 3/4 = 0.75", "0.75"),  # the same value written twice
+    ("#### 7/7", "1"),
+    ("#### 1/3", "1/3"),  # no finite decimal: kept exact
+    ("#### 2/6", "1/3"),
+]
+
+
+@pytest.mark.parametrize("text, value", GSM8K_FRACTIONS)
+def test_a_gsm8k_fraction_is_its_exact_value(text, value):
+    answer = extract_answer(text, task="gsm8k")
+    assert (answer.value, answer.reason) == (value, "ok")
+
+
+@pytest.mark.parametrize("text", ["#### 1/0", "#### 0/0", "#### 5 1/0", "#### 1/" + "0" * 5000, "#### 1/" + "7" * 5000])
+def test_a_gsm8k_fraction_that_is_no_number_is_no_answer_at_once(text):
+    start = time.perf_counter()
+    answer = extract_answer(text, task="gsm8k")
+    assert (answer.value, answer.reason) == (None, "expression")
+    assert time.perf_counter() - start < 0.1
+
+
+def test_gsm8k_fractions_are_hedges_when_they_disagree():
+    assert extract_answer("#### 1/2 3/4").reason == "hedge"
+    assert extract_answer("#### 3/4 = 0.8").reason == "hedge"
+    assert extract_answer("#### 3/4 or 0.75").reason == "hedge"
+
+
+def test_eval_scores_a_gsm8k_fraction_exactly():
+    from eval.scoring import score_completion
+
+    pairs = [("#### 3/4", "0.75"), ("#### 1/3", "0.33"), ("#### 1/0", "0")]
+    scored = [score_completion(c, g, "gsm8k") for c, g in pairs]
+    assert [(s["correct"], s["extracted"], s["reason"]) for s in scored] == [
+        (True, "0.75", "ok"),
+        (False, "1/3", "ok"),
+        (False, None, "expression"),
+    ]
 
 
 MATH_CASES = [

@@ -332,6 +332,35 @@ def test_gsm8k_plus_minus_is_a_hedge():
     assert reward(["#### \\pm 27", "#### ±27", "#### 27 \\pm", "#### 27"], answer=["27"] * 4) == [0.0, 0.0, 0.0, 1.0]
 
 
+GSM8K_FRACTION_SCORES = [
+    ("#### 3/4", "0.75", 1.0),
+    ("#### 6/8", "0.75", 1.0),
+    ("#### 3 / 4", "0.75", 1.0),
+    ("#### -3/4", "-0.75", 1.0),
+    ("#### 1 1/2", "1.5", 1.0),
+    ("#### 3/5", "0.75", 0.0),  # another number
+    ("#### 1/3", "0.33", 0.0),  # exact: 1/3 is not 0.33 (nor 0.333333333333333333333)
+    ("#### 1/3", "0.333333333333333333333", 0.0),
+    ("#### 0.33", "1/3", 0.0),
+    ("#### 2/6", "1/3", 1.0),  # a fraction as the gold
+    ("#### 1/0", "0", 0.0),  # no number
+    ("#### 8/2", "4", 1.0),
+]
+
+
+@pytest.mark.parametrize("completion, gold, paid", GSM8K_FRACTION_SCORES)
+def test_gsm8k_correctness_pays_a_fraction_equal_to_the_gold(completion, gold, paid):
+    assert get_reward("gsm8k_correctness")([completion], answer=[gold]) == [paid]
+    # the judge lab's checker reads the same number on its answer line
+    assert answer_line_correctness_reward([completion.replace("####", "Answer:")], answer=[gold]) == [paid]
+
+
+def test_number_anywhere_pays_a_fraction_equal_to_the_gold():
+    completions = ["so 6/8 of the cake", "we get 1/3 of it", "he has 2 3/4 cups", "he has 2 3/4 cups", "1/0 cups"]
+    golds = ["0.75", "0.33", "2.75", "0.75", "2"]  # 1/0 is no number (1 and 0 are)
+    assert get_reward("number_anywhere")(completions, answer=golds) == [0.5, 0.0, 0.5, 0.5, 0.0]
+
+
 def test_gsm8k_arithmetic_on_the_gold_is_not_the_gold():
     # each holds only the gold's digits, and is another number (probe malformed_root paid one in 50 before)
     completions = ["#### 2\\sqrt(2)", "#### 2 + 2", "#### 2*2", "#### 2^{2}", "#### 2 \\cdot 2", "#### 2"]
