@@ -15,6 +15,7 @@ ValueError: task 'math_train' has no hub copy: pass --data PATH with a local .js
 
 from __future__ import annotations
 
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -143,6 +144,22 @@ def load_hub_dataset(source: str, config: str | None = None, split: str | None =
         raise SourceError(f"{where} ({error.__class__.__name__}: {str(error)[:200]}): {fix}") from None
 
 
+@contextmanager
+def no_progress_bars():
+    """datasets' progress bars off inside, as they were after: reading a local file and mapping a few thousand rows
+    take a second, and their bars would come before the command's own first line (hub downloads keep theirs)."""
+    import datasets
+
+    if datasets.are_progress_bars_disabled():
+        yield
+        return
+    datasets.disable_progress_bars()
+    try:
+        yield
+    finally:
+        datasets.enable_progress_bars()
+
+
 def load_rows(task: Task, data: str | None = None, split: str | None = None, flag: str = "--data"):
     """A `datasets.Dataset` of the task's rows, from a local JSON(L) file or the hub. Raises before any model load.
 
@@ -162,7 +179,8 @@ def load_rows(task: Task, data: str | None = None, split: str | None = None, fla
         path = Path(source)
         if not path.exists():
             raise FileNotFoundError(f"data file {path} does not exist: pass {usage} with a .jsonl path or a hub id")
-        ds = load_dataset("json", data_files=str(path), split="train")
+        with no_progress_bars():
+            ds = load_dataset("json", data_files=str(path), split="train")
     else:
         fix = f"pass {usage} to a local .jsonl" + (f" ({hint})" if hint else "")
         ds = load_hub_dataset(source, task.hub_config, split or task.hub_split, fix)
@@ -185,7 +203,8 @@ def to_prompt_rows(task: Task, ds):
             "question": row[task.question_field],
         }
 
-    return ds.map(convert, remove_columns=[c for c in ds.column_names if c in ("prompt", "answer", "question")])
+    with no_progress_bars():
+        return ds.map(convert, remove_columns=[c for c in ds.column_names if c in ("prompt", "answer", "question")])
 
 
 def one_prompt_rows(task: Task, question: str, answer: str, instruction: str | None = None):

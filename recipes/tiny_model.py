@@ -6,12 +6,16 @@ default; the tokenizer is a byte-level BPE trained on a small corpus that includ
 digit in its own token. Both are saved with `save_pretrained` and load back with `from_pretrained`.
 
     python -m recipes.tiny_model /tmp/tiny          # writes config, weights and tokenizer to /tmp/tiny
+
+A recipe config with ``build_tiny_model: true`` builds it where ``model_name_or_path`` points when nothing is there
+yet, under the rules of ``may_build_at``: the random model never lands where a real one was meant to be.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import re
 from pathlib import Path
 
 # Qwen2.5's chat template, reduced to what leash uses (system/user/assistant turns, generation prompt).
@@ -25,6 +29,8 @@ CHAT_TEMPLATE = (
     "{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}{% endif %}"
 )
 SPECIAL_TOKENS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
+TINY_MODEL_DIR = "runs/tiny_model"  # where the tiny configs build it (their model_name_or_path)
+HUB_ID = re.compile(r"[A-Za-z0-9][\w.-]*(/[\w.-]+)?")  # "org/name" or "name", as the hub names models
 # Qwen2's pre-tokenizer regex: single digits, letters runs, punctuation runs, whitespace.
 QWEN2_SPLIT = r"""(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+"""  # noqa: E501
 
@@ -108,6 +114,61 @@ def build_model(tokenizer, hidden_size: int = 64, num_layers: int = 2, seed: int
     return model
 
 
+def reads_as_hub_id(path: str) -> bool:
+    """Whether ``path`` is written as the hub writes a model (``org/name`` or ``name``); a local folder that is not
+    there yet must then be written ``./org/name`` (or absolute, or with more than one ``/``) to tell the two apart.
+
+    >>> reads_as_hub_id("Qwen/Qwen2.5-0.5B-Instruct"), reads_as_hub_id("./runs/tiny"), reads_as_hub_id("/tmp/a/b")
+    (True, False, False)
+    """
+    return HUB_ID.fullmatch(path) is not None
+
+
+def is_tiny_model_dir(path: str) -> bool:
+    """Whether ``path`` is the tiny configs' folder (``TINY_MODEL_DIR``, relative to the working folder).
+
+    >>> is_tiny_model_dir("runs/tiny_model/"), is_tiny_model_dir("./runs/tiny_model"), is_tiny_model_dir("runs/x")
+    (True, True, False)
+    """
+    return Path(path).expanduser().resolve() == Path(TINY_MODEL_DIR).resolve()
+
+
+def may_build_at(path: str, asked_on_command_line: bool, path_on_command_line: bool) -> bool:
+    """Whether ``build_tiny_model: true`` may build the random tiny model at the missing folder ``path``.
+
+    It builds at the tiny configs' folder (``TINY_MODEL_DIR``); at another local folder only when the same place set
+    both ``build_tiny_model`` and ``model_name_or_path`` (the config, or ``--build_tiny_model true`` on the command
+    line); never at a name that reads as a hub id (False: the model is loaded from the hub, or its check says why it
+    cannot be). A model path given on the command line under a config that builds is a ValueError: a typo there would
+    otherwise train a random model without a word.
+
+    >>> may_build_at("runs/tiny_model", False, True), may_build_at("Qwen/Qwen2.5-0.5B-Instruct", False, True)
+    (True, False)
+    >>> may_build_at("./runs/mine", asked_on_command_line=True, path_on_command_line=True)
+    True
+    >>> may_build_at("/data/my_sft_modle", False, True)
+    Traceback (most recent call last):
+    ...
+    ValueError: model_name_or_path /data/my_sft_modle does not exist, and the config's build_tiny_model: true builds the random tiny model only at runs/tiny_model: pass an existing model folder or a hub id, or add --build_tiny_model true to build a tiny one at /data/my_sft_modle
+    """  # noqa: E501
+    if is_tiny_model_dir(path):
+        return True
+    if reads_as_hub_id(path):
+        if asked_on_command_line:
+            raise ValueError(
+                f"--build_tiny_model true would build a random model at {path}, which reads as a hub id (org/name): "
+                f"write the folder as ./{path} to build it there, or drop --build_tiny_model to load {path}"
+            )
+        return False
+    if asked_on_command_line or not path_on_command_line:
+        return True
+    raise ValueError(
+        f"model_name_or_path {path} does not exist, and the config's build_tiny_model: true builds the random tiny "
+        f"model only at {TINY_MODEL_DIR}: pass an existing model folder or a hub id, or add --build_tiny_model true "
+        f"to build a tiny one at {path}"
+    )
+
+
 def save_tiny_model(
     out_dir: str | Path,
     vocab_size: int = 400,
@@ -117,11 +178,19 @@ def save_tiny_model(
     corpus: list[str] | None = None,
 ) -> Path:
     """Build, save and return the folder of a tiny model + tokenizer that `from_pretrained` loads."""
+    from transformers.utils import logging as transformers_logging
+
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     tokenizer = build_tokenizer(vocab_size, corpus)
     model = build_model(tokenizer, hidden_size=hidden_size, num_layers=num_layers, seed=seed)
-    model.save_pretrained(out)
+    bar = transformers_logging.is_progress_bar_enabled()
+    transformers_logging.disable_progress_bar()  # one shard of ~100k parameters: a bar says nothing
+    try:
+        model.save_pretrained(out)
+    finally:
+        if bar:
+            transformers_logging.enable_progress_bar()
     tokenizer.save_pretrained(out)
     (out / "leash_tiny.json").write_text(json.dumps({"params": model.num_parameters(), "seed": seed}))
     return out
