@@ -63,11 +63,23 @@ def make_parser() -> argparse.ArgumentParser:
         "--data", help="local .jsonl or hub id (default: the task's hub data; python -m eval.data writes local ones)"
     )
     run.add_argument("--limit", type=int, help="evaluate the first N problems only")
-    run.add_argument("--seed", type=int, default=0)
+    run.add_argument(
+        "--seed",
+        type=int,
+        default=0,
+        help="sampling seed: problem i (with hf, the batch starting at it) samples with seed + i, so a resumed run "
+        "samples as a fresh one (default 0; no effect on greedy decoding)",
+    )
     run.add_argument("--num-samples", type=int, default=1, help="K samples per problem; pass@k is reported for K>1")
     run.add_argument("--temperature", type=float, default=0.0, help="0 = greedy")
     run.add_argument("--max-new-tokens", type=int, help="generation budget (default: 1024 gsm8k, 2048 math500)")
-    run.add_argument("--batch-size", type=int, default=DEFAULT_BATCH_SIZE)
+    run.add_argument(
+        "--batch-size",
+        type=int,
+        default=DEFAULT_BATCH_SIZE,
+        help=f"problems per generation call with hf (memory grows with it); vllm takes all pending prompts at once "
+        f"(default {DEFAULT_BATCH_SIZE})",
+    )
     run.add_argument("--backend", default="hf", help="hf (transformers generate) or vllm")
     run.add_argument("--dtype", default="auto", help="model dtype: auto, bfloat16, float16, float32")
     run.add_argument(
@@ -84,16 +96,22 @@ def make_parser() -> argparse.ArgumentParser:
     score = sub.add_parser("score", help="score stored completions (no model)")
     score.add_argument("--task", required=True, help=f"one of {sorted(TASKS)}")
     score.add_argument("--predictions", required=True, help="JSONL with one completion per line")
-    score.add_argument("--completion-field", default="completion")
+    score.add_argument(
+        "--completion-field",
+        default="completion",
+        help="field holding the completion: a string, chat messages, or a list of K strings (default: completion)",
+    )
     score.add_argument("--gold-field", help="field holding the gold answer (default: the task's, 'answer')")
     score.add_argument("--tokenizer", help="tokenizer folder or hub id to count completion tokens")
-    score.add_argument("--wandb", action="store_true")
+    score.add_argument(
+        "--wandb", action="store_true", help="log summary and samples table to W&B (WANDB_MODE=offline works)"
+    )
     add_ci_level(score)
     score.add_argument("--out", required=True)
 
     compare = sub.add_parser("compare", help="before/after table of two output folders")
-    compare.add_argument("dir_a")
-    compare.add_argument("dir_b")
+    compare.add_argument("dir_a", help="output folder of the first run (A, e.g. before training)")
+    compare.add_argument("dir_b", help="output folder of the second run (B); the table shows B - A")
     add_ci_level(compare)
     return parser
 

@@ -153,9 +153,33 @@ def summary(report: dict, out: Path) -> str:
 
 
 def make_parser():
-    from trl import DPOConfig, ModelConfig, TrlParser
+    """The recipe's parser: ``--help`` shows the recipe's own options by group and the TRL ones most runs set."""
+    from trl import DPOConfig, ModelConfig
 
-    return TrlParser((DPOScriptArguments, DPOConfig, ModelConfig))
+    from recipes.cli import RecipeParser  # imports TRL, as the line above does
+
+    groups = {
+        "preference pairs": ["data", "data_split", "max_pairs_per_problem", "length_tolerance"],
+        "held-out evaluation": ["eval_task", "eval_data", "eval_limit", "eval_max_new_tokens"],
+        "run": ["build_tiny_model", "resume"],
+    }
+    common = (
+        "model_name_or_path",
+        "output_dir",
+        "max_steps",
+        "num_train_epochs",
+        "learning_rate",
+        "beta",
+        "loss_type",
+        "per_device_train_batch_size",
+        "gradient_accumulation_steps",
+        "use_peft",
+        "use_cpu",
+        "report_to",
+        "seed",
+    )
+    parts = (DPOScriptArguments, DPOConfig, ModelConfig)
+    return RecipeParser(parts, module="recipes.dpo", doc=__doc__, groups=groups, common=common, docs="docs/dpo.md")
 
 
 if __name__ == "__main__":

@@ -153,9 +153,50 @@ def summary(report: dict, out: Path) -> str:
 
 
 def make_parser():
-    from trl import GRPOConfig, ModelConfig, TrlParser
+    """The recipe's parser: ``--help`` shows the recipe's own options by group and the TRL ones most runs set."""
+    from trl import GRPOConfig, ModelConfig
 
-    return TrlParser((GRPOScriptArguments, GRPOConfig, ModelConfig))
+    from recipes.cli import RecipeParser  # imports TRL, as the line above does
+
+    groups = {
+        "training data": ["task", "data", "train_limit", "question", "gold_answer", "instruction", "curriculum"],
+        "rewards": ["reward_funcs", "reward_check", "reward_model_path"],
+        "held-out evaluation, monitors and hack probes": [
+            "eval_task",
+            "eval_data",
+            "eval_limit",
+            "eval_max_new_tokens",
+            "monitor_eval_steps",
+            "monitor_eval_limit",
+            "probe_problems",
+        ],
+        "the hack alarm and the best checkpoint": ["hack_alarm_checks", "stop_on_hack", "keep_best_checkpoint"],
+        "run": ["build_tiny_model", "resume", "use_vllm_if_available", "one_update_per_group", "callbacks"],
+        "tracked answers (their log-probability every step)": ["tracked_names", "tracked_answers"],
+        "the LLM judge (reward llm_judge)": [n for n in GRPOScriptArguments.__dataclass_fields__ if n[:6] == "judge_"],
+    }
+    common = (
+        "model_name_or_path",
+        "output_dir",
+        "max_steps",
+        "learning_rate",
+        "per_device_train_batch_size",
+        "gradient_accumulation_steps",
+        "num_generations",
+        "max_completion_length",
+        "loss_type",
+        "beta",
+        "scale_rewards",
+        "use_peft",
+        "use_cpu",
+        "report_to",
+        "seed",
+    )
+    folded = ("tracked answers (their log-probability every step)", "the LLM judge (reward llm_judge)")
+    parts = (GRPOScriptArguments, GRPOConfig, ModelConfig)
+    return RecipeParser(
+        parts, module="recipes.grpo", doc=__doc__, groups=groups, common=common, folded=folded, docs="docs/grpo.md"
+    )
 
 
 if __name__ == "__main__":

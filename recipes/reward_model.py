@@ -191,9 +191,34 @@ def main(script_args, training_args, model_args):
 
 
 def make_parser():
-    from trl import ModelConfig, RewardConfig, TrlParser
+    """The recipe's parser: ``--help`` shows the recipe's own options by group and the TRL ones most runs set."""
+    from trl import ModelConfig, RewardConfig
 
-    return TrlParser((RMScriptArguments, RewardConfig, ModelConfig))
+    from recipes.cli import RecipeParser  # imports TRL, as the line above does
+
+    groups = {
+        "preference pairs": ["data", "data_split", "max_pairs_per_problem", "length_tolerance"],
+        "held-out pairs and the loss": ["eval_data", "eval_fraction", "margin"],
+        "run": ["build_tiny_model", "resume"],
+    }
+    common = (
+        "model_name_or_path",
+        "output_dir",
+        "max_steps",
+        "num_train_epochs",
+        "learning_rate",
+        "per_device_train_batch_size",
+        "gradient_accumulation_steps",
+        "max_length",
+        "use_peft",
+        "use_cpu",
+        "report_to",
+        "seed",
+    )
+    parts = (RMScriptArguments, RewardConfig, ModelConfig)
+    return RecipeParser(
+        parts, module="recipes.reward_model", doc=__doc__, groups=groups, common=common, docs="docs/reward_model.md"
+    )
 
 
 if __name__ == "__main__":

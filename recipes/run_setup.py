@@ -136,11 +136,17 @@ def main_process_path(training_args, path: Path) -> Path | None:
 
 
 def build_tiny_model_if_asked(script_args, model_args) -> None:
-    """``build_tiny_model: true`` builds the tiny local model at ``model_name_or_path`` when nothing is there yet."""
-    if script_args.build_tiny_model and not Path(model_args.model_name_or_path).exists():
-        from recipes.tiny_model import save_tiny_model
+    """``build_tiny_model: true`` builds the tiny local model at ``model_name_or_path`` when nothing is there yet, and
+    never at a name that reads as a hub id (the recipe's parser has already switched it off there, and refused a model
+    path the command line gave under a config that builds: ``recipes.tiny_model.may_build_at``)."""
+    from recipes.tiny_model import is_tiny_model_dir, reads_as_hub_id, save_tiny_model
 
-        save_tiny_model(model_args.model_name_or_path)
+    path = model_args.model_name_or_path
+    if not script_args.build_tiny_model or Path(path).exists():
+        return
+    if reads_as_hub_id(path) and not is_tiny_model_dir(path):
+        raise ValueError(f"build_tiny_model: true at {path}, which reads as a hub id: write the folder as ./{path}")
+    save_tiny_model(path)
 
 
 def start_run(script_args, training_args, model_args, identity: dict) -> tuple[Path, dict]:

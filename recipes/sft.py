@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from eval.run import DEFAULT_BATCH_SIZE
+from eval.tasks import no_progress_bars
 from recipes import run_setup, validate
 from recipes.model_args import model_init_kwargs
 
@@ -96,7 +97,8 @@ def sft_rows(task, rows, solution_field: str | None = None):
             "completion": [{"role": "assistant", "content": solution}],
         }
 
-    return rows.map(convert, remove_columns=rows.column_names)
+    with no_progress_bars():
+        return rows.map(convert, remove_columns=rows.column_names)
 
 
 def main(script_args, training_args, model_args):
@@ -195,9 +197,33 @@ def summary(report: dict, out: Path) -> str:
 
 
 def make_parser():
-    from trl import ModelConfig, SFTConfig, TrlParser
+    """The recipe's parser: ``--help`` shows the recipe's own options by group and the TRL ones most runs set."""
+    from trl import ModelConfig, SFTConfig
 
-    return TrlParser((SFTScriptArguments, SFTConfig, ModelConfig))
+    from recipes.cli import RecipeParser  # imports TRL, as the line above does
+
+    groups = {
+        "training data": ["task", "data", "solution_field", "train_limit"],
+        "held-out evaluation": ["eval_task", "eval_data", "eval_limit", "eval_max_new_tokens", "eval_batch_size"],
+        "stopping on a validation set": ["validation_data", "validation_limit", "validation_steps", "stop_at_accuracy"],
+        "run": ["build_tiny_model", "resume"],
+    }
+    common = (
+        "model_name_or_path",
+        "output_dir",
+        "max_steps",
+        "num_train_epochs",
+        "learning_rate",
+        "per_device_train_batch_size",
+        "gradient_accumulation_steps",
+        "max_length",
+        "use_peft",
+        "use_cpu",
+        "report_to",
+        "seed",
+    )
+    parts = (SFTScriptArguments, SFTConfig, ModelConfig)
+    return RecipeParser(parts, module="recipes.sft", doc=__doc__, groups=groups, common=common, docs="docs/sft.md")
 
 
 if __name__ == "__main__":

@@ -18,12 +18,16 @@ from __future__ import annotations
 import importlib.util
 import logging
 import math
+import netrc
 import os
 import re
 import sys
 import warnings
 from collections.abc import Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, redirect_stdout
+from io import StringIO
+from pathlib import Path
+from urllib.parse import urlsplit
 
 logger = logging.getLogger(__name__)
 
@@ -102,7 +106,27 @@ def check_rewards(names: Sequence[str] | None, weights: Sequence[float] | None, 
             "give one weight per reward, in the same order (or drop reward_weights for 1.0 each)"
         )
     check_watched_rewards(list(names), None if weights is None else list(weights))
-    check_reward_weights(list(names), None if weights is None else list(weights), on_violation=on_violation)
+    try:
+        check_reward_weights(list(names), None if weights is None else list(weights), on_violation=on_violation)
+    except ValueError as error:  # rewards speaks of its Python argument; a recipe's user sets reward_check
+        raise ValueError(recipe_words(str(error))) from None
+
+
+ON_VIOLATION = re.compile(r"([Pp])ass on_violation='warn'(?: \(reward_check: warn in a recipe config\))?")
+
+
+def recipe_words(message: str) -> str:
+    """``rewards.check_reward_weights``' refusal in a recipe's words: the config key and flag, not the argument.
+
+    >>> recipe_words("a wrong answer 1 but ... or pass on_violation='warn' (reward_check: warn in a recipe config) to")
+    'a wrong answer 1 but ... or set reward_check: warn in the config (--reward_check warn) to'
+    >>> recipe_words("no bound. Pass on_violation='warn' to train it anyway")
+    'no bound. Set reward_check: warn in the config (--reward_check warn) to train it anyway'
+    """
+    return ON_VIOLATION.sub(
+        lambda found: ("S" if found[1] == "P" else "s") + "et reward_check: warn in the config (--reward_check warn)",
+        message,
+    )
 
 
 def check_watched_rewards(names: list[str], weights: list[float] | None) -> None:
@@ -180,8 +204,6 @@ def check_model(model_args, build_tiny_model: bool = False) -> None:
     ...
     rewards.sources.SourceError: model_name_or_path 'runs/no/such/model' does not exist (no such local folder): pass a local model folder (with config.json) or a hub id (org/name)
     """  # noqa: E501
-    from pathlib import Path
-
     from rewards.sources import check_model_source
 
     name = model_args.model_name_or_path
@@ -415,6 +437,66 @@ def check_deepspeed(request: str | None) -> None:
         )
 
 
+WANDB_QUIET_MODES = ("offline", "disabled", "dryrun")  # WANDB_MODE values under which W&B needs no login
+WANDB_HOST = "https://api.wandb.ai"  # W&B's default server (WANDB_BASE_URL changes it)
+
+
+def netrc_path(env) -> Path:
+    """The netrc file W&B reads: ``NETRC``, else ``~/.netrc``, else ``~/_netrc`` where only that one exists."""
+    if env.get("NETRC"):
+        return Path(env["NETRC"]).expanduser()
+    unix, windows = Path("~/.netrc").expanduser(), Path("~/_netrc").expanduser()
+    return windows if windows.exists() and not unix.exists() else unix
+
+
+def wandb_login(environ: dict[str, str] | None = None) -> str | None:
+    """Where W&B would find its login, read as W&B 0.31 reads it and without a request: ``WANDB_API_KEY`` (or an
+    identity token file), else a ``machine`` entry for the server (``WANDB_BASE_URL``) in the netrc file that `wandb
+    login` writes (``NETRC``, else ``~/.netrc``, else ``~/_netrc``). None when there is none.
+
+    >>> wandb_login({"WANDB_API_KEY": "x"}), wandb_login({"NETRC": "/nonexistent/netrc"})
+    ('WANDB_API_KEY', None)
+    """
+    env = os.environ if environ is None else environ
+    for name in ("WANDB_API_KEY", "WANDB_IDENTITY_TOKEN_FILE"):
+        if env.get(name):
+            return name
+    path = netrc_path(env)
+    if not path.is_file():
+        return None
+    try:
+        entry = netrc.netrc(str(path)).authenticators(urlsplit(env.get("WANDB_BASE_URL") or WANDB_HOST).netloc)
+    except (netrc.NetrcParseError, OSError):
+        return None  # W&B reads no key from a file it cannot parse either
+    return str(path) if entry and entry[2] else None
+
+
+def check_wandb(report_to: str | Sequence[str] | None, environ: dict[str, str] | None = None) -> None:
+    """``report_to: wandb`` needs a W&B login, or ``WANDB_MODE`` offline or disabled; without one, W&B stops the run
+    at its first log, after the model has loaded and the first evaluation has run. Checked before any of that.
+
+    >>> check_wandb(["wandb"], {"WANDB_MODE": "offline"})
+    >>> check_wandb("none", {})
+    >>> check_wandb(["wandb"], {"NETRC": "/nonexistent/netrc"})
+    Traceback (most recent call last):
+    ...
+    ValueError: report_to includes wandb but W&B has no login here (no WANDB_API_KEY, no api.wandb.ai entry in /nonexistent/netrc): run `wandb login` once, or export WANDB_API_KEY=<your key>, or set WANDB_MODE=offline to log to ./wandb and upload later with `wandb sync` (or report_to: none)
+    """  # noqa: E501
+    env = os.environ if environ is None else environ
+    targets = [report_to] if isinstance(report_to, str) else list(report_to or [])
+    if "wandb" not in targets and not ("all" in targets and importlib.util.find_spec("wandb")):
+        return
+    if env.get("WANDB_MODE", "").lower() in WANDB_QUIET_MODES or wandb_login(env):
+        return
+    host = urlsplit(env.get("WANDB_BASE_URL") or WANDB_HOST).netloc
+    raise ValueError(
+        f"report_to includes wandb but W&B has no login here (no WANDB_API_KEY, no {host} entry in "
+        f"{netrc_path(env)}): "
+        "run `wandb login` once, or export WANDB_API_KEY=<your key>, or set WANDB_MODE=offline to log to ./wandb "
+        "and upload later with `wandb sync` (or report_to: none)"
+    )
+
+
 def check_quantization(load_in_4bit: bool, load_in_8bit: bool, use_peft: bool) -> None:
     """QLoRA needs LoRA adapters; on CPU bitsandbytes works but is very slow, so warn and go on."""
     if not (load_in_4bit or load_in_8bit):
@@ -481,12 +563,15 @@ def parse_or_explain(parser, args: Sequence[str] | None = None):
     """``parser.parse_args_and_config(args)``, with what to change added to the errors TRL raises while building
     configs (``HINTS``, ``reword_group_error``); a flag given on the command line wins over the config's automatic
     choices (``let_explicit_flags_win``). A run that asks for DeepSpeed where it is not installed stops first, with
-    the install command (``check_deepspeed``)."""
+    the install command (``check_deepspeed``); one that reports to W&B without a login, with the ways to log in
+    (``check_wandb``)."""
     argv = sys.argv[1:] if args is None else args
     check_deepspeed(deepspeed_request(argv))  # before parsing: TrainingArguments itself fails without the package
     try:
         parsed = parser.parse_args_and_config(args)
         let_explicit_flags_win(parsed, argv)
+        for part in parsed:  # before any model loads: W&B itself stops the run at its first log
+            check_wandb(getattr(part, "report_to", None))
         return parsed
     except ValueError as error:
         reworded = reword_group_error(str(error))
@@ -520,12 +605,56 @@ def config_errors():
         raise ConfigError(str(error)) from error
 
 
+def quiet_library_noise() -> None:
+    """Silence transformers' FutureWarning each time TRL's trainers (not leash, not the config) read
+    ``model.is_gradient_checkpointing``: no user can act on it. The renamed ``gradient_checkpointing`` options need no
+    filter (the recipe's parser passes them under their new names: ``recipes.cli``), and bitsandbytes' search for a CPU
+    kernel package is quieted when the ``recipes`` package is imported."""
+    warnings.filterwarnings("ignore", message="`is_gradient_checkpointing` is deprecated", category=FutureWarning)
+
+
+def import_integrations_quietly() -> None:
+    """Import transformers' reporting integrations (parsing a config does) without their import-time print "[INFO]
+    Running in WANDB offline mode": ``make`` sets ``WANDB_MODE=offline`` for every run, reporting to W&B or not, and a
+    run that does report to W&B gets ``wandb_line`` instead. Costs nothing once TRL's configs are imported."""
+    with redirect_stdout(StringIO()):
+        import transformers.integrations.integration_utils  # noqa: F401
+
+
+def wandb_line(report_to, environ: dict[str, str] | None = None) -> str | None:
+    """Where a run that reports to W&B logs, in one line; None for a run that does not, or logs online.
+
+    >>> wandb_line(["wandb"], {"WANDB_MODE": "offline"})
+    'W&B: offline (WANDB_MODE=offline): the run is kept in ./wandb; `wandb sync ./wandb/offline-run-*` uploads it'
+    >>> wandb_line(["none"], {"WANDB_MODE": "offline"})
+    """
+    env = os.environ if environ is None else environ
+    mode = env.get("WANDB_MODE", "").lower()
+    if "wandb" not in (report_to or []) or mode not in WANDB_QUIET_MODES:
+        return None
+    if mode == "disabled":
+        return "W&B: disabled (WANDB_MODE=disabled): nothing is logged to W&B; log.jsonl has the metrics"
+    folder = os.path.join(env.get("WANDB_DIR") or ".", "wandb")  # where wandb keeps runs (WANDB_DIR moves it)
+    return (
+        f"W&B: {mode} (WANDB_MODE={mode}): the run is kept in {folder}; `wandb sync {folder}/offline-run-*` uploads it"
+    )
+
+
 def run_cli(make_parser, main) -> None:
     """A recipe's command line: YAML + flags, then ``main``; bad input exits with ``error: ...`` and status 2
-    instead of a traceback (errors after the model is loaded keep their traceback)."""
+    instead of a traceback (errors after the model is loaded keep their traceback). The libraries' noise that leash
+    causes is silenced first (``quiet_library_noise``), so that leash's lines come first: the config and the output
+    folder, then (reporting to W&B offline) where W&B keeps the run."""
+    quiet_library_noise()
     try:
         with config_errors():
-            args = parse_or_explain(make_parser())
+            parser = make_parser()
+            import_integrations_quietly()
+            args = parse_or_explain(parser)
+        training_args = next(a for a in args if hasattr(a, "report_to"))
+        print(f"{parser.prog}: {flag_value(sys.argv[1:], 'config') or 'no --config'} -> {training_args.output_dir}")
+        if line := wandb_line(training_args.report_to):
+            print(line)
         main(*args)
     except ConfigError as error:
         print(f"error: {error}", file=sys.stderr)

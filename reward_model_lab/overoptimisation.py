@@ -571,22 +571,68 @@ def write_report(out: Path, settings: Settings, paths: dict, prepared_s: float |
     return report
 
 
-def main(argv: list[str] | None = None) -> Path:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+def make_parser() -> argparse.ArgumentParser:
+    """The lab's command line: what it does and how to run it first, then its options by group."""
     defaults = Settings()
-    parser.add_argument("--seeds", type=int, nargs="+", default=defaults.seeds)
-    parser.add_argument("--betas", type=float, nargs="+", default=defaults.betas)
-    parser.add_argument("--no-checker-control", action="store_true")
-    for name in ("steps", "eval_every", "eval_n", "pair_problems", "pair_k", "jobs"):
-        parser.add_argument("--" + name.replace("_", "-"), type=int, default=getattr(defaults, name))
-    parser.add_argument("--pairs", choices=["policy", "reference"], default=defaults.pairs)
-    parser.add_argument("--policy", help="a causal LM folder (default: the lab warm start)")
-    parser.add_argument("--train-data", help="with --policy: GRPO and pair problems (.jsonl)")
-    parser.add_argument("--heldout-data", help="with --policy: held-out problems (.jsonl)")
-    parser.add_argument("--out", default="runs/lab/overoptimisation")
-    parser.add_argument("--report-to", default="none", help="'wandb' logs every run's rm/* curves to W&B")
-    parser.add_argument("--report-only", action="store_true", help="rewrite the report of --out from its finished runs")
+    summary = "\n\n".join(__doc__.split("\n\n")[:2])  # the first paragraph and the commands
+    parser = argparse.ArgumentParser(
+        prog="python -m reward_model_lab.overoptimisation",
+        description=summary,
+        epilog="Step by step, with what each writes: pydoc reward_model_lab.overoptimisation; results and how to "
+        "read them: docs/reward_model.md",
+        formatter_class=type(
+            "Formatter", (argparse.RawDescriptionHelpFormatter, argparse.ArgumentDefaultsHelpFormatter), {}
+        ),
+    )
+    arms = parser.add_argument_group("the arms")
+    arms.add_argument("--seeds", type=int, nargs="+", default=defaults.seeds, help="seeds of every arm")
+    arms.add_argument(
+        "--betas", type=float, nargs="+", default=defaults.betas, help="KL coefficients: one reward-model arm each"
+    )
+    arms.add_argument(
+        "--no-checker-control", action="store_true", help="leave out the control arm (the checker's reward, beta 0)"
+    )
+    length = parser.add_argument_group("length of each GRPO run")
+    length.add_argument("--steps", type=int, default=defaults.steps, help="GRPO steps per run")
+    length.add_argument("--eval-every", type=int, default=defaults.eval_every, help="steps between evaluations")
+    length.add_argument(
+        "--eval-n", type=int, default=defaults.eval_n, help="held-out problems per evaluation (accuracy, proxy, KL)"
+    )
+    length.add_argument("--jobs", type=int, default=defaults.jobs, help="runs at once, one torch thread each")
+    pairs = parser.add_argument_group("the reward model's preference pairs")
+    pairs.add_argument(
+        "--pairs",
+        choices=["policy", "reference"],
+        default=defaults.pairs,
+        help="'policy': the warm start's own answers, correct vs wrong; 'reference': each problem's reference "
+        "solution vs the same with the answer + 1 (mechanics only)",
+    )
+    pairs.add_argument("--pair-problems", type=int, default=defaults.pair_problems, help="train problems sampled")
+    pairs.add_argument("--pair-k", type=int, default=defaults.pair_k, help="answers sampled per problem")
+    own = parser.add_argument_group("another policy and data (default: the CPU lab's warm start and problems)")
+    own.add_argument("--policy", help="a causal LM folder")
+    own.add_argument("--train-data", help="with --policy: GRPO and pair problems (.jsonl)")
+    own.add_argument("--heldout-data", help="with --policy: held-out problems (.jsonl)")
+    out = parser.add_argument_group("output")
+    out.add_argument("--out", default="runs/lab/overoptimisation", help="folder of every run and the report")
+    out.add_argument(
+        "--report-to",
+        default="none",
+        help="'wandb' logs every run's rm/* curves to W&B (needs `wandb login`, WANDB_API_KEY or WANDB_MODE=offline)",
+    )
+    out.add_argument("--report-only", action="store_true", help="rewrite the report of --out from its finished runs")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> Path:
+    from recipes.validate import check_wandb
+
+    parser = make_parser()
     args = parser.parse_args(argv)
+    try:
+        check_wandb([args.report_to])  # before the warm start, the pairs and the reward model, not at the first run
+    except ValueError as error:
+        parser.error(str(error).replace("report_to includes wandb", "--report-to wandb"))
     if args.report_only:
         out = Path(args.out)
         known = {f.name for f in fields(Settings)}
