@@ -56,7 +56,7 @@ def test_bad_settings_fail_before_model_load(tmp_path, data_dir, overrides, mess
 
 
 def test_format_only_reward_set_needs_explicit_warn(tmp_path, data_dir, caplog):
-    with pytest.raises(ValueError, match="on_violation='warn'"):
+    with pytest.raises(ValueError, match="reward_check: warn"):  # the recipe's config key (tests/test_recipe_cli.py)
         validate.check_rewards(["gsm8k_format"], None)
     validate.check_rewards(["gsm8k_format"], None, on_violation="warn")  # a hack study: trains, loudly
     assert "REWARD HACK RISK" in caplog.text
