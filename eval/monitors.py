@@ -8,7 +8,8 @@ Three pieces, used together by ``recipes/grpo.py`` (and the JSON-lines logger by
   ``monitor/...`` metrics of that batch and hands them to TRL's ``log_metric`` (TRL averages them over the logging
   window, across processes, and sends them to ``report_to``): among them the degenerate share predicted for the batch
   from earlier batches only (``eval.degenerate.DegeneratePredictor``, which learns the batch after predicting it) and
-  the answer comparisons given up as timeouts during the batch's reward calls (``rewards.verify.timeout_count``).
+  the answer comparisons without verdict during the batch's reward calls (``rewards.verify.no_verdict_counts``: given
+  up as timeouts, refused from their text as too costly, failed workers).
 - ``MonitorCallback`` (a ``TrainerCallback``) scores the hack probes under the run's rewards and weights at the start
   (``probe/...``), runs a held-out evaluation every N steps through ``eval.run.evaluate`` (``eval/...``), and writes
   the table of the highest-reward completions of each logging window. ``MonitoredGRPOTrainer.log`` adds the
@@ -140,11 +141,11 @@ def split_groups(keys: Sequence, items: Sequence, group_size: int | None = None)
 
 
 # --------------------------------------------------------------------------------------------------- reward side
-def _timeout_count() -> int:
-    """Comparisons given up as timeouts in this process so far (``rewards.verify.timeout_count``)."""
+def _no_verdict_counts() -> dict[str, int]:
+    """Comparisons without verdict in this process so far, by outcome (``rewards.verify.no_verdict_counts``)."""
     from rewards import verify
 
-    return verify.timeout_count()
+    return verify.no_verdict_counts()
 
 
 def _text(completion) -> str:
@@ -189,7 +190,7 @@ class RewardMonitor:
     stop_token_ids: Sequence[int] | None = field(default=None, kw_only=True)
     predictor: DegeneratePredictor = field(init=False)
     _outputs: dict[int, list] = field(default_factory=dict, init=False)
-    _timeouts_before: int = field(default=0, init=False)
+    _no_verdicts_before: dict[str, int] = field(default_factory=dict, init=False)
     _top: list = field(default_factory=list, init=False)  # min-heap of (reward, counter, row) over the window
     _counter: int = field(default=0, init=False)
     seconds: float = field(default=0.0, init=False)  # time spent in monitor code (for the overhead benchmark)
@@ -216,16 +217,18 @@ class RewardMonitor:
     def _wrap(self, index: int, func: Callable) -> Callable:
         def recording_reward(completions, **kwargs):
             if not self._outputs:  # the batch's first reward function
-                self._timeouts_before = _timeout_count()
+                self._no_verdicts_before = _no_verdict_counts()
             scores = func(completions=completions, **kwargs)
             self._outputs[index] = list(scores)
             if index in self.watched:  # the trained rewards came first (checked in __post_init__)
                 trained = [self._outputs[i] for i in range(index) if i not in self.watched]
                 scores = [None if all(is_missing(t[k]) for t in trained) else s for k, s in enumerate(scores)]
             if len(self._outputs) == len(self.reward_funcs):
-                timeouts = _timeout_count() - self._timeouts_before  # before the monitor scores anything itself
+                # before the monitor scores anything itself
+                counts = _no_verdict_counts()
+                no_verdicts = {k: n - self._no_verdicts_before.get(k, 0) for k, n in counts.items()}
                 start = time.perf_counter()
-                self._record_batch(completions, kwargs, timeouts)
+                self._record_batch(completions, kwargs, no_verdicts)
                 self._outputs = {}
                 self.seconds += time.perf_counter() - start
             return scores
@@ -239,7 +242,7 @@ class RewardMonitor:
             return ids[-1] not in self.stop_token_ids
         return len(ids) >= self.max_completion_length
 
-    def _record_batch(self, completions, kwargs, timeouts: int = 0) -> None:
+    def _record_batch(self, completions, kwargs, no_verdicts: dict[str, int] | None = None) -> None:
         texts = [_text(c) for c in completions]
         answers = kwargs.get("answer") or [None] * len(texts)
         ids = kwargs.get("completion_ids") or [[] for _ in texts]
@@ -255,7 +258,12 @@ class RewardMonitor:
         groups = split_groups(keys, rows, self.group_size)
         metrics = group_metrics([[s for _, _, s in g] for g in groups], self.group_size)
         metrics |= self._expected_degenerate([g for g in groups if len(g) == self.group_size])
-        metrics["monitor/timeout_rate"] = timeouts / len(texts)
+        # Comparisons without verdict are paid 0 but are not wrong answers: timeouts, refusals and failed workers each
+        # have their rate, and their sum is the no-verdict rate.
+        no_verdicts = no_verdicts or {}
+        metrics["monitor/timeout_rate"] = no_verdicts.get("timeout", 0) / len(texts)
+        metrics["monitor/refused_rate"] = no_verdicts.get("refused", 0) / len(texts)
+        metrics["monitor/no_verdict_rate"] = sum(no_verdicts.values()) / len(texts)
         log_metric = kwargs.get("log_metric")
         if log_metric is not None:
             for name, value in metrics.items():

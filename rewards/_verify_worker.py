@@ -204,6 +204,10 @@ def _number(expr):
 
     if isinstance(expr, sympy.Eq):
         expr = expr.rhs
+    if isinstance(expr, sympy.Expr) and expr.has(sympy.Sum, sympy.Product):
+        # in closed form: evaluating a sum at 60 digits runs Euler-Maclaurin, seconds for \sum_{k=1}^{1000} k
+        # (rewards.cost refuses more than 10,000 terms)
+        expr = expr.doit()
     if not isinstance(expr, sympy.Expr) or not expr.is_number or expr.free_symbols or expr.has(sympy.Set):
         return None
     # infinities, and math-verify's percentages ("50\\%" is 50*|1/100|, equal to 50 by its rules): its verdict stands

@@ -80,7 +80,7 @@ class Answer:
     # "ok", "no_marker", "empty", "hedge", "conflicting_markers", "expression" (arithmetic after a GSM8K marker),
     # "multi_part" (boxes joined as parts of one answer: only a gold of that many parts can equal it),
     # "unfinished_think" (the completion opened a <think> block and never closed it);
-    # "timeout" or "checker_error" when comparing the boxes with each other gave no verdict (rewards.verify)
+    # "timeout", "checker_error" or "refused" when comparing the boxes with each other gave no verdict (rewards.verify)
     reason: str
     marker: str | None = None  # "####", "boxed", "answer_line"
     n_markers: int = 0

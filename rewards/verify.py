@@ -7,20 +7,22 @@ math-verify's own timeouts use ``signal.alarm``, which only works in the main th
 pool of worker processes (``rewards/_verify_worker.py``, started with ``subprocess``: no multiprocessing, so it
 works when ``__main__`` is a notebook, stdin or ``python -c``).
 
-A comparison has four outcomes (``Verdict``): equal, not equal, ``timeout`` and ``checker_error``. Only the first two
-are verdicts, and only they are cached. The time budget is a real bound: waiting for a free worker and starting one
-count inside it. Inside it, a worker spends at most ``CPU_BUDGET_S`` of CPU time on a comparison; one that needs
-more is given up as a ``timeout`` at once and for good, whatever the machine's load (CPU time does not shrink on a
-busy machine, wall-clock time does). A comparison that runs out of wall-clock time (a busy machine, a worker being
-replaced) is retried once with ``RETRY_FACTOR`` times the budget; if that runs out too, it is given up as a
-``timeout`` and not retried for ``TIMEOUT_MEMO_S``. Timeouts are counted by ``timeout_count()``, logged, never cached
-as verdicts. A worker that fails to start or dies is a ``checker_error``, not a timeout. Either way the answer is not
-paid: rewards score it 0 with a logged warning (TRL's contract), eval reports the reason. Nothing here raises on
-model output.
+A comparison has five outcomes (``Verdict``): equal, not equal, ``timeout``, ``checker_error`` and ``refused``.
+Only the first two are verdicts, and only they are cached. The time budget is a real bound: waiting for a free worker
+and starting one count inside it. Inside it, a worker spends at most ``CPU_BUDGET_S`` of CPU time on a comparison;
+one that needs more is given up as a ``timeout`` at once and for good, whatever the machine's load (CPU time does not
+shrink on a busy machine, wall-clock time does). A comparison that runs out of wall-clock time (a busy machine, a
+worker being replaced) is retried once with ``RETRY_FACTOR`` times the budget; if that runs out too, it is given up as
+a ``timeout`` and not retried for ``TIMEOUT_MEMO_S``. Timeouts are counted by ``timeout_count()``, logged, never
+cached as verdicts. A worker that fails to start or dies is a ``checker_error``, not a timeout. Either way the answer
+is not paid: rewards score it 0 with a logged warning (TRL's contract), eval reports the reason. Nothing here raises
+on model output.
 
 What could not finish in any budget (a power tower, a sum of 10^100 terms, a factorial of a billion, brackets nested
-deeper than any answer: ``rewards.cost.too_costly``) is refused before a worker is asked, and a batch is scored up to
-the pool's size at a time (``concurrently``), so that a slow comparison holds one worker while the others go on.
+deeper than any answer: ``rewards.cost.too_costly``) is refused before a worker is asked: ``refused``, no verdict
+(``\\prod_{k=1}^{20000} 1`` is 1, but is refused by its number of terms), not paid, and counted as timeouts are
+(``no_verdict_counts``). A batch is scored up to the pool's size at a time (``concurrently``), so that a slow
+comparison holds one worker while the others go on.
 
 math-verify compares numbers with tolerances that let distinct very small or very large values match
 (``\\frac{1}{20!}`` vs ``\\frac{1}{21!}``); the worker re-checks every numeric "equal" exactly. A ``\\pm`` answer
@@ -117,6 +119,7 @@ class Verdict(enum.Enum):
     NOT_EQUAL = "not_equal"
     TIMEOUT = "timeout"  # ran out of time even after the retry: no verdict
     CHECKER_ERROR = "checker_error"  # a worker failed to start or died: no verdict
+    REFUSED = "refused"  # the text alone says no budget could compare it (rewards.cost.too_costly): no verdict
     SPENT = "spent"  # the pool's answer only: the worker spent its whole CPU budget (reported as TIMEOUT)
 
     @classmethod
@@ -302,6 +305,7 @@ _GIVEN_UP: dict[tuple[str, str], float] = {}
 _IN_FLIGHT: dict[tuple[str, str], threading.Event] = {}  # pairs being compared now: the same pair waits for them
 _CACHE_LOCK = threading.Lock()
 _TIMEOUTS = 0
+_NO_VERDICTS = {"refused": 0, "checker_error": 0}  # the other comparisons without verdict (timeouts: _TIMEOUTS)
 
 
 def timeout_count() -> int:
@@ -311,6 +315,25 @@ def timeout_count() -> int:
     """
     with _CACHE_LOCK:
         return _TIMEOUTS
+
+
+def no_verdict_counts() -> dict[str, int]:
+    """Comparisons without verdict in this process so far, by outcome: ``timeout`` (as ``timeout_count``),
+    ``refused`` (``rewards.cost.too_costly``) and ``checker_error``. Thread-safe; read before and after a batch.
+
+    >>> before = no_verdict_counts()
+    >>> compare_answers("9^{9^{9^{9}}}", "1", task="math").value
+    'refused'
+    >>> no_verdict_counts()["refused"] - before["refused"]
+    1
+    """
+    with _CACHE_LOCK:
+        return {"timeout": _TIMEOUTS, **_NO_VERDICTS}
+
+
+def _count_no_verdict(outcome: str) -> None:
+    with _CACHE_LOCK:
+        _NO_VERDICTS[outcome] += 1
 
 
 def _count_timeout(key: tuple[str, str], remember: bool = True, for_good: bool = False) -> None:
@@ -387,6 +410,7 @@ def _ask_pool(key: tuple[str, str], timeout: float) -> Verdict:
             gold,
         )
     elif verdict is Verdict.CHECKER_ERROR:
+        _count_no_verdict("checker_error")
         logger.warning("math-verify workers failed on %.60r vs gold %.60r: no verdict, not paid", pred, gold)
     else:
         with _CACHE_LOCK:
@@ -416,7 +440,7 @@ def compare_answers(pred: str | None, gold: str | None, task: str = "gsm8k", tim
 
     The whole comparison takes at most ``timeout * (1 + RETRY_FACTOR)`` (plus process start-up after a kill), and
     one worker's ``CPU_BUDGET_S``. An answer (or gold) that no budget could compare (``rewards.cost.too_costly``) is
-    not equal at once.
+    ``REFUSED`` at once: no verdict, as a timeout is, and counted (``no_verdict_counts``).
 
     >>> compare_answers("3", "\\\\frac{6}{2}", task="math").value, compare_answers("\\\\pm 3", "3", task="math").value
     ('equal', 'not_equal')
@@ -458,7 +482,8 @@ def compare_answers(pred: str | None, gold: str | None, task: str = "gsm8k", tim
             else:
                 logger.warning("comparison skipped: the gold (%d chars) is pathological: %.60r", len(gold), gold)
             logger.debug("pathological %s: %s", side, why)
-            return Verdict.NOT_EQUAL
+            _count_no_verdict("refused")
+            return Verdict.REFUSED
     return _math_verify(gold, pred, timeout)
 
 
@@ -510,7 +535,7 @@ class Check:
     """One completion checked against its gold: the extracted ``answer`` and the comparison's outcome.
 
     ``reason`` is the extractor's (``ok``, ``hedge``, ...) unless the comparison gave no verdict (``timeout``,
-    ``checker_error``) or scoring failed (``error``).
+    ``checker_error``, ``refused``) or scoring failed (``error``).
     """
 
     answer: Answer
@@ -525,8 +550,14 @@ class Check:
     def timeout(self) -> bool:
         return self.reason == "timeout"
 
+    @property
+    def no_verdict(self) -> bool:
+        """The comparison gave no verdict (a timeout, a failed worker, a refusal): not paid, but not judged wrong."""
+        return self.verdict in NO_VERDICT_REASONS
 
-NO_VERDICT_REASONS = {Verdict.TIMEOUT: "timeout", Verdict.CHECKER_ERROR: "checker_error"}
+
+NO_VERDICT_REASONS = {Verdict.TIMEOUT: "timeout", Verdict.CHECKER_ERROR: "checker_error", Verdict.REFUSED: "refused"}
+_NO_VERDICT_OF_REASON = {reason: verdict for verdict, reason in NO_VERDICT_REASONS.items()}
 
 
 def gold_parts(gold: str) -> list[str]:
@@ -582,8 +613,8 @@ def check(
         if gold and task == "math":  # a gold is read as a box's content is (a MATH gold may end with its full stop)
             gold = _box_answer(gold)
         answer = extract_answer(completion, task=task, answer_line=answer_line, think_tags=think_tags)
-        if answer.reason in NO_VERDICT_REASONS.values():  # comparing the boxes with each other gave no verdict
-            verdict = Verdict.TIMEOUT if answer.reason == "timeout" else Verdict.CHECKER_ERROR
+        if answer.reason in _NO_VERDICT_OF_REASON:  # comparing the boxes with each other gave no verdict
+            verdict = _NO_VERDICT_OF_REASON[answer.reason]
         elif answer.reason == "multi_part":  # boxes joined as parts of one answer: a gold of as many parts
             verdict = _compare_parts(answer.parts, gold) if gold else Verdict.NOT_EQUAL
         elif answer.reason == "hedge" and task == "math" and gold and _is_hedge(gold):
@@ -604,6 +635,7 @@ def is_correct(
 ) -> bool:
     """True when the completion's committed final answer equals the gold answer. Never raises.
 
-    A comparison that gives no verdict (a timeout, a failed worker) is not correct; it is logged as a warning.
+    A comparison that gives no verdict (a timeout, a failed worker, a refusal) is not correct; it is logged as a
+    warning.
     """
     return check(completion, gold, task, answer_line, think_tags).correct

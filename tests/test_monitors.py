@@ -210,23 +210,43 @@ def test_reward_monitor_takes_the_verdict_of_the_runs_correctness_reward_whereve
 def test_timeout_rate_counts_timeouts_during_the_batchs_reward_calls(monkeypatch):
     import rewards.verify
 
-    clock = {"timeouts": 100}  # timeouts before the batch must not count
-    monkeypatch.setattr(rewards.verify, "timeout_count", lambda: clock["timeouts"])
+    clock = {"timeout": 100, "refused": 7, "checker_error": 0}  # comparisons before the batch must not count
+    monkeypatch.setattr(rewards.verify, "no_verdict_counts", lambda: dict(clock))
 
     def slow_correctness(completions, **kwargs):
-        clock["timeouts"] += 2  # two comparisons given up during this reward call
+        clock["timeout"] += 2  # two comparisons given up during this reward call
+        clock["refused"] += 1  # and one refused from its text
         return [0.0] * len(completions)
 
     def slow_format(completions, **kwargs):
-        clock["timeouts"] += 1
+        clock["timeout"] += 1
         return [0.1] * len(completions)
 
     monitor = RewardMonitor([slow_correctness, slow_format], [10.0, 0.5], "gsm8k", 100, 0, group_size=3)
     _, logged, _ = call_batch(monitor, ["#### 1"] * 6, ["2"] * 6, ["p"] * 3 + ["q"] * 3, [[1]] * 6)
     assert logged["monitor/timeout_rate"] == pytest.approx(3 / 6)
-    clock["timeouts"] += 50  # e.g. a held-out evaluation between batches
+    assert logged["monitor/refused_rate"] == pytest.approx(1 / 6)
+    assert logged["monitor/no_verdict_rate"] == pytest.approx(4 / 6)
+    clock["timeout"] += 50  # e.g. a held-out evaluation between batches
+    clock["checker_error"] += 3
     _, logged, _ = call_batch(monitor, ["#### 1"] * 6, ["2"] * 6, ["p"] * 3 + ["q"] * 3, [[1]] * 6)
     assert logged["monitor/timeout_rate"] == pytest.approx(3 / 6)
+    assert logged["monitor/no_verdict_rate"] == pytest.approx(4 / 6)
+
+
+def test_the_monitor_counts_a_static_refusal_and_a_timeout_as_no_verdict(scripted_pool):
+    # the real checker: a product of 20,000 ones is 1, but is refused from its text; the other pair times out twice
+    from rewards import get_reward
+    from rewards.verify import Verdict
+
+    scripted_pool(Verdict.TIMEOUT, Verdict.TIMEOUT)
+    monitor = RewardMonitor([get_reward("math_correctness")], None, "math", 100, 0, group_size=2)
+    texts = ["\\boxed{\\prod_{k=1}^{20000} 1}", "\\boxed{\\frac{5}{7}}", "\\boxed{1}", "\\boxed{2}"]
+    outputs, logged, _ = call_batch(monitor, texts, ["1", "\\frac{10}{14}", "1", "1"], ["p", "p", "q", "q"], [[1]] * 4)
+    assert outputs == [[0.0, 0.0, 1.0, 0.0]]  # no verdict is paid 0
+    assert logged["monitor/timeout_rate"] == pytest.approx(1 / 4)
+    assert logged["monitor/refused_rate"] == pytest.approx(1 / 4)
+    assert logged["monitor/no_verdict_rate"] == pytest.approx(2 / 4)
 
 
 def run_batch(monitor: RewardMonitor, groups: dict[str, str], **columns) -> dict:

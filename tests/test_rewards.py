@@ -702,7 +702,8 @@ def test_pathological_answers_are_skipped_and_named_and_the_length_limit_is_incl
     scripted_pool()
     with caplog.at_level(logging.WARNING, logger="rewards.verify"):
         assert compare_answers(long_answer, "y", task="math") is Verdict.NOT_EQUAL
-        assert compare_answers("9^{9^{9^{9}}}", "1", task="math") is Verdict.NOT_EQUAL  # short, but a power tower
+        # short, but a power tower: no budget could compare it, so no verdict (not "not equal")
+        assert compare_answers("9^{9^{9^{9}}}", "1", task="math") is Verdict.REFUSED
     assert messages(caplog) == [
         f"answer skipped as pathological (501 chars): {long_answer!r:.60}",
         "answer skipped as pathological (13 chars): '9^{9^{9^{9}}}'",
@@ -887,9 +888,11 @@ COSTLY = [
 @pytest.mark.parametrize("pred, gold", COSTLY)
 def test_what_cannot_finish_is_refused_before_math_verify(pred, gold, scripted_pool, caplog):
     scripted_pool()  # any question to math-verify fails the test
+    before = verify.no_verdict_counts()
     with caplog.at_level(logging.WARNING, logger="rewards.verify"):
-        assert compare_answers(pred, gold, task="math") is Verdict.NOT_EQUAL
+        assert compare_answers(pred, gold, task="math") is Verdict.REFUSED  # no verdict, counted, never paid
     assert "pathological" in caplog.text
+    assert verify.no_verdict_counts()["refused"] - before["refused"] == 1
     assert compare_answers(pred, pred, task="math") is Verdict.EQUAL  # the same text is still the same answer
 
 
@@ -961,3 +964,44 @@ def test_a_batch_scores_as_its_completions_one_by_one():
     batch = get_reward("math_correctness")(completions, answer=golds)
     assert batch == [float(is_correct(c, g, "math")) for c, g in zip(completions, golds, strict=True)]
     assert batch == [1.0] * 12 + [0.0, 0.0]
+
+
+# --- hard but correct: comparisons that take math-verify 0.1-0.7 s (parsing nested brackets, evaluating a sum) ---
+
+HARD_BUT_CORRECT = [
+    ("\\sum_{k=1}^{1000} k", "500500"),  # the exact re-check summed it numerically for seconds: given up, not paid
+    ("(((((4)))))", "4"),  # five parentheses: ~0.2 s of parsing
+    ("\\left(\\left(\\left(\\left(\\left(\\left(2\\right)\\right)\\right)\\right)\\right)\\right)", "2"),  # ~0.3 s
+    ("\\{\\{\\{\\{\\{\\{4\\}\\}\\}\\}\\}\\}", "4"),  # ~0.3 s
+    ("\\cos(\\frac{\\pi}{5})", "\\frac{1+\\sqrt{5}}{4}"),
+]
+
+
+@pytest.mark.parametrize("pred, gold", HARD_BUT_CORRECT)
+def test_hard_but_correct_answers_are_paid_as_a_reader_pays_them(pred, gold):
+    warm_up()
+    before = verify.no_verdict_counts()
+    assert get_reward("math_correctness")([f"so \\boxed{{{pred}}}"], answer=[gold]) == [1.0]
+    assert verify.no_verdict_counts() == before
+
+
+def test_a_wrong_sum_is_still_not_equal():
+    warm_up()
+    assert compare_answers("\\sum_{k=1}^{1000} k", "500501", task="math") is Verdict.NOT_EQUAL
+
+
+def test_a_static_refusal_is_no_verdict_all_the_way_to_the_score(caplog):
+    # a reader pays it (a product of ones is 1; math-verify says equal in 0.05 s), but its 20,000 terms are refused from
+    # the text: no verdict, paid 0, counted, and said as such by eval's scorer, not "wrong"
+    from eval.scoring import score_completion
+
+    completion = "so \\boxed{\\prod_{k=1}^{20000} 1}"
+    before = verify.no_verdict_counts()
+    assert get_reward("math_correctness")([completion], answer=["1"]) == [0.0]
+    result = check(completion, "1", task="math")
+    assert (result.verdict, result.reason, result.no_verdict) == (Verdict.REFUSED, "refused", True)
+    scored = score_completion(completion, "1", "math")
+    assert (scored["correct"], scored["reason"], scored["timeout"]) == (False, "refused", False)
+    assert verify.no_verdict_counts()["refused"] - before["refused"] == 3
+    # two boxes compared with each other: a refusal there is no verdict too, not a hedge
+    assert extract_answer("\\boxed{5} so \\boxed{6^{7^{8}}}", task="math").reason == "refused"
