@@ -13,9 +13,10 @@ code draws other completions: ``--items`` scores those a saved run drew); they a
 only the scoring. Each completion is scored by
 ``gsm8k_correctness``, ``math_correctness``, ``gsm8k_format``, ``math_format`` and ``number_anywhere`` (one batch
 of ``--batch`` completions per reward call, as a trainer calls them), from a cold start: empty verdict cache, fresh
-workers. Prints the time, the number of comparisons given up as timeouts, the slowest batch, and a digest of every
-score: two runs with the same digest gave the same verdict on every completion. ``--save`` writes the scores,
-``--compare`` lists the completions whose scores differ from a saved run (exit status 1 when any does).
+workers. Prints the time, the seconds spent in each reward, the number of comparisons given up as timeouts, the
+slowest batch, and a digest of every score: two runs with the same digest gave the same verdict on every completion.
+``--save`` writes the scores, ``--compare`` lists the completions whose scores differ from a saved run (exit status 1
+when any does).
 """
 
 from __future__ import annotations
@@ -56,8 +57,9 @@ def fuzzed_completions(n: int) -> list[tuple[str, str]]:
     return drawn
 
 
-def score_all(items: list[tuple[str, str]], batch: int) -> tuple[list, float, float, int]:
-    """(scores per completion, seconds, slowest batch in seconds, comparisons given up as timeouts)."""
+def score_all(items: list[tuple[str, str]], batch: int) -> tuple[list, float, float, int, dict[str, float]]:
+    """(scores per completion, seconds, slowest batch in seconds, comparisons given up as timeouts, seconds spent in
+    each reward)."""
     from rewards import get_reward, verify
 
     verify._CACHE.clear()
@@ -66,6 +68,7 @@ def score_all(items: list[tuple[str, str]], batch: int) -> tuple[list, float, fl
     verify.warm_up()
     rewards = [get_reward(name) for name in REWARDS]
     scores: list[list] = [[] for _ in items]
+    per_reward = dict.fromkeys(REWARDS, 0.0)
     before = verify.timeout_count()
     slowest = 0.0
     start = time.perf_counter()
@@ -73,12 +76,15 @@ def score_all(items: list[tuple[str, str]], batch: int) -> tuple[list, float, fl
         chunk = items[i : i + batch]
         texts, golds = [t for t, _ in chunk], [g for _, g in chunk]
         t0 = time.perf_counter()
-        for reward in rewards:
-            for j, score in enumerate(reward(texts, answer=golds)):
+        for name, reward in zip(REWARDS, rewards, strict=True):
+            t1 = time.perf_counter()
+            batch_scores = reward(texts, answer=golds)
+            per_reward[name] += time.perf_counter() - t1
+            for j, score in enumerate(batch_scores):
                 scores[i + j].append(score)
         slowest = max(slowest, time.perf_counter() - t0)
     elapsed = time.perf_counter() - start
-    return scores, elapsed, slowest, verify.timeout_count() - before
+    return scores, elapsed, slowest, verify.timeout_count() - before, per_reward
 
 
 def digest(scores: list) -> str:
@@ -101,13 +107,14 @@ def main(argv: list[str] | None = None) -> int:
     else:
         items = fuzzed_completions(args.n)
     drawn_s = time.perf_counter() - t0
-    scores, elapsed, slowest, timeouts = score_all(items, args.batch)
+    scores, elapsed, slowest, timeouts, per_reward = score_all(items, args.batch)
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
     print(
         f"{len(items)} fuzzed completions x {len(REWARDS)} rewards, batches of {args.batch}: {elapsed:.1f} s "
         f"(drawn in {drawn_s:.1f} s, not timed); slowest batch {slowest:.2f} s; {timeouts} comparisons given up "
         f"as timeouts; score digest {digest(scores)}; load average {load:.2f}"
     )
+    print("seconds per reward: " + ", ".join(f"{name} {seconds:.1f}" for name, seconds in per_reward.items()))
     if args.save:
         args.save.write_text(json.dumps({"items": items, "scores": scores}))
     if args.compare:

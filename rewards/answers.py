@@ -357,7 +357,7 @@ def _final_parts(text: str, boxes: list[tuple[str, int, int]]) -> list[int]:
     return chain
 
 
-def _extract_math(text: str) -> Answer:
+def _extract_math(text: str, compare_boxes: bool = True) -> Answer:
     found = find_boxed(text)
     if not found:
         return Answer(None, "no_marker")
@@ -386,7 +386,7 @@ def _extract_math(text: str) -> Answer:
     others = {_canonical_box(c) for c, _, _ in boxes[:-1]} - {_canonical_box(content)}
     if others:
         reason = "hedge" if start - boxes[-2][2] <= HEDGE_GAP_CHARS else "conflicting_markers"
-        if len(others) > MAX_DISTINCT_BOXES:
+        if len(others) > MAX_DISTINCT_BOXES or not compare_boxes:
             return Answer(None, reason, "boxed", len(boxes), end, content)
         from rewards.verify import NO_VERDICT_REASONS, TIME_BUDGET_S, Verdict, compare_answers  # verify imports us
 
@@ -435,7 +435,11 @@ def answer_region(text: str) -> int | None:
 
 
 def extract_answer(
-    completion: str | None, task: str = "gsm8k", answer_line: bool = False, think_tags: bool = True
+    completion: str | None,
+    task: str = "gsm8k",
+    answer_line: bool = False,
+    think_tags: bool = True,
+    compare_boxes: bool = True,
 ) -> Answer:
     """The final answer a completion commits to.
 
@@ -445,6 +449,9 @@ def extract_answer(
         answer_line: also accept an explicit ``Answer: X`` line when the task's own marker is absent.
         think_tags: where the completion uses ``<think>`` tags, read only what follows the last ``</think>``; a
             think block that never closes has no answer (``reason="unfinished_think"``). On by default.
+        compare_boxes: MATH boxes that differ as text are compared with math-verify (``\\boxed{0.5}`` and
+            ``\\boxed{\\frac{1}{2}}`` are one answer); ``False`` calls them a hedge or a conflict without asking
+            (what the format reward needs: it pays only a completion with one box).
 
     >>> extract_answer("<think>Maybe \\\\boxed{4}? Let me check", task="math").reason
     'unfinished_think'
@@ -460,7 +467,7 @@ def extract_answer(
         if offset is None:
             return Answer(None, "unfinished_think")
         text = text[offset:]
-    answer = _extract_gsm8k(text) if task == "gsm8k" else _extract_math(text)
+    answer = _extract_gsm8k(text) if task == "gsm8k" else _extract_math(text, compare_boxes)
     if answer.reason == "no_marker" and answer_line:
         answer = _extract_answer_line(text, task)
     return replace(answer, end=answer.end + offset) if offset and answer.end >= 0 else answer

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 from rewards.answers import TASKS, extract_answer
 from rewards.completions import completion_text
-from rewards.verify import concurrently
 
 DEFAULT_BONUS = 0.1
 TRAILING_CHARS = 40  # what may follow the final answer (a period, "dollars", a closing $) and still be "at the end"
@@ -42,12 +41,14 @@ class FormatReward:
         self.__name__ = f"{task}_format{'' if think_tags else '_no_think_rule'}_reward"
 
     def __call__(self, completions, **kwargs) -> list[float]:
-        return concurrently(self._score, completions)  # differing boxes are compared with each other
+        return [self._score(c) for c in completions]  # no math-verify: a regex's cost per completion
 
     def _score(self, completion) -> float:
         text = completion_text(completion).rstrip()
         try:
-            answer = extract_answer(text, task=self.task, think_tags=self.think_tags)
+            # Only one marker is paid, so whether two differing boxes are the same answer cannot change the score:
+            # they are not compared (with math-verify, hostile completions cost as much here as in correctness).
+            answer = extract_answer(text, task=self.task, think_tags=self.think_tags, compare_boxes=False)
         except Exception:  # noqa: BLE001 - a reward never raises on model output
             return 0.0
         well_formed = answer.ok and answer.n_markers == 1 and len(text) - answer.end <= TRAILING_CHARS

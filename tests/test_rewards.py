@@ -1005,3 +1005,31 @@ def test_a_static_refusal_is_no_verdict_all_the_way_to_the_score(caplog):
     assert verify.no_verdict_counts()["refused"] - before["refused"] == 3
     # two boxes compared with each other: a refusal there is no verdict too, not a hedge
     assert extract_answer("\\boxed{5} so \\boxed{6^{7^{8}}}", task="math").reason == "refused"
+
+
+# --- the format reward never asks math-verify: it pays one box only, so comparing boxes cannot change its score ---
+
+FORMAT_BOXES = [
+    "so \\boxed{4}",  # one box: paid
+    "so \\boxed{\\frac{1}{2}}.",
+    "\\boxed{4} and again \\boxed{ 4 }",  # the same answer twice: two markers, not paid
+    "\\boxed{15\\frac{39}{40}}, or \\boxed{\\frac{639}{40}}",  # the same answer in two forms: two markers
+    "\\boxed{0.5} so \\boxed{\\frac{1}{2}}",
+    "\\boxed{17} or \\boxed{18}",  # a hedge
+    "The answer goes in \\boxed{}. So \\boxed{7}",  # an empty box is no marker: paid
+    "\\boxed{2}, \\boxed{3}",  # a multi-part answer
+    "\\boxed{6^{7^{8}}} then \\boxed{5}",
+]
+
+
+def test_the_math_format_reward_pays_as_before_without_asking_math_verify(scripted_pool):
+    def with_comparisons(text):  # the rule as it was: boxes compared with math-verify first
+        answer = extract_answer(text, task="math")
+        return 0.1 if answer.ok and answer.n_markers == 1 and len(text) - answer.end <= 40 else 0.0
+
+    warm_up()
+    expected = [with_comparisons(t) for t in FORMAT_BOXES]
+    assert expected == [0.1, 0.1, 0.0, 0.0, 0.0, 0.0, 0.1, 0.0, 0.0]
+    pool = scripted_pool()  # any question to math-verify fails the test
+    assert get_reward("math_format")(FORMAT_BOXES) == expected
+    assert pool.asked == []
