@@ -1,8 +1,8 @@
 """Command line of leash eval: run a benchmark, re-score stored completions, compare two runs.
 
     python -m eval run --model Qwen/Qwen2.5-0.5B-Instruct --task gsm8k --out runs/eval/base
-    python -m eval run --model Qwen/Qwen2.5-0.5B-Instruct --adapter runs/grpo/final --task math500 \\
-        --data data/math500/test.jsonl --limit 100 --out runs/eval/grpo
+    python -m eval run --model Qwen/Qwen2.5-0.5B-Instruct --task math500 --data data/math500/test.jsonl \\
+        --adapter runs/gsm8k/qwen2.5-0.5b-instruct/grpo_lora_b0.04 --limit 100 --out runs/eval/grpo
     python -m eval run --model M --task gsm8k --num-samples 8 --temperature 0.8 --out runs/eval/pass8
     python -m eval score --task gsm8k --predictions preds.jsonl --completion-field completion --out runs/eval/vllm
     python -m eval compare runs/eval/base runs/eval/grpo
@@ -10,7 +10,9 @@
 Every argument is checked (task, data file and fields, model source, adapter against the model, backend) before a
 model loads; each error is one line naming the fix. Without ``--data`` the task's data set comes from the hub; a
 local ``.jsonl`` is ``--data PATH`` (``python -m eval.data --out data`` writes offline copies of every task).
-A ``run`` interrupted at any point continues when the same command is run again.
+A ``run`` interrupted at any point continues when the same command is run again (the same settings and the same
+model files). An ``--out`` folder holding anything else (another model or adapter, other settings, ``score`` output)
+is refused before a model loads; ``--overwrite`` replaces it.
 """
 
 from __future__ import annotations
@@ -23,7 +25,19 @@ from pathlib import Path
 
 from eval.generate import check_backend
 from eval.jsonl import read_jsonl
-from eval.run import DEFAULT_BATCH_SIZE, RESULTS_FILE, SAMPLES_FILE, default_max_new_tokens, load_problems
+from eval.run import (
+    DEFAULT_BATCH_SIZE,
+    RESULTS_FILE,
+    SAMPLES_FILE,
+    default_max_new_tokens,
+    load_problems,
+    lock_output_folder,
+    prepare_folder,
+    read_predictions,
+    run_settings,
+    score_settings,
+    source_fingerprint,
+)
 from eval.tasks import TASKS, get_task
 from rewards.sources import check_model_source
 
@@ -46,6 +60,15 @@ def confidence_level(text: str) -> float:
 def add_ci_level(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--ci-level", type=confidence_level, default=0.95, help="confidence level of the intervals (default 0.95)"
+    )
+
+
+def add_overwrite(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--overwrite",
+        action="store_true",
+        help="replace what --out holds of another run (other settings, another model, other predictions); "
+        "without it such a folder is refused, and the same run resumes either way",
     )
 
 
@@ -91,7 +114,10 @@ def make_parser() -> argparse.ArgumentParser:
         "--wandb", action="store_true", help="log summary and samples table to W&B (WANDB_MODE=offline works)"
     )
     add_ci_level(run)
-    run.add_argument("--out", required=True, help="output folder; an unfinished run there is resumed")
+    add_overwrite(run)
+    run.add_argument(
+        "--out", required=True, help="output folder; an unfinished run there (same settings, same model) is resumed"
+    )
 
     score = sub.add_parser("score", help="score stored completions (no model)")
     score.add_argument("--task", required=True, help=f"one of {sorted(TASKS)}")
@@ -107,7 +133,10 @@ def make_parser() -> argparse.ArgumentParser:
         "--wandb", action="store_true", help="log summary and samples table to W&B (WANDB_MODE=offline works)"
     )
     add_ci_level(score)
-    score.add_argument("--out", required=True)
+    add_overwrite(score)
+    score.add_argument(
+        "--out", required=True, help="output folder; an earlier scoring of the same file there is scored again"
+    )
 
     compare = sub.add_parser("compare", help="before/after table of two output folders")
     compare.add_argument("dir_a", help="output folder of the first run (A, e.g. before training)")
@@ -197,7 +226,7 @@ def load_model(model_name: str, adapter: str | None, dtype: str, backend: str):
 
 
 def cmd_run(args) -> dict:
-    from eval.run import evaluate, lock_output_folder
+    from eval.run import evaluate
 
     # Everything that can be wrong is checked here, before the (slow, large) model load.
     task = get_task(args.task)
@@ -210,8 +239,14 @@ def cmd_run(args) -> dict:
     if args.adapter:
         check_adapter(args.adapter, args.model, args.ignore_adapter_base)
     load_problems(task, args.data, args.limit)
+    max_new_tokens = args.max_new_tokens or default_max_new_tokens(args.task)
+    run_info = {"model": args.model, "adapter": args.adapter}
+    run_info["model_fingerprint"] = source_fingerprint(args.model, args.adapter)
+    settings = {"data": args.data, "limit": args.limit, "seed": args.seed, "max_new_tokens": max_new_tokens}
+    settings |= {"temperature": args.temperature, "num_samples": args.num_samples, "backend": args.backend}
 
-    with lock_output_folder(args.out):  # a second run into this folder is refused now, before its model loads
+    with lock_output_folder(args.out) as out:  # a second run into this folder is refused now, before its model loads
+        prepare_folder(out, run_settings(task, **settings, run_info=run_info), args.overwrite)  # another run's: refused
         model, tokenizer = load_model(args.model, args.adapter, args.dtype, args.backend)
         results = evaluate(
             model,
@@ -220,15 +255,16 @@ def cmd_run(args) -> dict:
             data=args.data,
             limit=args.limit,
             seed=args.seed,
-            max_new_tokens=args.max_new_tokens or default_max_new_tokens(args.task),
+            max_new_tokens=max_new_tokens,
             batch_size=args.batch_size,
-            out_dir=args.out,
+            out_dir=out,
             num_samples=args.num_samples,
             temperature=args.temperature,
             backend=args.backend,
-            run_info={"model": args.model, "adapter": args.adapter},
+            run_info=run_info,
             wandb=args.wandb,
             ci_level=args.ci_level,
+            overwrite=args.overwrite,
         )
     print((Path(args.out) / "summary.md").read_text())
     return results
@@ -237,22 +273,28 @@ def cmd_run(args) -> dict:
 def cmd_score(args) -> dict:
     from eval.run import log_to_wandb, score_predictions
 
-    get_task(args.task)
+    task = get_task(args.task)
+    read_predictions(args.predictions, args.completion_field, args.gold_field or task.gold_field)
     tokenizer = None
     if args.tokenizer:
         check_model_source(args.tokenizer, "--tokenizer", files=TOKENIZER_FILES)
-        from transformers import AutoTokenizer
+    config = score_settings(args.task, args.predictions, args.completion_field, args.gold_field, args.tokenizer)
+    with lock_output_folder(args.out) as out:  # another run's folder is refused before the tokenizer loads
+        prepare_folder(out, config, args.overwrite)
+        if args.tokenizer:
+            from transformers import AutoTokenizer
 
-        tokenizer = AutoTokenizer.from_pretrained(args.tokenizer)
-    results = score_predictions(
-        args.task,
-        args.predictions,
-        args.out,
-        completion_field=args.completion_field,
-        gold_field=args.gold_field,
-        tokenizer=tokenizer,
-        ci_level=args.ci_level,
-    )
+            tokenizer = AutoTokenizer.from_pretrained(args.tokenizer)
+        results = score_predictions(
+            args.task,
+            args.predictions,
+            out,
+            completion_field=args.completion_field,
+            gold_field=args.gold_field,
+            tokenizer=tokenizer,
+            ci_level=args.ci_level,
+            overwrite=args.overwrite,
+        )
     if args.wandb:
         records = read_jsonl(Path(args.out) / SAMPLES_FILE)
         log_to_wandb(results, records, {"task": args.task, "predictions": args.predictions})

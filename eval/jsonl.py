@@ -3,7 +3,7 @@ torn last line that a killed appender can leave).
 
 Every file leash writes or reads line by line (samples, rollouts, pairs, training logs, data sets) goes through
 here, so a corrupt line is always reported the same way (path, line number, what to do) and a killed write never
-leaves half a file.
+leaves half a file: the next write of the same file removes the temporary file a killed one left.
 
 >>> import tempfile, pathlib
 >>> path = pathlib.Path(tempfile.mkdtemp()) / "rows.jsonl"
@@ -16,13 +16,18 @@ leaves half a file.
 
 from __future__ import annotations
 
+import fcntl
+import glob
 import json
+import logging
 import os
 import tempfile
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 DEFAULT_HINT = "each line must be one JSON object"
+
+logger = logging.getLogger(__name__)
 
 
 def iter_jsonl(path: str | Path, not_json_hint: str = DEFAULT_HINT) -> Iterator[tuple[int, dict]]:
@@ -48,19 +53,72 @@ def read_jsonl(path: str | Path, not_json_hint: str = DEFAULT_HINT) -> list[dict
 
 def write_jsonl(rows: Iterable[dict], path: str | Path) -> Path:
     """Write rows as JSON lines, atomically: a kill leaves the old file or the new one, never half of one. The
-    temporary file has a unique name, so two writers of one path cannot tear each other's file (the last wins)."""
+    temporary file has a unique name, so two writers of one path cannot tear each other's file (the last wins), and
+    its writer holds a lock on it until it is renamed: the temporary files of killed writers (no lock held) are
+    removed first, those of live ones left alone."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    remove_stale_temps(path.parent, path.name)
+    fd, tmp = _locked_temp(path)
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as f:
             for row in rows:
                 f.write(json.dumps(row, ensure_ascii=False) + "\n")
-        os.replace(tmp, path)
+            f.flush()
+            os.replace(tmp, path)  # before the close releases the lock: a cleaner never sees it finished and unlocked
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
     return path
+
+
+def _locked_temp(path: Path) -> tuple[int, str]:
+    """A new temporary file beside ``path`` (``.<name>.<random>.tmp``), open and locked (``flock``) by this process.
+    A cleaner may remove it between its creation and the lock: then another one is made."""
+    while True:
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        try:
+            if os.stat(tmp).st_ino == os.fstat(fd).st_ino:
+                return fd, tmp
+        except FileNotFoundError:
+            pass
+        os.close(fd)
+
+
+def remove_stale_temps(folder: str | Path, name: str | None = None) -> int:
+    """Remove the temporary files that killed ``write_jsonl`` calls left in ``folder`` (of the file ``name``, or of
+    any file); returns how many. A temporary file whose writer is alive holds its lock and is left alone, so this is
+    safe while other processes write there; the lock ends with its process, however that ends (``kill -9``).
+
+    >>> import tempfile, pathlib
+    >>> folder = pathlib.Path(tempfile.mkdtemp())
+    >>> _ = (folder / ".rows.jsonl.k1ll3d.tmp").write_text('{"a": 1}')  # what a killed write leaves
+    >>> remove_stale_temps(folder, "rows.jsonl"), sorted(folder.iterdir())
+    (1, [])
+    """
+    folder = Path(folder)
+    n = 0
+    for tmp in folder.glob(f".{glob.escape(name) if name else '*'}.*.tmp"):
+        try:
+            fd = os.open(tmp, os.O_RDONLY)
+        except FileNotFoundError:  # renamed or removed meanwhile
+            continue
+        try:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:  # its writer is alive
+                continue
+            if os.stat(tmp).st_ino == os.fstat(fd).st_ino:  # still the file we locked (not renamed away)
+                tmp.unlink()
+                n += 1
+        except FileNotFoundError:
+            pass
+        finally:
+            os.close(fd)
+    if n:
+        logger.info("%s: removed %d temporary file(s) left by killed writes", folder, n)
+    return n
 
 
 def append_jsonl(row: dict, path: str | Path, *, durable: bool = False) -> None:

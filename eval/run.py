@@ -4,21 +4,28 @@
 folder gets:
 
 - ``samples.jsonl``: one scored problem per line, appended and flushed as soon as it is scored, so a run killed
-  at any point (even ``kill -9``) continues where it stopped when started again with the same settings (samples
-  whose scoring timed out, and samples stored without a lenient verdict, are scored again then, from their stored
-  completions);
+  at any point (even ``kill -9``) continues where it stopped when started again with the same settings and the
+  same model (samples whose scoring timed out, and samples stored without a lenient verdict, are scored again then,
+  from their stored completions);
+- ``run_config.json``: what made the samples: the settings and the model's fingerprint (``weights_fingerprint`` of
+  the weights in memory, or ``source_fingerprint`` of the files the CLI loads). A folder holding the output of
+  another run (other settings, another model, ``eval score`` output, or output of unknown origin) is refused, or
+  with ``overwrite`` emptied first; only the same run resumes;
 - ``results.json``: the metrics of ``eval.metrics.summarize`` plus the run settings;
 - ``summary.md`` and ``lengths.png``: the same, for people (``eval.report``);
 - ``.lock``: held (``flock``) by the process writing the folder, with its pid: a second run into the same folder is
   refused instead of interleaving its samples with the first one's. The OS drops the lock when its process ends,
   however it ends, so a folder left by ``kill -9`` resumes without any cleaning.
 
-``score_predictions`` does the same for completions produced elsewhere (no model).
+``score_predictions`` does the same for completions produced elsewhere (no model); its ``run_config.json`` records
+the predictions file's hash and the fields read, so scoring the same file again into the folder is allowed and
+anything else refused the same way.
 """
 
 from __future__ import annotations
 
 import fcntl
+import hashlib
 import json
 import logging
 import os
@@ -29,7 +36,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from eval.generate import VLLM_PROMPTS_PER_CALL, check_backend, generate
-from eval.jsonl import append_jsonl, cut_torn_last_line, iter_jsonl, write_jsonl
+from eval.jsonl import append_jsonl, cut_torn_last_line, iter_jsonl, remove_stale_temps, write_jsonl
 from eval.metrics import CI_LEVEL, sample_list, summarize
 from eval.scoring import lenient_rule, lenient_score, score_completion
 from eval.tasks import Task, get_task, load_rows
@@ -41,9 +48,44 @@ logger = logging.getLogger(__name__)
 DEFAULT_MAX_NEW_TOKENS = {"gsm8k": 1024, "math": 2048}
 DEFAULT_BATCH_SIZE = 16
 SAMPLES_FILE, RESULTS_FILE, CONFIG_FILE = "samples.jsonl", "results.json", "run_config.json"
+SUMMARY_FILE, LENGTHS_FILE = "summary.md", "lengths.png"
+RUN_FILES = (SAMPLES_FILE, RESULTS_FILE, CONFIG_FILE, SUMMARY_FILE, LENGTHS_FILE)  # what `overwrite` removes
 LOCK_FILE = ".lock"  # hidden, so listings of a run's files are unchanged
-# Settings that change what a sample is; a resumed run must match them (the limit may grow or shrink).
-RESUME_KEYS = ("task", "data", "seed", "max_new_tokens", "temperature", "num_samples", "model", "adapter", "backend")
+# What makes a sample of `eval run` what it is; a resumed run must match them all (the limit may grow or shrink).
+RESUME_KEYS = (
+    "command",
+    "task",
+    "data",
+    "seed",
+    "max_new_tokens",
+    "temperature",
+    "num_samples",
+    "model",
+    "adapter",
+    "backend",
+    "model_fingerprint",
+)
+# What makes the output of `eval score` what it is: scoring them again into the folder is the same run.
+SCORE_KEYS = ("command", "task", "predictions_sha256", "completion_field", "gold_field", "tokenizer")
+# Files transformers and peft load a model, an adapter and a tokenizer from (not the run files beside them).
+MODEL_FILE_PATTERNS = (
+    "*.safetensors",
+    "*.bin",
+    "*.gguf",
+    "*.model",
+    "*.tiktoken",
+    "*.index.json",
+    "config.json",
+    "generation_config.json",
+    "adapter_config.json",
+    "tokenizer*.json",
+    "special_tokens_map.json",
+    "added_tokens.json",
+    "vocab.*",
+    "merges.txt",
+    "chat_template.*",
+)
+NOT_MODEL_FILES = {"training_args.bin"}  # saved beside the weights, but the run's settings, not the model
 
 
 def default_max_new_tokens(task_name: str) -> int:
@@ -118,6 +160,7 @@ def lock_output_folder(out: str | Path) -> Iterator[Path]:
             ) from None
         os.ftruncate(fd, 0)
         os.write(fd, f"{os.getpid()}\n".encode())
+        remove_stale_temps(out)  # left by a killed writer of this folder (a rewrite of samples.jsonl)
         _held_folders.add(key)
         try:
             yield out
@@ -141,25 +184,153 @@ def read_samples(path: Path) -> dict[int, dict]:
     return done
 
 
-def _check_resume(out: Path, config: dict) -> None:
-    """Refuse to add samples to a folder whose samples were made with other settings (any of ``RESUME_KEYS``), or
-    with settings it does not record; then record this run's settings there."""
-    path, samples = out / CONFIG_FILE, out / SAMPLES_FILE
-    fix = f"pass another --out folder, or delete {out} to start over"
-    if samples.exists() and samples.stat().st_size > 0:
-        if not path.exists():
-            raise ValueError(
-                f"{out} holds {SAMPLES_FILE} but no {CONFIG_FILE}, so the settings that made those samples are "
-                f"unknown (an `eval score` folder?): {fix}"
-            )
-        old = json.loads(path.read_text())
-        changed = [f"{k} was {old.get(k)!r}, now {config.get(k)!r}" for k in RESUME_KEYS if old.get(k) != config.get(k)]
-        if changed:
-            raise ValueError(
-                f"{out} holds samples of a run with other settings ({'; '.join(changed)}); a resumed run must keep "
-                f"them: {fix}"
-            )
+def _sha256_of_file(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        while chunk := f.read(1 << 20):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def _source_digest(source: str) -> str:
+    """A local folder: the sha256 of each model file (``MODEL_FILE_PATTERNS``) by name; a hub id: its commit."""
+    folder = Path(source)
+    if folder.is_dir():
+        files = sorted({f for pattern in MODEL_FILE_PATTERNS for f in folder.glob(pattern) if f.is_file()})
+        files = [f for f in files if f.name not in NOT_MODEL_FILES]
+        if not files:
+            raise ValueError(f"{source} holds no model files ({', '.join(MODEL_FILE_PATTERNS[:3])}, ...)")
+        return ";".join(f"{f.name}={_sha256_of_file(f)}" for f in files)
+    from huggingface_hub import try_to_load_from_cache
+
+    cached = try_to_load_from_cache(source, "config.json")
+    if isinstance(cached, str):  # <cache>/models--org--name/snapshots/<commit>/config.json
+        return f"hub:{source}@{Path(cached).parent.name}"
+    from huggingface_hub import HfApi
+
+    return f"hub:{source}@{HfApi().model_info(source).sha}"
+
+
+def source_fingerprint(model: str, adapter: str | None = None) -> str:
+    """The identity of a model loaded from files: the sha256 of its weight, config and tokenizer files (a local
+    folder; the run files beside them, such as logs and ``training_args.bin``, are left out), or the commit of a hub
+    id; and the same of the adapter's folder. Retraining into the same folder gives another fingerprint."""
+    parts = [f"model={_source_digest(model)}"]
+    if adapter:
+        parts.append(f"adapter={_source_digest(adapter)}")
+    return "files:" + hashlib.sha256("\n".join(parts).encode()).hexdigest()[:32]
+
+
+def weights_fingerprint(model) -> str:
+    """The identity of a model in memory: the sha256 of every parameter's name, dtype, shape and bytes (a peft
+    model's base weights and adapter alike), so a model whose weights changed in any element gets another one,
+    while the same weights on another device, or loaded again, get the same. Buffers, the tokenizer and the
+    generation settings are not part of it (the run settings are recorded beside it).
+
+    Under ZeRO-3 a parameter's bytes are this process's partition (``ds_tensor``), under FSDP its local shard:
+    nothing is gathered, so the main process alone can compute it. It reads every weight once (about a second a GB).
+    """
+    import torch
+
+    if not hasattr(model, "named_parameters"):
+        raise ValueError(
+            f"cannot fingerprint the model, a {type(model).__name__} with no parameters to read: pass "
+            "run_info={'model_fingerprint': eval.run.source_fingerprint(model_path, adapter)}"
+        )
+    h = hashlib.sha256()
+    for name, p in model.named_parameters():
+        t = getattr(p, "ds_tensor", None)  # ZeRO-3: the local partition (p itself is empty between forwards)
+        if t is None:
+            t = p.to_local() if hasattr(p, "to_local") else p  # DTensor (FSDP2): the local shard
+        t = t.detach()
+        h.update(f"{name}:{t.dtype}:{tuple(getattr(p, 'ds_shape', p.shape))}\n".encode())
+        if t.device.type != "meta":
+            h.update(memoryview(t.contiguous().reshape(-1).view(torch.uint8).cpu().numpy()))
+    return "weights:" + h.hexdigest()[:32]
+
+
+class FolderHoldsAnotherRun(ValueError):
+    """The output folder holds the output of another run: other settings, another model, or of unknown origin."""
+
+
+def _holds_output(out: Path) -> bool:
+    samples = out / SAMPLES_FILE
+    return (samples.exists() and samples.stat().st_size > 0) or (out / RESULTS_FILE).exists()
+
+
+def _what_differs(old: dict, config: dict) -> str:
+    """Why the folder's run is another one, or "" when it is the same run."""
+    old_command = old.get("command", "run")  # run_config.json was written by `eval run` only, before it said so
+    if old_command != config["command"]:
+        return f"the output of `eval {old_command}`"
+    keys = RESUME_KEYS if config["command"] == "run" else SCORE_KEYS
+    changed = [
+        f"{k} was {old[k]!r}, now {config.get(k)!r}" if k in old else f"{k} not recorded, now {config.get(k)!r}"
+        for k in keys
+        if k != "command" and old.get(k) != config.get(k)
+    ]
+    return f"a run with other settings ({'; '.join(changed)})" if changed else ""
+
+
+def discard_run(out: str | Path) -> list[str]:
+    """Remove the run files (``RUN_FILES``) and stale temporary files of the folder ``out``, under its lock (files
+    that are not a run's are left); returns the names removed. A missing folder is left missing."""
+    out = Path(out)
+    if not out.is_dir():
+        return []
+    with lock_output_folder(out):
+        removed = [name for name in RUN_FILES if (out / name).exists()]
+        for name in removed:
+            (out / name).unlink()
+    return removed
+
+
+def prepare_folder(out: Path, config: dict, overwrite: bool = False) -> None:
+    """Make ``out`` ready for the run ``config`` (with its ``command``): the same run (same ``RESUME_KEYS``, or
+    ``SCORE_KEYS`` for ``eval score``) resumes; a folder holding the output of any other run, or output no
+    ``run_config.json`` describes, is refused with one line naming the fix, or with ``overwrite`` emptied
+    (``discard_run``) and started over. Then records ``config`` as the folder's run. Call it holding the lock."""
+    path = out / CONFIG_FILE
+    if _holds_output(out):
+        if path.exists():
+            what = _what_differs(json.loads(path.read_text()), config)
+        else:
+            what = f"output without a {CONFIG_FILE}, so what made it is unknown"
+        if what:
+            if not overwrite:
+                raise FolderHoldsAnotherRun(
+                    f"{out} holds {what}: pass --overwrite (overwrite=True) to replace it, or another --out folder"
+                )
+            logger.warning("%s held %s: replacing it (overwrite)", out, what)
+            discard_run(out)
     path.write_text(json.dumps(config, indent=2) + "\n")
+
+
+def run_settings(
+    task: Task,
+    *,
+    data: str | None,
+    limit: int | None,
+    seed: int,
+    max_new_tokens: int,
+    temperature: float,
+    num_samples: int,
+    backend: str,
+    run_info: dict | None,
+) -> dict:
+    """The settings an ``eval run`` records in ``run_config.json`` and ``results.json``."""
+    return {
+        "command": "run",
+        "task": task.name,
+        "data": str(data or task.hub_id),
+        "limit": limit,
+        "seed": seed,
+        "max_new_tokens": max_new_tokens,
+        "temperature": temperature,
+        "num_samples": num_samples,
+        "backend": backend,
+        **(run_info or {}),
+    }
 
 
 def score_sample(completion: str | None, gold: str | None, task_name: str) -> dict:
@@ -233,6 +404,7 @@ def evaluate(
     progress: bool = True,
     wandb: bool = False,
     ci_level: float = CI_LEVEL,
+    overwrite: bool = False,
 ) -> dict:
     """Generate, score and summarise a task for an already-loaded model; returns the results.json dict.
 
@@ -246,33 +418,39 @@ def evaluate(
         batch_size: problems per generation call (hf); vllm gets ``VLLM_PROMPTS_PER_CALL`` at once, at least.
         max_new_tokens: generation budget (default ``default_max_new_tokens(task_name)``).
         out_dir: where samples.jsonl, results.json, summary.md and lengths.png go; a folder holding part of the
-            same run is resumed. None keeps everything in memory.
+            same run (same settings, same model) is resumed, one holding anything else refused (``prepare_folder``).
+            None keeps everything in memory.
         num_samples, temperature: K samples per problem at this temperature (pass@k is reported when K > 1).
-        run_info: extra settings recorded in results.json and checked on resume (e.g. model and adapter names).
+        run_info: extra settings recorded in results.json and run_config.json (e.g. model and adapter names). Its
+            ``model_fingerprint`` names the model (``source_fingerprint`` of the files it was loaded from); without
+            one, a run with ``out_dir`` computes ``weights_fingerprint(model)``.
         wandb: also log the summary and a samples table to Weights & Biases (WANDB_MODE=offline works).
         ci_level: confidence level of the accuracy interval (results.json ``ci`` and ``ci_level``).
+        overwrite: replace what ``out_dir`` holds of another run instead of refusing (the same run still resumes).
     """
     task = get_task(task_name)
     check_backend(backend)
     max_new_tokens = max_new_tokens or default_max_new_tokens(task_name)
     problems = load_problems(task, data, limit)
-    config = {
-        "task": task.name,
-        "data": str(data or task.hub_id),
-        "limit": limit,
-        "seed": seed,
-        "max_new_tokens": max_new_tokens,
-        "temperature": temperature,
-        "num_samples": num_samples,
-        "backend": backend,
-        **(run_info or {}),
-    }
+    config = run_settings(
+        task,
+        data=data,
+        limit=limit,
+        seed=seed,
+        max_new_tokens=max_new_tokens,
+        temperature=temperature,
+        num_samples=num_samples,
+        backend=backend,
+        run_info=run_info,
+    )
     out = Path(out_dir) if out_dir is not None else None
     # Held from the resume check to the last file: a second run into this folder is refused, not interleaved.
     with lock_output_folder(out) if out is not None else nullcontext():
         done: dict[int, dict] = {}
         if out is not None:
-            _check_resume(out, config)
+            if not config.get("model_fingerprint"):  # what resumes is this model's run, not any with these settings
+                config["model_fingerprint"] = weights_fingerprint(model)
+            prepare_folder(out, config, overwrite)
             done = read_samples(out / SAMPLES_FILE)
             n_again, n_lenient = rescore_timeouts(done, task_name), add_lenient(done, task_name)
             if n_again:
@@ -341,10 +519,12 @@ def write_outputs(out: Path, results: dict, records: list[dict]) -> None:
             format_timeouts(results["timeouts"]),
         )
     (out / RESULTS_FILE).write_text(json.dumps(results, indent=2) + "\n")
-    (out / "summary.md").write_text(summary_markdown(results))
+    (out / SUMMARY_FILE).write_text(summary_markdown(results))
     if results["length_tokens"]["all"] is not None:
         source = Path(results["predictions"]).name if "predictions" in results else results.get("model", "")
-        plot_lengths(records, out / "lengths.png", title=f"{results['task']} {source}: length by correctness")
+        plot_lengths(records, out / LENGTHS_FILE, title=f"{results['task']} {source}: length by correctness")
+    else:  # no lengths to plot: no plot of an earlier scoring either
+        (out / LENGTHS_FILE).unlink(missing_ok=True)
 
 
 def log_to_wandb(results: dict, records: list[dict], config: dict) -> None:
@@ -429,6 +609,7 @@ def score_predictions(
     gold_field: str | None = None,
     tokenizer=None,
     ci_level: float = CI_LEVEL,
+    overwrite: bool = False,
 ) -> dict:
     """Re-score stored completions (no model): samples.jsonl in input order, one line per input line.
 
@@ -439,45 +620,71 @@ def score_predictions(
     is used if present. A ``truncated`` field, or ``finish_reason == "length"`` (vLLM/OpenAI), marks truncation.
     Samples whose scoring ran out of time are listed in results.json (``timeouts``) and logged: a second scoring of
     the same file differs, if at all, only in those.
+
+    ``out_dir`` may hold an earlier scoring of the same file with the same fields and tokenizer (``SCORE_KEYS``):
+    it is scored again. Anything else there (an ``eval run``'s samples, another scoring) is refused before any
+    scoring, or with ``overwrite`` replaced.
     """
     base = get_task(task_name)
     task = replace(base, gold_field=gold_field or base.gold_field)
     rows = read_predictions(predictions, completion_field, task.gold_field)
-    records = []
-    for i, row in enumerate(rows):
-        gold = task.gold(row)
-        texts = _completions_of(row[completion_field])
-        if tokenizer is not None:
-            counts = [len(ids) for ids in tokenizer(texts, add_special_tokens=False)["input_ids"]]
-        else:
-            counts = _as_list(row.get("n_tokens"), len(texts))
-        truncated = row.get("truncated")
-        if truncated is None and "finish_reason" in row:
-            reasons = _as_list(row["finish_reason"], len(texts))
-            truncated = [r == "length" for r in reasons]
-        truncated = _as_list(truncated, len(texts))
-        samples = [
-            {"completion": t, "n_tokens": n, "truncated": tr, **score_sample(t, gold, task_name)}
-            for t, n, tr in zip(texts, counts, truncated, strict=True)
-        ]
-        record = {
-            "index": i,
-            "id": row.get("unique_id", row.get("id", i)),
-            "question": row.get(base.question_field, ""),
-            "gold": gold,
-            "subject": row.get("subject"),
-            "level": row.get("level"),
-        }
-        if len(samples) == 1:
-            record.update(samples[0])
-        else:
-            record["n_correct_samples"] = sum(s["correct"] for s in samples)
-            record["samples"] = samples
-        records.append(record)
+    config = score_settings(
+        task_name, predictions, completion_field, gold_field, getattr(tokenizer, "name_or_path", None)
+    )
     with lock_output_folder(out_dir) as out:  # an `eval run` writing this folder is not overwritten under it
-        (out / CONFIG_FILE).unlink(missing_ok=True)  # the folder no longer holds a run that `eval run` could resume
+        prepare_folder(out, config, overwrite)
+        records = [_score_row(i, row, task, completion_field, tokenizer) for i, row in enumerate(rows)]
         write_jsonl(records, out / SAMPLES_FILE)
         results = {"task": task.name, "predictions": str(predictions), **summarize(records, level=ci_level)}
         results["lenient_rule"] = lenient_rule(task_name)
         write_outputs(out, results, records)
     return results
+
+
+def score_settings(
+    task_name: str, predictions: str | Path, completion_field: str, gold_field: str | None, tokenizer: str | None
+) -> dict:
+    """What an ``eval score`` records in ``run_config.json``: the predictions file's path and hash (the hash, not the
+    path, is what a rescoring must match), the fields read and the tokenizer that counts tokens."""
+    return {
+        "command": "score",
+        "task": get_task(task_name).name,
+        "predictions": str(predictions),
+        "predictions_sha256": _sha256_of_file(Path(predictions)),
+        "completion_field": completion_field,
+        "gold_field": gold_field,
+        "tokenizer": tokenizer,
+    }
+
+
+def _score_row(i: int, row: dict, task: Task, completion_field: str, tokenizer) -> dict:
+    """The samples.jsonl record of line ``i`` of a predictions file (``score_predictions``)."""
+    gold = task.gold(row)
+    texts = _completions_of(row[completion_field])
+    if tokenizer is not None:
+        counts = [len(ids) for ids in tokenizer(texts, add_special_tokens=False)["input_ids"]]
+    else:
+        counts = _as_list(row.get("n_tokens"), len(texts))
+    truncated = row.get("truncated")
+    if truncated is None and "finish_reason" in row:
+        reasons = _as_list(row["finish_reason"], len(texts))
+        truncated = [r == "length" for r in reasons]
+    truncated = _as_list(truncated, len(texts))
+    samples = [
+        {"completion": t, "n_tokens": n, "truncated": tr, **score_sample(t, gold, task.name)}
+        for t, n, tr in zip(texts, counts, truncated, strict=True)
+    ]
+    record = {
+        "index": i,
+        "id": row.get("unique_id", row.get("id", i)),
+        "question": row.get(task.question_field, ""),
+        "gold": gold,
+        "subject": row.get("subject"),
+        "level": row.get("level"),
+    }
+    if len(samples) == 1:
+        record.update(samples[0])
+    else:
+        record["n_correct_samples"] = sum(s["correct"] for s in samples)
+        record["samples"] = samples
+    return record

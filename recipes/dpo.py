@@ -116,6 +116,7 @@ def main(script_args, training_args, model_args):
             tokenizer,
             eval_task.name,
             out_dir=run_setup.main_process_path(training_args, out / "eval_before"),
+            overwrite=True,  # the run's own folder: an evaluation of other weights there is stale
             **eval_kwargs,
         )
     trainer.train(resume_from_checkpoint=run_setup.resume_checkpoint(training_args, args.resume, ["log.jsonl"]))
@@ -126,6 +127,7 @@ def main(script_args, training_args, model_args):
             tokenizer,
             eval_task.name,
             out_dir=run_setup.main_process_path(training_args, out / "eval_after"),
+            overwrite=True,  # the run's own folder: an evaluation of other weights there is stale
             **eval_kwargs,
         )
         trainer.log(

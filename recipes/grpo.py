@@ -119,6 +119,7 @@ def main(script_args, training_args, model_args):
             eval_task.name,
             limit=args.eval_limit,
             out_dir=run_setup.main_process_path(training_args, out / "eval_before"),
+            overwrite=True,  # the run's own folder: an evaluation of other weights there is stale
             **eval_kwargs,
         )
     logs = ("log.jsonl", "top_completions.jsonl", *hooks.run_files(extra))  # a resumed run appends, a fresh one not
@@ -131,6 +132,7 @@ def main(script_args, training_args, model_args):
             eval_task.name,
             limit=args.eval_limit,
             out_dir=run_setup.main_process_path(training_args, out / "eval_after"),
+            overwrite=True,  # the run's own folder: an evaluation of other weights there is stale
             **eval_kwargs,
         )
     report["seconds"] = round(time.monotonic() - started, 1)  # the whole run: evals, training, saving

@@ -8,7 +8,10 @@ it), ``recipes.dpo`` and ``recipes.reward_model`` all use it, in this order:
     trainer.train(resume_from_checkpoint=run_setup.resume_checkpoint(training_args, script_args.resume, logs))
     run_setup.write_report(training_args, report, summary)
 
-Every process trains, generates and evaluates (ZeRO-3 needs all of them); only the main one writes files.
+Every process trains, generates and evaluates (ZeRO-3 needs all of them); only the main one writes files. A fresh run
+(no checkpoint to resume, or ``resume: false``) reuses nothing of an earlier run in ``output_dir``: ``start_run``
+empties its ``eval_before/`` and ``eval_after/`` and ``resume_checkpoint`` deletes its logs. A resumed run keeps
+them, and an evaluation there resumes only when the same weights were evaluated (``eval.run.weights_fingerprint``).
 
 >>> redact({"wandb_api_key": "abc", "hub_token": None, "max_new_tokens": 512, "nested": {"my_secret": "s"}})
 {'wandb_api_key': '<redacted>', 'hub_token': None, 'max_new_tokens': 512, 'nested': {'my_secret': '<redacted>'}}
@@ -24,7 +27,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from eval.run import discard_run
+
 SECRET_KEY_RE = re.compile(r"key|token|secret|password", re.IGNORECASE)
+EVAL_FOLDERS = ("eval_before", "eval_after")  # a recipe's held-out evaluations, in output_dir
 
 
 @dataclass
@@ -152,6 +158,7 @@ def build_tiny_model_if_asked(script_args, model_args) -> None:
 def start_run(script_args, training_args, model_args, identity: dict) -> tuple[Path, dict]:
     """Names the run (``run_name`` from the config wins), sets W&B's group and tags when reporting to W&B, writes the
     resolved config (secrets redacted) to ``<output_dir>/resolved_config.json`` and builds the tiny model if asked.
+    A fresh run (``resumes`` is False) empties the evaluation folders an earlier run left in ``output_dir``.
     ``identity`` is a ``run_identity``, or just ``{"name": ...}``. Returns the output folder and the config."""
     training_args.run_name = training_args.run_name or identity["name"]
     if "wandb" in (training_args.report_to or []) and "group" in identity:  # read by wandb.init; the user's win
@@ -161,18 +168,34 @@ def start_run(script_args, training_args, model_args, identity: dict) -> tuple[P
     config = resolved_config(script_args, training_args, model_args)
     if is_main_process(training_args):
         write_config(out / "resolved_config.json", config)
+        if not resumes(training_args, script_args.resume):
+            for name in EVAL_FOLDERS:
+                if removed := discard_run(out / name):
+                    print(f"fresh run: removed {', '.join(removed)} of an earlier run from {out / name}")
     build_tiny_model_if_asked(script_args, model_args)
     return out, config
+
+
+def last_checkpoint(training_args, resume: bool) -> str | None:
+    """The last ``checkpoint-*`` in ``output_dir`` when ``resume`` is on and there is one."""
+    from transformers.trainer_utils import get_last_checkpoint
+
+    out = Path(training_args.output_dir)
+    return get_last_checkpoint(str(out)) if resume and out.is_dir() else None
+
+
+def resumes(training_args, resume: bool) -> bool:
+    """Whether the run continues an earlier one: ``resume_from_checkpoint`` is set, or ``resume`` finds a checkpoint
+    in ``output_dir``."""
+    return bool(training_args.resume_from_checkpoint or last_checkpoint(training_args, resume))
 
 
 def resume_checkpoint(training_args, resume: bool, logs: Sequence[str]) -> str | None:
     """The checkpoint for ``trainer.train(resume_from_checkpoint=...)``: ``resume_from_checkpoint`` when set, else
     (with ``resume``) the last ``checkpoint-*`` in ``output_dir``, whose ``logs`` the resumed run appends to. A fresh
     run deletes the previous run's ``logs`` there instead, as it replaces its weights."""
-    from transformers.trainer_utils import get_last_checkpoint
-
     out = Path(training_args.output_dir)
-    last = get_last_checkpoint(str(out)) if resume and out.is_dir() else None
+    last = last_checkpoint(training_args, resume)
     if last:
         print(f"resuming from {last}")
     elif is_main_process(training_args):

@@ -162,6 +162,7 @@ def main(script_args, training_args, model_args):
             trainer.model,
             trainer.processing_class,
             out_dir=run_setup.main_process_path(training_args, out / "eval_before"),
+            overwrite=True,  # the run's own folder: an evaluation of other weights there is stale
             **held_out,
         )
     logs = ["log.jsonl", "validation.jsonl"]
@@ -175,6 +176,7 @@ def main(script_args, training_args, model_args):
             trainer.model,
             trainer.processing_class,
             out_dir=run_setup.main_process_path(training_args, out / "eval_after"),
+            overwrite=True,  # the run's own folder: an evaluation of other weights there is stale
             **held_out,
         )
     report["seconds"] = round(time.monotonic() - started, 1)  # the whole run: evals, training, saving

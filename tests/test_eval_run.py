@@ -23,13 +23,15 @@ from eval.jsonl import read_jsonl, write_jsonl
 from eval.run import (
     CONFIG_FILE,
     LOCK_FILE,
+    RESULTS_FILE,
     RESUME_KEYS,
     SAMPLES_FILE,
     FolderBusyError,
-    _check_resume,
     evaluate,
+    prepare_folder,
     read_samples,
     score_predictions,
+    source_fingerprint,
 )
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -259,6 +261,7 @@ def sampled_run(tiny_model_dir, data_dir, lora_adapter, tmp_path_factory) -> Pat
 def test_run_records_every_resume_setting(sampled_run, tiny_model_dir, data_dir, lora_adapter):
     config = json.loads((sampled_run / CONFIG_FILE).read_text())
     expected = {
+        "command": "run",
         "model": str(tiny_model_dir),
         "adapter": str(lora_adapter),
         "backend": "hf",
@@ -268,6 +271,7 @@ def test_run_records_every_resume_setting(sampled_run, tiny_model_dir, data_dir,
         "max_new_tokens": 8,
         "temperature": 0.7,
         "num_samples": 2,
+        "model_fingerprint": source_fingerprint(str(tiny_model_dir), str(lora_adapter)),
     }
     assert set(RESUME_KEYS) == set(expected)
     assert {k: config[k] for k in RESUME_KEYS} == expected
@@ -285,6 +289,7 @@ def test_run_records_every_resume_setting(sampled_run, tiny_model_dir, data_dir,
         ("max_new_tokens", 16),
         ("temperature", 1.0),
         ("num_samples", 4),
+        ("model_fingerprint", "files:0123"),  # the same names, other weights (retrained into the same folder)
     ],
 )
 def test_resume_refuses_each_changed_setting(sampled_run, tmp_path, key, new):
@@ -294,10 +299,10 @@ def test_resume_refuses_each_changed_setting(sampled_run, tmp_path, key, new):
     config = json.loads((out / CONFIG_FILE).read_text())
     assert config[key] != new
     with pytest.raises(ValueError) as error:
-        _check_resume(out, {**config, key: new})
+        prepare_folder(out, {**config, key: new})
     message = str(error.value)
     assert f"{key} was {config[key]!r}, now {new!r}" in message  # the key, the old and the new value
-    assert "another --out folder" in message and f"delete {out}" in message  # the fix
+    assert "--overwrite" in message and "another --out folder" in message and "\n" not in message  # the fix
     assert message.count(" was ") == 1  # only the setting that changed is named
     assert json.loads((out / CONFIG_FILE).read_text()) == config  # the old run's settings are kept
 
@@ -307,30 +312,37 @@ def test_resume_accepts_other_limit_and_a_folder_without_samples(sampled_run, tm
 
     out = shutil.copytree(sampled_run, tmp_path / "run")
     config = json.loads((out / CONFIG_FILE).read_text())
-    _check_resume(out, {**config, "limit": 20, "batch_size": 3})  # not a resume setting: accepted
+    prepare_folder(out, {**config, "limit": 20, "batch_size": 3})  # not a resume setting: accepted
     assert json.loads((out / CONFIG_FILE).read_text())["limit"] == 20
     # killed before its first problem was written: an empty samples file holds nothing to mix with
     (out / SAMPLES_FILE).write_text("")
-    _check_resume(out, {**config, "seed": 9})
+    (out / RESULTS_FILE).unlink()
+    prepare_folder(out, {**config, "seed": 9})
     assert json.loads((out / CONFIG_FILE).read_text())["seed"] == 9
 
 
 def test_resume_refuses_samples_of_unknown_settings(sampled_run, data_dir, tmp_path):
     import shutil
 
-    # an `eval score` folder (samples, no run settings) ...
+    config = json.loads((sampled_run / CONFIG_FILE).read_text())
+    # an `eval score` folder ...
     scored = tmp_path / "scored"
     predictions = tmp_path / "preds.jsonl"
     predictions.write_text('{"completion": "#### 18", "answer": "18"}\n')
     score_predictions("gsm8k", predictions, scored)
-    config = json.loads((sampled_run / CONFIG_FILE).read_text())
-    with pytest.raises(ValueError, match=f"holds {SAMPLES_FILE} but no {CONFIG_FILE}.*another --out folder"):
-        _check_resume(scored, config)
-    # ... including one that `eval score` wrote over a run: the run's settings no longer describe its samples
+    with pytest.raises(ValueError, match="holds the output of `eval score`: pass --overwrite"):
+        prepare_folder(scored, config)
+    # ... and samples that no run_config.json describes (a folder of unknown origin)
     out = shutil.copytree(sampled_run, tmp_path / "run")
-    score_predictions("gsm8k", predictions, out)
-    with pytest.raises(ValueError, match=f"no {CONFIG_FILE}"):
-        _check_resume(out, config)
+    (out / CONFIG_FILE).unlink()
+    with pytest.raises(ValueError, match=f"holds output without a {CONFIG_FILE}.*--overwrite"):
+        prepare_folder(out, config)
+    # a folder written by `eval run` before it recorded the model's fingerprint: which model made it is unknown
+    (out / CONFIG_FILE).write_text(
+        json.dumps({k: v for k, v in config.items() if k not in ("command", "model_fingerprint")})
+    )
+    with pytest.raises(ValueError, match="model_fingerprint not recorded"):
+        prepare_folder(out, config)
 
 
 def test_score_lists_timeouts_and_two_scorings_differ_only_there(tmp_path, monkeypatch, caplog):

@@ -250,6 +250,7 @@ def test_vllm_gets_all_pending_prompts_in_one_call_and_a_resume_is_exact(tiny, p
     _, tokenizer = tiny
     data = str(data_dir / "gsm8k" / "test.jsonl")
     kwargs = dict(data=data, max_new_tokens=4, temperature=1.0, num_samples=2, seed=5, backend="vllm", progress=False)
+    kwargs["run_info"] = {"model_fingerprint": "recording-llm"}  # a vLLM model has no weights to fingerprint
     llm = RecordingLLM()
     evaluate(llm, tokenizer, "gsm8k", limit=40, out_dir=tmp_path / "fresh", batch_size=4, **kwargs)
     assert [len(prompts) for prompts, _ in llm.calls] == [40]  # not ten calls of 4
@@ -313,6 +314,8 @@ def test_recipes_pass_attention_and_revision_to_model_loading(module_name, confi
         str(tmp_path / "out"),
         "--model_name_or_path",
         str(tmp_path / "model"),
+        "--build_tiny_model",  # the tiny model, built there
+        "true",
         "--report_to",
         "none",
     ]

@@ -90,6 +90,7 @@ def test_a_bad_hook_is_one_line_before_any_model_loads(spec, message, tmp_path, 
     with pytest.raises(ConfigError, match=message):  # the missing model is never reached
         grpo.main(*parse(tmp_path, "--callbacks", spec))
     argv = ["--config", str(TINY_CONFIG), "--model_name_or_path", str(tmp_path / "none"), "--callbacks", spec]
+    argv += ["--build_tiny_model", "true"]  # a tiny model there, were the checks to pass (they must not)
     monkeypatch.setattr(sys, "argv", ["recipes.grpo", *argv, "--output_dir", str(tmp_path / "o")])
     with pytest.raises(SystemExit) as exit_status:
         run_cli(grpo.make_parser, grpo.main)

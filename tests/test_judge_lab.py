@@ -23,6 +23,7 @@ ROOT = Path(__file__).resolve().parents[1]
 CONFIGS = ROOT / "recipes" / "configs" / "judge_lab"
 TINY_JUDGE = CONFIGS / "tiny" / "judge_lab_tiny_judge_b0.04.yaml"
 TINY_CHECKER = CONFIGS / "tiny" / "judge_lab_tiny_checker_b0.04.yaml"
+BUILDS = ("--build_tiny_model", "true")  # a tiny model at a missing --model_name_or_path, were the checks to pass
 
 
 def parse(config: Path, *overrides: str):
@@ -221,7 +222,7 @@ BAD_OVERRIDES = [
 def test_bad_lab_settings_fail_before_any_model_loads(tmp_path, overrides, message, monkeypatch):
     monkeypatch.delenv("LEASH_UNSET_VAR_X", raising=False)
     missing_model = str(tmp_path / "no_model_here")  # loading it would fail differently
-    args = parse(TINY_CHECKER, "--output_dir", str(tmp_path / "o"), "--model_name_or_path", missing_model, *overrides)
+    args = parse(TINY_CHECKER, "--output_dir", str(tmp_path / "o"), "--model_name_or_path", missing_model, *BUILDS, *overrides)
     with pytest.raises(ValueError, match=message):
         judge_lab.main(*args)
     assert not Path(missing_model).exists()
@@ -230,7 +231,7 @@ def test_bad_lab_settings_fail_before_any_model_loads(tmp_path, overrides, messa
 def test_unreachable_judge_fails_before_the_model_loads(tmp_path):
     args = parse(
         TINY_JUDGE,
-        *("--output_dir", str(tmp_path / "o"), "--model_name_or_path", str(tmp_path / "none")),
+        *("--output_dir", str(tmp_path / "o"), "--model_name_or_path", str(tmp_path / "none"), *BUILDS),
         *("--judge_backend", "openai", "--judge_base_url", "http://127.0.0.1:9/v1", "--judge_max_retries", "0"),
     )
     with pytest.raises(ValueError, match="judge endpoint http://127.0.0.1:9/v1 does not answer"):

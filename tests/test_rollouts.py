@@ -59,7 +59,8 @@ def test_scores_and_resume(monkeypatch, gsm8k_test, tmp_path):
     # one right, one wrong answer per problem: pass rate 0.5 everywhere
     generate, calls = fake_generate(lambda p: [f"#### {golds[p[0]['content']]}", "#### -1"])
     monkeypatch.setattr(eval.run, "generate", generate)
-    kwargs = {"data": gsm8k_test, "k": 2, "batch_size": 4}  # 2 problems per generate call
+    # 2 problems per generate call; no model: its fingerprint is given as the CLI gives a vLLM model's
+    kwargs = {"data": gsm8k_test, "k": 2, "batch_size": 4, "run_info": {"model_fingerprint": "fake-model"}}
     sample_rollouts(None, None, "gsm8k", tmp_path, limit=3, **kwargs)
     assert calls == [2, 1]
     # a kill in the middle of writing the third problem leaves half a line

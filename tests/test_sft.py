@@ -113,4 +113,4 @@ def test_bad_settings_fail_before_a_model_loads(tmp_path, flags, message, monkey
 
     monkeypatch.setattr(trl, "SFTTrainer", no_model)
     with pytest.raises(ValueError, match=message):
-        run(tmp_path / "no_model_needed", tmp_path / "out", *flags)
+        run(tmp_path / "no_model_needed", tmp_path / "out", "--build_tiny_model", "true", *flags)

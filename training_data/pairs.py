@@ -27,6 +27,7 @@ import random
 from pathlib import Path
 
 from eval.jsonl import iter_jsonl
+from eval.tasks import no_progress_bars
 
 logger = logging.getLogger(__name__)
 
@@ -204,7 +205,8 @@ def load_preference_dataset(
                 )
             dataset = Dataset.from_list([{k: p[k] for k in PREFERENCE_COLUMNS} for p in pairs])
         else:
-            dataset = load_dataset("json", data_files=str(source), split="train")
+            with no_progress_bars():
+                dataset = load_dataset("json", data_files=str(source), split="train")
     else:
         fix = "pass data: a local rollouts or pairs .jsonl (python -m training_data.rollouts sample|pairs writes one)"
         dataset = load_hub_dataset(source, split=split, fix=fix)

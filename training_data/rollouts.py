@@ -350,8 +350,10 @@ def check_sample(args) -> None:
 
 def sample_command(args) -> None:
     from eval.__main__ import load_model
-    from eval.run import lock_output_folder
+    from eval.run import lock_output_folder, source_fingerprint
 
+    run_info = {"model": args.model, "adapter": args.adapter}
+    run_info["model_fingerprint"] = source_fingerprint(args.model, args.adapter)  # a vLLM model has no weights to read
     with lock_output_folder(args.out):
         model, tokenizer = load_model(args.model, args.adapter, args.dtype, args.backend)
         records = sample_rollouts(
@@ -367,7 +369,7 @@ def sample_command(args) -> None:
             batch_size=args.batch_size,
             seed=args.seed,
             backend=args.backend,
-            run_info={"model": args.model, "adapter": args.adapter},
+            run_info=run_info,
         )
     rates = [r["pass_rate"] for r in records]
     print(f"{args.out}/{ROLLOUTS_FILE}: {len(records)} problems, mean pass rate {sum(rates) / len(rates):.3f}")
