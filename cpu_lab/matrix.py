@@ -27,22 +27,19 @@ Everything after ``--`` is passed to every run (flags of the recipe, e.g. ``--mo
 from __future__ import annotations
 
 import argparse
-import contextlib
 import hashlib
-import importlib
 import json
 import math
-import os
 import statistics
-import subprocess
 import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
+# every run starts through the labs' one runner (the recipe's own checks); cpu_lab.demo, real and warmstart call it here
+from cpu_lab.runner import Run, output_to, recipe_for, run_at_once, run_one
 from eval.jsonl import read_jsonl
 
-RECIPE_PREFIXES = ("grpo", "dpo", "judge_lab", "sft")  # the config file name's prefix names the recipe module
 END_FRACTION = 0.25  # "end of training" = the last quarter of the logged steps
 LOSS_CONFIG = "recipes/configs/lab/grpo_lab_loss_{}.yaml"  # the loss axis: one config per TRL loss variant
 LOSSES = (
@@ -73,25 +70,6 @@ class RunSummary:
     steps: int
     seconds: float | None = None  # the run's wall time, evaluations included (report.json)
     step_time: float | None = None  # mean seconds per optimizer step (TRL's logged step_time; no evaluations)
-
-
-def recipe_for(config: str | Path) -> str:
-    """The recipe module a config belongs to, from its file name prefix.
-
-    >>> recipe_for("recipes/configs/lab/grpo_lab_default.yaml")
-    'recipes.grpo'
-    >>> recipe_for("configs/train.yaml")
-    Traceback (most recent call last):
-    ...
-    ValueError: config configs/train.yaml: the file name must start with one of ('grpo', 'dpo', 'judge_lab', 'sft') followed by '_' (it names the recipe)
-    """  # noqa: E501
-    name = Path(config).name
-    for prefix in RECIPE_PREFIXES:
-        if name.startswith(prefix + "_"):
-            return f"recipes.{prefix}"
-    raise ValueError(
-        f"config {config}: the file name must start with one of {RECIPE_PREFIXES} followed by '_' (it names the recipe)"
-    )
 
 
 def loss_configs(losses: list[str]) -> list[str]:
@@ -126,130 +104,6 @@ def run_dir(out: str | Path, config: str | Path, seed: int) -> Path:
     'runs/m/grpo_lab_default/seed2'
     """
     return Path(out) / Path(config).stem / f"seed{seed}"
-
-
-def run_one(config: str | Path, seed: int, out_dir: Path, extra_args: list[str]) -> dict:
-    """Run one config with one seed in this process, through the recipe's own parser and main()."""
-    from recipes.validate import parse_or_explain
-
-    module = importlib.import_module(recipe_for(config))
-    argv = ["--config", str(config), "--seed", str(seed), "--output_dir", str(out_dir), *extra_args]
-    return module.main(*parse_or_explain(module.make_parser(), argv)[:3])
-
-
-def run_subprocess(config: str | Path, seed: int, out_dir: Path, extra_args: list[str], threads: int):
-    """Start one run as its own process with ``threads`` torch threads; its output goes to ``<out_dir>/run.log``."""
-    out_dir.mkdir(parents=True, exist_ok=True)
-    cmd = [
-        sys.executable,
-        "-m",
-        recipe_for(config),
-        "--config",
-        str(config),
-        "--seed",
-        str(seed),
-        "--output_dir",
-        str(out_dir),
-        *extra_args,
-    ]
-    env = os.environ | {"OMP_NUM_THREADS": str(threads), "MKL_NUM_THREADS": str(threads)}
-    with open(out_dir / "run.log", "w") as log:
-        return subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT)
-
-
-@contextlib.contextmanager
-def output_to(path: str | Path):
-    """Send everything this process writes to stdout and stderr meanwhile (prints, warnings, logging, progress bars,
-    C libraries) to the file ``path``, as a run in its own process sends it to its ``run.log``. Yields a text stream
-    on the terminal's stdout, for what the user should still see. On leaving, even by an error, output goes back to
-    the terminal (the error's traceback with it)."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    sys.stdout.flush()
-    sys.stderr.flush()
-    saved_fds, saved_streams = (os.dup(1), os.dup(2)), (sys.stdout, sys.stderr)
-    try:
-        on_fd1 = sys.stdout.fileno() == 1
-    except (AttributeError, OSError, ValueError):  # a stream of its own (a test's capture): it stays the terminal
-        on_fd1 = False
-    terminal = os.fdopen(os.dup(saved_fds[0]), "w", buffering=1) if on_fd1 else sys.stdout
-    with open(path, "w", buffering=1) as log:
-        try:
-            os.dup2(log.fileno(), 1)
-            os.dup2(log.fileno(), 2)
-            sys.stdout = sys.stderr = log  # also catches writers that do not go through fds 1 and 2
-            yield terminal
-        finally:
-            sys.stdout, sys.stderr = saved_streams
-            for fd, saved in zip((1, 2), saved_fds, strict=True):
-                os.dup2(saved, fd)
-                os.close(saved)
-            if on_fd1:
-                terminal.close()
-
-
-def planned_steps(config: str | Path, extra_args) -> int | None:
-    """A run's ``max_steps``: the last ``--max_steps`` among the extra flags, else the config's; None if neither.
-
-    >>> planned_steps("recipes/configs/lab/grpo_lab_default.yaml", ["--max_steps", "7"])
-    7
-    """
-    args = [str(a) for a in extra_args]
-    for i in range(len(args) - 1, -1, -1):
-        value = args[i + 1] if args[i] == "--max_steps" and i + 1 < len(args) else None
-        value = args[i].split("=", 1)[1] if args[i].startswith("--max_steps=") else value
-        if value is not None:
-            return int(value) if value.isdigit() else None
-    import yaml
-
-    steps = (yaml.safe_load(Path(config).read_text()) or {}).get("max_steps")
-    return steps if isinstance(steps, int) else None
-
-
-def logged_step(folder: Path) -> int:
-    """The last step a running run has written to its ``log.jsonl`` (0 before the first row)."""
-    try:
-        with open(folder / "log.jsonl", "rb") as log:
-            log.seek(0, os.SEEK_END)
-            log.seek(max(0, log.tell() - 65536))
-            lines = log.read().splitlines()
-    except OSError:
-        return 0
-    for line in reversed(lines):  # the first may be cut by the seek, the last torn by a write under way
-        try:
-            return int(json.loads(line).get("step", 0))
-        except (ValueError, AttributeError, TypeError):
-            continue
-    return 0
-
-
-class Progress:
-    """The matrix's lines, and on a terminal a bar of the steps done across the runs (read from their logs) that
-    stays below them; elsewhere (a pipe, a CI log) only the lines."""
-
-    def __init__(self, total: int | None, enabled: bool = True):
-        self.bar = None
-        if enabled and sys.stdout.isatty():
-            from tqdm import tqdm
-
-            self.bar = tqdm(
-                total=total, desc="GRPO steps", unit="step", leave=False, file=sys.stdout, dynamic_ncols=True
-            )
-
-    def line(self, text: str) -> None:
-        if self.bar is None:
-            print(text, flush=True)
-        else:
-            self.bar.write(text, file=sys.stdout)
-
-    def update(self, done: int) -> None:
-        if self.bar is not None and done != self.bar.n:
-            self.bar.n = done
-            self.bar.refresh()
-
-    def close(self) -> None:
-        if self.bar is not None:
-            self.bar.close()
 
 
 def _accuracies(folder: Path) -> str:
@@ -340,35 +194,8 @@ def run_matrix(
                 raise
             print(f"[matrix] finished {folder} in {time.monotonic() - started:.0f} s: {_accuracies(folder)}")
         return folders
-    threads = max(1, (os.cpu_count() or 1) // jobs)
-    planned = {folder: planned_steps(config, extra_args) for config, _, folder, _ in todo}
-    bar = Progress(None if None in planned.values() else sum(planned.values()), enabled=progress and bool(todo))
-    running, failed, done, last_read = [], [], {}, 0.0
-    try:
-        while todo or running:
-            while todo and len(running) < jobs:
-                config, seed, folder, _ = todo.pop(0)
-                bar.line(f"[matrix] starting {config} seed {seed} ({threads} thread(s); log: {folder}/run.log)")
-                proc = run_subprocess(config, seed, folder, list(extra_args), threads)
-                running.append((proc, folder, time.monotonic()))
-            time.sleep(0.5)
-            for proc, folder, started in [r for r in running if r[0].poll() is not None]:
-                running.remove((proc, folder, started))
-                if proc.returncode != 0:
-                    failed.append(f"{folder} (exit {proc.returncode}; see {folder}/run.log)")
-                    bar.line(f"[matrix] FAILED {folder}: exit {proc.returncode}, see {folder}/run.log")
-                else:
-                    done[folder] = planned[folder] or logged_step(folder)
-                    bar.line(f"[matrix] finished {folder} in {time.monotonic() - started:.0f} s: {_accuracies(folder)}")
-            if bar.bar is not None and time.monotonic() - last_read > 2:
-                last_read = time.monotonic()
-                bar.update(sum(done.values()) + sum(logged_step(folder) for _, folder, _ in running))
-    finally:  # an error or Ctrl-C here must not leave runs going on in the background
-        bar.close()
-        for proc, _, _ in running:
-            proc.terminate()
-    if failed:
-        raise RuntimeError(f"{len(failed)} run(s) failed: {', '.join(failed)}")
+    runs = [Run(config, seed, folder, list(extra_args)) for config, seed, folder, _ in todo]
+    run_at_once(runs, jobs, label="matrix", describe=_accuracies, progress=progress)
     return folders
 
 

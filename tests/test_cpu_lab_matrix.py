@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from cpu_lab import matrix
+from cpu_lab import matrix, runner
 
 
 def fake_run(root, config, seed, before, after, rewards, gaps, degenerate, length_correct=12.0, length_wrong=20.0):
@@ -161,7 +161,7 @@ def test_an_error_while_jobs_run_stops_the_runs_still_going(tmp_path, monkeypatc
             self.terminated = True
 
     started = []
-    monkeypatch.setattr(matrix, "run_subprocess", lambda *a: started.append(FakeRun(done=not started)) or started[-1])
+    monkeypatch.setattr(runner, "run_subprocess", lambda *a: started.append(FakeRun(done=not started)) or started[-1])
     monkeypatch.setattr(matrix, "summarize_run", lambda folder: 1 / 0)  # reading the finished run fails
     configs = ["recipes/configs/tiny/grpo_cpu.yaml", "recipes/configs/tiny/grpo_cpu_lora_drgrpo.yaml"]
     with pytest.raises(ZeroDivisionError):

@@ -1,0 +1,266 @@
+"""How every lab launches a recipe run: the config's file name names the recipe, and the run goes through the recipe's
+own command line and checks (``recipes.validate.parse_or_explain``), in this process or as its own process.
+
+- ``recipe_for(config)``: the recipe module of a config, from its file-name prefix (the one map, ``RECIPES``);
+- ``parse(config, flags)``: that recipe's parser on ``--config config`` plus ``flags``, through the recipe's checks;
+- ``run_one(config, seed, out_dir, flags)``: one run in this process, what ``python -m <recipe>`` with the same
+  arguments runs;
+- ``run_at_once(runs, jobs)``: several runs, up to ``jobs`` at once, each as ``python -m <recipe> ...`` in its own
+  process with its output in ``<out_dir>/run.log``;
+- ``output_to(path)``: a run in this process writes its output to ``path`` as a run in its own process does.
+
+``cpu_lab.matrix`` (configs x seeds and their table), ``judge_lab.film`` and ``reward_model_lab.overoptimisation``
+launch their runs through these.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+import json
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import NamedTuple
+
+ROOT = Path(__file__).resolve().parents[1]
+
+# the config file name's prefix -> the recipe module that runs it (a judge-lab config is a GRPO config)
+RECIPES = {
+    "grpo_": "recipes.grpo",
+    "judge_lab_": "recipes.grpo",
+    "dpo_": "recipes.dpo",
+    "sft_": "recipes.sft",
+    "reward_model_": "recipes.reward_model",
+}
+
+
+def recipe_for(config: str | Path) -> str:
+    """The recipe module a config belongs to, from its file name prefix.
+
+    >>> recipe_for("recipes/configs/lab/grpo_lab_default.yaml"), recipe_for("judge_lab_tiny_judge_b0.04.yaml")
+    ('recipes.grpo', 'recipes.grpo')
+    >>> recipe_for("configs/train.yaml")
+    Traceback (most recent call last):
+    ...
+    ValueError: config configs/train.yaml: the file name must start with one of grpo_, judge_lab_, dpo_, sft_, reward_model_ (it names the recipe)
+    """  # noqa: E501
+    name = Path(config).name
+    for prefix, module in RECIPES.items():
+        if name.startswith(prefix):
+            return module
+    raise ValueError(
+        f"config {config}: the file name must start with one of {', '.join(RECIPES)} (it names the recipe)"
+    )
+
+
+def recipe_module(config: str | Path):
+    """The recipe module of ``config``, imported; a recipe that does not exist is an error, never a skip."""
+    name = recipe_for(config)
+    try:
+        return importlib.import_module(name)
+    except ModuleNotFoundError as error:
+        if error.name != name:
+            raise  # the recipe exists but something it imports does not: that error says what
+        raise ModuleNotFoundError(
+            f"config {config}: its file name names the recipe {name}, which does not exist (see RECIPES in "
+            "cpu_lab/runner.py)",
+            name=name,
+        ) from error
+
+
+def run_flags(seed: int | None, out_dir: str | Path, extra_args: Sequence[str]) -> list[str]:
+    """The flags of one run after its ``--config``: the seed (none: the config's), the output folder, then the
+    caller's flags.
+
+    >>> run_flags(1, "runs/x", ["--max_steps", "2"])
+    ['--seed', '1', '--output_dir', 'runs/x', '--max_steps', '2']
+    """
+    seed_flags = [] if seed is None else ["--seed", str(seed)]
+    return [*seed_flags, "--output_dir", str(out_dir), *map(str, extra_args)]
+
+
+def parse(config: str | Path, extra_args: Sequence[str] = ()):
+    """(recipe module, its parsed arguments) for ``--config config`` plus ``extra_args``, through the recipe's own
+    parser and the checks it runs on its command line (``parse_or_explain``: DeepSpeed, W&B login, CPU precision, the
+    hints on TRL's errors)."""
+    from recipes.validate import parse_or_explain
+
+    module = recipe_module(config)
+    return module, parse_or_explain(module.make_parser(), ["--config", str(config), *map(str, extra_args)])
+
+
+def run_one(config: str | Path, seed: int | None, out_dir: str | Path, extra_args: Sequence[str]) -> dict:
+    """Run one config in this process, as ``python -m <recipe>`` runs it; returns the recipe's report."""
+    module, parsed = parse(config, run_flags(seed, out_dir, extra_args))
+    return module.main(*parsed[:3])
+
+
+def run_subprocess(config: str | Path, seed: int | None, out_dir: Path, extra_args: Sequence[str], threads: int):
+    """Start one run as its own process (``python -m <recipe>``, which runs the same checks) with ``threads`` torch
+    threads; its output goes to ``<out_dir>/run.log``."""
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    cmd = [sys.executable, "-m", recipe_for(config), "--config", str(config), *run_flags(seed, out_dir, extra_args)]
+    env = os.environ | {"OMP_NUM_THREADS": str(threads), "MKL_NUM_THREADS": str(threads)}
+    # leash's modules (the recipe, and hooks a config names such as reward_model_lab's) import from any folder
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p)
+    with open(out_dir / "run.log", "w") as log:
+        return subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT)
+
+
+@contextlib.contextmanager
+def output_to(path: str | Path):
+    """Send everything this process writes to stdout and stderr meanwhile (prints, warnings, logging, progress bars,
+    C libraries) to the file ``path``, as a run in its own process sends it to its ``run.log``. Yields a text stream
+    on the terminal's stdout, for what the user should still see. On leaving, even by an error, output goes back to
+    the terminal (the error's traceback with it)."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    saved_fds, saved_streams = (os.dup(1), os.dup(2)), (sys.stdout, sys.stderr)
+    try:
+        on_fd1 = sys.stdout.fileno() == 1
+    except (AttributeError, OSError, ValueError):  # a stream of its own (a test's capture): it stays the terminal
+        on_fd1 = False
+    terminal = os.fdopen(os.dup(saved_fds[0]), "w", buffering=1) if on_fd1 else sys.stdout
+    with open(path, "w", buffering=1) as log:
+        try:
+            os.dup2(log.fileno(), 1)
+            os.dup2(log.fileno(), 2)
+            sys.stdout = sys.stderr = log  # also catches writers that do not go through fds 1 and 2
+            yield terminal
+        finally:
+            sys.stdout, sys.stderr = saved_streams
+            for fd, saved in zip((1, 2), saved_fds, strict=True):
+                os.dup2(saved, fd)
+                os.close(saved)
+            if on_fd1:
+                terminal.close()
+
+
+def planned_steps(config: str | Path, extra_args) -> int | None:
+    """A run's ``max_steps``: the last ``--max_steps`` among the extra flags, else the config's; None if neither.
+
+    >>> planned_steps("recipes/configs/lab/grpo_lab_default.yaml", ["--max_steps", "7"])
+    7
+    """
+    args = [str(a) for a in extra_args]
+    for i in range(len(args) - 1, -1, -1):
+        value = args[i + 1] if args[i] == "--max_steps" and i + 1 < len(args) else None
+        value = args[i].split("=", 1)[1] if args[i].startswith("--max_steps=") else value
+        if value is not None:
+            return int(value) if value.isdigit() else None
+    import yaml
+
+    steps = (yaml.safe_load(Path(config).read_text()) or {}).get("max_steps")
+    return steps if isinstance(steps, int) else None
+
+
+def logged_step(folder: Path) -> int:
+    """The last step a running run has written to its ``log.jsonl`` (0 before the first row)."""
+    try:
+        with open(folder / "log.jsonl", "rb") as log:
+            log.seek(0, os.SEEK_END)
+            log.seek(max(0, log.tell() - 65536))
+            lines = log.read().splitlines()
+    except OSError:
+        return 0
+    for line in reversed(lines):  # the first may be cut by the seek, the last torn by a write under way
+        try:
+            return int(json.loads(line).get("step", 0))
+        except (ValueError, AttributeError, TypeError):
+            continue
+    return 0
+
+
+class Progress:
+    """The runner's lines, and on a terminal a bar of the steps done across the runs (read from their logs) that
+    stays below them; elsewhere (a pipe, a CI log) only the lines."""
+
+    def __init__(self, total: int | None, enabled: bool = True):
+        self.bar = None
+        if enabled and sys.stdout.isatty():
+            from tqdm import tqdm
+
+            self.bar = tqdm(
+                total=total, desc="GRPO steps", unit="step", leave=False, file=sys.stdout, dynamic_ncols=True
+            )
+
+    def line(self, text: str) -> None:
+        if self.bar is None:
+            print(text, flush=True)
+        else:
+            self.bar.write(text, file=sys.stdout)
+
+    def update(self, done: int) -> None:
+        if self.bar is not None and done != self.bar.n:
+            self.bar.n = done
+            self.bar.refresh()
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.close()
+
+
+class Run(NamedTuple):
+    """One recipe run: its config, seed (None: the config's), output folder and extra flags."""
+
+    config: str | Path
+    seed: int | None
+    out_dir: Path
+    extra_args: Sequence[str] = ()
+
+
+def run_at_once(
+    runs: Sequence[Run],
+    jobs: int,
+    threads: int | None = None,
+    label: str = "runner",
+    describe: Callable[[Path], str] | None = None,
+    progress: bool = True,
+) -> None:
+    """Run ``runs`` in order, up to ``jobs`` at once, each as its own process (``run_subprocess``) with ``threads``
+    torch threads (default ``cpu_count // jobs``); each run's output goes to its ``run.log``. The terminal gets a line
+    as each run starts and ends (``[label] ...``; ``describe(out_dir)`` adds what a finished run measured) and, with
+    ``progress`` while stdout is a terminal, a bar of the steps done. A failed run does not stop the others: once all
+    have ended, a RuntimeError names each failed run's log. Any other error, or Ctrl-C, stops the runs still going.
+    """
+    if jobs < 1:
+        raise ValueError(f"jobs must be >= 1, got {jobs}")
+    threads = threads or max(1, (os.cpu_count() or 1) // jobs)
+    todo = list(runs)
+    planned = {run.out_dir: planned_steps(run.config, run.extra_args) for run in todo}
+    bar = Progress(None if None in planned.values() else sum(planned.values()), enabled=progress and bool(todo))
+    running, failed, done, last_read = [], [], {}, 0.0
+    try:
+        while todo or running:
+            while todo and len(running) < jobs:
+                run = todo.pop(0)
+                where = f"{threads} thread(s); log: {run.out_dir}/run.log"
+                bar.line(f"[{label}] starting {run.config} seed {run.seed} ({where})")
+                proc = run_subprocess(run.config, run.seed, run.out_dir, run.extra_args, threads)
+                running.append((proc, run.out_dir, time.monotonic()))
+            time.sleep(0.5)
+            for proc, folder, started in [r for r in running if r[0].poll() is not None]:
+                running.remove((proc, folder, started))
+                if proc.returncode != 0:
+                    failed.append(f"{folder} (exit {proc.returncode}; see {folder}/run.log)")
+                    bar.line(f"[{label}] FAILED {folder}: exit {proc.returncode}, see {folder}/run.log")
+                else:
+                    done[folder] = planned[folder] or logged_step(folder)
+                    measured = f": {describe(folder)}" if describe else ""
+                    bar.line(f"[{label}] finished {folder} in {time.monotonic() - started:.0f} s{measured}")
+            if bar.bar is not None and time.monotonic() - last_read > 2:
+                last_read = time.monotonic()
+                bar.update(sum(done.values()) + sum(logged_step(folder) for _, folder, _ in running))
+    finally:  # an error or Ctrl-C here must not leave runs going on in the background
+        bar.close()
+        for proc, _, _ in running:
+            proc.terminate()
+    if failed:
+        raise RuntimeError(f"{len(failed)} run(s) failed: {', '.join(failed)}")
