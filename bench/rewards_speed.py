@@ -1,119 +1,235 @@
-"""How fast do the correctness rewards score realistic completions, next to bare math-verify on the same inputs?
+"""What the correctness rewards cost on real GRPO batches, next to bare math-verify on the same completions.
 
-    OMP_NUM_THREADS=1 .venv/bin/python -m bench.rewards_speed            # or: make bench
-    OMP_NUM_THREADS=1 .venv/bin/python -m bench.rewards_speed --n 200 --threads 4
-    OMP_NUM_THREADS=1 .venv/bin/python -m bench.rewards_speed --data DIR   # with the Qwen2.5-Math samples
+    OMP_NUM_THREADS=1 .venv/bin/python -m bench.rewards_speed                 # or: make bench
+    OMP_NUM_THREADS=1 .venv/bin/python -m bench.rewards_speed --repeats 9 --pathological 0
+    OMP_NUM_THREADS=1 .venv/bin/python -m bench.rewards_speed --math QWEN   # the Qwen2.5-Math samples (below)
 
-Inputs (from ``--data DIR``, a folder laid out as ``tests/data``; nothing generated): Qwen2.5-Math chain-of-thought
-samples on MATH (``model_outputs/math_cot_100_qwen25math_samples.jsonl``, scored by ``math_correctness``), GPT-3
-GSM8K solutions with their ``A: N`` line rewritten as ``#### N`` (scored by ``gsm8k_correctness``), plus a few
-runaway completions (16 KB of repetition, a power tower, 2,000 boxes). The Qwen2.5-Math samples are not shipped
-(tests/data/README.md says where the full files come from): without them (the default ``--data tests/data``) the
-MATH completions are the MATH-500 reference solutions instead, and the first line of the output says so; those
-numbers are not comparable with runs on the samples.
-"Bare math-verify" is what many recipes do: ``verify(parse(gold), parse(whole completion))`` in the main thread
-with math-verify's own (SIGALRM) timeouts, which is also why it cannot run in a thread pool. Every timed pass starts
-cold: our result cache cleared, fresh math-verify workers (started before the clock), sympy's cache cleared.
+A GRPO step scores G completions to each of P prompts in one call of the reward. The inputs are such batches as a
+model sampled them, grouped by prompt; nothing is generated, edited or added to them here:
+- GSM8K (``--gsm8k``, default ``tests/data/model_outputs/gsm8k_train_smollm2_135m_g8.jsonl``): SmolLM2-135M-Instruct
+  (``make real-model``), 8 completions at temperature 1 to each of the first 16 GSM8K train problems;
+- MATH (``--math``, default ``tests/data/model_outputs/math_train_smollm2_135m_g8.jsonl``): the same model on the first
+  16 MATH train problems. The Qwen2.5-Math samples (``model_outputs/math_cot_100_qwen25math_samples.jsonl``: 100
+  MATH test problems x 8 chain-of-thought samples; not shipped, tests/data/README.md) are a file of the same kind:
+  pass its path with ``--math``.
+tests/data/README.md says how the shipped files were made. A file is an ``eval run --num-samples K`` samples.jsonl
+(gold in ``gold``, completions in ``samples``), or rows with the gold in ``answer`` and the completions in
+``completions`` or ``code`` (the Qwen2.5-Math samples' layout).
+
+The two arms, each called once per batch of ``--prompts-per-batch`` prompts' completions:
+- leash: ``gsm8k_correctness`` / ``math_correctness``, as a trainer calls them. A GSM8K answer is the number after the
+  last ``####``, compared as a decimal: it never reaches math-verify. A MATH answer is the last ``\\boxed{}``: equal
+  strings and plain numbers are settled without math-verify, an answer no checker could compare in time is refused
+  from its text (``rewards.cost``), the rest go to math-verify in worker processes, up to the pool's size at a time.
+- bare math-verify: what many recipes do, ``verify(parse(gold), parse(completion))`` on the whole completion, one
+  completion at a time in the main thread, with math-verify's own (SIGALRM) timeouts; for both tasks.
+
+Both arms get the same start and the same warm-up, outside the clock, before every timed pass (``timed_pass``):
+their caches emptied (leash's verdicts and the pairs it gave up, sympy's cache); the comparisons leash's math-verify
+workers make as they start (``WARM_UP`` in ``rewards/_verify_worker.py``: leash starts fresh workers, which make them;
+bare math-verify makes the same comparisons in its own process); then one call on the completions of the first
+``--warmup-prompts`` prompts. The clock runs over the batches of the other prompts only. The arms alternate (leash
+first in even repeats, bare first in odd ones) so that the load of other processes hits both alike. Per task: each
+arm's seconds, the ratio bare / leash with its min, median and max over ``--repeats``, and how often the two arms'
+verdicts agree.
+
+The pathological set is timed apart, never mixed into the batches above: ``--pathological`` MATH completions whose
+answer no checker can compare in time, one of each kind in turn (a power tower such as ``9^{9^{9^{9}}}``, a sum to
+10^k, a factorial or a binomial of a huge number, a huge exponent, runaway nesting, a box that disagrees with an earlier
+one holding a tower; new random numbers each), against the golds of the MATH problems. Last, batches of the MATH
+completions with 0%, 5% and 20% of them replaced by such completions, scored by ``math_correctness`` alone: what a
+batch costs against the ordinary one.
 """
 
 from __future__ import annotations
 
 import argparse
 import random
-import re
+import statistics
 import time
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
+
+from math_verify import parse, verify
+from sympy.core.cache import clear_cache
 
 from eval.jsonl import read_jsonl
 from rewards import get_reward
 from rewards import verify as verify_module
+from rewards._verify_worker import WARM_UP
 
-DATA = Path(__file__).resolve().parents[1] / "tests" / "data"  # the shipped subsets (tests/data/README.md)
-QWEN_SAMPLES = "model_outputs/math_cot_100_qwen25math_samples.jsonl"  # not shipped: only in a full --data folder
-GPT3_SOLUTIONS = "model_outputs/gsm8k_gpt3_example_solutions.jsonl"
-MATH500 = "math500/test.jsonl"
+ROOT = Path(__file__).resolve().parents[1]
+GSM8K_GROUPS = ROOT / "tests" / "data" / "model_outputs" / "gsm8k_train_smollm2_135m_g8.jsonl"
+MATH_GROUPS = ROOT / "tests" / "data" / "model_outputs" / "math_train_smollm2_135m_g8.jsonl"
+N_KINDS = 7  # of pathological answers (pathological_answer)
+
+Pair = tuple[str, str]  # (completion, gold)
+OURS, BARE = "leash", "bare math-verify"  # the arms' names
 
 
-def math_source(data: Path) -> str:
-    """The file the MATH completions come from: the Qwen2.5-Math samples when ``data`` has them, else MATH-500."""
-    return QWEN_SAMPLES if (data / QWEN_SAMPLES).exists() else MATH500
+@dataclass(frozen=True)
+class Group:
+    """The completions a model sampled for one prompt, and the prompt's gold answer."""
+
+    gold: str
+    completions: tuple[str, ...]
 
 
-def realistic_completions(n: int, seed: int, data: Path = DATA) -> list[tuple[str, str, str]]:
-    """``n`` (task, completion, gold) triples from real model outputs (MATH-500 reference solutions for MATH when
-    the Qwen2.5-Math samples are not in ``data``), plus runaway ones, shuffled."""
-    rng = random.Random(seed)
-    if math_source(data) == QWEN_SAMPLES:
-        math_rows = read_jsonl(data / QWEN_SAMPLES)
-        math_items = [("math", code, row["answer"]) for row in math_rows for code in row["code"]]
-    else:
-        math_items = [("math", row["solution"], row["answer"]) for row in read_jsonl(data / MATH500)]
-    gsm_rows = read_jsonl(data / GPT3_SOLUTIONS)
-    gsm_items = []
-    for row in gsm_rows:
-        gold = row["ground_truth"].rsplit("A:", 1)[-1].strip()
-        for key in ("6b_finetuning", "175b_verification"):
-            gsm_items.append(("gsm8k", re.sub(r"\nA:\s*(\S+)\s*$", r"\n#### \1", row[key]["solution"]), gold))
-    if n // 2 > len(math_items) or n - n // 2 > len(gsm_items):
-        raise ValueError(
-            f"--n {n} needs {n // 2} MATH and {n - n // 2} GSM8K completions; {data} has {len(math_items)} and "
-            f"{len(gsm_items)}: lower --n"
-        )
-    items = rng.sample(math_items, n // 2) + rng.sample(gsm_items, n - n // 2)
-    runaway = [
-        ("math", "Let me recompute. " * 900 + "\\boxed{42}", "42"),  # 16 KB of repetition, then an answer
-        ("math", "So the value is \\boxed{9^{9^{9^{9}}}}", "3"),  # a power tower
-        ("math", "\\boxed{1}" * 2_000, "1"),  # 2,000 boxes
-        ("gsm8k", "The answer is 5 " * 1_000 + "\n#### 5", "5"),  # 16 KB of repetition
+def read_groups(path: str | Path) -> list[Group]:
+    """One group per row of ``path``, in file order: an ``eval run`` samples.jsonl, or rows with the gold in ``answer``
+    and the completions in ``completions`` or ``code``. Raises ValueError naming the row that is neither."""
+    groups = []
+    for i, row in enumerate(read_jsonl(path)):
+        if isinstance(row.get("samples"), list) and "gold" in row:
+            completions = [sample["completion"] for sample in row["samples"]]
+            gold = row["gold"]
+        elif "answer" in row and isinstance(row.get("completions", row.get("code")), list):
+            completions, gold = row.get("completions", row.get("code")), row["answer"]
+        else:
+            raise ValueError(
+                f"{path}, row {i + 1}: no completions: pass an eval run's samples.jsonl (--num-samples K) or rows "
+                "with 'answer' and 'completions'"
+            )
+        groups.append(Group(str(gold), tuple(str(c) for c in completions)))
+    return groups
+
+
+def batches_of(groups: Sequence[Group], prompts_per_batch: int) -> list[list[Pair]]:
+    """(completion, gold) pairs, one batch per ``prompts_per_batch`` prompts, each prompt's completions together (as
+    TRL's sampler puts them).
+
+    >>> batches_of([Group("1", ("a", "b")), Group("2", ("c", "d")), Group("3", ("e", "f"))], 2)
+    [[('a', '1'), ('b', '1'), ('c', '2'), ('d', '2')], [('e', '3'), ('f', '3')]]
+    """
+    return [
+        [(c, g.gold) for g in groups[i : i + prompts_per_batch] for c in g.completions]
+        for i in range(0, len(groups), prompts_per_batch)
     ]
-    items += runaway
-    rng.shuffle(items)
-    return items
 
 
-def ours(item) -> float:
-    task, completion, gold = item
-    return get_reward(f"{task}_correctness")([completion], answer=[gold])[0]
+class Leash:
+    """``<task>_correctness``, one call per batch, as a trainer calls it."""
+
+    name = OURS
+
+    def __init__(self, task: str):
+        self.reward = get_reward(f"{task}_correctness")
+
+    def reset(self) -> None:
+        """No cached verdict and no pair given up; fresh math-verify workers, which make ``WARM_UP`` as they start."""
+        verify_module._CACHE.clear()
+        verify_module._GIVEN_UP.clear()
+        verify_module._POOL.close()
+        clear_cache()
+        verify_module.warm_up()
+
+    def score(self, batch: list[Pair]) -> list[bool]:
+        scores = self.reward([c for c, _ in batch], answer=[g for _, g in batch])
+        return [s == 1.0 for s in scores]
 
 
-def bare_math_verify(item) -> bool:
-    from math_verify import parse, verify
+class BareMathVerify:
+    """``verify(parse(gold), parse(completion))`` for each completion in turn, in this process."""
 
-    _, completion, gold = item
-    return bool(verify(parse(f"${gold}$"), parse(completion)))
+    name = BARE
+
+    def reset(self) -> None:
+        """An empty sympy cache, then the comparisons leash's workers make as they start (``WARM_UP``)."""
+        clear_cache()
+        for gold, pred in WARM_UP:
+            self.verify(f"${pred}$", gold)
+
+    @staticmethod
+    def verify(completion: str, gold: str) -> bool:
+        return bool(verify(parse(f"${gold}$"), parse(completion)))
+
+    def score(self, batch: list[Pair]) -> list[bool]:
+        return [self.verify(c, g) for c, g in batch]
 
 
-def timed_pass(items, score, threads: int) -> tuple[float, float]:
-    """(completions per second, slowest single completion in seconds)."""
-    # Every pass starts cold: no cached results, fresh math-verify workers, an empty sympy cache here.
-    from sympy.core.cache import clear_cache
+@dataclass
+class Pass:
+    seconds: float  # scoring the batches: the clock
+    setup_seconds: float  # reset and warm-up, outside the clock
+    verdicts: list[bool]
 
-    verify_module._CACHE.clear()
-    verify_module._POOL.close()
-    verify_module.warm_up()
-    clear_cache()
 
-    def one(item):
-        start = time.perf_counter()
-        score(item)
-        return time.perf_counter() - start
-
+def timed_pass(arm, warmup: list[Pair], batches: list[list[Pair]]) -> Pass:
+    """The arm reset and warmed up on ``warmup`` (one call), outside the clock; then one call per batch, timed."""
     start = time.perf_counter()
-    if threads == 1:
-        durations = [one(item) for item in items]
-    else:
-        with ThreadPoolExecutor(max_workers=threads) as pool:
-            durations = list(pool.map(one, items))
-    return len(items) / (time.perf_counter() - start), max(durations)
+    arm.reset()
+    if warmup:
+        arm.score(warmup)
+    setup = time.perf_counter() - start
+    verdicts: list[bool] = []
+    start = time.perf_counter()
+    for batch in batches:
+        verdicts += arm.score(batch)
+    return Pass(time.perf_counter() - start, setup, verdicts)
 
 
-def pathological_answer(rng: random.Random) -> str:
-    """A completion whose answer no checker can compare in time, of one of the kinds a drifting policy writes: a power
-    tower, a sum to 10^k, a factorial or binomial of a huge number, a huge exponent, runaway nesting, or a box that
-    disagrees with an earlier one holding a tower. Each one is new (random numbers), so no cache or memo helps."""
+def compare_arms(arms: Sequence, warmup: list[Pair], batches: list[list[Pair]], repeats: int) -> dict[str, list[Pass]]:
+    """``repeats`` timed passes of each arm; the order of the arms flips every repeat."""
+    passes: dict[str, list[Pass]] = {arm.name: [] for arm in arms}
+    for r in range(repeats):
+        for arm in arms if r % 2 == 0 else arms[::-1]:
+            passes[arm.name].append(timed_pass(arm, warmup, batches))
+    return passes
+
+
+def summary(passes: dict[str, list[Pass]], ours: str = OURS, bare: str = BARE) -> dict:
+    """Seconds per arm, the ratio bare / ours per repeat (min, median, max), and the agreement of the verdicts.
+
+    >>> p = {"leash": [Pass(1.0, 0, [True, False]), Pass(2.0, 0, [True, False])],
+    ...      "bare math-verify": [Pass(10.0, 0, [True, True]), Pass(30.0, 0, [True, True])]}
+    >>> s = summary(p)
+    >>> s["ratios"], s["ratio_min_median_max"], s["agree"], s["ours_only"], s["bare_only"], s["stable"]
+    ([10.0, 15.0], (10.0, 12.5, 15.0), 1, 0, 1, True)
+    """
+    ratios = [b.seconds / o.seconds for o, b in zip(passes[ours], passes[bare], strict=True)]
+    first_ours, first_bare = passes[ours][0].verdicts, passes[bare][0].verdicts
+    return {
+        "seconds": {name: [p.seconds for p in ps] for name, ps in passes.items()},
+        "setup_seconds": {name: [p.setup_seconds for p in ps] for name, ps in passes.items()},
+        "ratios": ratios,
+        "ratio_min_median_max": (min(ratios), statistics.median(ratios), max(ratios)),
+        "n": len(first_ours),
+        "agree": sum(a == b for a, b in zip(first_ours, first_bare, strict=True)),
+        "ours_only": sum(a and not b for a, b in zip(first_ours, first_bare, strict=True)),
+        "bare_only": sum(b and not a for a, b in zip(first_ours, first_bare, strict=True)),
+        "correct": {ours: sum(first_ours), bare: sum(first_bare)},
+        "stable": all(p.verdicts == ps[0].verdicts for ps in passes.values() for p in ps),  # the same every repeat
+    }
+
+
+def print_summary(title: str, s: dict) -> None:
+    ours, bare = OURS, BARE
+    print(f"\n{title}")
+    print(f"{'repeat':>6s} {'leash s':>9s} {'bare s':>9s} {'bare/leash':>11s}")
+    for r, (o, b, ratio) in enumerate(zip(s["seconds"][ours], s["seconds"][bare], s["ratios"], strict=True)):
+        print(f"{r:6d} {o:9.3f} {b:9.3f} {ratio:10.1f}x")
+    low, mid, high = s["ratio_min_median_max"]
+    print(
+        f"leash {statistics.median(s['seconds'][ours]):.3f} s, bare math-verify "
+        f"{statistics.median(s['seconds'][bare]):.3f} s (medians); ratio bare/leash min {low:.1f}x, median {mid:.1f}x, "
+        f"max {high:.1f}x over {len(s['ratios'])} repeats"
+    )
+    setup = {name: statistics.median(v) for name, v in s["setup_seconds"].items()}
+    print(
+        f"verdicts agree on {s['agree']}/{s['n']} ({s['ours_only']} paid by leash only, {s['bare_only']} by bare only; "
+        f"correct: leash {s['correct'][ours]}, bare {s['correct'][bare]}; the same in every repeat: {s['stable']}); "
+        f"reset and warm-up outside the clock: leash {setup[ours]:.2f} s, bare {setup[bare]:.2f} s"
+    )
+
+
+def pathological_answer(rng: random.Random, kind: int | None = None) -> str:
+    """A completion whose answer no checker can compare in time, of one of ``N_KINDS`` kinds a drifting policy writes
+    (``kind``, else a random one): a power tower, a sum to 10^k, a factorial or binomial of a huge number, a huge
+    exponent, runaway nesting, or a box that disagrees with an earlier one holding a tower. Each one is new (random
+    numbers), so no cache or memo helps."""
     d = [rng.randint(3, 9) for _ in range(4)]
-    kind = rng.randrange(7)
+    kind = rng.randrange(N_KINDS) if kind is None else kind % N_KINDS
     if kind == 0:
         answer = f"{d[0]}^{{{d[1]}^{{{d[2]}^{{{d[3]}}}}}}}"
     elif kind == 1:
@@ -134,100 +250,89 @@ def pathological_answer(rng: random.Random) -> str:
     return f"Let me compute this step by step. Putting it together, the answer is \\boxed{{{answer}}}."
 
 
-def _cold_start() -> None:
-    """As every timed pass starts: no cached verdicts or pairs given up, fresh workers, an empty sympy cache here."""
-    from sympy.core.cache import clear_cache
-
-    verify_module._CACHE.clear()
-    verify_module._GIVEN_UP.clear()
-    verify_module._POOL.close()
-    verify_module.warm_up()
-    clear_cache()
-
-
-def pathological_batches(n_batches: int, batch_size: int, seed: int, data: Path = DATA) -> None:
-    """Batches of MATH completions with 0%, 5% and 20% of them pathological, scored by ``math_correctness`` one
-    batch per call (as a trainer calls it): the time per batch against the ordinary batches."""
+def pathological_set(n: int, golds: Sequence[str], seed: int) -> list[Pair]:
+    """``n`` pathological completions, one of each kind in turn, against ``golds`` in turn."""
     rng = random.Random(seed)
-    wanted = n_batches * batch_size  # the stored MATH samples hold 800: fewer batches when more are asked for
-    math_items = [item for item in realistic_completions(min(2 * wanted, 1_600), seed, data) if item[0] == "math"]
-    math_items = [item for item in math_items if len(item[1]) < 8_000][:wanted]
-    reward = get_reward("math_correctness")
-    print(f"\n{n_batches} batches of {batch_size} MATH completions (math_correctness, one call per batch)")
-    print(f"{'pathological share':20s} {'s per batch':>12s} {'slowest batch':>14s} {'vs ordinary':>12s} timeouts")
+    return [(pathological_answer(rng, kind=i), golds[i % len(golds)]) for i in range(n)]
+
+
+def with_pathological_share(batches: list[list[Pair]], share: float, rng: random.Random) -> list[list[Pair]]:
+    """``batches`` with ``share`` of each batch's completions replaced by pathological ones (random kinds)."""
+    out = []
+    for batch in batches:
+        batch = list(batch)
+        for i in rng.sample(range(len(batch)), round(share * len(batch))):
+            batch[i] = (pathological_answer(rng), batch[i][1])
+        out.append(batch)
+    return out
+
+
+def pathological_shares(warmup: list[Pair], batches: list[list[Pair]], repeats: int, seed: int) -> None:
+    """Leash alone: the median seconds per MATH batch when 0%, 5% and 20% of each batch is pathological."""
+    rng = random.Random(seed)
+    leash = Leash("math")
+    print(f"\nleash alone, {len(batches)} MATH batches, a share of each made pathological ({repeats} repeats)")
+    print(f"{'pathological share':>18s} {'s per batch':>12s} {'vs ordinary':>12s} {'timeouts':>9s}")
     base = None
     for share in (0.0, 0.05, 0.2):
-        items = list(math_items)
-        for i in rng.sample(range(len(items)), round(share * len(items))):
-            items[i] = ("math", pathological_answer(rng), items[i][2])
-        _cold_start()
+        changed = with_pathological_share(batches, share, rng)
         before = verify_module.timeout_count()
-        times = []
-        for b in range(0, len(items), batch_size):
-            batch = items[b : b + batch_size]
-            start = time.perf_counter()
-            reward([c for _, c, _ in batch], answer=[g for _, _, g in batch])
-            times.append(time.perf_counter() - start)
-        mean = sum(times) / len(times)
-        base = base or mean
+        per_batch = statistics.median(timed_pass(leash, warmup, changed).seconds for _ in range(repeats)) / len(batches)
+        base = base or per_batch
         timeouts = verify_module.timeout_count() - before
-        print(f"{share:20.0%} {mean:12.3f} {max(times):14.3f} {mean / base:11.2f}x {timeouts:8d}")
+        print(f"{share:18.0%} {per_batch:12.4f} {per_batch / base:11.2f}x {timeouts:9d}")
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> dict:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--n", type=int, default=400, help="realistic completions (runaway ones are added)")
-    parser.add_argument("--threads", type=int, default=4, help="thread-pool size for the threaded pass")
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument(
-        "--data",
-        type=Path,
-        default=DATA,
-        help="folder laid out as tests/data (default: tests/data; full files: its README)",
-    )
-    parser.add_argument("--batches", type=int, default=10, help="batches per pathological share (0 skips that case)")
-    parser.add_argument("--batch-size", type=int, default=64, help="completions per batch in that case")
-    args = parser.parse_args()
+    parser.add_argument("--gsm8k", type=Path, default=GSM8K_GROUPS, help="GSM8K completions grouped by prompt")
+    parser.add_argument("--math", type=Path, default=MATH_GROUPS, help="MATH completions grouped by prompt")
+    parser.add_argument("--prompts-per-batch", type=int, default=4, help="prompts per reward call (x G completions)")
+    parser.add_argument("--warmup-prompts", type=int, default=1, help="first prompts of each file: the warm-up")
+    parser.add_argument("--repeats", type=int, default=5, help="timed passes of each arm per task")
+    parser.add_argument("--pathological", type=int, default=N_KINDS, help="pathological completions (0: skip them)")
+    parser.add_argument("--pathological-repeats", type=int, default=3, help="bare math-verify spends ~5 s on each")
+    parser.add_argument("--seed", type=int, default=0, help="draws the pathological answers")
+    args = parser.parse_args(argv)
 
-    for needed in (MATH500 if math_source(args.data) == MATH500 else QWEN_SAMPLES, GPT3_SOLUTIONS):
-        if not (args.data / needed).exists():
-            parser.exit(2, f"error: {args.data / needed} does not exist: pass --data DIR laid out as tests/data\n")
-    if math_source(args.data) == MATH500:
-        print(
-            f"MATH completions: MATH-500 reference solutions ({args.data / QWEN_SAMPLES} is not there: pass --data DIR "
-            "with the full files to time the Qwen2.5-Math samples)"
-        )
-    try:
-        items = realistic_completions(args.n, args.seed, args.data)
-    except ValueError as e:
-        parser.exit(2, f"error: {e}\n")
-    start = time.perf_counter()
-    verify_module.warm_up()
-    startup = time.perf_counter() - start
-    ordinary = [item for item in items if len(item[1]) < 8_000]
-    print(f"{len(items)} completions ({len(items) - len(ordinary)} runaway); worker start-up {startup:.2f} s")
-    print(f"{'scorer':42s} {'completions/s':>14s} {'slowest (s)':>12s}")
-    results = {}
-    for name, score, threads, subset in [
-        ("bare math-verify, 1 thread, ordinary only", bare_math_verify, 1, ordinary),
-        ("ours, 1 thread, ordinary only", ours, 1, ordinary),
-        ("bare math-verify, 1 thread, all", bare_math_verify, 1, items),
-        ("ours, 1 thread, all", ours, 1, items),
-        (f"ours, {args.threads} threads, all", ours, args.threads, items),
-    ]:
-        rate, slowest = timed_pass(subset, score, threads)
-        results[name] = rate
-        print(f"{name:42s} {rate:14.0f} {slowest:12.3f}")
-    print(
-        f"ratio ours/bare, ordinary, 1 thread: "
-        f"{results['ours, 1 thread, ordinary only'] / results['bare math-verify, 1 thread, ordinary only']:.1f}x; "
-        f"all, 1 thread: {results['ours, 1 thread, all'] / results['bare math-verify, 1 thread, all']:.1f}x; "
-        f"all, {args.threads} threads vs bare 1 thread: "
-        f"{results[f'ours, {args.threads} threads, all'] / results['bare math-verify, 1 thread, all']:.1f}x"
-    )
-    print(f"ours, {args.threads} threads: {60 * results[f'ours, {args.threads} threads, all']:.0f} completions/minute")
-    if args.batches:
-        pathological_batches(args.batches, args.batch_size, args.seed, args.data)
+    def fail(message: str):
+        parser.exit(2, f"error: {message}\n")
+
+    for flag in ("prompts_per_batch", "repeats", "pathological_repeats"):
+        if getattr(args, flag) < 1:
+            fail(f"--{flag.replace('_', '-')} must be at least 1")
+    data = {}
+    for task, path in (("gsm8k", args.gsm8k), ("math", args.math)):
+        if not path.is_file():
+            fail(f"--{task} {path} is not a file: pass a file of completions grouped by prompt (see --help)")
+        try:
+            data[task] = read_groups(path)
+        except ValueError as e:
+            fail(str(e))
+        if len(data[task]) <= args.warmup_prompts:
+            fail(f"--{task} {path} has {len(data[task])} prompts: it needs more than --warmup-prompts")
+
+    results, warmups, batches = {}, {}, {}
+    for task, path in (("gsm8k", args.gsm8k), ("math", args.math)):
+        groups = data[task]
+        warmups[task] = [pair for batch in batches_of(groups[: args.warmup_prompts], 1) for pair in batch]
+        batches[task] = batches_of(groups[args.warmup_prompts :], args.prompts_per_batch)
+        sizes = sorted({len(g.completions) for g in groups})
+        passes = compare_arms([Leash(task), BareMathVerify()], warmups[task], batches[task], args.repeats)
+        results[task] = summary(passes)
+        n_prompts = len(groups) - args.warmup_prompts
+        title = f"{task}: {path.name}, {n_prompts} prompts x G={'/'.join(map(str, sizes))}"
+        title += f" in {len(batches[task])} batches of {args.prompts_per_batch} prompts"
+        print_summary(f"{title} (warm-up: {args.warmup_prompts} other prompt(s))", results[task])
+    if args.pathological:
+        golds = [g.gold for g in data["math"][args.warmup_prompts :]]
+        items = pathological_set(args.pathological, golds, args.seed)
+        arms = [Leash("math"), BareMathVerify()]
+        results["pathological"] = summary(compare_arms(arms, warmups["math"], [items], args.pathological_repeats))
+        title = f"pathological set: {len(items)} MATH completions in one call, one of each kind in turn"
+        print_summary(title, results["pathological"])
+        pathological_shares(warmups["math"], batches["math"], args.pathological_repeats, args.seed)
+    return results
 
 
 if __name__ == "__main__":

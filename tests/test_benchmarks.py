@@ -8,6 +8,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -139,6 +140,23 @@ def test_overhead_bench_on_the_lab_warm_start_scores_real_answers():
     assert result["probe_problems"] > 0 and result["monitor_eval_steps"] > 0
 
 
+def test_overhead_interval_is_paired_and_says_whether_it_decides_the_goal():
+    # the defect: one ratio of two runs, reported without the spread that made it meaningless
+    plain = [100.0, 130.0, 90.0, 120.0, 110.0, 95.0]
+    drifting = [p * f for p, f in zip(plain, (1.02, 1.03, 1.01, 1.02, 1.03, 1.02), strict=True)]
+    paired = grpo_overhead.paired_ratio(plain, drifting)
+    assert paired["low"] < 1.02 < paired["high"] < 1.05 and paired["half_width_pct"] < 1.5  # load cancels in a pair
+    assert grpo_overhead.verdict_line(paired, "wall").endswith("narrower than the ±5% goal); goal ratio <= 1.05: met")
+    noise = (0.9, 1.2, 1.0, 1.15, 0.95, 1.1)
+    noisy = grpo_overhead.paired_ratio(plain, [p * f for p, f in zip(plain, noise, strict=True)])
+    assert noisy["half_width_pct"] > 5 and "NOT narrower" in grpo_overhead.verdict_line(noisy, "wall")
+    jitter = (1.0, 1.01, 0.99, 1.0, 1.01, 1.0)
+    slow = grpo_overhead.paired_ratio(plain, [p * 1.2 * f for p, f in zip(plain, jitter, strict=True)])
+    assert grpo_overhead.verdict_line(slow, "wall").endswith("NOT met")
+    one = grpo_overhead.paired_ratio([100.0], [103.0])
+    assert one["ratio"] == pytest.approx(1.03) and "no interval" in grpo_overhead.verdict_line(one, "wall")
+
+
 def test_checker_drift_runs_on_the_shipped_data_and_says_what_it_skips(tmp_path, capsys):
     from bench import checker_drift
 
@@ -157,18 +175,144 @@ def test_checker_drift_runs_on_the_shipped_data_and_says_what_it_skips(tmp_path,
     assert exit_info.value.code == 2 and "pass --data DIR" in capsys.readouterr().err
 
 
-def test_rewards_speed_falls_back_to_math500_references_when_the_samples_are_absent(data_dir):
+class RecordingArm:
+    """A stand-in arm: records its resets and the completions of each call; sleeps ``setup_s`` in reset and warm-up."""
+
+    def __init__(self, name, setup_s=0.0):
+        self.name, self.setup_s, self.calls = name, setup_s, []
+
+    def reset(self):
+        self.calls.append("reset")
+        time.sleep(self.setup_s)
+
+    def score(self, batch):
+        if self.calls[-1] == "reset":  # the warm-up call
+            time.sleep(self.setup_s)
+        self.calls.append([completion for completion, _ in batch])
+        return [False] * len(batch)
+
+
+def passes_of(calls):
+    """[(warm-up completions, [timed batches])], one per reset."""
+    out = []
+    for call in calls:
+        if call == "reset":
+            out.append([])
+        else:
+            out[-1].append(call)
+    return [(p[0], p[1:]) for p in out]
+
+
+def test_rewards_speed_both_arms_get_the_same_warm_up_outside_the_clock():
     from bench import rewards_speed
 
-    assert rewards_speed.math_source(data_dir) == rewards_speed.MATH500
-    items = rewards_speed.realistic_completions(40, 0, data_dir)
-    assert len(items) == 44 and {task for task, _, _ in items} == {"math", "gsm8k"}  # 40 + 4 runaway
-    with pytest.raises(ValueError, match="lower --n"):
-        rewards_speed.realistic_completions(5000, 0, data_dir)
+    groups = [rewards_speed.Group(str(i), (f"{i}a", f"{i}b")) for i in range(5)]
+    warmup, batches = [("w", "1")], rewards_speed.batches_of(groups, 2)
+    slow, fast = RecordingArm("leash", setup_s=0.2), RecordingArm("bare math-verify")
+    log = []
+    for arm in (slow, fast):  # which arm runs when
+        arm.reset = (lambda reset, name: lambda: log.append(name) or reset())(arm.reset, arm.name)
+    passes = rewards_speed.compare_arms([slow, fast], warmup, batches, repeats=3)
+    assert all(p.seconds < 0.1 <= p.setup_seconds for p in passes["leash"])  # reset and warm-up: not on the clock
+    assert all(p.seconds < 0.1 for p in passes["bare math-verify"])
+    timed = [["0a", "0b", "1a", "1b"], ["2a", "2b", "3a", "3b"], ["4a", "4b"]]  # 2 prompts x G = 2 per call
+    assert passes_of(slow.calls) == passes_of(fast.calls) == [(["w"], timed)] * 3
+    assert log == ["leash", "bare math-verify", "bare math-verify", "leash", "leash", "bare math-verify"]
+
+
+def test_rewards_speed_real_arms_reset_alike(monkeypatch):
+    # the defect: leash's workers made their warm-up comparisons before the clock, bare math-verify made none
+    from bench import rewards_speed
+    from rewards._verify_worker import WARM_UP
+
+    compared = []
+    monkeypatch.setattr(rewards_speed, "verify", lambda gold, pred: compared.append((gold, pred)) or False)
+    monkeypatch.setattr(rewards_speed, "parse", lambda text: text)
+    rewards_speed.BareMathVerify().reset()
+    assert compared == [(f"${gold}$", f"${pred}$") for gold, pred in WARM_UP]
+    started = []
+    monkeypatch.setattr(rewards_speed.verify_module, "warm_up", lambda: started.append("fresh workers"))
+    monkeypatch.setitem(rewards_speed.verify_module._CACHE, ("1", "1"), rewards_speed.verify_module.Verdict.EQUAL)
+    rewards_speed.Leash("math").reset()
+    assert started == ["fresh workers"] and not rewards_speed.verify_module._CACHE  # its new workers make WARM_UP
+
+
+def test_rewards_speed_ordinary_batches_are_the_sampled_groups_and_nothing_else(monkeypatch, capsys):
+    # the defect: a power tower among the "ordinary" completions made one item 90% of bare math-verify's time
+    from bench import rewards_speed
+    from rewards.answers import extract_answer
+    from rewards.cost import too_costly
+
+    arms = []
+
+    def recording(name):
+        def make(*args):
+            arms.append(RecordingArm(name))
+            return arms[-1]
+
+        return make
+
+    monkeypatch.setattr(rewards_speed, "Leash", recording("leash"))
+    monkeypatch.setattr(rewards_speed, "BareMathVerify", recording("bare math-verify"))
+    monkeypatch.setattr(rewards_speed, "pathological_shares", lambda *args: None)
+    rewards_speed.main(["--repeats", "2", "--pathological", "7", "--pathological-repeats", "1"])
+    gsm8k_leash, gsm8k_bare, math_leash, math_bare, bad_leash, bad_bare = arms
+    for task, leash, bare, path in (
+        ("gsm8k", gsm8k_leash, gsm8k_bare, rewards_speed.GSM8K_GROUPS),
+        ("math", math_leash, math_bare, rewards_speed.MATH_GROUPS),
+    ):
+        groups = rewards_speed.read_groups(path)
+        assert {len(g.completions) for g in groups} == {8} and len(groups) == 16  # G = 8 completions to 16 prompts
+        timed = [[c for g in groups[i : i + 4] for c in g.completions] for i in range(1, 16, 4)]
+        assert passes_of(leash.calls) == passes_of(bare.calls) == [(list(groups[0].completions), timed)] * 2
+        for completion in (c for g in groups for c in g.completions):
+            assert too_costly(extract_answer(completion, task=task).raw or "") is None, completion[-80:]
+    ((warmup, timed),) = passes_of(bad_leash.calls)
+    assert passes_of(bad_bare.calls) == passes_of(bad_leash.calls)
+    assert warmup == list(rewards_speed.read_groups(rewards_speed.MATH_GROUPS)[0].completions)
+    assert len(timed) == 1 and len(timed[0]) == 7  # the pathological set: one call, timed apart
+    answers = [extract_answer(c, task="math") for c in timed[0]]
+    assert all(too_costly(a.raw) for a in answers if a.reason == "ok")
+    assert sum(a.reason == "ok" for a in answers) == 6  # the seventh: two boxes that disagree, one a tower
+    out = capsys.readouterr().out
+    assert "ratio bare/leash min" in out and "verdicts agree on 120/120" in out and "pathological set: 7" in out
+
+
+def test_rewards_speed_scores_real_batches_with_both_arms(tmp_path):
+    # the real arms on two tiny files, one of each layout: verdicts compared, each arm timed per repeat
+    from bench import rewards_speed
+    from eval.jsonl import write_jsonl
+
+    rows = [
+        {"answer": "18", "completions": ["so 18\n#### 18", "#### 17"]},  # the warm-up prompt
+        {"answer": "4", "completions": ["#### 4", "I think 5"]},
+        {"answer": "3", "completions": ["#### 3.00", "#### 3"]},
+    ]
+    write_jsonl(rows, tmp_path / "gsm8k.jsonl")
+    math_rows = [{"gold": r["answer"], "samples": [{"completion": f"\\boxed{{{r['answer']}}}"}] * 2} for r in rows]
+    write_jsonl(math_rows, tmp_path / "math.jsonl")
+    argv = ["--gsm8k", str(tmp_path / "gsm8k.jsonl"), "--math", str(tmp_path / "math.jsonl"), "--repeats", "1"]
+    results = rewards_speed.main([*argv, "--pathological", "0", "--prompts-per-batch", "1"])
+    assert results["gsm8k"]["n"] == 4 and results["gsm8k"]["correct"]["leash"] == 3
+    assert results["math"]["correct"] == {"leash": 4, "bare math-verify": 4} and results["math"]["agree"] == 4
+    assert all(len(r["ratios"]) == 1 and r["ratios"][0] > 0 for r in results.values())
+
+
+def test_rewards_speed_names_a_missing_or_unreadable_file_in_one_line(tmp_path):
+    (tmp_path / "bad.jsonl").write_text('{"question": "no completions"}\n')
+    for argv, words in (
+        (["--math", str(tmp_path / "nothing.jsonl")], "--math"),
+        (["--gsm8k", str(tmp_path / "bad.jsonl")], "row 1: no completions"),
+    ):
+        done = subprocess.run(
+            [sys.executable, "-m", "bench.rewards_speed", *argv], cwd=ROOT, capture_output=True, text=True, timeout=120
+        )
+        assert done.returncode == 2 and done.stderr.startswith("error: ") and words in done.stderr, done.stderr
+        assert done.stderr.count("\n") == 1
 
 
 def test_bench_data_flags_name_a_missing_folder_in_one_line(tmp_path):
-    for module in ("bench.eval_speed", "bench.rewards_speed"):
+    for module in ("bench.eval_speed",):
         done = subprocess.run(
             [sys.executable, "-m", module, "--data", str(tmp_path / "nothing")],
             cwd=ROOT,
