@@ -27,6 +27,7 @@ from recipes.grpo_setup import (  # noqa: F401  (GRPOScriptArguments and check_a
     reward_monitor,
     training_rows,
 )
+from recipes.hack_alarm import watch_lines
 from recipes.model_args import model_init_kwargs
 from recipes.reward_setup import build_rewards, reward_stats
 from recipes.validate import import_hook
@@ -38,6 +39,7 @@ def main(script_args, training_args, model_args):
 
     from eval.monitors import JsonlLogCallback, MonitorCallback
     from eval.run import evaluate
+    from recipes.callbacks import held_out_watch  # imports transformers, as the monitors do
 
     # Validate everything that can be checked without a model
     args, names = script_args, script_args.reward_funcs
@@ -91,7 +93,8 @@ def main(script_args, training_args, model_args):
         resolved_config=config,
     )
     context.monitor_callback = monitor_callback  # context.log and context.held_out go through it
-    callbacks = [JsonlLogCallback(out / "log.jsonl"), monitor_callback, *extra]  # the tracker measures before hooks
+    watch = held_out_watch(args, out, training_args.report_to or [])  # hack alarm, best checkpoint: before the log
+    callbacks = [*watch, JsonlLogCallback(out / "log.jsonl"), monitor_callback, *extra]  # tracker before hooks
     train_rows = rows
     if curriculum:  # its callback goes first: what it adds to a log line reaches log.jsonl
         train_rows, curriculum_callback = curriculum(rows, training_args)
@@ -136,6 +139,8 @@ def main(script_args, training_args, model_args):
             **eval_kwargs,
         )
     report["seconds"] = round(time.monotonic() - started, 1)  # the whole run: evals, training, saving
+    for callback in watch:
+        report |= callback.report()
     report |= {"reward_stats": stats} if (stats := reward_stats(funcs)) else {}
     run_setup.write_report(training_args, report, summary(report, out))
     # finishes the W&B run (flushes offline files) and the process group: all that Trainer.end() does in
@@ -146,7 +151,7 @@ def main(script_args, training_args, model_args):
 
 def summary(report: dict, out: Path) -> str:
     """Where things are, and accuracy before -> after."""
-    lines = [f"run {report['run_name']}", *run_setup.held_out_lines(report, out)]
+    lines = [f"run {report['run_name']}", *run_setup.held_out_lines(report, out), *watch_lines(report)]
     lines.append(f"train log (JSON lines): {out / 'log.jsonl'}; top completions: {out / 'top_completions.jsonl'}")
     lines.append(
         f"hack probes: {out / 'probes.json'}; config: {out / 'resolved_config.json'}; report: {out / 'report.json'}"

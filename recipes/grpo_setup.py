@@ -7,9 +7,13 @@ option with what it does.
 
 from __future__ import annotations
 
+import json
+import os
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from recipes import run_setup, validate
+from recipes.hack_alarm import check_watch_args
 from recipes.reward_setup import RewardArguments
 
 
@@ -34,6 +38,21 @@ class GRPOScriptArguments(run_setup.RunArguments, RewardArguments):
     monitor_eval_steps: int = field(default=0, metadata={"help": "held-out eval every N steps (0: never)"})
     monitor_eval_limit: int = field(default=32, metadata={"help": "problems in each monitor eval"})
     probe_problems: int = field(default=4, metadata={"help": "problems the hack probes are built from (0: skip)"})
+    keep_best_checkpoint: bool = field(
+        default=False,
+        metadata={
+            "help": "save the model (the adapter with LoRA) of the monitor check with the best held-out eval/accuracy "
+            "so far to <output_dir>/best/, with best.json (step, accuracy); needs monitor_eval_steps"
+        },
+    )
+    hack_alarm_checks: int | None = field(
+        default=None,
+        metadata={
+            "help": "warn once, loudly, when over this many consecutive monitor checks the reward-correctness gap rose "
+            "and held-out accuracy fell (the rule: docs/grpo.md); unset: 2 when monitor_eval_steps is set; 0: off"
+        },
+    )
+    stop_on_hack: bool = field(default=False, metadata={"help": "stop training when the hack alarm fires"})
     use_vllm_if_available: bool = field(
         default=False,
         metadata={
@@ -87,6 +106,14 @@ def check_args(script_args, training_args, model_args):
     validate.check_vllm(training_args.use_vllm, training_args.vllm_mode)
     validate.check_quantization(model_args.load_in_4bit, model_args.load_in_8bit, model_args.use_peft)
     validate.check_steps(script_args.monitor_eval_steps, training_args.logging_steps)
+    script_args.hack_alarm_checks = check_watch_args(  # recipes.hack_alarm; resolves the alarm's default N
+        script_args.keep_best_checkpoint,
+        script_args.hack_alarm_checks,
+        script_args.stop_on_hack,
+        script_args.monitor_eval_steps,
+        training_args.max_steps,
+        zero3=uses_zero3(training_args),
+    )
     one = {"data": script_args.data, "curriculum": script_args.curriculum, "train_limit": script_args.train_limit}
     validate.check_one_prompt(script_args.question, script_args.gold_answer, **one)
     check_tracked(script_args.tracked_names, script_args.tracked_answers)  # eval.tracked
@@ -94,6 +121,19 @@ def check_args(script_args, training_args, model_args):
         t = training_args
         validate.check_one_update_per_group(t.num_iterations, t.steps_per_generation, t.gradient_accumulation_steps)
     return task, eval_task
+
+
+def uses_zero3(training_args) -> bool:
+    """True when DeepSpeed ZeRO-3 shards the weights: ``accelerate launch`` with ``zero_stage: 3``, or a
+    ``deepspeed`` config (a dict or a JSON file) whose ``zero_optimization.stage`` is 3."""
+    if not validate.uses_deepspeed(training_args):
+        return False
+    if os.environ.get("ACCELERATE_DEEPSPEED_ZERO_STAGE") == "3":
+        return True
+    config = training_args.deepspeed
+    if isinstance(config, str) and Path(config).is_file():
+        config = json.loads(Path(config).read_text())
+    return isinstance(config, dict) and config.get("zero_optimization", {}).get("stage") == 3
 
 
 def reward_monitor(names: list[str], funcs: list, training_args, eval_task_name: str):
