@@ -48,15 +48,13 @@ def film_question(heldout: Path, index: int) -> tuple[str, str, str, str]:
     return row["question"], row["final"], f"#### {first_number}", row["answer"]
 
 
-def run_args(name, reward, loss, beta, args, question) -> list[str]:
+def run_args(reward, loss, beta, args, question) -> list[str]:
+    """The GRPO recipe's flags of one run on top of ``BASE_CONFIG`` (the runner adds ``--config`` and
+    ``--output_dir``)."""
     from eval.tasks import get_task
 
     q, gold, short_wrong, reference = question
     flags = [
-        "--config",
-        str(BASE_CONFIG),
-        "--output_dir",
-        str(Path(args.out) / name),
         "--model_name_or_path",
         str(args.policy),
         "--build_tiny_model",
@@ -172,14 +170,14 @@ def main(argv: list[str] | None = None) -> Path:
         parser.error(f"--only names none of {[r[0] for r in RUNS]}")
     question = film_question(Path(args.heldout), args.question_index)
 
+    from cpu_lab.runner import run_one
     from judge_lab import noise as judge_noise
     from judge_lab import report as lab_report
-    from recipes import grpo
 
     out, timings = Path(args.out), {}
-    for name, reward, loss, beta in runs:
+    for name, reward, loss, beta in runs:  # each through the labs' runner: the GRPO recipe and its own checks
         start = time.time()
-        grpo.main(*grpo.make_parser().parse_args_and_config(run_args(name, reward, loss, beta, args, question)))
+        run_one(BASE_CONFIG, None, out / name, run_args(reward, loss, beta, args, question))
         timings[name] = round(time.time() - start)
     names = [r[0] for r in runs]
     lab_report.main([str(out / n) for n in names] + ["--out", str(out / "report")])
