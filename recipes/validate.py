@@ -29,6 +29,8 @@ from io import StringIO
 from pathlib import Path
 from urllib.parse import urlsplit
 
+from recipes import precision
+
 logger = logging.getLogger(__name__)
 
 GRPO_LOSSES = ("bnpo", "cispo", "dapo", "dr_grpo", "grpo", "luspo", "sapo", "vespo")  # TRL 1.16 GRPOConfig.loss_type
@@ -567,8 +569,12 @@ def parse_or_explain(parser, args: Sequence[str] | None = None):
     (``check_wandb``)."""
     argv = sys.argv[1:] if args is None else args
     check_deepspeed(deepspeed_request(argv))  # before parsing: TrainingArguments itself fails without the package
+    fields = {name for kind in parser.dataclass_types for name in kind.__dataclass_fields__}
+    chosen, why = precision.precision_flags(argv, fields)  # a CPU run's bf16, when neither YAML nor flags set it
+    if why:
+        print(why)  # one line, as grpo_setup prints the generation backend
     try:
-        parsed = parser.parse_args_and_config(args)
+        parsed = parser.parse_args_and_config([*chosen, *argv])
         let_explicit_flags_win(parsed, argv)
         for part in parsed:  # before any model loads: W&B itself stops the run at its first log
             check_wandb(getattr(part, "report_to", None))

@@ -1,0 +1,154 @@
+"""The precision a CPU run trains in, decided by what the CPU can do rather than by a fixed ``bf16:`` line.
+
+TRL's configs default to ``bf16: true``, and on a CPU that autocasts the matmuls to bf16 too. Where the CPU has native
+bf16 units (``avx512_bf16``, ``amx_bf16``) that is the faster setting; where it has none, bf16 is emulated and a
+bf16 matmul is far slower than a float32 one (docs/real_model_lab.md has the measured steps). So a
+CPU run whose config and command line leave ``bf16``/``fp16`` unset gets ``bf16: true`` (float32 weights, bf16
+autocast) on a CPU with bf16 units and ``bf16: false`` (float32 throughout) on one without. oneDNN's ISA cap
+(``ONEDNN_MAX_CPU_ISA``, or the older ``DNNL_MAX_CPU_ISA``) counts: a cap below ``AVX512_CORE_BF16`` turns the bf16
+units off for oneDNN, and so for this choice. A ``bf16:`` or ``fp16:`` key in the YAML, or ``--bf16``/``--fp16`` on
+the command line, always wins; on a GPU (no ``use_cpu``, an accelerator present) TRL's own default stands.
+``recipes.validate.parse_or_explain`` applies it to every recipe run and every lab run.
+
+>>> cpu_bf16_choice({"avx2", "avx512f", "avx512_bf16"}, None)
+(True, 'the CPU has bf16 units (avx512_bf16)')
+>>> cpu_bf16_choice({"avx2", "avx512f", "avx512_bf16"}, "AVX512_CORE")
+(False, 'ONEDNN_MAX_CPU_ISA=AVX512_CORE caps oneDNN below AVX512_CORE_BF16 (no bf16 units in use)')
+>>> cpu_bf16_choice({"avx2", "fma"}, None)
+(False, 'the CPU has no bf16 units (no avx512_bf16 or amx_bf16 flag)')
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+import yaml
+
+logger = logging.getLogger(__name__)
+
+CPUINFO = Path("/proc/cpuinfo")
+BF16_FLAGS = ("amx_bf16", "avx512_bf16")  # /proc/cpuinfo flags of native bf16 matmul units
+# oneDNN's ISA names (ONEDNN_MAX_CPU_ISA), lowest first; from AVX512_CORE_BF16 up, oneDNN uses the bf16 units
+ONEDNN_ISAS = (
+    "SSE41",
+    "AVX",
+    "AVX2",
+    "AVX2_VNNI",
+    "AVX2_VNNI_2",
+    "AVX512_CORE",
+    "AVX512_CORE_VNNI",
+    "AVX512_CORE_BF16",
+    "AVX10_1_512",
+    "AVX512_CORE_FP16",
+    "AVX10_1_512_AMX",
+    "AVX512_CORE_AMX",
+    "AVX10_1_512_AMX_FP16",
+    "AVX512_CORE_AMX_FP16",
+    "AVX10_2_512",
+    "AVX10_2_512_AMX_2",
+    "ALL",
+)
+FIRST_BF16_ISA = ONEDNN_ISAS.index("AVX512_CORE_BF16")
+ISA_VARIABLES = ("ONEDNN_MAX_CPU_ISA", "DNNL_MAX_CPU_ISA")  # oneDNN reads the first one set
+HELP_FLAGS = {"-h", "--help", "--help-all"}  # the recipe parser's help options
+
+
+def cpu_flags(cpuinfo: Path | None = None) -> set[str]:
+    """The CPU's feature flags: ``/proc/cpuinfo``'s first ``flags`` line, or (where there is none, e.g. macOS)
+    the bf16 checks torch makes itself."""
+    path = CPUINFO if cpuinfo is None else cpuinfo
+    try:
+        text = path.read_text()
+    except OSError:
+        text = ""
+    for line in text.splitlines():
+        if line.startswith("flags"):
+            return set(line.split(":", 1)[1].split())
+    import torch  # only off Linux: torch is loaded by then anyway (the recipe's parser imports TRL)
+
+    checks = {"avx512_bf16": "_is_avx512_bf16_supported", "amx_bf16": "_is_amx_tile_supported"}
+    return {flag for flag, check in checks.items() if getattr(torch.cpu, check, lambda: False)()}
+
+
+def onednn_isa_cap(environ: Mapping[str, str] | None = None) -> str | None:
+    """The ISA oneDNN is capped to (``ONEDNN_MAX_CPU_ISA``, else ``DNNL_MAX_CPU_ISA``), upper-case; None when unset,
+    ``ALL``, or a value oneDNN does not know (it ignores those too).
+
+    >>> onednn_isa_cap({"ONEDNN_MAX_CPU_ISA": "avx2"}), onednn_isa_cap({"DNNL_MAX_CPU_ISA": "junk"}), onednn_isa_cap({})
+    ('AVX2', None, None)
+    """
+    environ = os.environ if environ is None else environ
+    value = next((environ[name] for name in ISA_VARIABLES if environ.get(name)), "").strip().upper()
+    return value if value in ONEDNN_ISAS and value != "ALL" else None
+
+
+def cpu_bf16_choice(flags: set[str], isa_cap: str | None) -> tuple[bool, str]:
+    """Whether a CPU run trains under bf16 autocast (True) or in float32 (False), and why, from the CPU's flags
+    and oneDNN's ISA cap (``onednn_isa_cap``)."""
+    units = [flag for flag in BF16_FLAGS if flag in flags]
+    if not units:
+        return False, "the CPU has no bf16 units (no avx512_bf16 or amx_bf16 flag)"
+    if isa_cap is not None and ONEDNN_ISAS.index(isa_cap) < FIRST_BF16_ISA:
+        return False, f"ONEDNN_MAX_CPU_ISA={isa_cap} caps oneDNN below AVX512_CORE_BF16 (no bf16 units in use)"
+    return True, f"the CPU has bf16 units ({', '.join(units)})"
+
+
+def _truthy(value) -> bool:
+    return str(value).strip().lower() in ("true", "1", "yes", "y", "t")
+
+
+def _cli_value(argv: Sequence[str], name: str) -> str | None:
+    """``--name VALUE``, ``--name=VALUE``, or a bare ``--name`` (true), the last one given; None when absent."""
+    value = None
+    for i, arg in enumerate(argv):
+        if arg.replace("-", "_") == f"__{name}":
+            nxt = argv[i + 1] if i + 1 < len(argv) else None
+            value = nxt if nxt is not None and not nxt.startswith("--") else "true"
+        elif arg.startswith("--") and arg[2:].split("=", 1)[0].replace("-", "_") == name and "=" in arg:
+            value = arg.split("=", 1)[1]
+    return value
+
+
+def _config_file(argv: Sequence[str]) -> dict:
+    """The ``--config`` YAML's top-level keys ({} when there is none or it is not a mapping)."""
+    path = _cli_value(argv, "config")
+    if not path or not os.path.isfile(path):
+        return {}
+    with open(path) as file:
+        loaded = yaml.safe_load(file)
+    return loaded if isinstance(loaded, dict) else {}
+
+
+def accelerator_available() -> bool:
+    """A CUDA (or other torch accelerator) device is present: TRL would train on it."""
+    import torch  # the recipe's parser has loaded it already; validate's other checks do not need it
+
+    accelerator = getattr(torch, "accelerator", None)
+    return accelerator.is_available() if accelerator is not None else torch.cuda.is_available()
+
+
+def precision_flags(argv: Sequence[str], fields: set[str]) -> tuple[list[str], str | None]:
+    """The flags to add to a recipe's command line for its precision, and the line that says which and why.
+
+    Nothing is added (and the line is None) when the parser has no ``bf16`` field (``fields``: its dataclass
+    fields), when help is asked for (``-h``, ``--help``, ``--help-all``), when the ``--config`` YAML or the command
+    line sets ``bf16`` or ``fp16``, or when the run is not on a CPU (no ``use_cpu`` and an accelerator present,
+    where TRL's own default stands).
+    """
+    if "bf16" not in fields or HELP_FLAGS.intersection(argv):
+        return [], None  # no precision to choose; under --help the help comes first and alone
+    config = _config_file(argv)
+    given = {name for name in ("bf16", "fp16") if name in config or _cli_value(argv, name) is not None}
+    if given:
+        return [], None
+    use_cpu = _cli_value(argv, "use_cpu")
+    on_cpu = _truthy(use_cpu) if use_cpu is not None else bool(config.get("use_cpu"))
+    if not on_cpu and accelerator_available():
+        return [], None
+    bf16, why = cpu_bf16_choice(cpu_flags(), onednn_isa_cap())
+    precision = "bf16 autocast over float32 weights" if bf16 else "float32"
+    line = f"precision: {precision} ({why}; set bf16: true/false in the config or --bf16 to choose)"
+    return ["--bf16", "true" if bf16 else "false"], line
