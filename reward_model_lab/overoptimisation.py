@@ -16,7 +16,8 @@ What it does, in order (every step's outputs land in ``--out``, default ``runs/l
 3. the GRPO recipe (``recipes.grpo``) from the warm start, for each beta with
    ``recipes/configs/lab_rm/grpo_lab_rm.yaml`` (the ``reward_model`` reward on ``reward_model_path``, the checker
    watched at weight 0) and, as the control, with ``grpo_lab_rm_checker.yaml`` (``gsm8k_correctness`` +
-   ``gsm8k_format``, beta 0), for every seed; ``--jobs`` runs at once, one torch thread each. Each run is what
+   ``gsm8k_format``, beta 0), for every seed; ``--jobs`` runs at once, each its own process with one torch thread
+   and its output in ``<arm>/seed<k>/run.log`` (``cpu_lab.runner``). Each run is what
    ``python -m recipes.grpo --config <that config> --beta B --seed S`` runs, monitors and hack probes included;
 4. every ``--eval-every`` steps (and at step 0 and the end), on the first ``--eval-n`` held-out problems, the run's
    ``leash_curve`` callback (the recipe's ``callbacks:`` hook) measures the TRUE accuracy (the recipe's held-out
@@ -234,61 +235,63 @@ def leash_curve(context) -> LeashCurve:
     )
 
 
-def arm_flags(arm: str, beta: float, seed: int, paths: dict, settings: Settings, out: Path) -> list[str]:
-    """The ``recipes.grpo`` command line of one arm: its config plus what the experiment sets."""
+def arm_run(arm: str, beta: float, seed: int, paths: dict, settings: Settings, out: Path):
+    """One arm's GRPO run, for the labs' runner (``cpu_lab.runner``): what ``python -m recipes.grpo --config <the
+    arm's config> --seed S --output_dir <out>/<arm>/seed<S>`` runs with the flags the experiment sets."""
+    from cpu_lab.runner import Run
+
     s = settings
-    flags = [
-        "--config",
-        s.checker_config if arm == CHECKER else s.grpo_config,
-        "--output_dir",
-        str(out / arm / f"seed{seed}"),
-    ]
-    flags += ["--model_name_or_path", str(paths["policy"]), "--data", str(paths["train"])]
+    flags = ["--model_name_or_path", str(paths["policy"]), "--data", str(paths["train"])]
     flags += ["--eval_data", str(paths["heldout"]), "--reward_model_path", str(paths["rm"])]
-    flags += ["--beta", str(beta), "--seed", str(seed), "--run_name", f"{arm}-seed{seed}", "--max_steps", str(s.steps)]
+    flags += ["--beta", str(beta), "--run_name", f"{arm}-seed{seed}", "--max_steps", str(s.steps)]
     flags += ["--monitor_eval_steps", str(s.eval_every), "--monitor_eval_limit", str(s.eval_n)]
     flags += ["--logging_steps", str(max(1, s.eval_every // 4)), "--report_to", s.report_to, "--resume", "false"]
-    return flags + list(s.grpo_flags)
+    config = s.checker_config if arm == CHECKER else s.grpo_config
+    return Run(config, seed, out / arm / f"seed{seed}", flags + list(s.grpo_flags))
 
 
-def run_arm(arm: str, beta: float, seed: int, paths: dict, settings: Settings, out: Path, threads: int = 1) -> Path:
-    """One GRPO run through the recipe (``python -m recipes.grpo`` with ``arm_flags``); returns its folder
-    (``curve.jsonl``, ``log.jsonl``, ``probes.json``, ``report.json``)."""
-    import torch
+def run_arms(settings: Settings, paths: dict, out: Path) -> list[Path]:
+    """Every arm x seed through the labs' runner: in turn in this process with every CPU thread (``jobs`` 1), or up to
+    ``jobs`` at once, each its own process with one torch thread and its output in ``<arm>/seed<k>/run.log``. Each
+    run's folder gets ``run.json`` (arm, beta, seed, seconds) beside ``curve.jsonl``, ``log.jsonl``, ``probes.json``
+    and ``report.json``; returns the folders."""
+    from cpu_lab.runner import run_at_once, run_one
 
-    from recipes import grpo
-    from recipes.validate import parse_or_explain
+    jobs = [
+        (arm, beta, arm_run(arm, beta, seed, paths, settings, out))
+        for seed in settings.seeds
+        for arm, beta in arms(settings)
+    ]
+    if settings.jobs == 1:
+        import torch
 
-    torch.set_num_threads(threads)
-    report = grpo.main(*parse_or_explain(grpo.make_parser(), arm_flags(arm, beta, seed, paths, settings, out)))
-    folder = Path(report["output_dir"])
-    (folder / "run.json").write_text(json.dumps({"arm": arm, "beta": beta, "seed": seed, "seconds": report["seconds"]}))
-    return folder
-
-
-def _run_arm_star(job):
-    return run_arm(*job)
+        torch.set_num_threads(max(1, os.cpu_count() or 1))
+        for _, _, job in jobs:
+            run_one(*job)
+    else:
+        run_at_once([job for _, _, job in jobs], settings.jobs, threads=1, label="overoptimisation")
+    for arm, beta, job in jobs:
+        seconds = json.loads((job.out_dir / "report.json").read_text())["seconds"]
+        (job.out_dir / "run.json").write_text(
+            json.dumps({"arm": arm, "beta": beta, "seed": job.seed, "seconds": seconds})
+        )
+    return [job.out_dir for _, _, job in jobs]
 
 
 def policy_budget(settings: Settings) -> int:
     """The arms' ``max_completion_length`` (their config with ``grpo_flags``): the pairs are sampled with it too."""
-    from recipes import grpo
+    from cpu_lab.runner import parse
 
-    return (
-        grpo.make_parser()
-        .parse_args_and_config(["--config", settings.grpo_config, *settings.grpo_flags])[1]
-        .max_completion_length
-    )
+    _, (_, training_args, _) = parse(settings.grpo_config, settings.grpo_flags)
+    return training_args.max_completion_length
 
 
 def prepare(settings: Settings, out: Path) -> dict:
     """Policy, data, pairs and the trained reward model (reused when ``rm/report.json`` exists)."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
+    from cpu_lab.runner import run_one
     from eval.jsonl import write_jsonl
-    from recipes.reward_model import main as train_rm
-    from recipes.reward_model import make_parser
-    from recipes.validate import parse_or_explain
     from training_data.rollouts import reference_rollouts, sample_rollouts
 
     if settings.policy is None:
@@ -337,31 +340,21 @@ def prepare(settings: Settings, out: Path) -> dict:
             k=settings.pair_k,
             max_new_tokens=made_from["max_completion_length"],
         )
-    flags = ["--config", settings.rm_config, "--model_name_or_path", str(paths["policy"])]
-    flags += ["--data", str(rollouts / "rollouts.jsonl"), "--output_dir", str(paths["rm"]), *settings.rm_flags]
-    train_rm(*parse_or_explain(make_parser(), flags))
+    flags = ["--model_name_or_path", str(paths["policy"]), "--data", str(rollouts / "rollouts.jsonl")]
+    run_one(settings.rm_config, None, paths["rm"], [*flags, *settings.rm_flags])  # recipes.reward_model
     made_from_path.write_text(json.dumps(made_from, indent=1))
     return paths
 
 
 def run(settings: Settings, out: Path) -> Path:
     """The whole experiment; returns the report's path."""
-    import multiprocessing
-    from concurrent.futures import ProcessPoolExecutor
-
     started = time.monotonic()
     out.mkdir(parents=True, exist_ok=True)
     os.environ.setdefault("WANDB_RUN_GROUP", f"overoptimisation-{out.name}")  # read by wandb.init in every run
     (out / "settings.json").write_text(json.dumps(asdict(settings), indent=1))
     paths = prepare(settings, out)
     prepared = time.monotonic() - started
-    jobs = [(arm, beta, seed, paths, settings, out) for seed in settings.seeds for arm, beta in arms(settings)]
-    if settings.jobs == 1:
-        for job in jobs:
-            run_arm(*job, threads=max(1, os.cpu_count() or 1))
-    else:
-        with ProcessPoolExecutor(settings.jobs, mp_context=multiprocessing.get_context("spawn")) as pool:
-            list(pool.map(_run_arm_star, jobs))
+    run_arms(settings, paths, out)
     return write_report(out, settings, paths, prepared, time.monotonic() - started)
 
 

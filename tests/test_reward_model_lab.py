@@ -30,7 +30,7 @@ def test_tiny_experiment_writes_curves_plots_and_report(tiny_model_dir, tmp_path
         pair_problems=16,
         rm_flags=["--per_device_train_batch_size", "8", "--per_device_eval_batch_size", "8"],
         grpo_flags=["--per_device_train_batch_size", "8", "--num_generations", "4", "--max_completion_length", "8"],
-        jobs=1,
+        jobs=2,  # the default: each arm its own process through the labs' runner (cpu_lab.runner.run_at_once)
         probe_n=2,  # probes of 2 problems: the padded ones are long
         policy=str(tiny_model_dir),
         train_data=str(train),
@@ -57,6 +57,10 @@ def test_tiny_experiment_writes_curves_plots_and_report(tiny_model_dir, tmp_path
             # the recipe's monitors and probes ran: the gap the report draws is in the log
             assert all(math.isfinite(r["monitor/reward_correctness_gap"]) for r in log if "loss" in r)
             assert (out / arm / f"seed{seed}" / "probes.json").exists() and "probe/violations" in log[0]
+            # run as `python -m recipes.grpo` by the runner: its output in run.log, what the run was in run.json
+            assert "recipes.grpo: " in (out / arm / f"seed{seed}" / "run.log").read_text()
+            run_record = json.loads((out / arm / f"seed{seed}" / "run.json").read_text())
+            assert (run_record["arm"], run_record["beta"], run_record["seed"]) == (arm, beta, seed)
     text = report.read_text()
     assert (out / "overoptimisation.png").stat().st_size > 0 and "| rm_beta0.2 |" in text and "| checker |" in text
     assert "Probes that break their rule" in text
