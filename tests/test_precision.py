@@ -156,6 +156,16 @@ CPU_CONFIGS = sorted(p for p in CONFIGS.rglob("*.yaml") if yaml.safe_load(p.read
 AUTOMATIC = [p for p in CPU_CONFIGS if "bf16" not in yaml.safe_load(p.read_text())]
 
 
+# CPU configs that fix bf16: true (autocast even on a CPU without bf16 units): the judge lab's tiny configs, whose
+# recorded runs used it. Every other CPU config leaves bf16 to the CPU or fixes float32, which is never the slow path.
+FIXED_AUTOCAST = {"judge_lab/tiny/judge_lab_tiny_checker_b0.04.yaml", "judge_lab/tiny/judge_lab_tiny_judge_b0.04.yaml"}
+
+
+def test_a_cpu_config_fixes_float32_or_leaves_bf16_to_the_cpu():
+    fixed = {p.relative_to(CONFIGS).as_posix(): yaml.safe_load(p.read_text()).get("bf16") for p in CPU_CONFIGS}
+    assert {name for name, bf16 in fixed.items() if bf16 not in (None, False)} == FIXED_AUTOCAST
+
+
 def test_the_real_model_configs_leave_the_precision_to_the_cpu():
     names = {p.relative_to(CONFIGS).as_posix() for p in AUTOMATIC}
     for stage in ("sft_smollm2", "grpo_real_default", "grpo_real_random", "grpo_real_format_only", "dpo_real"):
