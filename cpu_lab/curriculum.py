@@ -47,7 +47,7 @@ LADDER = (
     Difficulty(min_steps=2, max_steps=2, max_number=99),
 )
 START_LEVEL = LADDER.index(Difficulty())
-PASS_RATE_KEY = "monitor/correct_rate"  # eval.monitors' share of correct answers in the logging window
+PASS_RATE_KEY = "monitor/correct_rate"  # recipes.monitors' share of correct answers in the logging window
 
 
 @dataclass

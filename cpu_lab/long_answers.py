@@ -135,7 +135,7 @@ def _number(value) -> float | None:
 
 def length_curves(folder: str | Path) -> dict[str, list[tuple[int, float]]]:
     """Per logged step, the mean length of the step's correct, wrong and truncated sampled answers and the truncated
-    share, from the run's ``log.jsonl`` (``eval.monitors`` writes them as ``monitor/length_*``); steps where a class
+    share, from the run's ``log.jsonl`` (``recipes.monitors`` writes them as ``monitor/length_*``); steps where a class
     was empty are left out of its curve."""
     from eval.jsonl import read_jsonl
 

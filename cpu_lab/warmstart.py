@@ -188,7 +188,7 @@ def sft_flags(settings: WarmStartSettings, inputs: dict[str, Path]) -> list[str]
 
 
 class _RelayChecks(logging.Handler):
-    """The recipe's validation checks (``eval.monitors.ValidationStop``'s ``CHECKS_LOGGER``) as this module's log
+    """The recipe's validation checks (``recipes.monitors.ValidationStop``'s ``CHECKS_LOGGER``) as this module's log
     records, which a progress display (``cpu_lab.demo``) listens to."""
 
     def emit(self, record: logging.LogRecord) -> None:
@@ -205,7 +205,7 @@ def warm_start(settings: WarmStartSettings = WarmStartSettings(), cache_root: st
         logger.info("reusing cached warm start %s", out)
         return out
     from cpu_lab import matrix
-    from eval.monitors import CHECKS_LOGGER as checks
+    from recipes.monitors import CHECKS_LOGGER as checks
 
     tmp = out.with_name(out.name + ".tmp")
     shutil.rmtree(tmp, ignore_errors=True)

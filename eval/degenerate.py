@@ -1,6 +1,6 @@
 """Degenerate GRPO groups: all G answers right or all wrong, so the correctness advantage is zero and the group
 teaches nothing. One formula for the rollouts filter (``training_data.rollouts``) and the train-time monitors
-(``eval.monitors``), and the predictor behind ``monitor/degenerate_expected_share``.
+(``recipes.monitors``), and the predictor behind ``monitor/degenerate_expected_share``.
 
 For a prompt of pass rate p, a fresh group of G answers is degenerate with probability p^G + (1-p)^G:
 

@@ -2,10 +2,10 @@
 
 ``LabStepLogger`` (a ``TrainerCallback``) writes one JSON line per step to ``steps.jsonl``: every answer with its
 reward, advantage, token length, correctness and judge score; each group's mean and std; the number correct; the
-tracked answers' log-probabilities (the recipe's ``tracked_answers``, ``eval.tracked.ProbabilityTracker``). The
+tracked answers' log-probabilities (the recipe's ``tracked_answers``, ``recipes.tracked.ProbabilityTracker``). The
 per-answer values are read from the trainer's completions buffer (``trainer._logs``, the data TRL itself logs as its
 completions table), so the advantages are TRL's own, not recomputed; ``correct`` and ``n_tokens`` are the columns the
-recipe's monitor adds to that table (``eval.monitors.RewardMonitor``: the run's correctness reward, the checker that
+recipe's monitor adds to that table (``recipes.monitors.RewardMonitor``: the run's correctness reward, the checker that
 the judge lab lists with weight 0), ``judge_score`` the judge reward's. No GRPO code is rewritten here.
 
 The recipe's monitors, probes and ``log.jsonl`` run beside it as in any GRPO run: ``monitor/reward_correctness_gap``
@@ -50,7 +50,7 @@ class LabStepLogger(TrainerCallback):
     """One JSON line per logged step to ``path``: every answer with its reward, advantage, length and verdict.
 
     Needs ``logging_steps: 1`` and one generation per optimizer step (``lab_step_log`` checks both), so that each log
-    holds exactly the answers of one step. ``tracker``: an ``eval.tracked.ProbabilityTracker`` whose measurements go
+    holds exactly the answers of one step. ``tracker``: a ``recipes.tracked.ProbabilityTracker`` whose measurements go
     in each line. Call ``attach(trainer)`` after building the trainer. ``run_files``: what a resumed run appends to.
     """
 

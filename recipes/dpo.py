@@ -48,9 +48,9 @@ def main(script_args, training_args, model_args):
     from transformers import AutoTokenizer
     from trl import DPOTrainer, get_peft_config, get_quantization_config
 
-    from eval.monitors import JsonlLogCallback
     from eval.run import evaluate
     from eval.tasks import get_task
+    from recipes.monitors import JsonlLogCallback
 
     # Validate everything that can be checked without a model, data included
     args = script_args

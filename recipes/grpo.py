@@ -8,9 +8,9 @@
     accelerate launch --config_file recipes/accelerate/ddp.yaml -m recipes.grpo --config <config>
 
 Every check that can fail runs before a model is loaded (``recipes/validate.py``); the monitors and the JSON-lines
-log are in ``eval/monitors.py``; how to read them is in docs/grpo.md. The judge lab and the over-optimisation lab are
+log are in ``recipes/monitors.py``; how to read them is in docs/grpo.md. The judge lab and the over-optimisation lab are
 configs of this recipe: a one-prompt data set (``question``), a judge or a learned reward model
-(``recipes/reward_setup.py``), tracked answers (``eval/tracked.py``) and extra callbacks (``recipes/hooks.py``).
+(``recipes/reward_setup.py``), tracked answers (``recipes/tracked.py``) and extra callbacks (``recipes/hooks.py``).
 """
 
 from __future__ import annotations
@@ -37,9 +37,9 @@ def main(script_args, training_args, model_args):
     started = time.monotonic()
     from trl import get_peft_config, get_quantization_config
 
-    from eval.monitors import JsonlLogCallback, MonitorCallback
     from eval.run import evaluate
     from recipes.callbacks import held_out_watch  # imports transformers, as the monitors do
+    from recipes.monitors import JsonlLogCallback, MonitorCallback
 
     # Validate everything that can be checked without a model
     args, names = script_args, script_args.reward_funcs

@@ -87,7 +87,7 @@ class GRPOScriptArguments(run_setup.RunArguments, RewardArguments):
 def check_args(script_args, training_args, model_args):
     """Every check that needs no model (recipes/validate.py); returns the training and held-out tasks."""
     from eval.tasks import get_task
-    from eval.tracked import check_tracked
+    from recipes.tracked import check_tracked
 
     training_args.use_vllm, generation = validate.decide_vllm(
         training_args.use_vllm,
@@ -116,7 +116,7 @@ def check_args(script_args, training_args, model_args):
     )
     one = {"data": script_args.data, "curriculum": script_args.curriculum, "train_limit": script_args.train_limit}
     validate.check_one_prompt(script_args.question, script_args.gold_answer, **one)
-    check_tracked(script_args.tracked_names, script_args.tracked_answers)  # eval.tracked
+    check_tracked(script_args.tracked_names, script_args.tracked_answers)  # recipes.tracked
     if script_args.one_update_per_group:
         t = training_args
         validate.check_one_update_per_group(t.num_iterations, t.steps_per_generation, t.gradient_accumulation_steps)
@@ -137,10 +137,10 @@ def uses_zero3(training_args) -> bool:
 
 
 def reward_monitor(names: list[str], funcs: list, training_args, eval_task_name: str):
-    """The run's rewards wrapped by ``eval.monitors.RewardMonitor`` with the run's weights, G, completion budget, and
+    """The run's rewards wrapped by ``recipes.monitors.RewardMonitor`` with the run's weights, G, completion budget, and
     its correctness reward (the first of kind ``correctness``, wherever it is in the list, weight 0 included) as the
     verdict."""
-    from eval.monitors import RewardMonitor
+    from recipes.monitors import RewardMonitor
     from rewards import reward_info
 
     correctness = [i for i, name in enumerate(names) if reward_info(name).kind == "correctness"]
@@ -167,21 +167,21 @@ def training_rows(args, task):
 
 
 def make_tracker(args, rows, temperature: float, log):
-    """The tracked answers' ``eval.tracked.ProbabilityTracker`` on the first training prompt, its values added to
+    """The tracked answers' ``recipes.tracked.ProbabilityTracker`` on the first training prompt, its values added to
     each step's log line by ``log`` (None without tracked answers)."""
     if not args.tracked_names:
         return None
-    from eval.tracked import ProbabilityTracker
+    from recipes.tracked import ProbabilityTracker
 
     answers = dict(zip(args.tracked_names, args.tracked_answers, strict=True))
     return ProbabilityTracker(rows[0]["prompt"], answers, temperature, log)
 
 
 def build_trainer(**kwargs):
-    """TRL's ``GRPOTrainer`` with the monitors' log (``eval.monitors.make_monitored_trainer_class``): the trainer
+    """TRL's ``GRPOTrainer`` with the monitors' log (``recipes.monitors.make_monitored_trainer_class``): the trainer
     every GRPO run of this project trains with; ``kwargs`` are GRPOTrainer's."""
     from trl import GRPOTrainer
 
-    from eval.monitors import make_monitored_trainer_class
+    from recipes.monitors import make_monitored_trainer_class
 
     return make_monitored_trainer_class(GRPOTrainer)(**kwargs)

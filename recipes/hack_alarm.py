@@ -1,6 +1,6 @@
 """The hack alarm's rule and the held-out checks it reads, as pure functions of a run's log lines (no trainer).
 
-Every ``monitor_eval_steps`` the monitors (``eval.monitors.MonitorCallback``) put the held-out ``eval/accuracy`` into
+Every ``monitor_eval_steps`` the monitors (``recipes.monitors.MonitorCallback``) put the held-out ``eval/accuracy`` into
 that step's log line, and every log line carries ``monitor/reward_correctness_gap`` (mean total reward minus
 correctness of the sampled answers). A check is one held-out evaluation with the gap averaged over the log lines since
 the previous check (the check's own line included), so each check's gap describes the training that led to it:

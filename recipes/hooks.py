@@ -46,7 +46,7 @@ class HookContext:
     rows: object  # the training rows (a datasets.Dataset with prompt, question, answer)
     reward_funcs: list[Callable]
     reward_names: list[str]
-    tracker: object | None = None  # eval.tracked.ProbabilityTracker when tracked_answers are set
+    tracker: object | None = None  # recipes.tracked.ProbabilityTracker when tracked_answers are set
     monitor_callback: object | None = field(default=None, repr=False)  # set by the recipe before training
 
     def log(self, metrics: dict) -> None:

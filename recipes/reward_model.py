@@ -106,7 +106,7 @@ def main(script_args, training_args, model_args):
     from trl import RewardTrainer, get_peft_config, get_quantization_config
     from trl.trainer.reward_trainer import suppress_seqcls_warning
 
-    from eval.monitors import JsonlLogCallback
+    from recipes.monitors import JsonlLogCallback
     from rewards.reward_model import check_chat_template
 
     # Validate everything that can be checked without loading weights: model path, tokenizer, pairs

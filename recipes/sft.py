@@ -104,9 +104,9 @@ def sft_rows(task, rows, solution_field: str | None = None):
 def main(script_args, training_args, model_args):
     from trl import SFTTrainer, get_peft_config, get_quantization_config
 
-    from eval.monitors import JsonlLogCallback, ValidationStop
     from eval.run import evaluate
     from eval.tasks import get_task, load_rows
+    from recipes.monitors import JsonlLogCallback, ValidationStop
 
     # Validate everything that can be checked without a model, data included
     args = script_args

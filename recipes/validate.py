@@ -134,7 +134,7 @@ def recipe_words(message: str) -> str:
 def check_watched_rewards(names: list[str], weights: list[float] | None) -> None:
     """A reward with weight 0 is watched, not trained on (the monitors can take it as their correctness verdict): at
     least one reward must train, and the watched ones come after the trained ones, so that the monitor knows which
-    completions the trained rewards could not score before it hands TRL a watched score (``eval.monitors``).
+    completions the trained rewards could not score before it hands TRL a watched score (``recipes.monitors``).
 
     >>> check_watched_rewards(["llm_judge", "answer_line_correctness"], [1.0, 0.0])
     >>> check_watched_rewards(["answer_line_correctness", "llm_judge"], [0.0, 1.0])

@@ -15,7 +15,7 @@ the logged ``reward`` mean. ``tests/test_probes.py`` checks these functions agai
 A reward with weight 0 is watched, not trained on (a checker beside a judge, say): its score never makes a completion
 scorable that the trained rewards could not score. TRL alone would count it (its row is then not all NaN, and the
 judge's failure becomes a total of 0); the GRPO recipe's monitor hands TRL ``None`` from a watched reward on exactly
-those completions (``eval.monitors.RewardMonitor.watched``), so TRL forms the totals these functions give.
+those completions (``recipes.monitors.RewardMonitor.watched``), so TRL forms the totals these functions give.
 
 >>> weighted_total([1.0, 0.1], [10.0, 0.5]), weighted_total([None, 0.1], [10.0, 0.5])
 (10.05, 0.05)

@@ -1,12 +1,15 @@
 """The import stack: each package imports only packages on its own floor or below (CONTRIBUTING.md).
 
-rewards (bottom: knows no benchmark, no trainer) < eval (benchmarks, generation, scoring, monitors, JSONL I/O) <
+rewards (bottom: knows no benchmark, no trainer) < eval (benchmarks, generation, scoring, the group arithmetic the
+monitors log, model and data-set sources, JSONL I/O; no trainer callback) <
 training_data (rollouts, pairs) < recipes (the trainers' scripts and their glue, the model builders) < cpu_lab (the
 CPU lab) < judge_lab, reward_model_lab (experiments, the reward-model lab built on the CPU lab) < bench. Imports
 inside functions count too: a lazy import is still a dependency.
 """
 
 import ast
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -90,3 +93,58 @@ def test_the_trainer_check_sees_a_call(tmp_path):
     module = tmp_path / "m.py"
     module.write_text(f"import trl\ntrainer = trl.{TRAINER_CALL}model='m')\nfrom trl import GRPOTrainer as T\n")
     assert grpo_trainer_calls(module) == [2]
+
+
+def trainer_callbacks(path: Path) -> list[str]:
+    """Where a module imports transformers' ``TrainerCallback`` or defines a class deriving from it (by name, or as
+    ``transformers.TrainerCallback``): ``"<line>: <what>"`` for each."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("transformers"):
+            if any(alias.name == "TrainerCallback" for alias in node.names):
+                found.append(f"{node.lineno}: imports TrainerCallback from {node.module}")
+        elif isinstance(node, ast.Import):
+            found += [
+                f"{node.lineno}: imports {a.name}" for a in node.names if a.name == "transformers.trainer_callback"
+            ]
+        elif isinstance(node, ast.ClassDef):
+            for base in node.bases:
+                name = base.id if isinstance(base, ast.Name) else base.attr if isinstance(base, ast.Attribute) else None
+                if name == "TrainerCallback":
+                    found.append(f"{node.lineno}: class {node.name}({ast.unparse(base)})")
+    return found
+
+
+def test_eval_holds_no_trainer_callback():
+    """eval/ evaluates; what the trainers log and watch while they train lives in recipes/ (monitors, tracked answers,
+    the hack alarm and the best checkpoint)."""
+    found = [
+        f"{p.relative_to(ROOT)}:{hit}" for p in sorted((ROOT / "eval").rglob("*.py")) for hit in trainer_callbacks(p)
+    ]
+    assert not found, f"move trainer callbacks to recipes/ (e.g. recipes/monitors.py): {found}"
+
+
+def test_the_callback_check_sees_imports_and_subclasses(tmp_path):
+    module = tmp_path / "m.py"
+    module.write_text(
+        "import transformers\nimport transformers.trainer_callback\n"
+        "from transformers.trainer_callback import TrainerCallback as Base\n"
+        "class A(transformers.TrainerCallback):\n    pass\n"
+        "def f():\n    from transformers import TrainerCallback\n\n    class B(TrainerCallback):\n        pass\n"
+    )
+    assert trainer_callbacks(module) == [
+        "2: imports transformers.trainer_callback",
+        "3: imports TrainerCallback from transformers.trainer_callback",
+        "4: class A(transformers.TrainerCallback)",
+        "7: imports TrainerCallback from transformers",
+        "9: class B(TrainerCallback)",
+    ]
+
+
+def test_the_monitors_arithmetic_imports_without_transformers():
+    """The group arithmetic and the degenerate-group formula load without a trainer library (the rollouts filter and
+    the tests of the monitors' numbers need no transformers)."""
+    heavy = "('transformers', 'trl', 'torch')"
+    code = f"import sys, eval.group_metrics, eval.degenerate; print(sorted(m for m in sys.modules if m in {heavy}))"
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"

@@ -1,4 +1,5 @@
-"""Monitor arithmetic on hand-made groups, the reward-side recorder, and the JSON-lines logger (no model needed).
+"""Monitor arithmetic on hand-made groups (``eval.group_metrics``, ``eval.degenerate``), the reward-side recorder,
+and the JSON-lines logger (no model needed).
 
 OMP_NUM_THREADS=1 .venv/bin/python -m pytest -q tests/test_monitors.py
 """
@@ -12,17 +13,15 @@ import types
 import pytest
 
 import eval.run
+from eval.degenerate import expected_degenerate_share
+from eval.group_metrics import Sample, group_metrics, split_groups
 from eval.jsonl import read_jsonl
-from eval.monitors import (
+from recipes.monitors import (
     JsonlLogCallback,
     MonitorCallback,
     RewardMonitor,
-    Sample,
-    expected_degenerate_share,
-    group_metrics,
     held_out_metrics,
     make_monitored_trainer_class,
-    split_groups,
 )
 
 
@@ -541,14 +540,14 @@ def probe_callback(tmp_path, **kwargs) -> MonitorCallback:
 
 def test_probes_at_train_start_count_violations_warn_and_write_probes_json(tmp_path, caplog):
     callback = probe_callback(tmp_path / "runs" / "out")  # two folders that do not exist yet
-    with caplog.at_level(logging.WARNING, logger="eval.monitors"):
+    with caplog.at_level(logging.WARNING, logger="recipes.monitors"):
         callback.on_train_begin(None, types.SimpleNamespace(global_step=0, is_world_process_zero=True), None)
     hacks = [name for name, info in callback.probes.items() if info["violation"]]
     assert hacks  # a format-only reward pays the format hacks: the case this test is about
     assert callback.pending["probe/violations"] == len(hacks)
     assert all(callback.pending[f"probe/{n}"] == info["score"] for n, info in callback.probes.items())
     warning = f"REWARD HACK PROBES pass under this reward set: {hacks} (see probes.json)"
-    assert [r.getMessage() for r in caplog.records if r.name == "eval.monitors"] == [warning]
+    assert [r.getMessage() for r in caplog.records if r.name == "recipes.monitors"] == [warning]
     written = json.loads((tmp_path / "runs" / "out" / "probes.json").read_text())
     assert sorted(written) == sorted(callback.probes)
 
@@ -568,7 +567,7 @@ def test_honest_rewards_raise_no_probe_warning(tmp_path, caplog):
     monitor = RewardMonitor([get_reward("gsm8k_correctness")], [1.0], "gsm8k", 100, group_size=4)
     problems = [{"question": "Ann has 4 pens and gets 9 more. How many now?", "answer": "13"}]
     callback = MonitorCallback(monitor, tmp_path, probe_problems=problems)
-    with caplog.at_level(logging.WARNING, logger="eval.monitors"):
+    with caplog.at_level(logging.WARNING, logger="recipes.monitors"):
         callback.on_train_begin(None, types.SimpleNamespace(global_step=0, is_world_process_zero=True), None)
     assert callback.pending["probe/violations"] == 0 and "REWARD HACK" not in caplog.text
 
@@ -650,7 +649,7 @@ def test_the_last_reward_function_closes_the_batch_and_monitor_time_adds_up(monk
     record = monitor._record_batch
     monkeypatch.setattr(monitor, "_record_batch", lambda *a: batches.append(len(monitor._outputs)) or record(*a))
     ticks = iter(range(0, 1000, 2))  # each perf_counter call 2 s later: each batch costs 2 s
-    monkeypatch.setattr("eval.monitors.time", types.SimpleNamespace(perf_counter=lambda: next(ticks)))
+    monkeypatch.setattr("recipes.monitors.time", types.SimpleNamespace(perf_counter=lambda: next(ticks)))
     for _ in range(3):
         call_batch(monitor, ["#### 8", "#### 9"], ["8", "8"], ["p", "p"], [[1], [1]])
     assert batches == [2, 2, 2]  # once per batch, after both functions

@@ -89,11 +89,13 @@ def test_filter_report():
 def test_filter_and_monitors_share_one_degenerate_formula_and_its_empty_result():
     import math
 
-    import eval.monitors
+    import eval.degenerate
+    import recipes.monitors
     import training_data.rollouts
 
-    # one function for both: the filter's report and the monitors cannot disagree (one returned None, one NaN)
-    assert training_data.rollouts.expected_degenerate_share is eval.monitors.expected_degenerate_share
+    # one formula for both: the filter's report and the monitors' predictor cannot disagree (one None, one NaN)
+    assert training_data.rollouts.expected_degenerate_share is eval.degenerate.expected_degenerate_share
+    assert recipes.monitors.DegeneratePredictor is eval.degenerate.DegeneratePredictor
     _, report = filter_by_pass_rate([{"pass_rate": 0.0}, {"pass_rate": 1.0}], low=0.2, high=0.8, group_size=3)
     assert report["kept"] == 0 and math.isnan(report["degenerate_share_after"])  # nothing left: undefined, not 0
     assert report["degenerate_share_before"] == 1.0

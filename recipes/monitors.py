@@ -1,6 +1,7 @@
-"""Train-time monitors for GRPO: wasted groups, length bias, reward hacking and collapse, visible while training.
+"""What the recipes log while they train: GRPO's monitors (wasted groups, length bias, reward hacking and collapse),
+the held-out checks, and the JSON-lines log every recipe writes.
 
-Three pieces, used together by ``recipes/grpo.py`` (and the JSON-lines logger by every recipe):
+The GRPO recipe (``recipes/grpo.py``) uses the first three together:
 
 - ``RewardMonitor`` wraps the run's reward functions (same ``__name__``, so TRL's ``rewards/<name>/mean`` keys do not
   change) and records, for every completion, its weighted total reward, whether its final answer is correct, its
@@ -15,20 +16,13 @@ Three pieces, used together by ``recipes/grpo.py`` (and the JSON-lines logger by
   the table of the highest-reward completions of each logging window. ``MonitoredGRPOTrainer.log`` adds the
   callback's pending ``probe/...`` and ``eval/...`` values to the next log, so they reach every ``report_to``
   backend and the JSON-lines file like TRL's own metrics.
-- ``JsonlLogCallback(path)`` writes each logged dict as one JSON line, whatever ``report_to`` says.
+- ``JsonlLogCallback(path)`` writes each logged dict as one JSON line, whatever ``report_to`` says (every recipe).
+- ``ValidationStop`` (the SFT recipe) checks greedy accuracy on a validation set every N steps and can stop training
+  at a target.
 
-The arithmetic lives in small pure functions tested on hand-made groups (the degenerate-group formula and its
-predictor are in ``eval.degenerate``, shared with the rollouts filter; the weighted total is ``rewards.totals``, as TRL
-forms it):
-
->>> expected_degenerate_share([0.5], group_size=4)  # 0.5**4 + 0.5**4
-0.125
->>> groups = [[Sample(True, 1.1, 10), Sample(True, 1.1, 12)], [Sample(False, 0.1, 30), Sample(True, 1.0, 9)]]
->>> m = group_metrics(groups, group_size=2)
->>> m["monitor/degenerate_share"], m["monitor/degenerate_all_correct_share"], m["monitor/correct_rate"]
-(0.5, 0.5, 0.75)
->>> m["monitor/length_wrong"], round(m["monitor/reward_correctness_gap"], 4)
-(30.0, 0.075)
+The arithmetic lives in small pure functions tested on hand-made groups, without a trainer: the batch metrics are
+``eval.group_metrics``, the degenerate-group formula and its predictor ``eval.degenerate`` (shared with the rollouts
+filter), the weighted total ``rewards.totals``, as TRL forms it.
 """
 
 from __future__ import annotations
@@ -44,100 +38,15 @@ from pathlib import Path
 
 from transformers import TrainerCallback
 
-from eval.degenerate import SOURCES, DegeneratePredictor, expected_degenerate_share
+from eval.degenerate import SOURCES, DegeneratePredictor
+from eval.group_metrics import Sample, group_metrics, mean_or_nan, split_groups
 from eval.jsonl import append_jsonl
-from rewards.totals import is_missing, mean_total, weighted_totals
+from rewards.totals import is_missing, weighted_totals
 
 logger = logging.getLogger(__name__)
 CHECKS_LOGGER = logging.getLogger(f"{__name__}.validation")  # ValidationStop's checks, one record each
 
 TOP_K = 20  # completions kept per logging window in the top-reward table
-
-
-# --------------------------------------------------------------------------------------------------- pure metrics
-@dataclass(frozen=True)
-class Sample:
-    """One scored completion: correctness of its final answer, weighted total reward, length in tokens."""
-
-    correct: bool
-    reward: float
-    n_tokens: int
-    truncated: bool = False
-    text: str = ""
-
-
-def _mean(values: Sequence[float]) -> float:
-    return sum(values) / len(values) if values else math.nan
-
-
-def group_metrics(groups: Sequence[Sequence[Sample]], group_size: int | None = None) -> dict[str, float]:
-    """The observed ``monitor/...`` metrics of one batch of groups (each group: the G completions for one prompt).
-
-    A group is degenerate when all its answers are correct or all are wrong: GRPO's advantage is then zero for the
-    whole group whatever the other reward terms say about format (TRL's ``frac_reward_zero_std`` looks at the
-    weighted total, so a format bonus hides such groups). Lengths are means in tokens; NaN when a class is empty
-    (TRL's logger skips NaN when averaging a window). Rewards are weighted totals; an unscorable completion (NaN: every
-    reward function returned None) is left out of ``reward_mean`` and of the gap, as TRL leaves it out of ``reward``.
-
-    Args:
-        groups: the batch's groups, in order.
-        group_size: G. When given, the per-group metrics (degenerate, duplicate, collapsed) use only groups of exactly
-            G answers: a shorter one is the part of a group that another process holds.
-
-    >>> m = group_metrics([[Sample(False, 0.0, 8, True, "a"), Sample(False, 0.0, 8, True, "a")]])
-    >>> m["monitor/degenerate_all_wrong_share"], m["monitor/duplicate_share"], m["monitor/truncated_rate"]
-    (1.0, 1.0, 1.0)
-    >>> math.isnan(m["monitor/length_correct"])
-    True
-    """
-    groups = [list(g) for g in groups if len(g) > 0]
-    if not groups:
-        raise ValueError("group_metrics needs at least one non-empty group")
-    samples = [s for g in groups for s in g]
-    whole = groups if group_size is None else [g for g in groups if len(g) == group_size]
-    pass_rates = [sum(s.correct for s in g) / len(g) for g in whole]
-    all_correct = _mean([float(p == 1.0) for p in pass_rates])
-    all_wrong = _mean([float(p == 0.0) for p in pass_rates])
-    # duplicates: 0 when every answer in the group differs, 1 when the group is one answer repeated
-    duplicate = [(len(g) - len({s.text for s in g})) / (len(g) - 1) if len(g) > 1 else 0.0 for g in whole]
-    scorable = [s for s in samples if not math.isnan(s.reward)]
-    correct_rate = _mean([float(s.correct) for s in samples])
-    return {
-        "monitor/correct_rate": correct_rate,
-        "monitor/reward_mean": mean_total([s.reward for s in samples]),
-        "monitor/reward_correctness_gap": _mean([s.reward - s.correct for s in scorable]),
-        "monitor/unscorable_rate": 1.0 - len(scorable) / len(samples),
-        "monitor/degenerate_share": all_correct + all_wrong,
-        "monitor/degenerate_all_correct_share": all_correct,
-        "monitor/degenerate_all_wrong_share": all_wrong,
-        "monitor/length_correct": _mean([s.n_tokens for s in samples if s.correct]),
-        "monitor/length_wrong": _mean([s.n_tokens for s in samples if not s.correct]),
-        "monitor/length_truncated": _mean([s.n_tokens for s in samples if s.truncated]),
-        "monitor/truncated_rate": _mean([float(s.truncated) for s in samples]),
-        "monitor/duplicate_share": _mean(duplicate),
-        "monitor/collapsed_group_share": _mean([float(d == 1.0) for d in duplicate]),
-    }
-
-
-def split_groups(keys: Sequence, items: Sequence, group_size: int | None = None) -> list[list]:
-    """Split ``items`` into runs of consecutive equal ``keys`` (TRL puts a prompt's G completions side by side), each
-    run cut into pieces of ``group_size`` (two rows of the same prompt in a row are two groups, not one).
-
-    >>> split_groups(["a", "a", "b", "b", "a"], [1, 2, 3, 4, 5])
-    [[1, 2], [3, 4], [5]]
-    >>> split_groups(["a"] * 4 + ["b"] * 2, [1, 2, 3, 4, 5, 6], group_size=2)
-    [[1, 2], [3, 4], [5, 6]]
-    """
-    runs: list[list] = []
-    previous = object()
-    for key, item in zip(keys, items, strict=True):
-        if not runs or key != previous:
-            runs.append([])
-        runs[-1].append(item)
-        previous = key
-    if group_size is None:
-        return runs
-    return [run[i : i + group_size] for run in runs for i in range(0, len(run), group_size)]
 
 
 # --------------------------------------------------------------------------------------------------- reward side
@@ -290,9 +199,9 @@ class RewardMonitor:
         predictions, sources = self.predictor.predict(keys, [_prior(g[0][1]) for g in groups])
         self.predictor.update(keys, [(sum(s.correct for _, _, s in g), len(g)) for g in groups])
         known = [p for p in predictions if not math.isnan(p)]
-        out = {"monitor/degenerate_expected_share": _mean(known)}
+        out = {"monitor/degenerate_expected_share": mean_or_nan(known)}
         for source in SOURCES:
-            out[f"monitor/degenerate_expected_source/{source}"] = _mean([float(s == source) for s in sources])
+            out[f"monitor/degenerate_expected_source/{source}"] = mean_or_nan([float(s == source) for s in sources])
         return out
 
     def _correctness(self, texts: list[str], answers: list) -> list[bool]:
@@ -477,19 +386,6 @@ def make_monitored_trainer_class(base):
     return MonitoredTrainer
 
 
-__all__ = [
-    "JsonlLogCallback",
-    "MonitorCallback",
-    "RewardMonitor",
-    "Sample",
-    "expected_degenerate_share",
-    "group_metrics",
-    "held_out_metrics",
-    "make_monitored_trainer_class",
-    "split_groups",
-]
-
-
 class ValidationStop(TrainerCallback):
     """Every ``every`` steps, greedy accuracy on a validation set (``held_out_metrics``); training stops once it
     reaches ``stop_at`` (None: never stops, only measures). Each check is a line of ``path`` (JSON) and of stdout, so
@@ -537,3 +433,15 @@ class ValidationStop(TrainerCallback):
             f"reached {self.stop_at}" if reached else "max_steps" + (f" before {self.stop_at}" if self.stop_at else "")
         )
         return {"checks": self.history, "last": last["accuracy"], "last_step": last["step"], "why": why}
+
+
+__all__ = [
+    "CHECKS_LOGGER",
+    "JsonlLogCallback",
+    "MonitorCallback",
+    "RewardMonitor",
+    "ValidationStop",
+    "flatten",
+    "held_out_metrics",
+    "make_monitored_trainer_class",
+]
