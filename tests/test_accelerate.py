@@ -106,9 +106,16 @@ def test_deepspeed_asked_for_but_not_installed_is_one_line_before_parsing(recipe
 def test_deepspeed_check_lets_runs_through_when_nothing_asks_or_it_is_installed(monkeypatch):
     monkeypatch.setitem(sys.modules, "deepspeed", None)
     monkeypatch.delenv("ACCELERATE_USE_DEEPSPEED", raising=False)
-    validate.check_deepspeed(validate.deepspeed_request(["--config", "recipes/configs/tiny/grpo_cpu.yaml"]))
+    argv = ["--config", "recipes/configs/tiny/grpo_cpu.yaml"]
+    assert validate.deepspeed_request(argv) is None and not validate.deepspeed_installed()
+    # nothing asks: the checked parse goes through without DeepSpeed, and the run it parses uses none
+    training_args = validate.parse_or_explain(importlib.import_module("recipes.grpo").make_parser(), argv)[1]
+    assert training_args.deepspeed is None and not validate.uses_deepspeed(training_args)
+    with pytest.raises(ValueError, match="asks for DeepSpeed"):  # the same check, asked and not installed, refuses
+        validate.check_deepspeed("--deepspeed")
     monkeypatch.setitem(sys.modules, "deepspeed", types.ModuleType("deepspeed"))  # a stand-in counts as installed
-    validate.check_deepspeed("--deepspeed")
+    assert validate.deepspeed_installed()
+    validate.check_deepspeed("--deepspeed")  # installed: the request passes (raising would fail this test)
 
 
 @pytest.fixture

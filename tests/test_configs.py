@@ -1,50 +1,40 @@
-"""Every YAML under recipes/configs (recursively) parses with the recipe its file-name prefix names and names only
-known rewards; GRPO configs also pass the recipe's pre-model checks and carry their exact launch command.
+"""Every YAML under recipes/configs (recursively) resolves to the recipe its file-name prefix names
+(``cpu_lab.runner.recipe_for``, the map every lab launches through), parses with that recipe through its own checks and
+names only known rewards; GRPO configs also pass the recipe's pre-model checks and carry their exact launch command.
 
     OMP_NUM_THREADS=1 .venv/bin/python -m pytest -q tests/test_configs.py
 
 GPU configs set ``bf16: true``, which TRL refuses on a machine without a GPU; they are parsed with ``--use_cpu true``
-added (bf16 then autocasts), the only override.
+added (bf16 then autocasts), the only override. Configs that report to W&B are parsed with ``WANDB_MODE=offline``,
+under which the recipes' W&B check needs no login.
 """
 
-import importlib
 import importlib.util
 from pathlib import Path
 
 import pytest
 import yaml
 
+from cpu_lab import runner
 from recipes import validate
 from rewards import get_reward
 
 ROOT = Path(__file__).resolve().parents[1]
 CONFIGS = sorted((ROOT / "recipes" / "configs").rglob("*.yaml")) + sorted((ROOT / "recipes" / "configs").rglob("*.yml"))
-RECIPES = {
-    "grpo_": "recipes.grpo",
-    "dpo_": "recipes.dpo",
-    "judge_lab_": "judge_lab.train",
-    "reward_model_": "recipes.reward_model",
-    "sft_": "recipes.sft",
-}  # prefix -> module
 MATRIX_KEYS = {"loss_type", "beta", "scale_rewards", "output_dir"}  # what may differ inside the GSM8K matrix
 
 
-def recipe_for(path: Path) -> str:
-    matches = [module for prefix, module in RECIPES.items() if path.name.startswith(prefix)]
-    if not matches:
-        pytest.fail(f"{path.relative_to(ROOT)}: file name must start with one of {sorted(RECIPES)} to name its recipe")
-    return matches[0]
-
-
 def parse(path: Path):
-    module_name = recipe_for(path)
-    if importlib.util.find_spec(module_name) is None:
-        pytest.skip(f"{module_name} does not exist yet")
-    module = importlib.import_module(module_name)
-    parser = module.make_parser()
-    fields = {f for dataclass_type in parser.dataclass_types for f in dataclass_type.__dataclass_fields__}
-    extra = ["--use_cpu", "true"] if "use_cpu" in fields else []
-    return module, parser.parse_args_and_config(["--config", str(path), *extra])
+    """(recipe module, parsed arguments) as the labs' runner parses ``path``: a recipe module that does not exist
+    raises here, which fails the test (never a skip)."""
+    module = runner.recipe_module(path)
+    fields = {f for dataclass_type in module.make_parser().dataclass_types for f in dataclass_type.__dataclass_fields__}
+    return runner.parse(path, ["--use_cpu", "true"] if "use_cpu" in fields else [])
+
+
+@pytest.fixture(autouse=True)
+def wandb_offline(monkeypatch):
+    monkeypatch.setenv("WANDB_MODE", "offline")
 
 
 def test_configs_exist():
@@ -57,30 +47,35 @@ def test_configs_exist():
 
 @pytest.mark.parametrize("path", CONFIGS, ids=lambda p: p.relative_to(ROOT / "recipes" / "configs").as_posix())
 def test_config_parses_with_its_recipe_and_names_known_rewards(path):
+    assert importlib.util.find_spec(runner.recipe_for(path)) is not None  # the recipe its file name names exists
     module, parsed = parse(path)
     for args in parsed:
         for name in getattr(args, "reward_funcs", None) or []:
             get_reward(name)  # raises for an unknown name
     model_args = next(a for a in parsed if hasattr(a, "use_peft"))
     validate.check_precision(model_args.use_peft, model_args.dtype, deepspeed=False)  # float32 master weights
-    if module.__name__ in ("recipes.grpo", "judge_lab.train"):  # judge_lab.train is the GRPO recipe
-        grpo = importlib.import_module("recipes.grpo")
-        grpo.check_args(*parsed)  # the recipe's checks that run before any model load
+    if module.__name__ == "recipes.grpo":  # judge_lab_ configs too: a judge-lab config is a GRPO config
+        module.check_args(*parsed[:3])  # the recipe's checks that run before any model load
         relative = path.relative_to(ROOT).as_posix()
         assert f"python -m recipes.grpo --config {relative}" in path.read_text(), "header must give the exact command"
 
 
+def test_every_prefix_names_a_recipe_that_exists():
+    for prefix, name in runner.RECIPES.items():
+        module = importlib.import_module(name)
+        assert callable(module.make_parser) and callable(module.main), prefix
+    assert runner.recipe_for("recipes/configs/judge_lab/tiny/judge_lab_tiny_judge_b0.04.yaml") == "recipes.grpo"
+
+
+def test_a_config_whose_recipe_is_missing_fails_with_the_map_named(monkeypatch):
+    # what a prefix mapped to a removed module does to the parse test above: an error, not a skip
+    monkeypatch.setitem(runner.RECIPES, "grpo_", "recipes.no_such_recipe")
+    with pytest.raises(ModuleNotFoundError, match=r"names the recipe recipes\.no_such_recipe, which does not exist"):
+        parse(ROOT / "recipes" / "configs" / "tiny" / "grpo_cpu.yaml")
+
+
 def load(path: Path) -> dict:
     return yaml.safe_load(path.read_text())
-
-
-@pytest.mark.parametrize("path", CONFIGS, ids=lambda p: p.relative_to(ROOT / "recipes" / "configs").as_posix())
-def test_a_cpu_config_says_whether_it_autocasts_to_bf16(path):
-    # TRL's configs default to bf16: true, and on a CPU that autocasts too: a CPU config that leaves it out trains
-    # otherwise than its float32 dtype suggests
-    values = load(path)
-    if values.get("use_cpu"):
-        assert "bf16" in values, f"{path.name}: a CPU config must set bf16: false (float32) or true (autocast)"
 
 
 @pytest.mark.parametrize("model", ["qwen2.5-0.5b-instruct", "qwen2.5-1.5b-instruct"])
