@@ -19,7 +19,7 @@ from pathlib import Path
 
 from eval.jsonl import read_jsonl
 
-GAP = "monitor/reward_correctness_gap"  # eval.monitors: mean of (total reward - 1 if correct else 0) in the step
+GAP = "monitor/reward_correctness_gap"  # recipes.monitors: mean of (total reward - 1 if correct else 0) in the step
 
 
 def read_steps(run_dir: str | Path) -> list[dict]:

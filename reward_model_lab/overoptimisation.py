@@ -381,7 +381,7 @@ def read_curves(out: Path, settings: Settings) -> dict[str, list[list[dict]]]:
     }
 
 
-GAP = "monitor/reward_correctness_gap"  # eval.monitors: training reward minus the checker's verdict, per window
+GAP = "monitor/reward_correctness_gap"  # recipes.monitors: training reward minus the checker's verdict, per window
 
 
 def read_gaps(out: Path, settings: Settings) -> dict[str, list[dict[int, float]]]:

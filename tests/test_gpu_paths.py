@@ -298,7 +298,7 @@ def test_recipes_pass_attention_and_revision_to_model_loading(module_name, confi
 
     import trl
 
-    class StandInTrainer:  # a class: the GRPO recipe subclasses it (eval.monitors.make_monitored_trainer_class)
+    class StandInTrainer:  # a class: the GRPO recipe subclasses it (recipes.monitors.make_monitored_trainer_class)
         def __init__(self, *args, model, **kwargs):
             raise TrainerBuilt(model, kwargs["args"].model_init_kwargs)
 
