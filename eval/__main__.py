@@ -38,8 +38,8 @@ from eval.run import (
     score_settings,
     source_fingerprint,
 )
+from eval.sources import check_model_source
 from eval.tasks import TASKS, get_task
-from rewards.sources import check_model_source
 
 BENCHMARKS = ("gsm8k", "math500")
 TOKENIZER_FILES = ("tokenizer_config.json", "tokenizer.json", "config.json")  # any of them: AutoTokenizer loads it

@@ -53,7 +53,7 @@ SOURCES = {
 
 def fetch(source: Source):
     """The ``datasets.Dataset`` of one source; a source that cannot be reached raises one line naming the fix."""
-    from rewards.sources import SourceError
+    from eval.sources import SourceError
 
     fix = "run python -m eval.data where there is network (HF_HUB_OFFLINE unset) and copy its --out folder here"
     if not source.url:
@@ -65,7 +65,7 @@ def fetch(source: Source):
 
     from datasets import load_dataset
 
-    from rewards.sources import hub_offline
+    from eval.sources import hub_offline
 
     if hub_offline():  # the same switch keeps every download out
         raise SourceError(f"cannot download {source.url} (HF_HUB_OFFLINE=1 keeps downloads out): {fix}")

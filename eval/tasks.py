@@ -121,13 +121,13 @@ def local_copy_hint(task: Task) -> str:
 
 def load_hub_dataset(source: str, config: str | None = None, split: str | None = None, fix: str = ""):
     """``datasets.load_dataset(source, config, split=split)``, with a hub that cannot be reached or a data set it does
-    not have reported as one line (``rewards.sources.SourceError``) ending in ``fix``. Offline
+    not have reported as one line (``eval.sources.SourceError``) ending in ``fix``. Offline
     (``HF_HUB_OFFLINE=1``) a cached copy loads; online, the hub is probed first (a few seconds at most, where
     ``datasets`` would retry for half a minute)."""
     from datasets import load_dataset
     from datasets.exceptions import DatasetNotFoundError
 
-    from rewards.sources import SourceError, hub_offline, hub_reachable
+    from eval.sources import SourceError, hub_offline, hub_reachable
 
     fix = fix or "pass --data PATH to a local .jsonl (python -m eval.data --out data writes them)"
     where = f"cannot load {source} from the Hugging Face hub"

@@ -4,7 +4,7 @@ model configured by recipe options (``RewardArguments``) and checked before any 
 - ``llm_judge``: ``judge_backend`` (``openai``: any OpenAI-compatible endpoint at ``judge_base_url``; ``hf``: a local
   model), ``judge_model``, ``judge_api_key_env`` (the NAME of the variable holding the key: the key itself is never in
   a config, a log or ``resolved_config.json``), ``judge_mode`` (``text`` or ``logprob``) and the client's limits. Before
-  training the endpoint must answer (``rewards.judge.check_judge``) and score one answer, so a wrong URL or model name
+  training the endpoint must answer (``check_judge``) and score one answer, so a wrong URL or model name
   fails in seconds.
 - ``reward_model``: ``reward_model_path``, the folder ``python -m recipes.reward_model`` wrote (default: the
   ``LEASH_REWARD_MODEL`` variable); refused before training when it cannot score (``check_reward_model``).
@@ -56,7 +56,7 @@ class RewardArguments:
 def build_judge(args: RewardArguments, policy_path: str | None = None, build_tiny_model: bool = False):
     """The ``llm_judge`` reward from the recipe's options, checked: the key's variable is set, the endpoint answers and
     scores one answer (a local judge: its model can be loaded, unless it is the tiny policy the recipe builds)."""
-    from rewards.judge import check_judge, judge_messages, make_judge_reward
+    from rewards.judge import judge_messages, make_judge_reward
 
     if not args.judge_model:
         raise ValueError(
@@ -90,6 +90,21 @@ def build_judge(args: RewardArguments, policy_path: str | None = None, build_tin
         if probe.error:
             raise ValueError(f"the judge endpoint does not answer: {probe.error}. Start it (docs/judge_lab.md)")
     return reward
+
+
+def check_judge(client, setting: str = "--judge_base_url") -> None:
+    """Before any training: an endpoint judge must have a server answering at its base URL (a GET of ``/models`` with
+    a short timeout; the key is sent, never shown), a local judge a model that can be loaded. Raises
+    ``eval.sources.SourceError``, one line naming the URL or model and the fix (``setting`` is where the URL is set).
+    """
+    from eval.sources import check_endpoint, check_model_source
+    from rewards.judge import HFJudgeClient, OpenAIJudgeClient
+
+    if isinstance(client, OpenAIJudgeClient):
+        fix = f"start the judge server (vllm serve {client.model}, docs/judge_lab.md) or set {setting} to its URL"
+        check_endpoint(client.base_url, client._key() or None, fix, what="the judge endpoint")
+    elif isinstance(client, HFJudgeClient):
+        check_model_source(client.model_name_or_path, "judge_model")
 
 
 def build_reward_model(path: str | None):

@@ -196,7 +196,7 @@ def import_hook(spec: str):
 
 def check_model(model_args, build_tiny_model: bool = False) -> None:
     """``model_name_or_path`` must be a local model folder or a hub id that can be loaded (in the cache, or on a hub
-    that answers; ``rewards.sources.check_model_source``), checked before any weight loads. A folder that is not there
+    that answers; ``eval.sources.check_model_source``), checked before any weight loads. A folder that is not there
     yet is fine when ``build_tiny_model: true`` builds the tiny model in it.
 
     >>> from trl import ModelConfig
@@ -204,9 +204,9 @@ def check_model(model_args, build_tiny_model: bool = False) -> None:
     >>> check_model(ModelConfig(model_name_or_path="runs/no/such/model"))
     Traceback (most recent call last):
     ...
-    rewards.sources.SourceError: model_name_or_path 'runs/no/such/model' does not exist (no such local folder): pass a local model folder (with config.json) or a hub id (org/name)
+    eval.sources.SourceError: model_name_or_path 'runs/no/such/model' does not exist (no such local folder): pass a local model folder (with config.json) or a hub id (org/name)
     """  # noqa: E501
-    from rewards.sources import check_model_source
+    from eval.sources import check_model_source
 
     name = model_args.model_name_or_path
     if build_tiny_model and name and not Path(name).exists():

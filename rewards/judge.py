@@ -12,9 +12,8 @@ leaves that answer out of its group's mean and std and gives it advantage 0, so 
 punishes nor rewards the answer. Scoring it 0 would push the policy away from whatever the judge failed on -- noise
 with a direction. Every such reply is counted (``client.stats``) and logged.
 
-The judge's parts can be imported from here too (the clients, ``check_judge``, ``judge_messages``, ``parse_score``,
-...), and so can the judge lab's strict checker ``answer_line_correctness_reward``, a correctness reward
-(``rewards.correctness``).
+The judge's parts can be imported from here too (the clients, ``judge_messages``, ``parse_score``, ...), and so can
+the judge lab's strict checker ``answer_line_correctness_reward``, a correctness reward (``rewards.correctness``).
 """
 
 from __future__ import annotations
@@ -23,7 +22,7 @@ import os
 
 from rewards.completions import completion_text
 from rewards.correctness import answer_line_correctness_reward
-from rewards.judge_clients import HFJudgeClient, JudgeResult, JudgeStats, OpenAIJudgeClient, check_judge
+from rewards.judge_clients import HFJudgeClient, JudgeResult, JudgeStats, OpenAIJudgeClient
 from rewards.judge_scores import (
     MAX_SCORE,
     judge_messages,
@@ -40,7 +39,6 @@ __all__ = [
     "JudgeStats",
     "OpenAIJudgeClient",
     "answer_line_correctness_reward",
-    "check_judge",
     "judge_client_from_env",
     "judge_messages",
     "make_judge_reward",

@@ -20,8 +20,8 @@ Both read the score one of two ways (``mode``, ``rewards.judge_scores``):
   ``stats.low_mass`` and a warning is logged: a score renormalised from a sliver of mass would be noise.
 
 A reply that holds no score, or a request that still fails after its retries, gives the score None and is counted
-(``client.stats``) and logged; a client never raises on a judge's failure. ``check_judge`` checks, before any
-training, that an endpoint answers or a local model can be loaded.
+(``client.stats``) and logged; a client never raises on a judge's failure. Whether an endpoint answers or a local
+model can be loaded is checked before any training by the recipe (``recipes.reward_setup.check_judge``).
 """
 
 from __future__ import annotations
@@ -434,17 +434,3 @@ class HFJudgeClient:
             except Exception as e:  # noqa: BLE001 - a judge failure must not stop training
                 results += [_record(self.stats, None, f"generate failed: {e.__class__.__name__}: {e}") for _ in batch]
         return results
-
-
-def check_judge(client, setting: str = "--judge_base_url") -> None:
-    """Before any training: an endpoint judge must have a server answering at its base URL (a GET of ``/models`` with
-    a short timeout; the key is sent, never shown), a local judge a model that can be loaded. Raises
-    ``rewards.sources.SourceError``, one line naming the URL or model and the fix (``setting`` is where the URL is set).
-    """
-    from rewards.sources import check_endpoint, check_model_source
-
-    if isinstance(client, OpenAIJudgeClient):
-        fix = f"start the judge server (vllm serve {client.model}, docs/judge_lab.md) or set {setting} to its URL"
-        check_endpoint(client.base_url, client._key() or None, fix, what="the judge endpoint")
-    elif isinstance(client, HFJudgeClient):
-        check_model_source(client.model_name_or_path, "judge_model")

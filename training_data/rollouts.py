@@ -337,8 +337,8 @@ def check_sample(args) -> None:
     from eval.__main__ import check_adapter
     from eval.generate import check_backend
     from eval.run import load_problems
+    from eval.sources import check_model_source
     from eval.tasks import get_task
-    from rewards.sources import check_model_source
 
     check_backend(args.backend, args.adapter)  # vllm + adapter would sample the base model: refused here
     check_k(args.k, args.temperature)
@@ -391,7 +391,7 @@ def run_without_model(args) -> None:
         tokenizer = None
         if args.tokenizer:
             from eval.__main__ import TOKENIZER_FILES
-            from rewards.sources import check_model_source
+            from eval.sources import check_model_source
 
             check_model_source(args.tokenizer, "--tokenizer", files=TOKENIZER_FILES)
             from transformers import AutoTokenizer

@@ -6,10 +6,13 @@ where no server answers), the check raises ``SourceError`` with one line that na
 prints that line as its error, before a model loads. ``HF_HUB_OFFLINE=1`` (the Makefile and the tests set it) makes a
 hub id count only when it is in the cache. Data sets go through ``eval.tasks.load_rows`` (the same kind of line).
 
+The evaluation command, the rollouts and the recipes check their models here; the recipes check a judge's endpoint or
+model through ``recipes.reward_setup.check_judge``.
+
 >>> check_model_source("no/such/folder/here")
 Traceback (most recent call last):
 ...
-rewards.sources.SourceError: model 'no/such/folder/here' does not exist (no such local folder): pass a local model folder (with config.json) or a hub id (org/name)
+eval.sources.SourceError: model 'no/such/folder/here' does not exist (no such local folder): pass a local model folder (with config.json) or a hub id (org/name)
 """  # noqa: E501
 
 from __future__ import annotations
@@ -100,7 +103,7 @@ def check_model_source(
     ...     check_model_source(folder, "--model")  # doctest: +ELLIPSIS
     Traceback (most recent call last):
     ...
-    rewards.sources.SourceError: --model ... is a folder without config.json: pass the folder save_pretrained wrote (or a hub id)
+    eval.sources.SourceError: --model ... is a folder without config.json: pass the folder save_pretrained wrote (or a hub id)
     """  # noqa: E501
     fix = "pass a local model folder (with config.json) or a hub id (org/name)"
     if not name:
