@@ -24,7 +24,8 @@ from collections import Counter
 from pathlib import Path
 
 from eval.jsonl import iter_jsonl, read_jsonl
-from rewards.judge import check_judge, judge_messages, make_judge_reward
+from recipes.reward_setup import check_judge
+from rewards.judge import judge_messages, make_judge_reward
 
 LAB_QUESTION = "Priya buys four boxes of six muffins and gives away seven. How many muffins does she have left?"
 DEFAULT_ANSWER = "Answer: 3."  # the short reply the lab's judge kept paying

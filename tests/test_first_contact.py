@@ -23,9 +23,9 @@ from pathlib import Path
 
 import pytest
 
+from eval import sources
 from eval.jsonl import write_jsonl
-from rewards import sources
-from rewards.sources import SourceError, check_endpoint, check_model_source
+from eval.sources import SourceError, check_endpoint, check_model_source
 
 ROOT = Path(__file__).resolve().parents[1]
 TINY = ROOT / "recipes" / "configs" / "tiny"
@@ -499,7 +499,7 @@ def test_eval_data_writes_the_layout_leash_reads_and_a_second_run_keeps_it(tmp_p
     import io
     import urllib.request
 
-    from rewards import sources
+    from eval import sources
 
     fetched = []
 
