@@ -76,7 +76,8 @@ def twice_summary(pairs: list[tuple[float | None, float | None]]) -> dict:
 def answers_from_run(run_dir: str | Path, limit: int) -> list[str]:
     """Distinct answers of a judge-lab run's ``steps.jsonl``, in order of first appearance."""
     seen: dict[str, None] = {}
-    for _, step in iter_jsonl(Path(run_dir) / "steps.jsonl", "pass the output_dir of a judge_lab.train run"):
+    hint = "pass the output_dir of a judge-lab run (python -m recipes.grpo)"
+    for _, step in iter_jsonl(Path(run_dir) / "steps.jsonl", hint):
         for answer in step.get("answers", []):
             seen.setdefault(answer["text"], None)
     return list(seen)[:limit]

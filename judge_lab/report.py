@@ -25,7 +25,7 @@ GAP = "monitor/reward_correctness_gap"  # recipes.monitors: mean of (total rewar
 def read_steps(run_dir: str | Path) -> list[dict]:
     """The per-step records of a run (the after-training tracker line left out); a clear error if there are none."""
     path = Path(run_dir) / "steps.jsonl"
-    steps = read_jsonl(path, "pass the output_dir of a judge_lab.train run")
+    steps = read_jsonl(path, "pass the output_dir of a judge-lab run (python -m recipes.grpo)")
     steps = [s for s in steps if not s.get("after_training")]
     if not steps:
         raise ValueError(f"{path} holds no steps yet: the run logged nothing")

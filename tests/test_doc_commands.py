@@ -491,14 +491,14 @@ def test_the_reader_joins_continued_lines_and_splits_a_line_into_its_commands():
         "python -m eval run --model M \\",
         "    --task gsm8k --out runs/x   # a comment --not-a-flag",
         "make lint && OMP_NUM_THREADS=2 make demo",
-        "(python -m judge_lab.train --config recipes/configs/x.yaml runs the same)",
+        "(python -m recipes.grpo --config recipes/configs/x.yaml runs the same)",
         "estimated peak 18 GB (python -m recipes.memory recipes/configs/y.yaml; docs/gpu.md)",
     ]
     assert [c.tokens for c in commands_in_lines(text, 1, "f")] == [
         ("python", "-m", "eval", "run", "--model", "M", "--task", "gsm8k", "--out", "runs/x"),
         ("make", "lint"),
         ("OMP_NUM_THREADS=2", "make", "demo"),
-        ("python", "-m", "judge_lab.train", "--config", "recipes/configs/x.yaml", "runs", "the", "same"),
+        ("python", "-m", "recipes.grpo", "--config", "recipes/configs/x.yaml", "runs", "the", "same"),
         ("python", "-m", "recipes.memory", "recipes/configs/y.yaml"),
     ]
     assert [c.where for c in commands_in_lines(text, 10, "f")][:2] == ["f:10", "f:12"]

@@ -310,12 +310,12 @@ MODEL_CASES = [
         "model_name_or_path",
     ),
     (
-        "judge_lab.train",
+        "recipes.grpo",
         ["--config", f"{JUDGE_TINY}/judge_lab_tiny_checker_b0.04.yaml", "--model_name_or_path", "{bad}"],
         "model_name_or_path",
     ),
     (  # a local judge model
-        "judge_lab.train",
+        "recipes.grpo",
         ["--config", f"{JUDGE_TINY}/judge_lab_tiny_judge_b0.04.yaml", "--model_name_or_path", "{model}"]
         + ["--judge_model", "{bad}"],
         "judge_model",
@@ -434,7 +434,7 @@ def test_judge_lab_with_no_server_at_the_url_is_one_line(closed_port, fake_model
     argv = ["--config", f"{JUDGE_TINY}/judge_lab_tiny_judge_b0.04.yaml", "--model_name_or_path", fake_model]
     argv += ["--judge_backend", "openai", "--judge_base_url", url, "--judge_model", "judge"]
     argv += ["--judge_api_key_env", "FIRST_CONTACT_KEY", "--judge_max_retries", "0"]
-    assert run_cli("judge_lab.train", fill(argv, tmp_path), monkeypatch) == 2
+    assert run_cli("recipes.grpo", fill(argv, tmp_path), monkeypatch) == 2
     line = one_line_error(capsys, f"the judge endpoint {url} does not answer", "vllm serve judge", "--judge_base_url")
     assert SECRET not in line
 
@@ -446,7 +446,7 @@ def test_judge_lab_with_a_server_that_answers_goes_on_to_the_next_check(
     bad = str(tmp_path / "no" / "policy")
     argv = ["--config", f"{JUDGE_TINY}/judge_lab_tiny_judge_b0.04.yaml", "--model_name_or_path", bad]
     argv += ["--judge_backend", "openai", "--judge_base_url", models_server.base_url, "--judge_model", "judge"]
-    assert run_cli("judge_lab.train", fill(argv, tmp_path), monkeypatch) == 2
+    assert run_cli("recipes.grpo", fill(argv, tmp_path), monkeypatch) == 2
     one_line_error(capsys, f"model_name_or_path '{bad}' does not exist")
     assert len(models_server.auth) == 2  # the probe and the one judged answer
 

@@ -289,7 +289,7 @@ class TrainerBuilt(Exception):
     "module_name, config",
     [
         ("recipes.grpo", "tiny/grpo_cpu.yaml"),
-        ("judge_lab.train", "judge_lab/tiny/judge_lab_tiny_checker_b0.04.yaml"),
+        ("recipes.grpo", "judge_lab/tiny/judge_lab_tiny_checker_b0.04.yaml"),
         ("recipes.dpo", "tiny/dpo_cpu_lora.yaml"),
     ],
 )

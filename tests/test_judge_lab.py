@@ -1,5 +1,5 @@
 """The judge lab end to end on the tiny model: its real tiny config through the GRPO recipe (``python -m
-judge_lab.train`` is ``python -m recipes.grpo``), a few steps, per-step logs, the tracker, the monitors and the probes.
+recipes.grpo``), a few steps, per-step logs, the tracker, the monitors and the probes.
 
 Run: ``OMP_NUM_THREADS=1 .venv/bin/python -m pytest -q tests/test_judge_lab.py``. The judge is the local HTTP server
 of tests/judge_server.py (its scores vary with the answer's length, so advantages are not all zero and the policy
@@ -17,7 +17,7 @@ import pytest
 from judge_server import KEY_ENV, SENTINEL_KEY, FakeJudgeServer
 
 from eval.jsonl import read_jsonl
-from judge_lab import train as judge_lab
+from recipes import grpo
 
 ROOT = Path(__file__).resolve().parents[1]
 CONFIGS = ROOT / "recipes" / "configs" / "judge_lab"
@@ -27,7 +27,7 @@ BUILDS = ("--build_tiny_model", "true")  # a tiny model at a missing --model_nam
 
 
 def parse(config: Path, *overrides: str):
-    return judge_lab.make_parser().parse_args_and_config(["--config", str(config), *overrides])
+    return grpo.make_parser().parse_args_and_config(["--config", str(config), *overrides])
 
 
 @pytest.mark.integration
@@ -41,7 +41,7 @@ def test_judge_lab_on_tiny_model_logs_answers_tracker_and_never_the_key(tiny_mod
     out = tmp_path / "run"
     try:
         with FakeJudgeServer() as server:
-            judge_lab.main(
+            grpo.main(
                 *parse(
                     TINY_JUDGE,
                     *("--output_dir", str(out), "--model_name_or_path", str(tiny_model_dir)),
@@ -119,7 +119,7 @@ def test_judge_lab_on_tiny_model_logs_answers_tracker_and_never_the_key(tiny_mod
 def test_judge_lab_with_a_local_logprob_judge(tiny_model_dir, tmp_path):
     # the tiny model as a log-probability judge: every answer gets a score (no reply to parse), reward = score / 10
     out = tmp_path / "run"
-    judge_lab.main(
+    grpo.main(
         *parse(
             TINY_JUDGE,
             *("--output_dir", str(out), "--model_name_or_path", str(tiny_model_dir), "--max_steps", "2"),
@@ -166,7 +166,7 @@ def test_the_monitors_verdict_is_the_watched_checker():
 def test_checker_lab_without_reference_model(tiny_model_dir, tmp_path):
     # beta 0: no reference model; the tracker's reference is the policy as training began
     out = tmp_path / "run"
-    judge_lab.main(
+    grpo.main(
         *parse(
             TINY_CHECKER,
             *("--output_dir", str(out), "--model_name_or_path", str(tiny_model_dir), "--beta", "0", "--max_steps", "2"),
@@ -186,9 +186,9 @@ def test_a_run_started_again_resumes_from_its_last_checkpoint(tiny_model_dir, tm
     out = tmp_path / "run"
     flags = ("--output_dir", str(out), "--model_name_or_path", str(tiny_model_dir))
     every_step = ("--save_strategy", "steps", "--save_steps", "1")  # a checkpoint after each step
-    judge_lab.main(*parse(TINY_CHECKER, *flags, "--max_steps", "2", *every_step))
+    grpo.main(*parse(TINY_CHECKER, *flags, "--max_steps", "2", *every_step))
     assert (out / "checkpoint-2").is_dir()
-    judge_lab.main(*parse(TINY_CHECKER, *flags, "--max_steps", "3"))
+    grpo.main(*parse(TINY_CHECKER, *flags, "--max_steps", "3"))
     assert f"resuming from {out / 'checkpoint-2'}" in capsys.readouterr().out
     # step 3 only, appended to both logs of the first run (each run ends with its after-training measurement)
     assert [r["step"] for r in read_jsonl(out / "steps.jsonl") if not r.get("after_training")] == [1, 2, 3]
@@ -222,9 +222,11 @@ BAD_OVERRIDES = [
 def test_bad_lab_settings_fail_before_any_model_loads(tmp_path, overrides, message, monkeypatch):
     monkeypatch.delenv("LEASH_UNSET_VAR_X", raising=False)
     missing_model = str(tmp_path / "no_model_here")  # loading it would fail differently
-    args = parse(TINY_CHECKER, "--output_dir", str(tmp_path / "o"), "--model_name_or_path", missing_model, *BUILDS, *overrides)
+    args = parse(
+        TINY_CHECKER, "--output_dir", str(tmp_path / "o"), "--model_name_or_path", missing_model, *BUILDS, *overrides
+    )
     with pytest.raises(ValueError, match=message):
-        judge_lab.main(*args)
+        grpo.main(*args)
     assert not Path(missing_model).exists()
 
 
@@ -235,7 +237,7 @@ def test_unreachable_judge_fails_before_the_model_loads(tmp_path):
         *("--judge_backend", "openai", "--judge_base_url", "http://127.0.0.1:9/v1", "--judge_max_retries", "0"),
     )
     with pytest.raises(ValueError, match="judge endpoint http://127.0.0.1:9/v1 does not answer"):
-        judge_lab.main(*args)
+        grpo.main(*args)
 
 
 def test_every_lab_config_parses_and_passes_the_recipes_and_the_step_logs_checks(tmp_path):

@@ -26,13 +26,6 @@ CONFIGS = ROOT / "recipes" / "configs"
 CPU_FOLDERS = {"tiny", "lab", "lab_rm", "real_lab"}  # tested elsewhere (test_grpo, test_dpo, test_judge_lab,
 # test_reward_model_lab, test_cpu_lab_real)
 GPU_CONFIGS = sorted(p for p in CONFIGS.rglob("*.yaml") if not CPU_FOLDERS & set(p.relative_to(CONFIGS).parts))
-RECIPES = {  # file-name prefix -> recipe module; a config matching none fails the test
-    "grpo_": "recipes.grpo",
-    "dpo_": "recipes.dpo",
-    "reward_model_": "recipes.reward_model",
-    "judge_lab_": "judge_lab.train",
-    "sft_": "recipes.sft",
-}
 SKIPPED_ON_CPU = {
     # what a GPU config asks for that this test turns off, and why
     "use_vllm_if_available / vllm_mode colocate": "vLLM needs a CUDA GPU (and is not installed here): HF generate",
@@ -61,17 +54,21 @@ COMMON = [
 
 
 def recipe_of(config: Path) -> str:
-    for prefix, module in RECIPES.items():
-        if config.name.startswith(prefix):
-            return module
-    raise AssertionError(f"{config}: no recipe for this file name; add its prefix to RECIPES")
+    """The recipe the labs' runner launches ``config`` with (its file-name prefix; none matching is an error)."""
+    from cpu_lab.runner import recipe_for
+
+    return recipe_for(config)
 
 
 def overrides(config: Path, model: Path, out: Path, shared: Path, pairs: Path) -> list[str]:
     """The CPU overrides for one config (on top of COMMON)."""
     recipe = recipe_of(config)
     flags = ["--model_name_or_path", str(model), "--output_dir", str(out)]
-    if recipe == "recipes.grpo":
+    if config.name.startswith("judge_lab_"):  # a GRPO config with its one question: no data to pass
+        flags += ["--num_generations", "2", "--per_device_train_batch_size", "2", "--max_completion_length", "16"]
+        if "judge_lab_judge" in config.name:  # SKIPPED_ON_CPU: the judge server
+            flags += ["--judge_backend", "hf", "--judge_model", str(model), "--judge_mode", "logprob"]
+    elif recipe == "recipes.grpo":
         math_task = "math" in config.parts
         train = shared / ("math_train/train.jsonl" if math_task else "gsm8k/train.jsonl")
         held_out = shared / ("math500/test.jsonl" if math_task else "gsm8k/test.jsonl")
@@ -116,10 +113,6 @@ def overrides(config: Path, model: Path, out: Path, shared: Path, pairs: Path) -
         flags += ["--data", str(shared / "gsm8k/train.jsonl"), "--train_limit", "8", "--eval_data"]
         flags += [str(shared / "gsm8k/test.jsonl"), "--eval_limit", "2", "--eval_max_new_tokens", "8"]
         flags += ["--per_device_train_batch_size", "2", "--max_length", "512"]
-    elif recipe == "judge_lab.train":
-        flags += ["--num_generations", "2", "--per_device_train_batch_size", "2", "--max_completion_length", "16"]
-        if "judge_lab_judge" in config.name:  # SKIPPED_ON_CPU: the judge server
-            flags += ["--judge_backend", "hf", "--judge_model", str(model), "--judge_mode", "logprob"]
     return COMMON + flags
 
 
@@ -168,7 +161,7 @@ def test_gpu_config_runs_one_step_on_the_real_model(config, real_model, rollouts
     log = read_jsonl(out / "log.jsonl")
     steps = [r for r in log if "loss" in r and "train_loss" not in r]
     assert steps and steps[0].get("step", 1) == 1 and math.isfinite(steps[0]["loss"]), log
-    if recipe_of(config) in ("recipes.grpo", "judge_lab.train"):
+    if recipe_of(config) == "recipes.grpo":
         assert steps[0]["completions/mean_length"] > 0  # the real model wrote something, through the real template
     if recipe_of(config) == "recipes.dpo":
         assert steps[0]["loss"] == pytest.approx(math.log(2), abs=1e-3)  # policy == reference at step 1
