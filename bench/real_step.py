@@ -2,12 +2,17 @@
 learned: one settings arm at a time, each in its own process, side by side in one run.
 
     OMP_NUM_THREADS=2 python -m bench.real_step                       # SmolLM2 after the lab's SFT, 4 steps per arm
-    python -m bench.real_step --model runs/real_model/model --steps 3 --arms full_t2 lora_t2
+    python -m bench.real_step --model runs/real_model/model --steps 3 --arms fp32_t2 autocast_t2
+    python -m bench.real_step --isa ALL AVX512_CORE AVX2 --arm-timeout 900   # the same arms under oneDNN ISA caps
+    python -m bench.real_step --pair full_t1   # two 1-thread runs at once against one 2-thread run
+    OMP_NUM_THREADS=1 python -m bench.real_step --matmul   # seconds, no model: is bf16 fast on this CPU?
 
 Every arm runs the real-model lab's default config (``recipes/configs/real_lab/grpo_real_default.yaml``: 4 prompts x
-G 8, 32 new tokens) through ``recipes.grpo`` with its monitors on, no held-out evaluation and no probes, for
-``--steps`` optimizer steps; the first step (warm-up: allocations, first kernels) is left out of the medians. The
-trainer is TRL's ``GRPOTrainer`` with clocks around its own methods, so each phase is what its name says:
+G 8, 32 new tokens, micro-batches of 8) through ``recipes.grpo`` with its monitors on, no held-out evaluation and no
+probes, for ``--steps`` optimizer steps; the first step (warm-up: allocations, first kernels) is left out of the
+medians. The command line goes through ``recipes.validate.parse_or_explain``, as every recipe run does, so an arm
+that sets no precision gets the automatic choice (``recipes/precision.py``). The trainer is TRL's ``GRPOTrainer``
+with clocks around its own methods, so each phase is what its name says:
 
 - generation: ``_generate`` (tokenising the prompts, ``generate`` or continuous batching, decoding);
 - reward: ``_calculate_rewards`` minus the monitors' own code inside the reward wrappers;
@@ -18,10 +23,32 @@ trainer is TRL's ``GRPOTrainer`` with clocks around its own methods, so each pha
 - loss and backward: ``training_step`` minus ``_prepare_inputs`` (the policy's forward, the loss, backward);
 - optimizer and the rest: the step's wall time minus all of the above.
 
-Arms (``--arms``): ``full_t2`` full fine-tuning on 2 threads (the lab's setting); ``full_t1`` the same on 1 thread
-(what each of the lab's two runs at a time gets); ``lora_t2`` LoRA r 16 on every linear layer; ``cb_t2`` TRL's
-``use_transformers_continuous_batching``. Threads and continuous batching change only the speed; LoRA changes what
-is learned (fewer parameters move), so its ratio is reported, not adopted without a run of its own.
+Arms (``--arms``; ``_t2``/``_t1``: 2 or 1 torch threads):
+
+- ``fp32_t2``: float32 throughout (``--bf16 false``);
+- ``autocast_t2``: float32 weights, bf16 autocast (``--bf16 true``, TRL's and transformers' mixed precision);
+- ``autocast_head_t2``: the same, and TRL's fused LM head scores only the completion tokens. On a CPU, TRL 1.16
+  projects every position (prompt included) through the 49,152-token head and folds each tile into the
+  log-softmax and entropy in float32, for the static shapes a compiler wants; with no compiler here, the arm takes
+  TRL's own CUDA path (``compact``: the positions with a label) by patching TRL's device test. The log-probabilities
+  are the same numbers (a prompt position has no label, so it is never scored), for ~a third of the head's work;
+- ``autocast_head_cache_t2``: the same, and the generation runs inside one autocast region, so each weight is cast
+  to bf16 once per generation instead of once per decoded token (torch keeps autocast's casts until the outermost
+  region ends); the casts are the same, so are the tokens;
+- ``lora_bf16_t2``: LoRA r 16 on every linear layer over a bf16 base (peft keeps the adapters float32), under
+  autocast: it changes what is learned (fewer parameters move), so its ratio is reported, not adopted;
+- ``full_t2``/``full_t1``: the config's own precision (the automatic choice); ``lora_t2``: LoRA r 16 over the
+  config's weights; ``cb_t2``: TRL's ``use_transformers_continuous_batching``.
+
+Threads, the head's positions and the cast cache change only the speed; bf16 autocast changes the rounding of every
+matmul, which ``--agreement`` measures on one batch of the model's own answers: the per-token log-probabilities and
+the policy gradient of each precision against float32's (cosine), in one process. ``--isa`` runs every arm again
+under each oneDNN ISA cap (``ONEDNN_MAX_CPU_ISA``, set before torch loads in each arm's process): ``AVX512_CORE`` is
+a CPU with AVX-512 and no bf16 units, ``AVX2`` a laptop's. ``--arm-timeout`` stops an arm after that many seconds and
+reports the steps it finished, and for the step it was cut in ``> N s a step`` (bf16 without bf16 units is emulated,
+many times slower than float32). ``--pair ARM`` runs ARM (a ``_t1`` arm) twice at once, then the same settings alone
+on 2 threads, and prints both throughputs; without ``--arms`` it runs only that. ``--matmul`` times one matmul of
+SmolLM2's shape in float32 and under bf16 autocast (no model, no data): the same question in seconds.
 """
 
 from __future__ import annotations
@@ -34,40 +61,65 @@ import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from transformers import TrainerCallback
 
+from recipes import precision
+
 CONFIG = "recipes/configs/real_lab/grpo_real_default.yaml"
-ARMS = {  # name: (threads, extra recipe flags)
-    "full_t2": (2, []),
-    "full_t1": (1, []),
-    "lora_t2": (
-        2,
-        ["--use_peft", "true", "--lora_r", "16", "--lora_alpha", "32", "--lora_target_modules", "all-linear"],
-    ),
-    "cb_t2": (2, ["--use_transformers_continuous_batching", "true"]),
+LORA = ["--use_peft", "true", "--lora_r", "16", "--lora_alpha", "32", "--lora_target_modules", "all-linear"]
+
+
+@dataclass(frozen=True)
+class Arm:
+    threads: int
+    flags: list[str] = field(default_factory=list)  # recipe flags
+    patches: tuple[str, ...] = ()  # names in PATCHES, applied in the arm's process before training
+
+
+ARMS = {
+    "fp32_t2": Arm(2, ["--bf16", "false"]),
+    "autocast_t2": Arm(2, ["--bf16", "true"]),
+    "autocast_head_t2": Arm(2, ["--bf16", "true"], ("completion_head",)),
+    "autocast_head_cache_t2": Arm(2, ["--bf16", "true"], ("completion_head", "generation_cast_cache")),
+    "lora_bf16_t2": Arm(2, [*LORA, "--dtype", "bfloat16", "--bf16", "true"]),
+    "full_t2": Arm(2),
+    "full_t1": Arm(1),
+    "lora_t2": Arm(2, LORA),
+    "cb_t2": Arm(2, ["--use_transformers_continuous_batching", "true"]),
 }
+DEFAULT_ARMS = ["fp32_t2", "autocast_t2", "autocast_head_t2", "autocast_head_cache_t2", "lora_bf16_t2"]
 PHASES = ["generation", "reward", "monitors", "old/ref log-probabilities", "loss and backward", "optimizer and rest"]
 
 
 class StepClock(TrainerCallback):
-    """Per optimizer step: its wall time and the seconds inside each timed method (``add``)."""
+    """Per optimizer step: its wall time and the seconds inside each timed method (``add``); each finished step is
+    written to ``out_json`` at once, so an arm stopped by ``--arm-timeout`` keeps the steps it made."""
 
-    def __init__(self):
+    def __init__(self, out_json: Path | None = None):
         self.steps: list[dict] = []
         self.current: dict = {}
         self.started = 0.0
+        self.out_json = out_json
 
     def add(self, key: str, seconds: float) -> None:
         self.current[key] = self.current.get(key, 0.0) + seconds
 
     def on_step_begin(self, args, state, control, **kwargs):
         self.current, self.started = {}, time.perf_counter()
+        self.save(bf16=bool(args.bf16), running_since=time.time())  # a stopped arm: how long this step had run
 
     def on_step_end(self, args, state, control, **kwargs):
         self.current["wall"] = time.perf_counter() - self.started
         self.steps.append(self.current)
+        self.save(bf16=bool(args.bf16))
+
+    def save(self, **extra) -> None:
+        if self.out_json is not None:
+            record = {"steps": self.steps, "threads": os.environ.get("OMP_NUM_THREADS"), **extra}
+            self.out_json.write_text(json.dumps(record))
 
 
 def timed(method, clock: StepClock, key: str):
@@ -128,6 +180,35 @@ class MonitorClock(TrainerCallback):
             self.seen = total
 
 
+def completion_head() -> None:
+    """TRL's fused LM head scores only the positions that have a label (its CUDA path) on a CPU too.
+
+    ``trl.trainer.utils`` asks ``_use_triton(device)`` for one thing: whether to gather the labelled positions
+    (``compact``) or to project every position, which keeps shapes static for a compiler. Its kernels read their
+    own copy of the test in ``trl.kernels.chunked_logprob``, untouched, so the CPU keeps folding tiles in torch."""
+    import trl.trainer.utils as trl_utils
+
+    on_cuda = trl_utils._use_triton
+    trl_utils._use_triton = lambda device: device.type == "cpu" or on_cuda(device)
+
+
+def generation_cast_cache(trainer_class):
+    """``trainer_class`` whose ``_generate`` runs inside one bf16 autocast region when the run autocasts: every
+    forward of a generation is already autocast (accelerate wraps it), and while an outer region is open torch
+    keeps each weight's bf16 cast instead of redoing it at every decoded token."""
+    import torch
+
+    class CachedCasts(trainer_class):
+        def _generate(self, *args, **kwargs):
+            if not self.args.bf16:
+                return super()._generate(*args, **kwargs)
+            with torch.autocast(self.accelerator.device.type, dtype=torch.bfloat16):
+                return super()._generate(*args, **kwargs)
+
+    CachedCasts.__name__ = trainer_class.__name__
+    return CachedCasts
+
+
 def phases(step: dict) -> dict[str, float]:
     """One step's seconds by phase. The monitors' callbacks run at the log after the step (outside its wall time):
     their seconds are added to it; the rest is the wall time minus the named parts inside it."""
@@ -144,15 +225,20 @@ def phases(step: dict) -> dict[str, float]:
     return out
 
 
-def worker(model: str, data: str, steps: int, flags: list[str], out_json: Path) -> None:
+def worker(model: str, data: str, steps: int, arm: Arm, out_json: Path) -> None:
     """One arm, in this process: the recipe with clocked trainer, its per-step seconds to ``out_json``."""
     import trl
 
-    from bench.grpo_overhead import parse_recipe_args, trl_trainer_replaced_by
+    from bench.grpo_overhead import trl_trainer_replaced_by
     from recipes import grpo
+    from recipes.validate import parse_or_explain
 
-    clock, trainer_ref = StepClock(), []
+    clock, trainer_ref = StepClock(out_json), []
     base = clocked_trainer_class(trl.GRPOTrainer, clock)
+    if "completion_head" in arm.patches:
+        completion_head()
+    if "generation_cast_cache" in arm.patches:
+        base = generation_cast_cache(base)
 
     class WithMonitorClock(base):
         def __init__(self, *args, callbacks=None, **kwargs):
@@ -165,35 +251,82 @@ def worker(model: str, data: str, steps: int, flags: list[str], out_json: Path) 
 
     WithMonitorClock.__name__ = base.__name__
     with tempfile.TemporaryDirectory() as tmp:
-        overrides = [
-            *("--model_name_or_path", model, "--data", data, "--output_dir", tmp, "--max_steps", str(steps)),
-            *("--eval_limit", "0", "--monitor_eval_steps", "0", "--probe_problems", "0", "--logging_steps", "1"),
-            *flags,
+        argv = [
+            *("--config", CONFIG, "--model_name_or_path", model, "--data", data, "--output_dir", tmp),
+            *("--max_steps", str(steps), "--eval_limit", "0", "--monitor_eval_steps", "0", "--probe_problems", "0"),
+            *("--logging_steps", "1", *arm.flags),
         ]
+        parsed = parse_or_explain(grpo.make_parser(), argv)
         with trl_trainer_replaced_by(WithMonitorClock):
-            grpo.main(*parse_recipe_args(CONFIG, overrides))
-    out_json.write_text(json.dumps({"steps": clock.steps, "threads": os.environ.get("OMP_NUM_THREADS")}))
+            grpo.main(*parsed[:3])
+    clock.save(bf16=bool(parsed[1].bf16))
 
 
-def run_arm(name: str, model: str, data: str, steps: int, tmp: Path) -> dict:
-    threads, flags = ARMS[name]
-    out_json = tmp / f"{name}.json"
+def start_arm(name: str, model: str, data: str, steps: int, tmp: Path, isa: str | None, threads: int | None = None):
+    """Start one arm's process (``threads`` overrides the arm's own count); returns (process, out_json, log)."""
+    threads = threads or ARMS[name].threads
+    tag = f"{name}_{isa or 'ALL'}_{threads}_{time.monotonic_ns()}"
+    out_json, log_path = tmp / f"{tag}.json", tmp / f"{tag}.log"
     cmd = [sys.executable, "-m", "bench.real_step", "--worker", name, "--model", model, "--data", data]
-    cmd += ["--steps", str(steps)]
+    cmd += ["--steps", str(steps), "--worker-out", str(out_json)]
     env = os.environ | {"OMP_NUM_THREADS": str(threads), "MKL_NUM_THREADS": str(threads)}
-    with open(tmp / f"{name}.log", "w") as log:
-        rc = subprocess.run([*cmd, "--worker-out", str(out_json)], env=env, stdout=log, stderr=subprocess.STDOUT)
-    if rc.returncode != 0:
-        tail = (tmp / f"{name}.log").read_text()[-2000:]
-        raise RuntimeError(f"arm {name} failed (exit {rc.returncode}):\n{tail}")
-    return json.loads(out_json.read_text())
+    env.pop("ONEDNN_MAX_CPU_ISA", None)
+    if isa and isa != "ALL":
+        env["ONEDNN_MAX_CPU_ISA"] = isa
+    log = open(log_path, "w")  # noqa: SIM115 (closed in finish_arm)
+    process = subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT)
+    return process, out_json, log
 
 
-def table(results: dict[str, dict], warmup: int) -> str:
-    """Median seconds per step and per phase for each arm, and each arm's step time against the first arm's."""
+def finish_arm(name: str, started, timeout: float | None) -> dict:
+    """Wait for an arm's process (killed after ``timeout`` seconds); its steps, and ``stopped`` when killed."""
+    process, out_json, log = started
+    stopped = False
+    try:
+        process.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
+        stopped = True
+    killed_at = time.time()
+    log.close()
+    result = json.loads(out_json.read_text()) if out_json.exists() else {"steps": []}
+    if process.returncode != 0 and not stopped:
+        tail = Path(log.name).read_text()[-2000:]
+        raise RuntimeError(f"arm {name} failed (exit {process.returncode}):\n{tail}")
+    result["stopped"] = stopped
+    if stopped and "running_since" in result:  # the step cut short had run this long: a lower bound for a step
+        result["unfinished_step"] = killed_at - result["running_since"]
+    return result
+
+
+def run_arm(name, model, data, steps, tmp, isa=None, timeout=None, threads=None) -> dict:
+    return finish_arm(name, start_arm(name, model, data, steps, tmp, isa, threads), timeout)
+
+
+def median_step(result: dict, warmup: int) -> float | None:
+    """The median seconds per step after the warm-up (None when no step after it finished)."""
+    steps = result["steps"][warmup:]
+    return statistics.median(phases(s)["total"] for s in steps) if steps else None
+
+
+def stopped_step(result: dict) -> str:
+    """What a stopped arm's steps say: the step it was cut in had run this long (``> N s a step``), and its
+    warm-up step's time when that one finished."""
+    bound = f"> {result['unfinished_step']:.0f} s a step" if "unfinished_step" in result else "> ? s a step"
+    warm = f"; warm-up step {result['steps'][0]['wall']:.0f} s" if result["steps"] else "; in its warm-up step"
+    return f"{bound} (stopped{warm})"
+
+
+def table(results: dict[str, dict], warmup: int, timeout: float | None = None) -> str:
+    """Median seconds per step and per phase for each arm, and the first arm's step time over each arm's: its
+    speed against the first arm (2.00x = twice as fast)."""
     medians = {}
     for name, result in results.items():
-        steps = result["steps"][warmup:] or result["steps"]
+        steps = result["steps"][warmup:]
+        if not steps:
+            medians[name] = None
+            continue
         per_phase = [phases(s) for s in steps]
         medians[name] = {
             "wall": statistics.median(x["total"] for x in per_phase),
@@ -201,15 +334,141 @@ def table(results: dict[str, dict], warmup: int) -> str:
             "n": len(steps),
         }
     first = next(iter(medians))
+    reference = medians[first]["wall"] if medians[first] else None
     lines = [
-        "| arm | threads | steps timed | seconds per step | vs " + first + " | " + " | ".join(PHASES) + " |",
-        "|" + "---|" * (5 + len(PHASES)),
+        f"| arm | threads | precision | steps timed | seconds per step | speed vs {first} | "
+        + " | ".join(PHASES)
+        + " |",
+        "|" + "---|" * (6 + len(PHASES)),
     ]
     for name, m in medians.items():
+        result = results[name]
+        kind = "bf16 autocast" if result.get("bf16") else "float32" if "bf16" in result else "?"
+        if m is None:
+            if result.get("stopped"):
+                bound = result.get("unfinished_step")
+                slower = f"< {reference / bound:.2f}x" if reference and bound else ""
+                cells = [stopped_step(result), slower]
+            else:
+                cells = ["(no step after the warm-up)", ""]
+            lines.append(f"| {name} | {ARMS[name].threads} | {kind} | 0 | " + " | ".join(cells) + " |" * len(PHASES))
+            continue
+        speed = f"{reference / m['wall']:.2f}x" if reference else "n/a"
         lines.append(
-            f"| {name} | {ARMS[name][0]} | {m['n']} | {m['wall']:.2f} | {m['wall'] / medians[first]['wall']:.2f}x | "
+            f"| {name} | {ARMS[name].threads} | {kind} | {m['n']} | {m['wall']:.2f} | {speed} | "
             + " | ".join(f"{m[p]:.3f} ({m[p] / m['wall']:.1%})" for p in PHASES)
             + " |"
+        )
+    return "\n".join(lines)
+
+
+def pair(name: str, model: str, data: str, steps: int, tmp: Path, isa: str | None, timeout: float | None) -> str:
+    """Two runs of arm ``name`` on 1 thread each, started at the same moment, then the same arm alone on 2 threads:
+    steps per minute of the pair together (each run's median step, summed) against the one run's. ``timeout``
+    stops the pair (both runs) and the run alone, each after that many seconds."""
+    both = [start_arm(name, model, data, steps, tmp, isa, threads=1) for _ in range(2)]
+    deadline = time.monotonic() + timeout if timeout else None
+    together = [finish_arm(name, started, deadline and max(deadline - time.monotonic(), 0.1)) for started in both]
+    alone = run_arm(name, model, data, steps, tmp, isa, timeout, threads=2)
+    pair_steps = [median_step(r, 1) for r in together]
+    alone_step = median_step(alone, 1)
+    if None in pair_steps or alone_step is None:
+        runs = [*together, alone]
+        described = [
+            f"{median_step(r, 1):.2f} s a step" if median_step(r, 1) is not None else stopped_step(r) for r in runs
+        ]
+        return (
+            f"two 1-thread runs of {name} at once: {described[0]} and {described[1]}; one 2-thread run alone: "
+            f"{described[2]} (--arm-timeout {timeout:.0f} s cut a run before a step after its warm-up)"
+        )
+    pair_rate = sum(60 / s for s in pair_steps)
+    alone_rate = 60 / alone_step
+    return (
+        f"two 1-thread runs of {name} at once: {pair_steps[0]:.2f} and {pair_steps[1]:.2f} s per step, "
+        f"{pair_rate:.2f} steps per minute together; one 2-thread run alone: {alone_step:.2f} s per step, "
+        f"{alone_rate:.2f} steps per minute; the pair makes {pair_rate / alone_rate:.2f}x the steps of one run"
+    )
+
+
+def matmul(rounds: int = 5) -> str:
+    """Seconds of one matmul of SmolLM2's shape in float32 and under bf16 autocast, in this process: the MLP's
+    576 -> 1536 projection over 256 token rows (a micro-batch's worth of positions), alternated round by round so
+    that a changing load falls on both. It says in seconds whether this CPU computes bf16 fast; the step arms take
+    minutes to say the same."""
+    import torch
+
+    torch.manual_seed(0)
+    x, w = torch.randn(256, 576), torch.randn(1536, 576)
+
+    def seconds(autocast: bool, calls: int) -> float:
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=autocast):
+            torch.nn.functional.linear(x, w)  # first call: allocations, kernel choice
+            start = time.perf_counter()
+            for _ in range(calls):
+                torch.nn.functional.linear(x, w)
+        return (time.perf_counter() - start) / calls
+
+    timed_rounds = [(seconds(False, 40), seconds(True, 10)) for _ in range(rounds)]
+    fp32 = statistics.median(r[0] for r in timed_rounds)
+    bf16 = statistics.median(r[1] for r in timed_rounds)
+    cap = os.environ.get("ONEDNN_MAX_CPU_ISA") or "unset"
+    return (
+        f"one 256x576 @ 576x1536 matmul, {torch.get_num_threads()} thread(s), ONEDNN_MAX_CPU_ISA {cap}: float32 "
+        f"{fp32 * 1e3:.2f} ms, bf16 autocast {bf16 * 1e3:.2f} ms (bf16 {bf16 / fp32:.2f}x the time of float32; "
+        f"medians of {rounds} alternated rounds)"
+    )
+
+
+def agreement(model_path: str, data: str, seed: int = 0) -> str:
+    """How far bf16 autocast moves a GRPO micro-batch's numbers from float32's, in this process: 8 prompts of the
+    lab, each with an answer the model samples (32 new tokens), advantages drawn from a seeded normal; TRL's fused
+    LM head as the trainer adds it (log-probabilities and entropy). For each precision: the largest change of a
+    completion token's log-probability and the cosine of the policy gradient (all parameters) with float32's."""
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from trl.trainer.utils import add_fused_lm_head
+
+    from eval.jsonl import read_jsonl
+    from eval.tasks import get_task
+
+    torch.manual_seed(seed)
+    tokenizer = AutoTokenizer.from_pretrained(model_path, padding_side="left")
+    model = AutoModelForCausalLM.from_pretrained(model_path, dtype=torch.float32)
+    task = get_task("lab")
+    prompts = [task.prompt(row["question"]) for row in read_jsonl(data)[:8]]
+    texts = [tokenizer.apply_chat_template(p, add_generation_prompt=True, tokenize=False) for p in prompts]
+    batch = tokenizer(texts, return_tensors="pt", padding=True, add_special_tokens=False)
+    with torch.no_grad():
+        ids = model.generate(**batch, max_new_tokens=32, do_sample=True, pad_token_id=tokenizer.pad_token_id)
+    mask = torch.cat([batch["attention_mask"], torch.ones_like(ids[:, batch["input_ids"].size(1) :])], dim=1)
+    labels = ids.masked_fill(mask == 0, -100)
+    labels[:, : batch["input_ids"].size(1)] = -100  # only the completion is scored, as in GRPO
+    advantages = torch.randn(ids.size(0), 1)
+    add_fused_lm_head(model, temperature=1.0, outputs=("log_probs", "entropy"))
+
+    def gradient(autocast: bool) -> tuple[torch.Tensor, torch.Tensor]:
+        model.zero_grad()
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=autocast):
+            out = model(input_ids=ids, attention_mask=mask, labels=labels, fused_lm_head=True)
+        scored = labels[:, 1:] != -100
+        loss = -(out.log_probs * advantages * scored).sum() / scored.sum()
+        loss.backward()
+        grad = torch.cat([p.grad.flatten() for p in model.parameters() if p.grad is not None])
+        return out.log_probs[scored].detach(), grad
+
+    reference_logps, reference_grad = gradient(False)
+    lines = []
+    arms = (("float32 again", False), ("bf16 autocast", True), ("bf16 autocast, completion head", True))
+    for name, autocast in arms:
+        if "completion head" in name:
+            completion_head()
+        logps, grad = gradient(autocast)
+        cosine = torch.nn.functional.cosine_similarity(grad, reference_grad, dim=0).item()
+        norms = grad.norm().item() / reference_grad.norm().item()
+        lines.append(
+            f"{name}: largest log-probability change {(logps - reference_logps).abs().max().item():.4f} "
+            f"(mean {(logps - reference_logps).abs().mean().item():.4f}, over {logps.numel()} completion tokens); "
+            f"gradient cosine with float32 {cosine:.5f}, norm ratio {norms:.4f}"
         )
     return "\n".join(lines)
 
@@ -219,13 +478,32 @@ def main(argv: list[str] | None = None) -> str:
     parser.add_argument("--model", default="runs/real_lab/sft/sft_smollm2/seed0", help="the lab's SFT model")
     parser.add_argument("--data", default="runs/real_lab/data/train.jsonl", help="the lab's training problems")
     parser.add_argument("--steps", type=int, default=4, help="optimizer steps per arm (the first is warm-up)")
-    parser.add_argument("--arms", nargs="+", default=list(ARMS), choices=list(ARMS))
+    parser.add_argument(
+        "--arms",
+        nargs="+",
+        choices=list(ARMS),
+        help=f"first: the reference (default {' '.join(DEFAULT_ARMS)}; none with --pair)",
+    )
+    parser.add_argument(
+        "--isa", nargs="+", default=[None], metavar="ISA", help="oneDNN ISA caps to run the arms under (ALL: none)"
+    )
+    parser.add_argument("--arm-timeout", type=float, help="stop an arm after this many seconds")
+    parser.add_argument("--pair", choices=[n for n, a in ARMS.items() if a.threads == 1], help="two runs at once")
+    parser.add_argument("--agreement", action="store_true", help="bf16 against float32 numbers on one batch")
+    parser.add_argument("--matmul", action="store_true", help="only time one matmul: float32 against bf16 autocast")
     parser.add_argument("--worker", choices=list(ARMS), help=argparse.SUPPRESS)
     parser.add_argument("--worker-out", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    if args.arms is None:
+        args.arms = [] if args.pair else DEFAULT_ARMS
     if args.worker:
-        worker(args.model, args.data, args.steps, ARMS[args.worker][1], Path(args.worker_out))
+        worker(args.model, args.data, args.steps, ARMS[args.worker], Path(args.worker_out))
         return ""
+    if args.matmul:  # no model, no data: seconds, on any CPU
+        bf16, why = precision.cpu_bf16_choice(precision.cpu_flags(), precision.onednn_isa_cap())
+        text = f"{matmul()}\nautomatic choice on this CPU: {'bf16 autocast' if bf16 else 'float32'} ({why})"
+        print(text)
+        return text
     if not (Path(args.model) / "config.json").exists():
         parser.error(f"no model at {args.model}: run `python -m cpu_lab.real` (its SFT stage) or pass --model")
     if not Path(args.data).is_file():
@@ -234,19 +512,37 @@ def main(argv: list[str] | None = None) -> str:
         )
     if args.steps < 2:
         parser.error("--steps must be >= 2: the first step is warm-up")
-    results, started = {}, time.time()
+    unknown = [isa for isa in args.isa if isa and isa.upper() not in precision.ONEDNN_ISAS]
+    if unknown:
+        parser.error(f"--isa {unknown[0]} is not a oneDNN ISA: use one of {', '.join(precision.ONEDNN_ISAS)}")
+    started, texts = time.time(), []
+    flags = precision.cpu_flags()
     with tempfile.TemporaryDirectory() as tmp:
-        for name in args.arms:
-            print(f"[bench] {name} ...", flush=True)
-            results[name] = run_arm(name, args.model, args.data, args.steps, Path(tmp))
-    text = table(results, warmup=1)
+        for isa in args.isa if args.arms else []:
+            cap = isa.upper() if isa else None
+            results = {}
+            for name in args.arms:
+                print(f"[bench] {name} (ISA {cap or 'ALL'}) ...", flush=True)
+                results[name] = run_arm(name, args.model, args.data, args.steps, Path(tmp), cap, args.arm_timeout)
+            bf16, why = precision.cpu_bf16_choice(flags, precision.onednn_isa_cap({"ONEDNN_MAX_CPU_ISA": cap or ""}))
+            head = (
+                f"oneDNN ISA {cap or 'ALL (no cap)'}: automatic choice {'bf16 autocast' if bf16 else 'float32'} ({why})"
+            )
+            texts.append(head + "\n\n" + table(results, warmup=1, timeout=args.arm_timeout))
+            print("\n" + texts[-1], flush=True)
+        if args.pair:
+            print(f"[bench] pair {args.pair} ...", flush=True)
+            texts.append(pair(args.pair, args.model, args.data, args.steps, Path(tmp), None, args.arm_timeout))
+            print("\n" + texts[-1], flush=True)
+    if args.agreement:
+        texts.append(agreement(args.model, args.data))
+        print("\n" + texts[-1], flush=True)
     load = os.getloadavg()
-    print(text)
     print(
         f"\n{args.steps} steps per arm (first left out), model {args.model}, {time.time() - started:.0f} s in all; "
         f"load average at the end {load[0]:.1f} / {load[1]:.1f} / {load[2]:.1f}; {time.strftime('%Y-%m-%d %H:%M')}"
     )
-    return text
+    return "\n\n".join(texts)
 
 
 if __name__ == "__main__":
