@@ -524,7 +524,7 @@ def test_eval_data_writes_the_layout_leash_reads_and_a_second_run_keeps_it(tmp_p
     assert sorted(files) == sorted(  # the layout of the shipped test data
         p.relative_to(ROOT / "tests" / "data").as_posix()
         for p in (ROOT / "tests" / "data").glob("*/*.jsonl")
-        if p.parent.name != "model_outputs"
+        if p.parent.name not in ("model_outputs", "hack_alarm")  # stored run outputs, not data sets
     )
     assert json.loads(files["gsm8k/train.jsonl"]) == {"question": "What is 2 + 3?train", "answer": "2 + 3 = 5\n#### 5"}
     assert list(json.loads(files["math_train/train.jsonl"])) == list(eval_data.MATH_FIELDS)  # fields as tests/data's
