@@ -2,7 +2,7 @@
 config's cadence, JSON-lines log, top-completions table) vs plain TRL ``GRPOTrainer`` on the same config.
 
     OMP_NUM_THREADS=1 .venv/bin/python -m bench.grpo_overhead      # lab default config, 12 paired rounds of 40 steps
-    OMP_NUM_THREADS=1 .venv/bin/python -m bench.grpo_overhead --rounds 10 --steps 20   # what docs/grpo.md reports
+    OMP_NUM_THREADS=1 .venv/bin/python -m bench.grpo_overhead --rounds 8 --steps 20    # what docs/grpo.md reports
     OMP_NUM_THREADS=1 .venv/bin/python -m bench.grpo_overhead --rounds 1 --steps 20    # quick look, no interval
 
 What each arm is:
