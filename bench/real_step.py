@@ -423,7 +423,8 @@ def agreement(model_path: str, data: str, seed: int = 0) -> str:
     """How far bf16 autocast moves a GRPO micro-batch's numbers from float32's, in this process: 8 prompts of the
     lab, each with an answer the model samples (32 new tokens), advantages drawn from a seeded normal; TRL's fused
     LM head as the trainer adds it (log-probabilities and entropy). For each precision: the largest change of a
-    completion token's log-probability and the cosine of the policy gradient (all parameters) with float32's."""
+    completion token's log-probability and the cosine of the policy gradient (all parameters) with float32's, and
+    the seconds of each forward and backward (the same micro-batch, one after the other in one process)."""
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
     from trl.trainer.utils import add_fused_lm_head
@@ -456,17 +457,21 @@ def agreement(model_path: str, data: str, seed: int = 0) -> str:
         grad = torch.cat([p.grad.flatten() for p in model.parameters() if p.grad is not None])
         return out.log_probs[scored].detach(), grad
 
+    start = time.perf_counter()
     reference_logps, reference_grad = gradient(False)
-    lines = []
+    lines = [f"float32: forward and backward {time.perf_counter() - start:.1f} s"]
     arms = (("float32 again", False), ("bf16 autocast", True), ("bf16 autocast, completion head", True))
     for name, autocast in arms:
         if "completion head" in name:
             completion_head()
+        start = time.perf_counter()
         logps, grad = gradient(autocast)
+        took = time.perf_counter() - start
         cosine = torch.nn.functional.cosine_similarity(grad, reference_grad, dim=0).item()
         norms = grad.norm().item() / reference_grad.norm().item()
         lines.append(
-            f"{name}: largest log-probability change {(logps - reference_logps).abs().max().item():.4f} "
+            f"{name}: forward and backward {took:.1f} s; "
+            f"largest log-probability change {(logps - reference_logps).abs().max().item():.4f} "
             f"(mean {(logps - reference_logps).abs().mean().item():.4f}, over {logps.numel()} completion tokens); "
             f"gradient cosine with float32 {cosine:.5f}, norm ratio {norms:.4f}"
         )
@@ -482,7 +487,7 @@ def main(argv: list[str] | None = None) -> str:
         "--arms",
         nargs="+",
         choices=list(ARMS),
-        help=f"first: the reference (default {' '.join(DEFAULT_ARMS)}; none with --pair)",
+        help=f"first: the reference (default {' '.join(DEFAULT_ARMS)}; none with --pair or --agreement)",
     )
     parser.add_argument(
         "--isa", nargs="+", default=[None], metavar="ISA", help="oneDNN ISA caps to run the arms under (ALL: none)"
@@ -495,7 +500,7 @@ def main(argv: list[str] | None = None) -> str:
     parser.add_argument("--worker-out", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.arms is None:
-        args.arms = [] if args.pair else DEFAULT_ARMS
+        args.arms = [] if args.pair or args.agreement else DEFAULT_ARMS
     if args.worker:
         worker(args.model, args.data, args.steps, ARMS[args.worker], Path(args.worker_out))
         return ""
