@@ -291,7 +291,7 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--warmup-prompts", type=int, default=1, help="first prompts of each file: the warm-up")
     parser.add_argument("--repeats", type=int, default=5, help="timed passes of each arm per task")
     parser.add_argument("--pathological", type=int, default=N_KINDS, help="pathological completions (0: skip them)")
-    parser.add_argument("--pathological-repeats", type=int, default=3, help="bare math-verify spends ~5 s on each")
+    parser.add_argument("--pathological-repeats", type=int, default=3, help="bare math-verify spends seconds on each")
     parser.add_argument("--seed", type=int, default=0, help="draws the pathological answers")
     args = parser.parse_args(argv)
 
