@@ -149,12 +149,11 @@ def planned_steps(config: str | Path, extra_args) -> int | None:
     >>> planned_steps("recipes/configs/lab/grpo_lab_default.yaml", ["--max_steps", "7"])
     7
     """
-    args = [str(a) for a in extra_args]
-    for i in range(len(args) - 1, -1, -1):
-        value = args[i + 1] if args[i] == "--max_steps" and i + 1 < len(args) else None
-        value = args[i].split("=", 1)[1] if args[i].startswith("--max_steps=") else value
-        if value is not None:
-            return int(value) if value.isdigit() else None
+    from recipes.validate import flag_value
+
+    value = flag_value([str(a) for a in extra_args], "max_steps")
+    if value is not None:
+        return int(value) if value.isdigit() else None
     import yaml
 
     steps = (yaml.safe_load(Path(config).read_text()) or {}).get("max_steps")
