@@ -29,12 +29,23 @@ from __future__ import annotations
 import argparse
 import json
 import logging
-import shlex
-import sys
 import time
 from pathlib import Path
 
 from cpu_lab import matrix
+from cpu_lab.report import (
+    MISSING,
+    command_line,
+    mean_std,
+    mean_std_text,
+    number,
+    pyplot,
+    recipe_command,
+    reproduce,
+    save_figure,
+    table,
+    write_markdown,
+)
 from cpu_lab.warmstart import DEFAULT_CACHE_ROOT, LAB_ROOT, WarmStartSettings, prepare_lab, recipe_flags
 
 CONFIG_DIR = Path("recipes/configs/lab")
@@ -95,8 +106,8 @@ def main(argv: list[str] | None = None) -> Path:
     warm_seconds = time.monotonic() - t0
     print(
         f"[demo] warm start {how}: SFT stopped at step {warm['steps']} with validation accuracy "
-        f"{_fmt(warm['validation_accuracy'])} (threshold {settings.stop_at_accuracy}); held-out accuracy "
-        f"{_fmt(warm['heldout_accuracy'])}; {warm_seconds:.0f} s (model: {paths['model']})",
+        f"{number(warm['validation_accuracy'])} (threshold {settings.stop_at_accuracy}); held-out accuracy "
+        f"{number(warm['heldout_accuracy'])}; {warm_seconds:.0f} s (model: {paths['model']})",
         flush=True,
     )
 
@@ -192,10 +203,6 @@ def _cached(settings: WarmStartSettings, cache_root) -> bool:
     return (Path(cache_root) / f"warmstart-{settings.key()}" / "warmstart.json").exists()  # as warm_start looks
 
 
-def _fmt(value: float | None) -> str:
-    return "–" if value is None else f"{value:.3f}"
-
-
 def write_report(out: Path, args, warm: dict, paths: dict, extra, seconds, warm_seconds, total) -> Path:
     """``report.md`` with the headline numbers, the controls, grpo vs dr_grpo, the table, plots and commands."""
     groups = matrix.collect(out)
@@ -225,38 +232,24 @@ def write_report(out: Path, args, warm: dict, paths: dict, extra, seconds, warm_
     lines += [f"- {name}: {s:.0f} s" for name, s in seconds.items()]
     lines += [f"  - {name}: {r.seconds:.0f} s" for name, r in runs.items() if r.seconds is not None]  # own clocks
     lines += [f"- warm start in this demo: {warm_seconds:.0f} s; whole demo: {total:.0f} s", ""]
-    lines += [
-        "## Reproduce",
-        "",
-        "```",
-        f"OMP_NUM_THREADS=2 python -m cpu_lab.demo --seed {args.seed} --steps {args.steps} --jobs {args.jobs}",
-        "# the same, step by step:",
-        f"python -m cpu_lab.warmstart --seed {args.seed}",
-    ]
-    for name in runs:
-        cmd = [
-            "python",
-            "-m",
-            "recipes.grpo",
-            "--config",
-            str(CONFIG_DIR / f"{name}.yaml"),
-            "--seed",
-            str(args.seed),
-            "--output_dir",
-            str(out / name / f"seed{args.seed}"),
-            *extra,
+    lines += reproduce(
+        [
+            f"OMP_NUM_THREADS=2 python -m cpu_lab.demo --seed {args.seed} --steps {args.steps} --jobs {args.jobs}",
+            "# the same, step by step:",
+            f"python -m cpu_lab.warmstart --seed {args.seed}",
+            *(
+                recipe_command(CONFIG_DIR / f"{name}.yaml", args.seed, out / name / f"seed{args.seed}", extra)
+                for name in runs
+            ),
+            f"python -m cpu_lab.matrix --out {out} --table-only",
         ]
-        lines.append(shlex.join(cmd))
+    )
     lines += [
-        f"python -m cpu_lab.matrix --out {out} --table-only",
-        "```",
         "",
         f"Each run's folder holds report.json, log.jsonl (monitors), probes.json, eval_before/ and eval_after/. "
-        f"Command line of this demo: `{shlex.join(sys.argv)}`.",
+        f"Command line of this demo: `{command_line()}`.",
     ]
-    path = out / "report.md"
-    path.write_text("\n".join(lines) + "\n")
-    return path
+    return write_markdown(out / "report.md", lines)
 
 
 def findings(runs: dict, out: Path) -> list[str]:
@@ -302,8 +295,8 @@ def findings(runs: dict, out: Path) -> list[str]:
     if a and b and a.accuracy_after is not None and b.accuracy_after is not None:
         lines.append(
             f"- **grpo vs dr_grpo**: accuracy {a.accuracy_after:.3f} vs {b.accuracy_after:.3f}; mean length "
-            f"of wrong answers {_tokens(a.length_wrong)} vs {_tokens(b.length_wrong)} tokens, of correct "
-            f"ones {_tokens(a.length_correct)} vs {_tokens(b.length_correct)}."
+            f"of wrong answers {number(a.length_wrong, '.1f')} vs {number(b.length_wrong, '.1f')} tokens, of correct "
+            f"ones {number(a.length_correct, '.1f')} vs {number(b.length_correct, '.1f')}."
         )
     return lines
 
@@ -323,19 +316,20 @@ def curriculum_lines(log_path: Path | None) -> list[str]:
         lvl: sum(r["curriculum/difficulty"] == lvl for r in rows)
         for lvl in sorted({r["curriculum/difficulty"] for r in rows})
     }
-    measured = matrix.mean_std([r.get("monitor/degenerate_share") for r in rows])[0]
-    predicted = matrix.mean_std([r.get("curriculum/degenerate_predicted_share") for r in rows])[0]
-    monitors = matrix.mean_std([r.get("monitor/degenerate_expected_share") for r in rows])[0]
+    measured, predicted, monitors = (
+        number(mean_std(r.get(key) for r in rows)[0], ".2f")
+        for key in (
+            "monitor/degenerate_share",
+            "curriculum/degenerate_predicted_share",
+            "monitor/degenerate_expected_share",
+        )
+    )
     return [
         f"  - curriculum (`cpu_lab/curriculum.py`): difficulty level {' → '.join(path)}; steps per level "
-        f"{', '.join(f'{lvl:g}: {n}' for lvl, n in counts.items())}; degenerate groups {_share(measured)} "
-        f"measured, {_share(predicted)} predicted from the running pass rate (p^G + (1-p)^G), "
-        f"{_share(monitors)} predicted by the monitors per prompt."
+        f"{', '.join(f'{lvl:g}: {n}' for lvl, n in counts.items())}; degenerate groups {measured} "
+        f"measured, {predicted} predicted from the running pass rate (p^G + (1-p)^G), "
+        f"{monitors} predicted by the monitors per prompt."
     ]
-
-
-def _share(value: float | None) -> str:
-    return "–" if value is None else f"{value:.2f}"
 
 
 def seed_table(demo_dirs: list[str | Path]) -> str:
@@ -354,31 +348,26 @@ def seed_table(demo_dirs: list[str | Path]) -> str:
                     by_seed.setdefault(run.seed, {})[name] = run
     if not by_seed:
         raise SystemExit(f"no finished demo runs under {[str(d) for d in demo_dirs]}: pass demo folders (--out)")
-    header = "| seed | before | " + " | ".join(f"{label} after (gain)" for label in names.values()) + " |"
-    lines = [header, "|" + "---|" * (len(names) + 2)]
+    header = ["seed", "before", *(f"{label} after (gain)" for label in names.values())]
+
+    def gain(run):
+        return (run.accuracy_after - run.accuracy_before) * 100
 
     def cell(run):
-        if run is None:
-            return "–"
-        return f"{run.accuracy_after:.3f} ({(run.accuracy_after - run.accuracy_before) * 100:+.1f})"
+        return MISSING if run is None else f"{run.accuracy_after:.3f} ({gain(run):+.1f})"
 
-    for seed in sorted(by_seed):
-        runs = by_seed[seed]
-        before = next(iter(runs.values())).accuracy_before
-        lines.append(f"| {seed} | {before:.3f} | " + " | ".join(cell(runs.get(n)) for n in names) + " |")
+    rows = [
+        [seed, f"{next(iter(runs.values())).accuracy_before:.3f}", *(cell(runs.get(n)) for n in names)]
+        for seed, runs in sorted(by_seed.items())
+    ]
     stats = []
     for name in names:
-        afters = [r[name].accuracy_after for r in by_seed.values() if name in r]
-        gains = [(r[name].accuracy_after - r[name].accuracy_before) * 100 for r in by_seed.values() if name in r]
-        a, g = matrix.mean_std(afters), matrix.mean_std(gains)
-        if a[0] is None or a[1] is None:  # no run, or one seed: no spread to give
-            stats.append("–" if a[0] is None else f"{a[0]:.3f} ({g[0]:+.1f}; 1 seed)")
-        else:
-            stats.append(f"{a[0]:.3f} ± {a[1]:.3f} ({g[0]:+.1f} ± {g[1]:.1f})")
-    befores = matrix.mean_std([next(iter(r.values())).accuracy_before for r in by_seed.values()])
-    lines.append(
-        f"| mean ± std ({len(by_seed)} seeds) | {befores[0]:.3f} ± {befores[1] or 0:.3f} | " + " | ".join(stats) + " |"
-    )
+        seeds = [r[name] for r in by_seed.values() if name in r]
+        after = mean_std_text([r.accuracy_after for r in seeds], one="")  # one seed: no spread to give
+        stats.append(f"{after} ({mean_std_text(map(gain, seeds), '+.1f', one='; 1 seed')})" if seeds else MISSING)
+    befores = [next(iter(r.values())).accuracy_before for r in by_seed.values()]
+    rows.append([f"mean ± std ({len(by_seed)} seeds)", mean_std_text(befores, one=" ± 0.000"), *stats])
+    lines = [table(header, rows)]
     met = sum(
         1
         for r in by_seed.values()
@@ -404,19 +393,10 @@ def probe_lines(path: Path) -> list[str]:
     ]
 
 
-def _tokens(value: float | None) -> str:
-    return "–" if value is None else f"{value:.1f}"
-
-
 def plot_warm_start(warm: dict, path: Path) -> Path:
     """Validation accuracy against SFT step (flat for a while, then the jump the stopping rule waits for), and the
     held-out accuracy of the model it stopped at."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(5, 3))
+    fig, ax = pyplot().subplots(figsize=(5, 3))
     steps = [c["step"] for c in warm["curve"]]
     ax.plot(steps, [c["validation_accuracy"] for c in warm["curve"]], marker=".", label="validation")
     if warm["heldout_accuracy"] is not None:
@@ -424,10 +404,7 @@ def plot_warm_start(warm: dict, path: Path) -> Path:
     ax.axhline(warm["settings"]["stop_at_accuracy"], color="gray", linestyle="--", label="stop threshold")
     ax.set(xlabel="SFT step", ylabel="accuracy", title="warm start", ylim=(0, 1))
     ax.legend()
-    fig.tight_layout()
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
-    return path
+    return save_figure(fig, path)
 
 
 if __name__ == "__main__":

@@ -28,6 +28,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from cpu_lab.problems import GAIN, ITEMS, LOSS, NAMES, Difficulty
+from cpu_lab.report import mean_by_step, mean_std_text, pyplot, save_figure, table, write_markdown
 from cpu_lab.warmstart import WarmStartSettings, prepare_lab
 
 logger = logging.getLogger(__name__)
@@ -149,6 +150,7 @@ def length_curves(folder: str | Path) -> dict[str, list[tuple[int, float]]]:
 
 
 def _window_mean(points: list[tuple[int, float]], start: bool) -> float | None:
+    # round, not cpu_lab.matrix's ceil: the figures in docs/cpu_lab_long_answers.md were measured with this window
     if not points:
         return None
     n = max(1, round(len(points) * WINDOW))
@@ -195,15 +197,6 @@ def summarize(folder: str | Path) -> dict:
     return summary
 
 
-def _mean_std(values) -> str:
-    values = [v for v in values if v is not None]
-    if not values:
-        return "–"
-    if len(values) == 1:
-        return f"{values[0]:.1f} (1 seed)"
-    return f"{statistics.fmean(values):.1f} ± {statistics.stdev(values):.1f}"
-
-
 def _runs(out: Path) -> dict[str, dict[int, Path]]:
     """``{config name: {seed: folder}}`` for the finished runs under ``out``."""
     runs: dict[str, dict[int, Path]] = {}
@@ -221,30 +214,30 @@ def report_table(runs: dict[str, dict[int, Path]]) -> str:
         ("sampled correct answers, tokens", "correct", 1),
         ("truncated share, %", "truncated_rate", 100),
     ]
-    lines = [
-        "| config | seeds | "
-        + " | ".join(f"{label}: start → end" for label, _, _ in rows)
-        + " | greedy held-out wrong answers, tokens beyond the gold solution: before → after"
-        " | held-out accuracy, %: before → after |",
-        "|" + "---|" * (len(rows) + 4),
+    header = [
+        *("config", "seeds", *(f"{label}: start → end" for label, _, _ in rows)),
+        *(
+            "greedy held-out wrong answers, tokens beyond the gold solution: before → after",
+            "held-out accuracy, %: before → after",
+        ),
     ]
+    lines = []
     for config, by_seed in runs.items():
         summaries = [summarize(folder) for folder in by_seed.values()]
         cells = []
         for _, name, scale in rows:
             start = [s[f"{name}_start"] * scale if s[f"{name}_start"] is not None else None for s in summaries]
             end = [s[f"{name}_end"] * scale if s[f"{name}_end"] is not None else None for s in summaries]
-            cells.append(f"{_mean_std(start)} → {_mean_std(end)}")
-        greedy = [_mean_std(s[f"excess_wrong_{w}"] for s in summaries) for w in ("before", "after")]
+            cells.append(f"{mean_std_text(start, '.1f')} → {mean_std_text(end, '.1f')}")
+        greedy = [mean_std_text((s[f"excess_wrong_{w}"] for s in summaries), ".1f") for w in ("before", "after")]
         accuracy = [
-            _mean_std(100 * s[f"accuracy_{w}"] if s[f"accuracy_{w}"] is not None else None for s in summaries)
+            mean_std_text(
+                (100 * s[f"accuracy_{w}"] if s[f"accuracy_{w}"] is not None else None for s in summaries), ".1f"
+            )
             for w in ("before", "after")
         ]
-        lines.append(
-            f"| {config} | {', '.join(map(str, by_seed))} | {' | '.join(cells)} | {' → '.join(greedy)} | "
-            f"{' → '.join(accuracy)} |"
-        )
-    return "\n".join(lines)
+        lines.append([config, ", ".join(map(str, by_seed)), *cells, " → ".join(greedy), " → ".join(accuracy)])
+    return table(header, lines)
 
 
 def paired_difference(runs: dict[str, dict[int, Path]], name: str = "wrong") -> dict[int, list[tuple[int, float]]]:
@@ -267,18 +260,14 @@ def paired_summary(runs: dict[str, dict[int, Path]], name: str = "wrong") -> str
     differences = paired_difference(runs, name).values()
     start = [_window_mean(points, True) for points in differences]
     end = [_window_mean(points, False) for points in differences]
-    return f"{_mean_std(start)} → {_mean_std(end)} tokens ({len(start)} seed(s))"
+    return f"{mean_std_text(start, '.1f')} → {mean_std_text(end, '.1f')} tokens ({len(start)} seed(s))"
 
 
 def _plot_seeds_and_mean(ax, per_seed: list[list[tuple[int, float]]], colour, label: str, smooth: int, alpha: float):
     """One thin line per seed, and a thick one: the mean over the seeds at each step, smoothed over ``smooth`` steps."""
-    by_step: dict[int, list[float]] = {}
     for points in per_seed:
         ax.plot(*zip(*points, strict=True), color=colour, alpha=alpha, lw=0.8) if points else None
-        for step, value in points:
-            by_step.setdefault(step, []).append(value)
-    steps = sorted(by_step)
-    means = [statistics.fmean(by_step[s]) for s in steps]
+    steps, means = mean_by_step(per_seed)
     smoothed = [statistics.fmean(means[max(0, i - smooth + 1) : i + 1]) for i in range(len(means))]
     ax.plot(steps, smoothed, color=colour, lw=2, label=label)
 
@@ -288,17 +277,12 @@ def plot_lengths(runs: dict[str, dict[int, Path]], path: str | Path, smooth: int
     answer is as long as the budget, so its length is a constant; how many there are is what moves), and the wrong
     answers' length under grpo minus under dr_grpo for the same seed. Thin lines: each seed; thick: the mean over
     seeds, smoothed over ``smooth`` steps."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
     panels = [
         ("correct", "correct answers: mean tokens"),
         ("wrong", "wrong answers: mean tokens"),
         ("truncated_rate", "truncated share (cut at the budget)"),
     ]
-    fig, axes = plt.subplots(1, 4, figsize=(18, 3.8))
+    fig, axes = pyplot().subplots(1, 4, figsize=(18, 3.8))
     for colour, (config, by_seed) in zip(("tab:red", "tab:blue", "tab:green"), runs.items(), strict=False):
         curves = [length_curves(folder) for folder in by_seed.values()]
         for ax, (name, title) in zip(axes[:3], panels, strict=True):
@@ -315,12 +299,7 @@ def plot_lengths(runs: dict[str, dict[int, Path]], path: str | Path, smooth: int
     axes[3].axhline(0, color="grey", lw=0.8)
     axes[3].set(title="wrong answers: grpo minus dr_grpo, same seed", xlabel="GRPO step", ylabel="tokens")
     axes[0].legend(fontsize=7)
-    fig.tight_layout()
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
-    return path
+    return save_figure(fig, path)
 
 
 def write_report(out: str | Path) -> Path:
@@ -349,9 +328,7 @@ def write_report(out: str | Path) -> Path:
         "",
         "Wall time per run (evaluations included): " + "; ".join(seconds),
     ]
-    path = out / "report.md"
-    path.write_text("\n".join(text) + "\n")
-    return path
+    return write_markdown(out / "report.md", text)
 
 
 def main(argv: list[str] | None = None) -> None:

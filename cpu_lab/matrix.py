@@ -37,6 +37,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 # every run starts through the labs' one runner (the recipe's own checks); cpu_lab.demo, real and warmstart call it here
+from cpu_lab.report import mean_by_step, mean_std, mean_std_text, number, pyplot, save_figure, table, write_markdown
 from cpu_lab.runner import Run, output_to, recipe_for, run_at_once, run_one
 from eval.jsonl import read_jsonl
 
@@ -108,7 +109,7 @@ def run_dir(out: str | Path, config: str | Path, seed: int) -> Path:
 
 def _accuracies(folder: Path) -> str:
     run = summarize_run(folder)
-    return f"held-out accuracy {_fmt(run.accuracy_before)} -> {_fmt(run.accuracy_after)}"
+    return f"held-out accuracy {number(run.accuracy_before)} -> {number(run.accuracy_after)}"
 
 
 SETTINGS_FILE = "matrix_run.json"  # what a run was started with: a finished run is reused only for the same settings
@@ -213,7 +214,8 @@ def _mean(values) -> float | None:
     return statistics.fmean(values) if values else None
 
 
-def _window(rows: list[dict], key: str, start: bool) -> float | None:
+def window(rows: list[dict], key: str, start: bool) -> float | None:
+    """Mean of ``key`` over the first (``start``) or the last quarter of the rows that log it (at least one)."""
     values = [r[key] for r in rows if r.get(key) is not None]
     if not values:
         return None
@@ -241,9 +243,9 @@ def summarize_run(folder: str | Path) -> RunSummary:
         length_correct=_length(after, "correct"),
         length_wrong=_length(after, "wrong"),
         degenerate_share=_mean(r.get("monitor/degenerate_share") for r in rows),
-        reward_start=_window(rows, "reward", start=True),
-        reward_end=_window(rows, "reward", start=False),
-        gap_end=_window(rows, "monitor/reward_correctness_gap", start=False),
+        reward_start=window(rows, "reward", start=True),
+        reward_end=window(rows, "reward", start=False),
+        gap_end=window(rows, "monitor/reward_correctness_gap", start=False),
         steps=max((r.get("step", 0) for r in rows), default=0),
         seconds=report.get("seconds"),
         step_time=_mean(r.get("step_time") for r in rows),
@@ -265,56 +267,36 @@ def collect(out: str | Path) -> dict[str, list[RunSummary]]:
     return groups
 
 
-def mean_std(values) -> tuple[float | None, float | None, int]:
-    """Mean, sample standard deviation (None for one value) and count of the non-missing values.
-
-    >>> mean_std([0.5, 0.6, None])
-    (0.55, 0.07071067811865474, 2)
-    """
-    values = [v for v in values if v is not None]
-    if not values:
-        return None, None, 0
-    return statistics.fmean(values), (statistics.stdev(values) if len(values) > 1 else None), len(values)
-
-
-def _fmt(value: float | None, digits: int = 3) -> str:
-    return "–" if value is None else f"{value:.{digits}f}"
-
-
-def _fmt_mean_std(values, digits: int = 3) -> str:
-    mean, std, n = mean_std(values)
-    if mean is None:
-        return "–"
-    return f"{mean:.{digits}f} ± {std:.{digits}f}" if std is not None else f"{mean:.{digits}f} (1 seed)"
-
-
 def comparison_table(groups: dict[str, list[RunSummary]]) -> str:
     """The markdown comparison table, one row per config (values across seeds)."""
-    header = (
-        "| config | seeds | accuracy before | accuracy after (mean ± std) | length correct | length wrong | "
-        "degenerate groups | reward start → end | reward-accuracy gap (end) | seconds per step |"
-    )
-    lines = [header, "|" + "---|" * 10]
+    header = [
+        *("config", "seeds", "accuracy before", "accuracy after (mean ± std)", "length correct", "length wrong"),
+        *("degenerate groups", "reward start → end", "reward-accuracy gap (end)", "seconds per step"),
+    ]
+    rows = []
     for config, runs in groups.items():
         m = lambda attr, runs=runs: _mean(getattr(r, attr) for r in runs)  # noqa: E731
-        lines.append(
-            f"| {config} | {', '.join(str(r.seed) for r in runs)} | {_fmt(m('accuracy_before'))} | "
-            f"{_fmt_mean_std([r.accuracy_after for r in runs])} | {_fmt(m('length_correct'), 1)} | "
-            f"{_fmt(m('length_wrong'), 1)} | {_fmt(m('degenerate_share'), 2)} | "
-            f"{_fmt(m('reward_start'))} → {_fmt(m('reward_end'))} | {_fmt(m('gap_end'))} | "
-            f"{_fmt_mean_std([r.step_time for r in runs], 2)} |"
+        rows.append(
+            [
+                config,
+                ", ".join(str(r.seed) for r in runs),
+                number(m("accuracy_before")),
+                mean_std_text([r.accuracy_after for r in runs]),
+                number(m("length_correct"), ".1f"),
+                number(m("length_wrong"), ".1f"),
+                number(m("degenerate_share"), ".2f"),
+                f"{number(m('reward_start'))} → {number(m('reward_end'))}",
+                number(m("gap_end")),
+                mean_std_text([r.step_time for r in runs], ".2f"),
+            ]
         )
-    return "\n".join(lines)
+    return table(header, rows)
 
 
 def plot_matrix(out: str | Path, groups: dict[str, list[RunSummary]]) -> list[Path]:
     """``accuracy.png`` (final accuracy per config, error bars = std across seeds) and ``curves.png`` (training
     reward and held-out accuracy during training, mean across seeds)."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+    plt = pyplot()
     out = Path(out)
     names = list(groups)
     fig, ax = plt.subplots(figsize=(max(5, 1.6 * len(names)), 3.5))
@@ -326,37 +308,21 @@ def plot_matrix(out: str | Path, groups: dict[str, list[RunSummary]]) -> list[Pa
     ax.set_ylim(0, 1)
     ax.legend()
     plt.setp(ax.get_xticklabels(), rotation=20, ha="right")
-    fig.tight_layout()
-    accuracy_png = out / "accuracy.png"
-    fig.savefig(accuracy_png, dpi=100)
-    plt.close(fig)
+    accuracy_png = save_figure(fig, out / "accuracy.png")
 
     fig, (ax_reward, ax_acc) = plt.subplots(1, 2, figsize=(10, 3.5))
     for name in names:
         for ax, key in ((ax_reward, "reward"), (ax_acc, "eval/accuracy")):
-            steps, values = _mean_curve(
-                [read_log(out / name / f"seed{r.seed}" / "log.jsonl") for r in groups[name]], key
+            logs = [read_log(out / name / f"seed{r.seed}" / "log.jsonl") for r in groups[name]]
+            steps, values = mean_by_step(
+                [(row["step"], row[key]) for row in rows if row.get(key) is not None] for rows in logs
             )
             if steps:
                 ax.plot(steps, values, marker=".", label=name)
     ax_reward.set(title="training reward (mean across seeds)", xlabel="step")
     ax_acc.set(title="held-out accuracy during training", xlabel="step")
     ax_reward.legend(fontsize=7)
-    fig.tight_layout()
-    curves_png = out / "curves.png"
-    fig.savefig(curves_png, dpi=100)
-    plt.close(fig)
-    return [accuracy_png, curves_png]
-
-
-def _mean_curve(logs: list[list[dict]], key: str) -> tuple[list[int], list[float]]:
-    by_step: dict[int, list[float]] = {}
-    for rows in logs:
-        for r in rows:
-            if r.get(key) is not None:
-                by_step.setdefault(r["step"], []).append(r[key])
-    steps = sorted(by_step)
-    return steps, [statistics.fmean(by_step[s]) for s in steps]
+    return [accuracy_png, save_figure(fig, out / "curves.png")]
 
 
 def write_table(out: str | Path, plots: bool = True) -> Path:
@@ -371,9 +337,7 @@ def write_table(out: str | Path, plots: bool = True) -> Path:
     if plots:
         for png in plot_matrix(out, groups):
             text.append(f"![{png.stem}]({png.name})")
-    path = out / "matrix.md"
-    path.write_text("\n".join(text) + "\n")
-    return path
+    return write_markdown(out / "matrix.md", text)
 
 
 def main(argv: list[str] | None = None) -> None:

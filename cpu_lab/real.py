@@ -41,6 +41,20 @@ from pathlib import Path
 from cpu_lab import matrix
 from cpu_lab.demo import probe_lines
 from cpu_lab.problems import write_lab_data
+from cpu_lab.report import (
+    MISSING,
+    accuracy,
+    command_line,
+    gain_points,
+    number,
+    paired_gain,
+    pyplot,
+    recipe_command,
+    reproduce,
+    save_figure,
+    table,
+    write_markdown,
+)
 
 CONFIG_DIR = Path("recipes/configs/real_lab")
 SFT_CONFIG = CONFIG_DIR / "sft_smollm2.yaml"
@@ -116,7 +130,7 @@ def main(argv: list[str] | None = None) -> Path:
         time.monotonic() - t0
     )
     sft = json.loads((sft_dir / "report.json").read_text())
-    print(f"[real] SFT: {sft['steps']} steps, held-out {_acc(sft.get('before'))} -> {_acc(sft.get('after'))}")
+    print(f"[real] SFT: {sft['steps']} steps, held-out {accuracy(sft.get('before'))} -> {accuracy(sft.get('after'))}")
 
     # 3. GRPO from the SFT model: the default arm on every seed, then the controls, `jobs` at a time
     t0 = time.monotonic()
@@ -174,13 +188,6 @@ def sample_rollouts(model: Path, data: Path, out: Path, limit: int | None) -> Pa
     return path
 
 
-def _acc(result: dict | None) -> str:
-    if not result:
-        return "–"
-    low, high = result["ci"]
-    return f"{result['accuracy']:.3f} [{low:.3f}, {high:.3f}]"
-
-
 def _reward_funcs(folder: Path) -> list[str]:
     path = folder / "resolved_config.json"
     return json.loads(path.read_text()).get("reward_funcs", []) if path.exists() else []
@@ -188,50 +195,34 @@ def _reward_funcs(folder: Path) -> list[str]:
 
 def _logged_steps(folder: Path) -> str:
     rows = matrix.read_log(folder / "log.jsonl")
-    return str(max(r.get("step", 0) for r in rows)) if rows else "–"
+    return str(max(r.get("step", 0) for r in rows)) if rows else MISSING
 
 
-def _seconds(report: dict) -> str:
-    return f"{report['seconds']:.0f}" if isinstance(report.get("seconds"), int | float) else "–"
-
-
-def paired_gain(folder: Path) -> dict | None:
-    """Held-out accuracy after minus before on the same problems, with a paired-bootstrap 95% interval."""
-    from eval.jsonl import read_jsonl
-    from eval.metrics import compare_records
-
-    before, after = folder / "eval_before" / "samples.jsonl", folder / "eval_after" / "samples.jsonl"
-    if not (before.exists() and after.exists()):
-        return None
-    return compare_records(read_jsonl(before), read_jsonl(after))
-
-
-def accuracy_rows(folders: list[Path]) -> list[str]:
+def accuracy_table(folders: list[Path]) -> str:
     """One table row per run: accuracy before and after with intervals, the paired gain, format rates, lengths."""
-    lines = [
-        "| run | seed | steps | before [95% CI] | after [95% CI] | gain, points [95% CI] | format before → after | "
-        "length correct / wrong after | seconds |",
-        "|" + "---|" * 9,
+    header = [
+        *("run", "seed", "steps", "before [95% CI]", "after [95% CI]", "gain, points [95% CI]"),
+        *("format before → after", "length correct / wrong after", "seconds"),
     ]
+    rows = []
     for folder in folders:
         report = json.loads((folder / "report.json").read_text()) if (folder / "report.json").exists() else {}
-        before, after, gain = report.get("before"), report.get("after"), paired_gain(folder)
-        gain_text = "–"
-        if gain:
-            low, high = gain["ci"]
-            gain_text = f"{gain['difference'] * 100:+.1f} [{low * 100:+.1f}, {high * 100:+.1f}]"
-        fmt = "–" if not (before and after) else f"{before['format_rate']:.2f} → {after['format_rate']:.2f}"
-        lengths = "–"
+        before, after = report.get("before"), report.get("after")
+        fmt = MISSING if not (before and after) else f"{before['format_rate']:.2f} → {after['format_rate']:.2f}"
+        lengths = MISSING
         if after:
             lengths = " / ".join(
-                f"{s['mean']:.1f}" if (s := after["length_tokens"].get(k)) else "–" for k in ("correct", "wrong")
+                number((after["length_tokens"].get(k) or {}).get("mean"), ".1f") for k in ("correct", "wrong")
             )
-        steps = report.get("steps") or _logged_steps(folder)
-        lines.append(
-            f"| {folder.parent.name} | {folder.name.removeprefix('seed')} | {steps} | "
-            f"{_acc(before)} | {_acc(after)} | {gain_text} | {fmt} | {lengths} | {_seconds(report)} |"
+        seconds = report.get("seconds")
+        rows.append(
+            [
+                *(folder.parent.name, folder.name.removeprefix("seed"), report.get("steps") or _logged_steps(folder)),
+                *(accuracy(before), accuracy(after), gain_points(paired_gain(folder)), fmt, lengths),
+                number(seconds if isinstance(seconds, int | float) else None, ".0f"),
+            ]
         )
-    return lines
+    return table(header, rows)
 
 
 def run_summary(folder: Path) -> str:
@@ -240,14 +231,16 @@ def run_summary(folder: Path) -> str:
     if not rows:
         raise SystemExit(f"{folder} has no log.jsonl with training rows: pass a GRPO run's output_dir")
     keys = [*(k for k, _ in CURVES), "monitor/degenerate_all_wrong_share", "monitor/truncated_rate", "reward"]
-    lines = [f"{folder}: {max(r.get('step', 0) for r in rows)} steps", "| metric | first quarter | last quarter |"]
-    lines.append("|---|---|---|")
-    for key in keys:
-        start, end = matrix._window(rows, key, start=True), matrix._window(rows, key, start=False)
-        if start is not None:
-            lines.append(f"| {key} | {start:.3f} | {end:.3f} |")
+    windows = [(key, matrix.window(rows, key, start=True), matrix.window(rows, key, start=False)) for key in keys]
+    lines = [f"{folder}: {max(r.get('step', 0) for r in rows)} steps"]
+    lines.append(
+        table(
+            ["metric", "first quarter", "last quarter"],
+            ([key, f"{start:.3f}", f"{end:.3f}"] for key, start, end in windows if start is not None),
+        )
+    )
     report = json.loads((folder / "report.json").read_text()) if (folder / "report.json").exists() else {}
-    lines.append(f"held-out accuracy {_acc(report.get('before'))} -> {_acc(report.get('after'))}")
+    lines.append(f"held-out accuracy {accuracy(report.get('before'))} -> {accuracy(report.get('after'))}")
     if report.get("before") and report.get("after"):
         lines.append(
             f"held-out format rate {report['before']['format_rate']:.3f} -> {report['after']['format_rate']:.3f}"
@@ -257,12 +250,7 @@ def run_summary(folder: Path) -> str:
 
 def plot_curves(grpo: Path, folders: list[Path], path: Path) -> Path:
     """The monitors' per-step curves of every GRPO run (a 5-step running mean; thin: each step)."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, axes = plt.subplots(2, 3, figsize=(13, 6.5))
+    fig, axes = pyplot().subplots(2, 3, figsize=(13, 6.5))
     for folder in folders:
         rows = matrix.read_log(folder / "log.jsonl")
         label = f"{folder.parent.name} {folder.name}"
@@ -280,10 +268,7 @@ def plot_curves(grpo: Path, folders: list[Path], path: Path) -> Path:
             ax.plot(steps, values, color=line.get_color(), alpha=0.25, linewidth=0.8)
             ax.set(title=title, xlabel="GRPO step")
     axes.flat[0].legend(fontsize=7)
-    fig.tight_layout()
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
-    return path
+    return save_figure(fig, path)
 
 
 def write_report(out: Path, seconds: dict) -> Path:
@@ -301,10 +286,10 @@ def write_report(out: Path, seconds: dict) -> Path:
         lines += [
             f"**SFT** ({sft['rows']} worked solutions): stopped at step {sft['steps']} "
             f"({v.get('why', 'no validation check')}; validation accuracy {v.get('last')}); held-out accuracy "
-            f"{_acc(sft.get('before'))} before → {_acc(sft.get('after'))} after.",
+            f"{accuracy(sft.get('before'))} before → {accuracy(sft.get('after'))} after.",
             "",
         ]
-    lines += ["## Held-out accuracy of every run", "", *accuracy_rows(sft_dirs + folders + dpo_dirs), ""]
+    lines += ["## Held-out accuracy of every run", "", accuracy_table(sft_dirs + folders + dpo_dirs), ""]
     for dpo_dir in dpo_dirs:
         dpo = json.loads((dpo_dir / "report.json").read_text())
         lines += [
@@ -333,29 +318,21 @@ def write_report(out: Path, seconds: dict) -> Path:
     lines += ["", "## Time", ""]
     lines += [f"- {name}: {s:.0f} s" for name, s in seconds.items()] or ["- (report rewritten; times in run folders)"]
     lines += ["- each run's own clock (report.json `seconds`: evaluations, training, saving) is in the table above"]
-    lines += [
-        "",
-        "## Reproduce",
-        "",
-        "```",
+    commands = [
         f"OMP_NUM_THREADS=2 python -m cpu_lab.real --out {out}" + (" --dpo" if dpo_dirs else ""),
         "# stage by stage:",
     ]
     rollouts_cmd = out / "rollouts" / "command.txt"
     for folder in [*sft_dirs, *folders, rollouts_cmd, *dpo_dirs]:
         if folder == rollouts_cmd:
-            lines += [rollouts_cmd.read_text().strip()] if rollouts_cmd.exists() else []
+            commands += [rollouts_cmd.read_text().strip()] if rollouts_cmd.exists() else []
             continue
         settings_path = folder / matrix.SETTINGS_FILE
         if settings_path.exists():
             s = json.loads(settings_path.read_text())
-            module = matrix.recipe_for(s["config"])
-            cmd = ["python", "-m", module, "--config", s["config"], "--seed", str(s["seed"])]
-            lines.append(shlex.join([*cmd, "--output_dir", str(folder), *s["extra_args"]]))
-    lines += ["```", "", f"Command line of this report: `{shlex.join(sys.argv)}`."]
-    path = out / "report.md"
-    path.write_text("\n".join(lines) + "\n")
-    return path
+            commands.append(recipe_command(s["config"], s["seed"], folder, s["extra_args"]))
+    lines += ["", *reproduce(commands), "", f"Command line of this report: `{command_line()}`."]
+    return write_markdown(out / "report.md", lines)
 
 
 if __name__ == "__main__":
