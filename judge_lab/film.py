@@ -28,6 +28,8 @@ import re
 import time
 from pathlib import Path
 
+from cpu_lab.report import number, table, write_markdown
+
 ROOT = Path(__file__).resolve().parents[1]
 BASE_CONFIG = ROOT / "recipes" / "configs" / "judge_lab" / "tiny" / "judge_lab_tiny_judge_b0.04.yaml"
 RUNS = [
@@ -46,6 +48,14 @@ def film_question(heldout: Path, index: int) -> tuple[str, str, str, str]:
     row = rows[index]
     first_number = re.search(r"\d+", row["question"]).group()
     return row["question"], row["final"], f"#### {first_number}", row["answer"]
+
+
+def judge_flags(args) -> list[str]:
+    """The judge of every film run and of its noise probe: SmolLM2 (``--judge``) in log-probability mode."""
+    return [
+        *("--judge_backend", "hf", "--judge_model", str(args.judge), "--judge_mode", "logprob"),
+        *("--judge_min_score_mass", str(args.min_score_mass)),
+    ]
 
 
 def run_args(reward, loss, beta, args, question) -> list[str]:
@@ -87,14 +97,7 @@ def run_args(reward, loss, beta, args, question) -> list[str]:
         "32",  # the lab's answers are ~20 tokens
         "--learning_rate",
         "5e-5",  # the CPU lab's GRPO rate (learning_rate of recipes/configs/lab/*.yaml)
-        "--judge_backend",
-        "hf",
-        "--judge_model",
-        str(args.judge),
-        "--judge_mode",
-        "logprob",
-        "--judge_min_score_mass",
-        str(args.min_score_mass),
+        *judge_flags(args),
         "--probe_problems",
         str(args.probe_problems),
     ]
@@ -112,33 +115,35 @@ def tracked_probability(steps: list[dict], after_updates: int, name: str) -> flo
 def summary(out: Path, names: list[str]) -> str:
     from judge_lab.report import GAP, read_monitor_log, read_steps
 
-    lines = [
-        "| run | judge score (first -> last) | correct | reward-correctness gap | probes broken | mean tokens |"
-        " P(short wrong) after 0 / 1 / 5 updates | P(worked correct) after 0 / 1 / 5 |",
-        "|---|---|---|---|---|---|---|---|",
+    header = [
+        *("run", "judge score (first -> last)", "correct", "reward-correctness gap", "probes broken", "mean tokens"),
+        *("P(short wrong) after 0 / 1 / 5 updates", "P(worked correct) after 0 / 1 / 5"),
     ]
+    rows = []
     for name in names:
         steps = read_steps(out / name)
         first, last = steps[0], steps[-1]
         monitors = read_monitor_log(out / name)
         gap = [monitors[s["step"]].get(GAP) for s in (first, last) if s["step"] in monitors]
-        gaps = " -> ".join("-" if g is None else f"{g:.3f}" for g in gap) or "-"
+        gaps = " -> ".join(number(g, missing="-") for g in gap) or "-"
         probes = json.loads((out / name / "probes.json").read_text()) if (out / name / "probes.json").exists() else {}
         paid = sum(bool(p.get("violation")) for p in probes.values())
         ruled = sum(p.get("kind") not in ("info", "reference") for p in probes.values())  # probes with a rule
 
         def probs(tracked, steps=steps):
             values = [tracked_probability(steps, k, tracked) for k in (0, 1, 5)]
-            return " / ".join("-" if v is None else f"{v:.3g}" for v in values)
+            return " / ".join(number(v, ".3g", "-") for v in values)
 
         judge = f"{first.get('mean_judge_score') or 0:.2f} -> {last.get('mean_judge_score') or 0:.2f}"
-        lines.append(
-            f"| {name} | {judge if 'judge' in name else '-'} | {first['n_correct']}/{first['n_answers']} -> "
-            f"{last['n_correct']}/{last['n_answers']} | {gaps} | {paid} of {ruled} | "
-            f"{first['mean_n_tokens']:.1f} -> {last['mean_n_tokens']:.1f} | {probs('short_wrong')} | "
-            f"{probs('worked_correct')} |"
+        rows.append(
+            [
+                *(name, judge if "judge" in name else "-"),
+                f"{first['n_correct']}/{first['n_answers']} -> {last['n_correct']}/{last['n_answers']}",
+                *(gaps, f"{paid} of {ruled}", f"{first['mean_n_tokens']:.1f} -> {last['mean_n_tokens']:.1f}"),
+                *(probs("short_wrong"), probs("worked_correct")),
+            ]
         )
-    return "\n".join(lines) + "\n"
+    return table(header, rows) + "\n"
 
 
 def main(argv: list[str] | None = None) -> Path:
@@ -186,14 +191,7 @@ def main(argv: list[str] | None = None) -> Path:
     if judge_runs:
         noise = judge_noise.main(
             [
-                "--judge_backend",
-                "hf",
-                "--judge_model",
-                str(args.judge),
-                "--judge_mode",
-                "logprob",
-                "--judge_min_score_mass",
-                str(args.min_score_mass),
+                *judge_flags(args),
                 "--question",
                 question[0],
                 "--answer",
@@ -221,9 +219,9 @@ def main(argv: list[str] | None = None) -> Path:
         if noise
         else "",
     ]
-    (out / "film.md").write_text("\n".join(text) + "\n")
-    print((out / "film.md").read_text())
-    return out / "film.md"
+    film = write_markdown(out / "film.md", text)
+    print(film.read_text())
+    return film
 
 
 if __name__ == "__main__":

@@ -17,6 +17,7 @@ import argparse
 from collections import Counter
 from pathlib import Path
 
+from cpu_lab.report import number, pyplot, save_figure, table, write_markdown
 from eval.jsonl import read_jsonl
 
 GAP = "monitor/reward_correctness_gap"  # recipes.monitors: mean of (total reward - 1 if correct else 0) in the step
@@ -41,7 +42,7 @@ def read_monitor_log(run_dir: str | Path) -> dict[int, dict]:
 
 
 def _fmt(x) -> str:
-    return "-" if x is None else f"{x:.3g}"
+    return number(x, ".3g", "-")  # three significant digits: log-probabilities and scores of any size
 
 
 def markdown_table(steps: list[dict], monitors: dict[int, dict] | None = None) -> str:
@@ -55,11 +56,11 @@ def markdown_table(steps: list[dict], monitors: dict[int, dict] | None = None) -
     | 1 | 0.5 | 5 | 1/2 | 0.25 | 10 | 2x `Answer: 3.` | short -2 (ref -2, KL 0) |
     """
     monitors = monitors or {}
-    rows = [
-        "| step | mean reward | mean judge score | correct | reward-correctness gap | mean tokens "
-        "| most frequent answer | tracked logp |",
-        "|---|---|---|---|---|---|---|---|",
+    header = [
+        *("step", "mean reward", "mean judge score", "correct", "reward-correctness gap", "mean tokens"),
+        *("most frequent answer", "tracked logp"),
     ]
+    rows = []
     for s in steps:
         texts = Counter(a["text"].strip() for a in s["answers"])
         text, count = texts.most_common(1)[0] if texts else ("", 0)
@@ -69,11 +70,17 @@ def markdown_table(steps: list[dict], monitors: dict[int, dict] | None = None) -
             for name, v in s.get("tracked", {}).items()
         )
         rows.append(
-            f"| {s['step']} | {_fmt(s['mean_reward'])} | {_fmt(s.get('mean_judge_score'))} | "
-            f"{s['n_correct']}/{s['n_answers']} | {_fmt(monitors.get(s['step'], {}).get(GAP))} | "
-            f"{_fmt(s['mean_n_tokens'])} | {count}x `{short}` | {tracked} |"
+            [
+                *(
+                    s["step"],
+                    _fmt(s["mean_reward"]),
+                    _fmt(s.get("mean_judge_score")),
+                    f"{s['n_correct']}/{s['n_answers']}",
+                ),
+                *(_fmt(monitors.get(s["step"], {}).get(GAP)), _fmt(s["mean_n_tokens"]), f"{count}x `{short}`", tracked),
+            ]
         )
-    return "\n".join(rows)
+    return table(header, rows)
 
 
 def _nan(v) -> float:
@@ -81,12 +88,7 @@ def _nan(v) -> float:
 
 
 def draw(runs: dict[str, list[dict]], monitors: dict[str, dict[int, dict]], path: Path) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, axes = plt.subplots(1, 5, figsize=(25, 4.5))
+    fig, axes = pyplot().subplots(1, 5, figsize=(25, 4.5))
     for name, steps in runs.items():
         x = [s["step"] for s in steps]
         judge = [s.get("mean_judge_score") for s in steps]
@@ -119,9 +121,7 @@ def draw(runs: dict[str, list[dict]], monitors: dict[str, dict[int, dict]], path
         if ax.lines:
             ax.legend(fontsize=7)
     axes[1].set_ylim(-0.05, 1.05)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    save_figure(fig, path, dpi=110)
 
 
 def summary_line(name: str, steps: list[dict], monitors: dict[int, dict] | None = None) -> str:
@@ -149,8 +149,7 @@ def write_report(run_dirs: list[str | Path], out_dir: str | Path) -> tuple[Path,
     parts += [summary_line(name, steps, monitors[name]) for name, steps in runs.items()]
     for name, steps in runs.items():
         parts += ["", f"## {name}", "", markdown_table(steps, monitors[name])]
-    md.write_text("\n".join(parts) + "\n")
-    return png, md
+    return png, write_markdown(md, parts)
 
 
 def main(argv: list[str] | None = None) -> None:
