@@ -1,6 +1,6 @@
-"""The over-optimisation experiment (reward_model_lab/overoptimisation.py) end to end at a tiny size: a random
-~100k-parameter model, reference pairs, 2 GRPO steps per arm (mechanics, not learning). The real run, on the lab
-warm start, is in the slow tier.
+"""The over-optimisation experiment (reward_model_lab/: overoptimisation.py, kl.py, report.py) end to end at a tiny
+size: a random ~100k-parameter model, reference pairs, 2 GRPO steps per arm (mechanics, not learning). The real run,
+on the lab warm start, is in the slow tier.
 
     OMP_NUM_THREADS=1 .venv/bin/python -m pytest tests/test_reward_model_lab.py -q
     # the slow tier: 39 min on the shared 2-core box at load 12-16 (docs/reward_model.md)
@@ -14,7 +14,8 @@ import pytest
 
 from cpu_lab.problems import heldout_problems, train_problems
 from eval.jsonl import read_jsonl, write_jsonl
-from reward_model_lab.overoptimisation import Settings, arms, main, mean_curve, run
+from reward_model_lab.overoptimisation import Settings, arms, main, run
+from reward_model_lab.report import mean_curve
 
 
 def test_tiny_experiment_writes_curves_plots_and_report(tiny_model_dir, tmp_path):
@@ -82,7 +83,7 @@ def test_leash_measurement_leaves_the_trainers_random_stream_alone(tiny_model_di
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from reward_model_lab.overoptimisation import sample_with_kl
+    from reward_model_lab.kl import sample_with_kl
 
     model = AutoModelForCausalLM.from_pretrained(tiny_model_dir)
     tokenizer = AutoTokenizer.from_pretrained(tiny_model_dir)
