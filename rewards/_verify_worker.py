@@ -35,6 +35,12 @@ import json
 import re
 import signal
 import sys
+from decimal import Decimal
+
+import sympy
+from math_verify import parse, verify
+from sympy.core.evalf import PrecisionExhausted
+from sympy.core.function import AppliedUndef
 
 EXACT_DIGITS = 60  # working precision of the exact re-check
 EXACT_REL_TOL_EXP = -45  # exact values whose relative difference evaluates below 10^-45 at 60 digits are equal
@@ -147,9 +153,6 @@ def _visible_letters(text: str) -> tuple[set[str], set[str]]:
 
 def _parsed_letters(expr) -> set[str] | None:
     """The letters a parsed answer holds (symbols, undefined functions, e, i, "\\pi"); None if it is not sympy's."""
-    import sympy
-    from sympy.core.function import AppliedUndef
-
     if not hasattr(expr, "atoms"):
         return None
     names = [s.name for s in expr.atoms(sympy.Symbol)] + [f.func.__name__ for f in expr.atoms(AppliedUndef)]
@@ -169,7 +172,6 @@ def parsed_whole(text: str, parsed: list) -> bool:
     Not when the parse lost a letter of the text (a trailing unit of a number aside), lost ``\\pi``, or when the text
     or the piece math-verify matched ends on an operator or is cut inside a brace.
 
-    >>> from math_verify import parse
     >>> [parsed_whole(t, parse(f"${t}$", parsing_timeout=None)) for t in ("x + 2t", "12 \\\\text{ cm}", "2{e}")]
     [False, True, True]
     """
@@ -192,16 +194,12 @@ def parsed_whole(text: str, parsed: list) -> bool:
 
 
 def _significant_digits(f) -> int:
-    from decimal import Decimal
-
     digits = Decimal(str(f)).normalize().as_tuple().digits
     return max(len(digits), 1)
 
 
 def _number(expr):
     """The numeric value of a parsed answer (``x = 3`` gives 3), or None when it is not one number."""
-    import sympy
-
     if isinstance(expr, sympy.Eq):
         expr = expr.rhs
     if isinstance(expr, sympy.Expr) and expr.has(sympy.Sum, sympy.Product):
@@ -220,8 +218,6 @@ def _numeric(expr):
     """``expr`` at ``EXACT_DIGITS`` digits: a sympy number, 0 when not one digit can be found (zero to that precision),
     or None when it does not evaluate to a number. Never simplifies (``abs`` of a nested radical alone can take
     seconds; the number takes milliseconds)."""
-    from sympy.core.evalf import PrecisionExhausted
-
     try:
         value = expr.evalf(EXACT_DIGITS, strict=True)
     except PrecisionExhausted:
@@ -236,8 +232,6 @@ def exact_numbers_agree(gold, pred) -> bool | None:
     decimal against a terminating rational) must be equal. A decimal against a value it cannot write exactly
     (``0.333333`` for 1/3, ``1.5707963`` for pi/2) must agree to the decimal's last written digit.
     """
-    import sympy
-
     a, b = _number(gold), _number(pred)
     if a is None or b is None:
         return None
@@ -274,8 +268,6 @@ def _terminates(x) -> bool:
 
 
 def compare(gold_text: str, pred_text: str) -> bool:
-    from math_verify import parse, verify
-
     gold_text, pred_text = prepare(gold_text), prepare(pred_text)
     gold = parse(f"${gold_text}$", parsing_timeout=None)
     pred = parse(f"${pred_text}$", parsing_timeout=None)
@@ -293,8 +285,6 @@ def equations_agree(gold, pred) -> bool | None:
     ``x = 0.3333333`` against ``x = \\frac{1}{3}`` (the same left side, numbers on the right) compares the numbers
     (``exact_numbers_agree``). None when it cannot be told exactly (math-verify's verdict stands).
     """
-    import sympy
-
     if gold.lhs == pred.lhs and _number(gold.rhs) is not None and _number(pred.rhs) is not None:
         return exact_numbers_agree(gold.rhs, pred.rhs)
     floats = gold.atoms(sympy.Float) | pred.atoms(sympy.Float)
@@ -318,8 +308,6 @@ def exact_agree(gold, pred) -> bool | None:
     Numbers (``exact_numbers_agree``), tuples element by element, equations (``equations_agree``), and expressions
     whose difference is a constant (``x^2 + 1 + 10^{-20}`` against ``x^2 + 1``: the constant must be exactly 0).
     """
-    import sympy
-
     if isinstance(gold, sympy.Tuple) and isinstance(pred, sympy.Tuple) and len(gold) == len(pred):
         verdicts = [exact_agree(g, p) for g, p in zip(gold, pred, strict=True)]
         return False if False in verdicts else None

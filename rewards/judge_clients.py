@@ -27,6 +27,7 @@ model can be loaded is checked before any training by the recipe (``recipes.rewa
 from __future__ import annotations
 
 import logging
+import math
 import os
 import re
 import threading
@@ -218,7 +219,7 @@ class OpenAIJudgeClient:
 
     def _client(self):
         if self._openai is None:
-            import openai
+            import openai  # seconds to import: paid by the API judge alone, not by every user of rewards
 
             def count_attempt(request):  # openai numbers its attempts in this header: 0 is the first, 1+ a retry
                 self.stats.add(requests=1, retries=int(request.headers.get("x-stainless-retry-count", "0") != "0"))
@@ -234,7 +235,7 @@ class OpenAIJudgeClient:
 
     def _chat(self, messages: list[dict]):
         """(the response's first choice, None) or (None, error description); ``openai`` retries what is worth it."""
-        import openai
+        import openai  # as in _client
 
         if self.api_key_env and not self._key():
             return None, f"{self.api_key_env} is not set: export the judge's API key in it (api_key_env names it)"
@@ -287,7 +288,6 @@ class OpenAIJudgeClient:
 def _first_positions(content) -> tuple[dict[str, float], dict[str, float] | None]:
     """From a chat completion's ``logprobs.content``: the score-token probabilities at the first position, and the
     next-token probabilities after a "1" when the reply's first token is "1" (else None)."""
-    import math
 
     def probabilities(position) -> dict[str, float]:
         out: dict[str, float] = {}
@@ -345,7 +345,7 @@ class HFJudgeClient:
         return {**self.__dict__, "_model": None, "_tokenizer": None}
 
     def _load(self):
-        import torch
+        import torch  # torch, transformers: seconds; rewards (and `eval score`) import without them
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
         device = self.device or ("cuda" if torch.cuda.is_available() else "cpu")
@@ -359,7 +359,7 @@ class HFJudgeClient:
 
     def _score_distributions(self, batch: list[list[dict]]) -> list[tuple[list[float], bool]]:
         """One forward pass over ``<chat template> Score: 1`` for each conversation (left-padded)."""
-        import torch
+        import torch  # as in _load
 
         tok = self._tokenizer
         one = self._score_ids["1"]
@@ -395,7 +395,7 @@ class HFJudgeClient:
 
     def score_many(self, conversations: list[list[dict]]) -> list[JudgeResult]:
         """Judge each conversation; a generation error gives failed results, never an exception."""
-        import torch
+        import torch  # as in _load
 
         if self._model is None:
             self._load()

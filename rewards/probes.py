@@ -31,6 +31,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from rewards.answers import FORMAT_EXAMPLES, normalize_number
+from rewards.registry import get_reward
 from rewards.totals import mean_total
 from rewards.totals import weighted_totals as _sum_weighted
 from rewards.verify import answers_match
@@ -263,8 +264,6 @@ def problem_text(problem: dict, task: str) -> ProblemText:
 
 def _as_callable(reward) -> Callable:
     if isinstance(reward, str):
-        from rewards.registry import get_reward
-
         return get_reward(reward)
     return reward
 

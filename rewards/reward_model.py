@@ -33,6 +33,7 @@ import os
 from pathlib import Path
 
 from rewards.completions import completion_text
+from rewards.correctness import gsm8k_correctness_reward, math_correctness_reward
 
 logger = logging.getLogger(__name__)
 
@@ -81,7 +82,7 @@ def check_reward_model(path: str | Path) -> None:
 def check_chat_template(path: str | Path) -> None:
     """The tokenizer in ``path`` must have a chat template: the reward model reads conversations through it, in
     training and in scoring alike."""
-    from transformers import AutoTokenizer
+    from transformers import AutoTokenizer  # seconds; rewards (and `eval score`) import without transformers
 
     tokenizer = AutoTokenizer.from_pretrained(str(path))
     if not getattr(tokenizer, "chat_template", None):
@@ -130,7 +131,7 @@ class RewardModelReward:
         """Load the model and tokenizer once (eval mode, the process's device)."""
         if self.model is not None:
             return self
-        import torch
+        import torch  # torch, accelerate, transformers: seconds; rewards import without them
         from accelerate import PartialState
         from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
@@ -154,7 +155,7 @@ class RewardModelReward:
 
     def texts(self, prompts, completions) -> list[str]:
         """prompt + completion through the chat template, as TRL's GRPOTrainer and RewardTrainer build them."""
-        from trl.data_utils import apply_chat_template
+        from trl.data_utils import apply_chat_template  # imports transformers: as in load
 
         out = []
         for prompt, completion in zip(prompts, completions, strict=True):
@@ -167,7 +168,7 @@ class RewardModelReward:
 
     def score(self, prompts, completions) -> tuple[list[float], float]:
         """Scores, and the share of sequences cut to ``max_length``."""
-        import torch
+        import torch  # as in load
 
         self.load()
         texts = self.texts(prompts, completions)
@@ -193,8 +194,6 @@ class RewardModelReward:
             log_metric("rm/proxy_reward", sum(scores) / len(scores))
             log_metric("rm/truncated_frac", truncated)
             if answer is not None:
-                from rewards.correctness import gsm8k_correctness_reward, math_correctness_reward
-
                 style = os.environ.get(ENV_ANSWER_STYLE, "gsm8k")
                 checker = math_correctness_reward if style == "math" else gsm8k_correctness_reward
                 verdicts = checker(completions, answer=answer)
