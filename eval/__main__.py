@@ -23,18 +23,25 @@ import logging
 import sys
 from pathlib import Path
 
+from safetensors import safe_open
+
 from eval.generate import check_backend
 from eval.jsonl import read_jsonl
+from eval.metrics import compare_records, has_lenient, normal_quantile
+from eval.report import compare_markdown
 from eval.run import (
     DEFAULT_BATCH_SIZE,
     RESULTS_FILE,
     SAMPLES_FILE,
     default_max_new_tokens,
+    evaluate,
     load_problems,
     lock_output_folder,
+    log_to_wandb,
     prepare_folder,
     read_predictions,
     run_settings,
+    score_predictions,
     score_settings,
     source_fingerprint,
 )
@@ -47,8 +54,6 @@ TOKENIZER_FILES = ("tokenizer_config.json", "tokenizer.json", "config.json")  # 
 
 def confidence_level(text: str) -> float:
     """``--ci-level``: a fraction strictly between 0 and 1 (0.95, not 95)."""
-    from eval.metrics import normal_quantile
-
     try:
         level = float(text)
         normal_quantile(level)
@@ -165,7 +170,7 @@ def check_adapter(adapter: str, model: str, ignore_base_name: bool = False) -> N
             f"--adapter {adapter} was trained on {base!r}, not on --model {model!r}: pass the matching --model "
             "(or --ignore-adapter-base when it is the same model under another name)"
         )
-    import torch
+    import torch  # torch, transformers: seconds; `eval score`, `eval compare` and --help need neither
     from transformers import AutoConfig, AutoModelForCausalLM
 
     with torch.device("meta"):
@@ -182,8 +187,6 @@ def check_adapter(adapter: str, model: str, ignore_base_name: bool = False) -> N
             )
     weights = folder / "adapter_model.safetensors"
     if weights.exists():
-        from safetensors import safe_open
-
         with safe_open(str(weights), framework="pt") as f:
             for key in f.keys():  # noqa: SIM118 - safe_open is not a dict
                 for part, dim in ((".lora_A.", 1), (".lora_B.", 0)):
@@ -204,30 +207,27 @@ def check_adapter(adapter: str, model: str, ignore_base_name: bool = False) -> N
 
 def load_model(model_name: str, adapter: str | None, dtype: str, backend: str):
     """The model and tokenizer for generation (a ``vllm.LLM`` for the vllm backend)."""
-    from transformers import AutoTokenizer
+    from transformers import AutoModelForCausalLM, AutoTokenizer  # as in check_adapter
 
     tokenizer = AutoTokenizer.from_pretrained(model_name)
     if tokenizer.pad_token is None:
         tokenizer.pad_token = tokenizer.eos_token
     if backend == "vllm":
-        from vllm import LLM
+        from vllm import LLM  # installed on GPU machines only (requirements-gpu.txt)
 
         return LLM(model=model_name, dtype=dtype), tokenizer
-    import torch
-    from transformers import AutoModelForCausalLM
+    import torch  # as in check_adapter
 
     device = "cuda" if torch.cuda.is_available() else "cpu"
     model = AutoModelForCausalLM.from_pretrained(model_name, dtype=dtype).to(device)
     if adapter:
-        from peft import PeftModel
+        from peft import PeftModel  # about 10 s to import on a busy CPU: paid with --adapter only
 
         model = PeftModel.from_pretrained(model, adapter)
     return model, tokenizer
 
 
 def cmd_run(args) -> dict:
-    from eval.run import evaluate
-
     # Everything that can be wrong is checked here, before the (slow, large) model load.
     task = get_task(args.task)
     check_backend(args.backend)
@@ -271,8 +271,6 @@ def cmd_run(args) -> dict:
 
 
 def cmd_score(args) -> dict:
-    from eval.run import log_to_wandb, score_predictions
-
     task = get_task(args.task)
     read_predictions(args.predictions, args.completion_field, args.gold_field or task.gold_field)
     tokenizer = None
@@ -282,7 +280,7 @@ def cmd_score(args) -> dict:
     with lock_output_folder(args.out) as out:  # another run's folder is refused before the tokenizer loads
         prepare_folder(out, config, args.overwrite)
         if args.tokenizer:
-            from transformers import AutoTokenizer
+            from transformers import AutoTokenizer  # seconds: paid with --tokenizer only
 
             tokenizer = AutoTokenizer.from_pretrained(args.tokenizer)
         results = score_predictions(
@@ -312,9 +310,6 @@ def read_run(folder: str) -> tuple[dict, list[dict]]:
 
 
 def cmd_compare(args) -> str:
-    from eval.metrics import compare_records, has_lenient
-    from eval.report import compare_markdown
-
     results_a, records_a = read_run(args.dir_a)
     results_b, records_b = read_run(args.dir_b)
     if results_a["task"] != results_b["task"]:

@@ -23,10 +23,14 @@ from __future__ import annotations
 
 import argparse
 import sys
+import tempfile
+import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
+from eval import sources
 from eval.jsonl import write_jsonl
+from eval.tasks import load_hub_dataset
 
 MATH_TRAIN_URL = "https://media.githubusercontent.com/media/openai/prm800k/main/prm800k/math_splits/train.jsonl"
 GSM8K_FIELDS = ("question", "answer")
@@ -53,29 +57,21 @@ SOURCES = {
 
 def fetch(source: Source):
     """The ``datasets.Dataset`` of one source; a source that cannot be reached raises one line naming the fix."""
-    from eval.sources import SourceError
-
     fix = "run python -m eval.data where there is network (HF_HUB_OFFLINE unset) and copy its --out folder here"
     if not source.url:
-        from eval.tasks import load_hub_dataset
-
         return load_hub_dataset(source.hub_id, source.config, source.split, fix)
-    import tempfile
-    import urllib.request
+    from datasets import load_dataset  # seconds to import; `eval.data --help` needs none of it
 
-    from datasets import load_dataset
-
-    from eval.sources import hub_offline
-
-    if hub_offline():  # the same switch keeps every download out
-        raise SourceError(f"cannot download {source.url} (HF_HUB_OFFLINE=1 keeps downloads out): {fix}")
+    if sources.hub_offline():  # the same switch keeps every download out
+        raise sources.SourceError(f"cannot download {source.url} (HF_HUB_OFFLINE=1 keeps downloads out): {fix}")
     with tempfile.TemporaryDirectory() as folder:  # plain HTTP (the standard library), then datasets reads the file
         local = Path(folder) / Path(source.url).name
         try:
             with urllib.request.urlopen(source.url, timeout=60) as reply, local.open("wb") as f:
                 f.write(reply.read())
         except OSError as error:  # URLError, timeouts and refused connections are OSErrors
-            raise SourceError(f"cannot download {source.url} ({error.__class__.__name__}: offline?): {fix}") from None
+            why = f"{error.__class__.__name__}: offline?"
+            raise sources.SourceError(f"cannot download {source.url} ({why}): {fix}") from None
         return load_dataset("json", data_files=str(local), split=source.split)
 
 

@@ -22,6 +22,9 @@ import importlib.util
 from collections.abc import Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
+from importlib.metadata import PackageNotFoundError, version
+
+from packaging.version import Version
 
 BACKENDS = ("hf", "vllm")
 # Prompts per vLLM call: its scheduler batches hundreds of sequences itself, and a call waits for its slowest one, so
@@ -36,10 +39,6 @@ def vllm_version_problem() -> str | None:
 
     A vllm package without metadata (a stand-in in tests) is taken as fine.
     """
-    from importlib.metadata import PackageNotFoundError, version
-
-    from packaging.version import Version
-
     if importlib.util.find_spec("vllm") is None:
         return f"vllm is not installed: make venv-gpu (requirements-gpu.txt), or {VLLM_INSTALL}, on a CUDA machine"
     try:
@@ -81,7 +80,7 @@ def check_backend(backend: str, adapter: str | None = None) -> None:
         problem = vllm_version_problem()
         if problem:
             raise RuntimeError(f"--backend vllm: {problem}; or use --backend hf")
-        import torch
+        import torch  # seconds to import; eval.generate is imported by `eval score`, which needs no torch
 
         if not torch.cuda.is_available():
             raise RuntimeError("--backend vllm needs a CUDA GPU and none is visible: use --backend hf")
@@ -119,7 +118,7 @@ def forked_rng(seed: int, device=None):
     >>> torch.equal(torch.rand(2), expected)
     True
     """
-    import torch
+    import torch  # as in check_backend
 
     cuda = [device] if device is not None and torch.device(device).type == "cuda" else []
     with torch.random.fork_rng(devices=cuda):
@@ -183,7 +182,7 @@ def generate(
 
 
 def _generate_hf(model, tokenizer, ids, max_new_tokens, temperature, num_samples, batch_size, seed):
-    import torch
+    import torch  # as in check_backend
 
     eos_ids = eos_token_ids(model, tokenizer)
     pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else min(eos_ids)
@@ -233,7 +232,7 @@ def _to_generation(tokenizer, tokens: list[int], eos_ids: set[int]) -> Generatio
 
 
 def _generate_vllm(llm, ids, max_new_tokens, temperature, num_samples, seeds):
-    from vllm import SamplingParams
+    from vllm import SamplingParams  # installed on GPU machines only (requirements-gpu.txt)
 
     params = [
         SamplingParams(n=num_samples, temperature=temperature, top_p=1.0, top_k=-1, max_tokens=max_new_tokens, seed=s)

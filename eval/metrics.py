@@ -26,6 +26,8 @@ import math
 import statistics
 from collections import Counter, defaultdict
 
+import numpy as np
+
 CI_LEVEL = 0.95
 BOOTSTRAP_RESAMPLES = 10_000
 
@@ -94,8 +96,6 @@ def bootstrap_ci(
     >>> bootstrap_ci([1.0, 1.0, 1.0])
     (1.0, 1.0)
     """
-    import numpy as np
-
     if not values:
         return 0.0, 1.0
     normal_quantile(level)  # the same check of the level as the other intervals
@@ -332,8 +332,6 @@ def _unpaired_bootstrap(
     scores_a: list[float], scores_b: list[float], seed: int, level: float, resamples: int = BOOTSTRAP_RESAMPLES
 ) -> tuple[float, float]:
     """Percentile interval of mean(B) - mean(A), resampling the problems of A and of B independently."""
-    import numpy as np
-
     rng = np.random.default_rng(seed)
     means = {}
     for name, scores in (("a", scores_a), ("b", scores_b)):

@@ -49,6 +49,7 @@ from rewards.probes import (
     problem_text,
 )
 from rewards.registry import reward_info
+from rewards.reward_model import RewardModelReward, check_reward_model
 
 BENCHMARKS = {"gsm8k": "gsm8k", "math": "math500"}  # the eval.tasks task each probe task samples its problems from
 DEFAULT_SETS = {
@@ -142,8 +143,6 @@ def reward_model_scores(reward_model, task: str, problems: list[dict], instructi
         ``probe_scores``'s dict, where ``score`` is normalised (genuine_correct 1, genuine_wrong 0) and ``raw`` holds
         the mean score; violations are judged on the raw means.
     """
-    from rewards.reward_model import RewardModelReward
-
     if not isinstance(reward_model, RewardModelReward):
         reward_model = RewardModelReward(reward_model)
     texts = [problem_text(p, task) for p in problems]
@@ -228,8 +227,6 @@ def main(argv: list[str] | None = None) -> int:
             for task in data:
                 parse_reward_set(spec, task)
         if args.reward_model:
-            from rewards.reward_model import check_reward_model
-
             check_reward_model(args.reward_model)
         matrix = probe_matrix(sets, data, args.n, args.seed, args.reward_model, args.rm_instruction)
     except (ValueError, TypeError, FileNotFoundError) as e:  # bad input: one line, no usage block

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
+
 from eval.metrics import level_label, sample_list
 
 MAX_LISTED_TIMEOUTS = 20  # summary.md lists this many timed-out samples; results.json holds them all
@@ -176,17 +178,16 @@ def compare_markdown(
 def plot_lengths(records: list[dict], path: str | Path, title: str = "completion length by correctness") -> Path:
     """Length distributions (tokens) of correct vs wrong samples, each normalised to its own count so the shapes
     compare, with their medians; the x axis stops at the 99th percentile (longer ones are counted in the legend)."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    import numpy as np
+    # matplotlib: about a second to import, for this plot alone (the GPU machine has none). A bare Figure needs
+    # neither pyplot nor a backend: savefig draws with Agg.
+    from matplotlib.figure import Figure
 
     samples = [s for r in records for s in sample_list(r) if s.get("n_tokens") is not None]
     lengths = np.array([s["n_tokens"] for s in samples])
     x_max = max(1.0, float(np.percentile(lengths, 99)))
     edges = np.linspace(0, x_max, 41)
-    fig, ax = plt.subplots(figsize=(7, 4), dpi=100)
+    fig = Figure(figsize=(7, 4), dpi=100)
+    ax = fig.subplots()
     for label, correct, colour in (("correct", True, "tab:green"), ("wrong", False, "tab:red")):
         values = np.array([s["n_tokens"] for s in samples if bool(s["correct"]) == correct])
         if len(values) == 0:
@@ -204,5 +205,4 @@ def plot_lengths(records: list[dict], path: str | Path, title: str = "completion
     ax.legend(fontsize=8)
     fig.tight_layout()
     fig.savefig(path)
-    plt.close(fig)
     return Path(path)

@@ -35,11 +35,16 @@ from contextlib import contextmanager, nullcontext
 from dataclasses import replace
 from pathlib import Path
 
+import huggingface_hub
+from tqdm.auto import tqdm
+
 from eval.generate import VLLM_PROMPTS_PER_CALL, check_backend, generate
 from eval.jsonl import append_jsonl, cut_torn_last_line, iter_jsonl, remove_stale_temps, write_jsonl
 from eval.metrics import CI_LEVEL, sample_list, summarize
+from eval.report import format_timeouts, plot_lengths, summary_markdown
 from eval.scoring import lenient_rule, lenient_score, score_completion
 from eval.tasks import Task, get_task, load_rows
+from rewards.completions import completion_text
 
 logger = logging.getLogger(__name__)
 
@@ -201,14 +206,10 @@ def _source_digest(source: str) -> str:
         if not files:
             raise ValueError(f"{source} holds no model files ({', '.join(MODEL_FILE_PATTERNS[:3])}, ...)")
         return ";".join(f"{f.name}={_sha256_of_file(f)}" for f in files)
-    from huggingface_hub import try_to_load_from_cache
-
-    cached = try_to_load_from_cache(source, "config.json")
+    cached = huggingface_hub.try_to_load_from_cache(source, "config.json")
     if isinstance(cached, str):  # <cache>/models--org--name/snapshots/<commit>/config.json
         return f"hub:{source}@{Path(cached).parent.name}"
-    from huggingface_hub import HfApi
-
-    return f"hub:{source}@{HfApi().model_info(source).sha}"
+    return f"hub:{source}@{huggingface_hub.HfApi().model_info(source).sha}"
 
 
 def source_fingerprint(model: str, adapter: str | None = None) -> str:
@@ -230,7 +231,7 @@ def weights_fingerprint(model) -> str:
     Under ZeRO-3 a parameter's bytes are this process's partition (``ds_tensor``), under FSDP its local shard:
     nothing is gathered, so the main process alone can compute it. It reads every weight once (about a second a GB).
     """
-    import torch
+    import torch  # loaded already where a model is; eval.run (`eval score`) imports without torch
 
     if not hasattr(model, "named_parameters"):
         raise ValueError(
@@ -465,8 +466,6 @@ def evaluate(
                 "resuming: %d of %d problems already scored in %s", len(problems) - len(todo), len(problems), out
             )
 
-        from tqdm.auto import tqdm
-
         bar = tqdm(total=len(problems), initial=len(problems) - len(todo), unit="problem", disable=not progress)
         started, n_new = time.perf_counter(), 0
         step = batch_size if backend == "hf" else max(batch_size, VLLM_PROMPTS_PER_CALL)  # vLLM schedules big batches
@@ -507,8 +506,6 @@ def evaluate(
 
 def write_outputs(out: Path, results: dict, records: list[dict]) -> None:
     """results.json, summary.md and lengths.png (samples.jsonl is written as the run goes)."""
-    from eval.report import format_timeouts, plot_lengths, summary_markdown
-
     if results["timeouts"]:
         logger.warning(
             "%s: %d of %d samples ran out of scoring time and count as wrong (problem/sample: %s); another scoring "
@@ -529,9 +526,7 @@ def write_outputs(out: Path, results: dict, records: list[dict]) -> None:
 
 def log_to_wandb(results: dict, records: list[dict], config: dict) -> None:
     """Log the summary metrics and a samples table to W&B (``WANDB_MODE=offline`` keeps it local)."""
-    import wandb
-
-    from eval.metrics import sample_list
+    import wandb  # seconds to import, for --wandb alone
 
     run = wandb.init(project=os.environ.get("WANDB_PROJECT", "leash-eval"), job_type="eval", config=config)
     flat = {k: v for k, v in results.items() if isinstance(v, int | float) and not isinstance(v, bool)}
@@ -589,8 +584,6 @@ def _completions_of(value) -> list[str]:
     >>> _completions_of(["#### 3", "#### 4"])
     ['#### 3', '#### 4']
     """
-    from rewards.completions import completion_text
-
     if isinstance(value, list) and value and all(isinstance(v, str) for v in value):
         return list(value)
     return [completion_text(value)]

@@ -34,6 +34,7 @@ from __future__ import annotations
 import logging
 import re
 
+from eval.tasks import get_task
 from rewards.answers import find_boxed, normalize_text
 from rewards.verify import Verdict, check, compare_answers
 
@@ -50,8 +51,6 @@ def answer_style(task_name: str) -> str:
     """
     if task_name in ANSWER_STYLES:
         return task_name
-    from eval.tasks import get_task
-
     return get_task(task_name).answer_style
 
 

@@ -26,6 +26,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from urllib.parse import urlsplit
 
+import huggingface_hub
+
 HUB_PROBE_TIMEOUT_S = 3.0
 ENDPOINT_PROBE_TIMEOUT_S = 5.0
 PROXY_VARIABLES = ("HTTPS_PROXY", "https_proxy", "ALL_PROXY", "all_proxy")
@@ -37,20 +39,16 @@ class SourceError(ValueError):
 
 def hub_offline() -> bool:
     """True when the Hugging Face libraries are in offline mode (``HF_HUB_OFFLINE=1`` when they were imported)."""
-    from huggingface_hub import constants
-
-    return bool(constants.HF_HUB_OFFLINE)
+    return bool(huggingface_hub.constants.HF_HUB_OFFLINE)
 
 
 def hub_reachable(timeout_s: float = HUB_PROBE_TIMEOUT_S) -> bool:
     """Whether a TCP connection to the hub's endpoint (``HF_ENDPOINT``, default huggingface.co) opens within
     ``timeout_s``: a quick answer where the libraries would retry for half a minute. Behind a proxy (``HTTPS_PROXY``
     and the like) a direct connection says nothing, so it answers True there and leaves the verdict to the libraries."""
-    from huggingface_hub import constants
-
     if any(os.environ.get(name) for name in PROXY_VARIABLES):
         return True
-    url = urlsplit(constants.ENDPOINT)
+    url = urlsplit(huggingface_hub.constants.ENDPOINT)
     port = url.port or (443 if url.scheme == "https" else 80)
     try:
         with socket.create_connection((url.hostname, port), timeout=timeout_s):
@@ -65,11 +63,9 @@ def _looks_like_path(name: str) -> bool:
 
 
 def _in_hub_cache(name: str, files: Sequence[str], revision: str | None) -> bool:
-    from huggingface_hub import try_to_load_from_cache
-
     for filename in files:
         try:
-            if isinstance(try_to_load_from_cache(name, filename, revision=revision), str):
+            if isinstance(huggingface_hub.try_to_load_from_cache(name, filename, revision=revision), str):
                 return True
         except ValueError:  # not a valid repo id (HFValidationError)
             return False
@@ -78,11 +74,9 @@ def _in_hub_cache(name: str, files: Sequence[str], revision: str | None) -> bool
 
 def _on_hub(name: str, files: Sequence[str], revision: str | None) -> bool | None:
     """Whether the hub has one of ``files`` in repo ``name`` (None: the hub did not say, e.g. a gated repo)."""
-    from huggingface_hub import file_exists
-
     for filename in files:
         try:
-            if file_exists(name, filename, revision=revision):
+            if huggingface_hub.file_exists(name, filename, revision=revision):
                 return True
         except ValueError:  # not a valid repo id
             return False

@@ -16,9 +16,10 @@ ValueError: task 'math_train' has no hub copy: pass --data PATH with a local .js
 from __future__ import annotations
 
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
+from eval import sources
 from rewards.answers import FORMAT_EXAMPLES, gsm8k_gold
 
 
@@ -124,31 +125,30 @@ def load_hub_dataset(source: str, config: str | None = None, split: str | None =
     not have reported as one line (``eval.sources.SourceError``) ending in ``fix``. Offline
     (``HF_HUB_OFFLINE=1``) a cached copy loads; online, the hub is probed first (a few seconds at most, where
     ``datasets`` would retry for half a minute)."""
-    from datasets import load_dataset
-    from datasets.exceptions import DatasetNotFoundError
-
-    from eval.sources import SourceError, hub_offline, hub_reachable
+    import datasets  # seconds to import; `eval score` and the CLIs' --help load no data set
 
     fix = fix or "pass --data PATH to a local .jsonl (python -m eval.data --out data writes them)"
     where = f"cannot load {source} from the Hugging Face hub"
-    if not hub_offline() and not hub_reachable():
-        raise SourceError(f"{where} (it cannot be reached: offline?): {fix}")
+    if not sources.hub_offline() and not sources.hub_reachable():
+        raise sources.SourceError(f"{where} (it cannot be reached: offline?): {fix}")
     try:
-        return load_dataset(source, config, split=split) if config else load_dataset(source, split=split)
-    except DatasetNotFoundError:
-        raise SourceError(f"{where} (no such data set there, or offline?): {fix}") from None
+        if config:
+            return datasets.load_dataset(source, config, split=split)
+        return datasets.load_dataset(source, split=split)
+    except datasets.exceptions.DatasetNotFoundError:
+        raise sources.SourceError(f"{where} (no such data set there, or offline?): {fix}") from None
     except ConnectionError:
-        why = "offline: HF_HUB_OFFLINE=1 and no cached copy" if hub_offline() else "offline?"
-        raise SourceError(f"{where} ({why}): {fix}") from None
+        why = "offline: HF_HUB_OFFLINE=1 and no cached copy" if sources.hub_offline() else "offline?"
+        raise sources.SourceError(f"{where} ({why}): {fix}") from None
     except OSError as error:
-        raise SourceError(f"{where} ({error.__class__.__name__}: {str(error)[:200]}): {fix}") from None
+        raise sources.SourceError(f"{where} ({error.__class__.__name__}: {str(error)[:200]}): {fix}") from None
 
 
 @contextmanager
 def no_progress_bars():
     """datasets' progress bars off inside, as they were after: reading a local file and mapping a few thousand rows
     take a second, and their bars would come before the command's own first line (hub downloads keep theirs)."""
-    import datasets
+    import datasets  # as in load_hub_dataset
 
     if datasets.are_progress_bars_disabled():
         yield
@@ -167,7 +167,7 @@ def load_rows(task: Task, data: str | None = None, split: str | None = None, fla
     ``--data gsm8k=PATH``): a missing file, a file without the question or gold field, a hub that cannot be reached
     (``load_hub_dataset``).
     """
-    from datasets import load_dataset
+    import datasets  # as in load_hub_dataset
 
     source = data or task.hub_id
     hint = local_copy_hint(task)
@@ -180,7 +180,7 @@ def load_rows(task: Task, data: str | None = None, split: str | None = None, fla
         if not path.exists():
             raise FileNotFoundError(f"data file {path} does not exist: pass {usage} with a .jsonl path or a hub id")
         with no_progress_bars():
-            ds = load_dataset("json", data_files=str(path), split="train")
+            ds = datasets.load_dataset("json", data_files=str(path), split="train")
     else:
         fix = f"pass {usage} to a local .jsonl" + (f" ({hint})" if hint else "")
         ds = load_hub_dataset(source, task.hub_config, split or task.hub_split, fix)
@@ -216,9 +216,7 @@ def one_prompt_rows(task: Task, question: str, answer: str, instruction: str | N
     >>> rows[0]["answer"], rows[0]["prompt"][0]["content"].splitlines()[-1]
     ('17', "Finish your reply with a line 'Answer: <number>'.")
     """
-    from dataclasses import replace
-
-    from datasets import Dataset
+    import datasets  # as in load_hub_dataset
 
     prompt = (replace(task, instruction=instruction) if instruction else task).prompt(question)
-    return Dataset.from_list([{"prompt": prompt, "question": question.strip(), "answer": str(answer).strip()}])
+    return datasets.Dataset.from_list([{"prompt": prompt, "question": question.strip(), "answer": str(answer).strip()}])
