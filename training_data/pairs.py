@@ -27,7 +27,8 @@ import random
 from pathlib import Path
 
 from eval.jsonl import iter_jsonl
-from eval.tasks import no_progress_bars
+from eval.tasks import is_local, load_hub_dataset, no_progress_bars
+from training_data.rollouts import read_rollouts
 
 logger = logging.getLogger(__name__)
 
@@ -183,17 +184,13 @@ def load_preference_dataset(
     preference data set. Raises ValueError naming the problem and the fix when a column is missing or there is no
     pair at all. Returns ``(dataset, report)``; the report is the pair builder's, or None for ready-made pairs.
     """
-    from datasets import Dataset, load_dataset
-
-    from eval.tasks import is_local, load_hub_dataset
+    from datasets import Dataset, load_dataset  # seconds to import; the rollouts CLI needs none of it
 
     report = None
     if is_local(source):
         if not Path(source).exists():
             raise FileNotFoundError(f"preference data {source} does not exist: pass a rollouts or pairs .jsonl path")
         if is_rollouts_file(source):
-            from training_data.rollouts import read_rollouts
-
             pairs, report = build_pairs(read_rollouts(source), max_pairs_per_problem, length_tolerance, seed)
             if not pairs:
                 raise ValueError(

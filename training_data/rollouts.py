@@ -28,10 +28,26 @@ from __future__ import annotations
 
 import argparse
 import logging
+from decimal import Decimal
 from pathlib import Path
 
+from eval import __main__ as eval_cli
 from eval.degenerate import expected_degenerate_share
+from eval.generate import check_backend
 from eval.jsonl import iter_jsonl, write_jsonl
+from eval.metrics import sample_list
+from eval.run import (
+    SAMPLES_FILE,
+    FolderBusyError,
+    evaluate,
+    load_problems,
+    lock_output_folder,
+    read_samples,
+    source_fingerprint,
+)
+from eval.scoring import score_completion
+from eval.sources import check_model_source
+from eval.tasks import get_task, load_rows
 
 logger = logging.getLogger(__name__)
 
@@ -96,8 +112,6 @@ def grpo_rows(records: list[dict], task_name: str) -> list[dict]:
     >>> grpo_rows([{"id": 3, "question": "Q", "answer": "5", "prompt": [], "pass_rate": 0.5}], "math_train")[0]
     {'problem': 'Q', 'question': 'Q', 'answer': '5', 'prompt': [], 'id': 3, 'pass_rate': 0.5}
     """
-    from eval.tasks import get_task
-
     question_field = get_task(task_name).question_field
     return [
         {
@@ -121,9 +135,6 @@ def rollout_records(samples: list[dict], task_name: str) -> list[dict]:
     >>> r["completions"][0]["text"], r["pass_rate"], r["prompt"][0]["content"].startswith("2+3?")
     ('#### 5', 1.0, True)
     """
-    from eval.metrics import sample_list
-    from eval.tasks import get_task
-
     task = get_task(task_name)
     records = []
     for sample in samples:
@@ -184,8 +195,6 @@ def sample_rollouts(
     problem sampled once), and its ``results.json`` reports pass@k and length by correctness. ``batch_size`` counts
     answers generated at once (``batch_size // k`` problems). Returns the rollout records.
     """
-    from eval.run import SAMPLES_FILE, evaluate, lock_output_folder, read_samples
-
     check_k(k, temperature)
     with lock_output_folder(out_dir) as out:  # eval's lock, held until rollouts.jsonl is written too
         results = evaluate(
@@ -221,11 +230,6 @@ def reference_rollouts(task_name: str, data: str | None = None, limit: int | Non
     >>> [c["text"][-8:] for c in r["completions"]], [c["correct"] for c in r["completions"]], r["pass_rate"]
     (['\\n#### 18', '\\n#### 19'], [True, False], 0.5)
     """
-    from decimal import Decimal
-
-    from eval.scoring import score_completion
-    from eval.tasks import get_task, load_rows
-
     task = get_task(task_name)
     if task.answer_style != "gsm8k":
         raise ValueError(f"reference rollouts need a GSM8K-style task (#### N solutions), not {task_name!r}")
@@ -314,8 +318,6 @@ def main(argv: list[str] | None = None) -> None:
 
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
-    from eval.run import FolderBusyError
-
     if args.command == "sample":
         try:
             check_sample(args)
@@ -334,28 +336,19 @@ def main(argv: list[str] | None = None) -> None:
 
 def check_sample(args) -> None:
     """Everything ``sample`` can check before its model loads: backend, task, data, limit, k, model, adapter."""
-    from eval.__main__ import check_adapter
-    from eval.generate import check_backend
-    from eval.run import load_problems
-    from eval.sources import check_model_source
-    from eval.tasks import get_task
-
     check_backend(args.backend, args.adapter)  # vllm + adapter would sample the base model: refused here
     check_k(args.k, args.temperature)
     load_problems(get_task(args.task), args.data, args.limit)
     check_model_source(args.model, "--model")  # a local folder, or a hub id in the cache or on a hub that answers
     if args.adapter:  # shapes and target modules against the model's config (sample has no flag to skip a name check)
-        check_adapter(args.adapter, args.model, ignore_base_name=True)
+        eval_cli.check_adapter(args.adapter, args.model, ignore_base_name=True)
 
 
 def sample_command(args) -> None:
-    from eval.__main__ import load_model
-    from eval.run import lock_output_folder, source_fingerprint
-
     run_info = {"model": args.model, "adapter": args.adapter}
     run_info["model_fingerprint"] = source_fingerprint(args.model, args.adapter)  # a vLLM model has no weights to read
     with lock_output_folder(args.out):
-        model, tokenizer = load_model(args.model, args.adapter, args.dtype, args.backend)
+        model, tokenizer = eval_cli.load_model(args.model, args.adapter, args.dtype, args.backend)
         records = sample_rollouts(
             model,
             tokenizer,
@@ -390,11 +383,8 @@ def run_without_model(args) -> None:
     elif args.command == "reference":
         tokenizer = None
         if args.tokenizer:
-            from eval.__main__ import TOKENIZER_FILES
-            from eval.sources import check_model_source
-
-            check_model_source(args.tokenizer, "--tokenizer", files=TOKENIZER_FILES)
-            from transformers import AutoTokenizer
+            check_model_source(args.tokenizer, "--tokenizer", files=eval_cli.TOKENIZER_FILES)
+            from transformers import AutoTokenizer  # seconds: paid with --tokenizer only
 
             tokenizer = AutoTokenizer.from_pretrained(args.tokenizer)
         records = reference_rollouts(args.task, args.data, args.limit, tokenizer)
@@ -404,7 +394,7 @@ def run_without_model(args) -> None:
             f"reference solutions scored correct"
         )
     else:
-        from training_data.pairs import build_pairs
+        from training_data.pairs import build_pairs  # training_data.pairs imports this module
 
         cap = args.max_pairs_per_problem or None
         built, report = build_pairs(read_rollouts(args.rollouts), cap, args.length_tolerance, args.seed)
