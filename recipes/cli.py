@@ -27,6 +27,7 @@ import textwrap
 from collections.abc import Sequence
 from dataclasses import fields
 
+import yaml
 from trl import TrlParser
 
 from recipes.tiny_model import may_build_at
@@ -273,8 +274,6 @@ class RecipeParser(TrlParser):
     ):
         """TRL's ``parse_args_and_config`` (YAML from ``--config``, its ``env:`` exported, flags win), with unknown
         keys and flags named, the renames of ``RENAMED`` and the tiny model settled. Returns the dataclasses."""
-        import yaml
-
         args = list(sys.argv[1:] if args is None else args)
         config_path, config = None, {}
         for i, arg in enumerate(args):

@@ -25,9 +25,17 @@ import logging
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import trl  # trl.<trainer>, trl.get_peft_config: imported at the call (~2 s that --help does not need)
+from transformers import AutoTokenizer
+from trl import DPOConfig, ModelConfig
+
+from eval.run import evaluate
+from eval.tasks import get_task
 from recipes import run_setup, validate
+from recipes.cli import RecipeParser
 from recipes.first_loss import FirstLossCheck, expected_first_loss
 from recipes.model_args import model_init_kwargs
+from recipes.monitors import JsonlLogCallback
 from recipes.run_setup import PairArguments
 from training_data.pairs import load_pairs
 
@@ -45,13 +53,6 @@ class DPOScriptArguments(PairArguments):
 
 
 def main(script_args, training_args, model_args):
-    from transformers import AutoTokenizer
-    from trl import DPOTrainer, get_peft_config, get_quantization_config
-
-    from eval.run import evaluate
-    from eval.tasks import get_task
-    from recipes.monitors import JsonlLogCallback
-
     # Validate everything that can be checked without a model, data included
     args = script_args
     with validate.config_errors():  # bad input stops here, before any model loads (one line on the CLI)
@@ -77,13 +78,13 @@ def main(script_args, training_args, model_args):
     first_loss_check = FirstLossCheck(
         *expected_first_loss(training_args.loss_type, training_args.loss_weights, training_args.use_weighting)
     )  # it also makes the trainer log step 1, whatever logging_steps is
-    trainer = DPOTrainer(
+    trainer = trl.DPOTrainer(
         model=model_args.model_name_or_path,
         args=training_args,
         train_dataset=pairs,
         processing_class=tokenizer,
-        peft_config=get_peft_config(model_args),
-        quantization_config=get_quantization_config(model_args),
+        peft_config=trl.get_peft_config(model_args),
+        quantization_config=trl.get_quantization_config(model_args),
         callbacks=[JsonlLogCallback(out / "log.jsonl"), first_loss_check],
     )
     dropped = len(pairs) - len(trainer.train_dataset)
@@ -156,10 +157,6 @@ def summary(report: dict, out: Path) -> str:
 
 def make_parser():
     """The recipe's parser: ``--help`` shows the recipe's own options by group and the TRL ones most runs set."""
-    from trl import DPOConfig, ModelConfig
-
-    from recipes.cli import RecipeParser  # imports TRL, as the line above does
-
     groups = {
         "preference pairs": ["data", "data_split", "max_pairs_per_problem", "length_tolerance"],
         "held-out evaluation": ["eval_task", "eval_data", "eval_limit", "eval_max_new_tokens"],

@@ -18,7 +18,13 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
+import trl  # trl.<trainer>, trl.get_peft_config: imported at the call (~2 s that --help does not need)
+from trl import GRPOConfig, ModelConfig
+
+from eval.run import evaluate
 from recipes import hooks, run_setup, validate
+from recipes.callbacks import held_out_watch
+from recipes.cli import RecipeParser
 from recipes.grpo_setup import (  # noqa: F401  (GRPOScriptArguments and check_args: the recipe's interface)
     GRPOScriptArguments,
     build_trainer,
@@ -29,18 +35,13 @@ from recipes.grpo_setup import (  # noqa: F401  (GRPOScriptArguments and check_a
 )
 from recipes.hack_alarm import watch_lines
 from recipes.model_args import model_init_kwargs
+from recipes.monitors import JsonlLogCallback, MonitorCallback
 from recipes.reward_setup import build_rewards, reward_stats
 from recipes.validate import import_hook
 
 
 def main(script_args, training_args, model_args):
     started = time.monotonic()
-    from trl import get_peft_config, get_quantization_config
-
-    from eval.run import evaluate
-    from recipes.callbacks import held_out_watch  # imports transformers, as the monitors do
-    from recipes.monitors import JsonlLogCallback, MonitorCallback
-
     # Validate everything that can be checked without a model
     args, names = script_args, script_args.reward_funcs
     with validate.config_errors():  # bad input stops here, before any model loads (one line on the CLI)
@@ -104,8 +105,8 @@ def main(script_args, training_args, model_args):
         reward_funcs=monitor.wrapped(),
         args=training_args,
         train_dataset=train_rows,
-        peft_config=get_peft_config(model_args),
-        quantization_config=get_quantization_config(model_args),
+        peft_config=trl.get_peft_config(model_args),
+        quantization_config=trl.get_quantization_config(model_args),
         callbacks=callbacks,
     )
     trainer.monitor_callback = monitor_callback
@@ -161,10 +162,6 @@ def summary(report: dict, out: Path) -> str:
 
 def make_parser():
     """The recipe's parser: ``--help`` shows the recipe's own options by group and the TRL ones most runs set."""
-    from trl import GRPOConfig, ModelConfig
-
-    from recipes.cli import RecipeParser  # imports TRL, as the line above does
-
     groups = {
         "training data": ["task", "data", "train_limit", "question", "gold_answer", "instruction", "curriculum"],
         "rewards": ["reward_funcs", "reward_check", "reward_model_path"],

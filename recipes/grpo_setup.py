@@ -12,9 +12,15 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import trl  # trl.GRPOTrainer: imported at the call (~2 s that --help does not need)
+
+from eval.tasks import get_task, load_rows, one_prompt_rows, to_prompt_rows
 from recipes import run_setup, validate
 from recipes.hack_alarm import check_watch_args
+from recipes.monitors import RewardMonitor, make_monitored_trainer_class
 from recipes.reward_setup import RewardArguments
+from recipes.tracked import ProbabilityTracker, check_tracked
+from rewards import reward_info
 
 
 @dataclass
@@ -86,9 +92,6 @@ class GRPOScriptArguments(run_setup.RunArguments, RewardArguments):
 
 def check_args(script_args, training_args, model_args):
     """Every check that needs no model (recipes/validate.py); returns the training and held-out tasks."""
-    from eval.tasks import get_task
-    from recipes.tracked import check_tracked
-
     training_args.use_vllm, generation = validate.decide_vllm(
         training_args.use_vllm,
         script_args.use_vllm_if_available,
@@ -140,9 +143,6 @@ def reward_monitor(names: list[str], funcs: list, training_args, eval_task_name:
     """The run's rewards wrapped by ``recipes.monitors.RewardMonitor`` with the run's weights, G, completion budget, and
     its correctness reward (the first of kind ``correctness``, wherever it is in the list, weight 0 included) as the
     verdict."""
-    from recipes.monitors import RewardMonitor
-    from rewards import reward_info
-
     correctness = [i for i, name in enumerate(names) if reward_info(name).kind == "correctness"]
     return RewardMonitor(
         funcs,
@@ -156,8 +156,6 @@ def reward_monitor(names: list[str], funcs: list, training_args, eval_task_name:
 
 def training_rows(args, task):
     """The training rows: the one ``question`` when set, else the task's data (first ``train_limit`` problems)."""
-    from eval.tasks import load_rows, one_prompt_rows, to_prompt_rows
-
     if args.question is not None:
         return one_prompt_rows(task, args.question, args.gold_answer, args.instruction)
     rows = load_rows(task, args.data)
@@ -171,8 +169,6 @@ def make_tracker(args, rows, temperature: float, log):
     each step's log line by ``log`` (None without tracked answers)."""
     if not args.tracked_names:
         return None
-    from recipes.tracked import ProbabilityTracker
-
     answers = dict(zip(args.tracked_names, args.tracked_answers, strict=True))
     return ProbabilityTracker(rows[0]["prompt"], answers, temperature, log)
 
@@ -180,8 +176,4 @@ def make_tracker(args, rows, temperature: float, log):
 def build_trainer(**kwargs):
     """TRL's ``GRPOTrainer`` with the monitors' log (``recipes.monitors.make_monitored_trainer_class``): the trainer
     every GRPO run of this project trains with; ``kwargs`` are GRPOTrainer's."""
-    from trl import GRPOTrainer
-
-    from recipes.monitors import make_monitored_trainer_class
-
-    return make_monitored_trainer_class(GRPOTrainer)(**kwargs)
+    return make_monitored_trainer_class(trl.GRPOTrainer)(**kwargs)

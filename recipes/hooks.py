@@ -32,6 +32,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from transformers import TrainerCallback
+
 from recipes.validate import import_hook
 
 
@@ -65,8 +67,6 @@ def load_hooks(specs: Sequence[str]) -> list[Callable]:
 
 def call_hooks(hooks: Sequence[Callable], context: HookContext) -> list:
     """The callbacks the hooks return, in order; each must be a ``TrainerCallback``."""
-    from transformers import TrainerCallback
-
     callbacks = []
     for hook in hooks:
         made = hook(context)

@@ -31,6 +31,8 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+import yaml
+
 GB = 1024**3
 ACT_PER_HIDDEN, ACT_PER_MLP = 14, 4  # saved elements per token per layer (counted for a Qwen2/Llama decoder layer)
 OVERHEAD_GB = 1.5
@@ -132,15 +134,11 @@ def sized_for(path: Path) -> tuple[int, float] | None:
 def gpu_configs(root: Path) -> list[Path]:
     """Every GRPO-trained config (``grpo_*``, ``judge_lab_*``) under ``root`` for a model in ``SHAPES``: the GPU
     configs."""
-    import yaml
-
     paths = sorted([*root.rglob("grpo_*.yaml"), *root.rglob("judge_lab_*.yaml")]) if root.is_dir() else [root]
     return [p for p in paths if yaml.safe_load(p.read_text()).get("model_name_or_path") in SHAPES]
 
 
 def main(argv: list[str] | None = None) -> None:
-    import yaml
-
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("path", help="a GRPO config, or a folder of them")
     parser.add_argument("--gpu-gb", type=float, default=None, help="default: the GPU the config's header names")

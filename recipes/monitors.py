@@ -38,9 +38,14 @@ from pathlib import Path
 
 from transformers import TrainerCallback
 
+from eval import run as eval_run
 from eval.degenerate import SOURCES, DegeneratePredictor
 from eval.group_metrics import Sample, group_metrics, mean_or_nan, split_groups
 from eval.jsonl import append_jsonl
+from eval.scoring import score_completion
+from rewards import verify
+from rewards.completions import completion_text
+from rewards.probes import probe_scores
 from rewards.totals import is_missing, weighted_totals
 
 logger = logging.getLogger(__name__)
@@ -52,14 +57,10 @@ TOP_K = 20  # completions kept per logging window in the top-reward table
 # --------------------------------------------------------------------------------------------------- reward side
 def _no_verdict_counts() -> dict[str, int]:
     """Comparisons without verdict in this process so far, by outcome (``rewards.verify.no_verdict_counts``)."""
-    from rewards import verify
-
     return verify.no_verdict_counts()
 
 
 def _text(completion) -> str:
-    from rewards.completions import completion_text
-
     return completion_text(completion)
 
 
@@ -207,8 +208,6 @@ class RewardMonitor:
     def _correctness(self, texts: list[str], answers: list) -> list[bool]:
         if self.correctness_index is not None:
             return [s is not None and s >= 1.0 for s in self._outputs[self.correctness_index]]
-        from eval.scoring import score_completion
-
         return [
             gold is not None and score_completion(t, str(gold), self.task_name)["correct"]
             for t, gold in zip(texts, answers, strict=True)
@@ -283,14 +282,12 @@ class MonitorCallback(TrainerCallback):
 
     def on_train_begin(self, args, state, control, **kwargs):
         if "wandb" in self.report_to and self.resolved_config:
-            import wandb
+            import wandb  # only under report_to: wandb (importing it costs seconds)
 
             if wandb.run is not None:  # the whole resolved config (secrets redacted), not only TrainingArguments
                 wandb.config.update({"leash": self.resolved_config}, allow_val_change=True)
         if not self.probe_problems or state.global_step > 0:  # a resumed run already logged them
             return
-        from rewards.probes import probe_scores
-
         self.probes = probe_scores(
             self.monitor.reward_funcs, self.monitor.weights, self.answer_style, self.probe_problems
         )
@@ -330,12 +327,10 @@ class MonitorCallback(TrainerCallback):
 
 def held_out_metrics(model, tokenizer, **eval_kwargs) -> dict[str, float]:
     """``eval/...`` metrics from ``eval.run.evaluate`` on a held-out set (greedy), restoring train mode after."""
-    from eval.run import evaluate
-
     was_training = model.training
     model.eval()
     try:
-        result = evaluate(model, tokenizer, **eval_kwargs)
+        result = eval_run.evaluate(model, tokenizer, **eval_kwargs)
     finally:
         model.train(was_training)
     out = {"eval/accuracy": result["accuracy"], "eval/n": result["n"]}
@@ -362,7 +357,7 @@ def flatten(d: dict, prefix: str = "") -> dict:
 
 
 def _wandb_table(rows: list[dict], step: int) -> None:
-    import wandb
+    import wandb  # as in MonitorCallback.on_train_begin
 
     if wandb.run is None:
         return

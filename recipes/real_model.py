@@ -62,7 +62,7 @@ def check_generation(model, tokenizer) -> dict:
 
     A model whose weights were mangled in conversion rambles to the token limit instead of closing its turn.
     """
-    import torch
+    import torch  # torch, transformers: seconds; --help and require_real_model need neither
 
     inputs = tokenizer.apply_chat_template(
         [{"role": "user", "content": CHECK_QUESTION}], add_generation_prompt=True, return_tensors="pt", return_dict=True
@@ -82,7 +82,7 @@ def convert(root: str | Path = DEFAULT_ROOT) -> Path:
 
     Written to ``<root>.tmp`` first and renamed, so an interrupted conversion never looks finished.
     """
-    import torch
+    import torch  # as in check_generation
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     source = gguf_file()
@@ -119,7 +119,7 @@ def ensure_real_model(root: str | Path = DEFAULT_ROOT, verify: bool = True) -> P
     if not is_converted(root):
         return convert(root)
     if verify:
-        import torch
+        import torch  # as in check_generation
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
         folder = model_dir(root)
@@ -132,7 +132,7 @@ def ensure_real_model(root: str | Path = DEFAULT_ROOT, verify: bool = True) -> P
 
 def require_real_model(root: str | Path = DEFAULT_ROOT) -> Path:
     """For tests: the converted model folder, or ``pytest.skip`` saying how to get it."""
-    import pytest
+    import pytest  # tests alone call this: pytest is no runtime dependency
 
     if not is_converted(root):
         pytest.skip(f"the real model is not at {model_dir(root)}: {INSTALL_HINT}")

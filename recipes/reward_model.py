@@ -25,12 +25,24 @@ import logging
 import math
 from dataclasses import dataclass, field
 
-from transformers import TrainerCallback
+import torch
+import trl  # trl.<trainer>, trl.get_peft_config: imported at the call (~2 s that --help does not need)
+from transformers import (
+    AutoConfig,
+    AutoModelForSequenceClassification,
+    AutoTokenizer,
+    TrainerCallback,
+)
+from transformers.modeling_outputs import SequenceClassifierOutput
+from trl import ModelConfig, RewardConfig
 
 from recipes import run_setup, validate
+from recipes.cli import RecipeParser
 from recipes.first_loss import REWARD_MODEL_START, FirstLossCheck
 from recipes.model_args import model_init_kwargs
+from recipes.monitors import JsonlLogCallback
 from recipes.run_setup import PairArguments
+from rewards.reward_model import check_chat_template
 from training_data.pairs import load_pairs, split_by_prompt
 
 logger = logging.getLogger(__name__)
@@ -57,8 +69,6 @@ class RMScriptArguments(PairArguments):
 def check_bt_loss(trainer, margin: float | None) -> dict:
     """TRL's own ``compute_loss`` on fixed scores must give the Bradley-Terry values: difference 1 -> -log sigmoid(1)
     = 0.3133, a tie -> ln 2 (each shifted by the margin). Raises if not; returns what it measured."""
-    import torch
-    from transformers.modeling_outputs import SequenceClassifierOutput
 
     class FixedScores(torch.nn.Module):
         def __init__(self, scores):
@@ -101,14 +111,6 @@ class RMKeys(TrainerCallback):
 
 
 def main(script_args, training_args, model_args):
-    import torch
-    from transformers import AutoConfig, AutoModelForSequenceClassification, AutoTokenizer
-    from trl import RewardTrainer, get_peft_config, get_quantization_config
-    from trl.trainer.reward_trainer import suppress_seqcls_warning
-
-    from recipes.monitors import JsonlLogCallback
-    from rewards.reward_model import check_chat_template
-
     # Validate everything that can be checked without loading weights: model path, tokenizer, pairs
     args, model_path = script_args, model_args.model_name_or_path
     run_setup.build_tiny_model_if_asked(args, model_args)  # the checks below read its config and tokenizer
@@ -130,10 +132,12 @@ def main(script_args, training_args, model_args):
     # Model: a one-label score head on the base; a NEW head starts at zero, so the first loss is known
     kwargs = model_init_kwargs(model_args) | {
         "num_labels": 1,
-        "quantization_config": get_quantization_config(model_args),
+        "quantization_config": trl.get_quantization_config(model_args),
     }
     architectures = AutoConfig.from_pretrained(model_path).architectures or []
     new_head = not any(a.endswith("ForSequenceClassification") for a in architectures)  # a causal LM: no head yet
+    from trl.trainer.reward_trainer import suppress_seqcls_warning  # as trl.RewardTrainer: ~2 s, not for --help
+
     with suppress_seqcls_warning():
         model = AutoModelForSequenceClassification.from_pretrained(model_path, **kwargs)
     if new_head:
@@ -144,13 +148,13 @@ def main(script_args, training_args, model_args):
     margin = args.margin or 0.0  # a zero head ties every pair: the first loss is log(1 + e^margin)
     first = FirstLossCheck(math.log1p(math.exp(margin)), f"log(1 + e^{margin:g})", TOLERANCE, REWARD_MODEL_START)
     callbacks = [JsonlLogCallback(out / "log.jsonl"), *([first] if new_head else [])]  # a trained head: unchecked
-    trainer = RewardTrainer(
+    trainer = trl.RewardTrainer(
         model=model,
         args=training_args,
         train_dataset=train,
         eval_dataset=heldout,
         processing_class=tokenizer,
-        peft_config=get_peft_config(model_args),
+        peft_config=trl.get_peft_config(model_args),
         callbacks=callbacks,
     )
     trainer.callback_handler.callbacks.insert(0, RMKeys())
@@ -192,10 +196,6 @@ def main(script_args, training_args, model_args):
 
 def make_parser():
     """The recipe's parser: ``--help`` shows the recipe's own options by group and the TRL ones most runs set."""
-    from trl import ModelConfig, RewardConfig
-
-    from recipes.cli import RecipeParser  # imports TRL, as the line above does
-
     groups = {
         "preference pairs": ["data", "data_split", "max_pairs_per_problem", "length_tolerance"],
         "held-out pairs and the loss": ["eval_data", "eval_fraction", "margin"],

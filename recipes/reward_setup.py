@@ -24,6 +24,11 @@ import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
+from eval.sources import check_endpoint, check_model_source
+from rewards import get_reward
+from rewards.judge import HFJudgeClient, OpenAIJudgeClient, judge_messages, make_judge_reward
+from rewards.reward_model import ENV_PATH, RewardModelReward, check_reward_model
+
 
 @dataclass
 class RewardArguments:
@@ -56,8 +61,6 @@ class RewardArguments:
 def build_judge(args: RewardArguments, policy_path: str | None = None, build_tiny_model: bool = False):
     """The ``llm_judge`` reward from the recipe's options, checked: the key's variable is set, the endpoint answers and
     scores one answer (a local judge: its model can be loaded, unless it is the tiny policy the recipe builds)."""
-    from rewards.judge import judge_messages, make_judge_reward
-
     if not args.judge_model:
         raise ValueError(
             "reward llm_judge needs judge_model: the model name the endpoint serves (with judge_base_url), or a local "
@@ -97,9 +100,6 @@ def check_judge(client, setting: str = "--judge_base_url") -> None:
     a short timeout; the key is sent, never shown), a local judge a model that can be loaded. Raises
     ``eval.sources.SourceError``, one line naming the URL or model and the fix (``setting`` is where the URL is set).
     """
-    from eval.sources import check_endpoint, check_model_source
-    from rewards.judge import HFJudgeClient, OpenAIJudgeClient
-
     if isinstance(client, OpenAIJudgeClient):
         fix = f"start the judge server (vllm serve {client.model}, docs/judge_lab.md) or set {setting} to its URL"
         check_endpoint(client.base_url, client._key() or None, fix, what="the judge endpoint")
@@ -109,8 +109,6 @@ def check_judge(client, setting: str = "--judge_base_url") -> None:
 
 def build_reward_model(path: str | None):
     """The ``reward_model`` reward on the folder ``path`` (default: ``LEASH_REWARD_MODEL``), checked before loading."""
-    from rewards.reward_model import ENV_PATH, RewardModelReward, check_reward_model
-
     path = path or os.environ.get(ENV_PATH)
     if not path:
         raise ValueError(
@@ -125,8 +123,6 @@ def build_rewards(
     names: Sequence[str], args: RewardArguments, policy_path: str | None = None, build_tiny_model: bool = False
 ) -> list[Callable]:
     """The reward callables for ``names``, in order: a judge and a reward model built from ``args``, checked."""
-    from rewards import get_reward
-
     builders = {
         "llm_judge": lambda: build_judge(args, policy_path, build_tiny_model),
         "reward_model": lambda: build_reward_model(args.reward_model_path),

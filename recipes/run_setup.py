@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from eval.run import discard_run
+from recipes.tiny_model import is_tiny_model_dir, reads_as_hub_id, save_tiny_model
 
 SECRET_KEY_RE = re.compile(r"key|token|secret|password", re.IGNORECASE)
 EVAL_FOLDERS = ("eval_before", "eval_after")  # a recipe's held-out evaluations, in output_dir
@@ -145,8 +146,6 @@ def build_tiny_model_if_asked(script_args, model_args) -> None:
     """``build_tiny_model: true`` builds the tiny local model at ``model_name_or_path`` when nothing is there yet, and
     never at a name that reads as a hub id (the recipe's parser has already switched it off there, and refused a model
     path the command line gave under a config that builds: ``recipes.tiny_model.may_build_at``)."""
-    from recipes.tiny_model import is_tiny_model_dir, reads_as_hub_id, save_tiny_model
-
     path = model_args.model_name_or_path
     if not script_args.build_tiny_model or Path(path).exists():
         return
@@ -178,7 +177,7 @@ def start_run(script_args, training_args, model_args, identity: dict) -> tuple[P
 
 def last_checkpoint(training_args, resume: bool) -> str | None:
     """The last ``checkpoint-*`` in ``output_dir`` when ``resume`` is on and there is one."""
-    from transformers.trainer_utils import get_last_checkpoint
+    from transformers.trainer_utils import get_last_checkpoint  # imports torch: run_setup imports without it
 
     out = Path(training_args.output_dir)
     return get_last_checkpoint(str(out)) if resume and out.is_dir() else None

@@ -23,10 +23,15 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from eval.run import DEFAULT_BATCH_SIZE
-from eval.tasks import no_progress_bars
+import trl  # trl.<trainer>, trl.get_peft_config: imported at the call (~2 s that --help does not need)
+from trl import ModelConfig, SFTConfig
+
+from eval.run import DEFAULT_BATCH_SIZE, evaluate
+from eval.tasks import get_task, load_rows, no_progress_bars
 from recipes import run_setup, validate
+from recipes.cli import RecipeParser
 from recipes.model_args import model_init_kwargs
+from recipes.monitors import JsonlLogCallback, ValidationStop
 
 CALCULATOR_RE = re.compile(r"<<[^<>]*>>")  # GSM8K's calculator annotations: "48/2 = <<48/2=24>>24"
 
@@ -102,12 +107,6 @@ def sft_rows(task, rows, solution_field: str | None = None):
 
 
 def main(script_args, training_args, model_args):
-    from trl import SFTTrainer, get_peft_config, get_quantization_config
-
-    from eval.run import evaluate
-    from eval.tasks import get_task, load_rows
-    from recipes.monitors import JsonlLogCallback, ValidationStop
-
     # Validate everything that can be checked without a model, data included
     args = script_args
     with validate.config_errors():  # bad input stops here, before any model loads (one line on the CLI)
@@ -144,12 +143,12 @@ def main(script_args, training_args, model_args):
         validation = {**eval_kwargs, "data": args.validation_data, "limit": args.validation_limit}
         stop = ValidationStop(args.validation_steps, args.stop_at_accuracy, validation, out / "validation.jsonl")
         callbacks.append(stop)
-    trainer = SFTTrainer(
+    trainer = trl.SFTTrainer(
         model=model_args.model_name_or_path,
         args=training_args,
         train_dataset=rows,
-        peft_config=get_peft_config(model_args),
-        quantization_config=get_quantization_config(model_args),
+        peft_config=trl.get_peft_config(model_args),
+        quantization_config=trl.get_quantization_config(model_args),
         callbacks=callbacks,
     )
 
@@ -200,10 +199,6 @@ def summary(report: dict, out: Path) -> str:
 
 def make_parser():
     """The recipe's parser: ``--help`` shows the recipe's own options by group and the TRL ones most runs set."""
-    from trl import ModelConfig, SFTConfig
-
-    from recipes.cli import RecipeParser  # imports TRL, as the line above does
-
     groups = {
         "training data": ["task", "data", "solution_field", "train_limit"],
         "held-out evaluation": ["eval_task", "eval_data", "eval_limit", "eval_max_new_tokens", "eval_batch_size"],

@@ -61,6 +61,7 @@ def default_corpus() -> list[str]:
 
 def build_tokenizer(vocab_size: int = 400, corpus: list[str] | None = None, chat_template: str = CHAT_TEMPLATE):
     """A byte-level BPE tokenizer with Qwen-style special tokens and chat template."""
+    # tokenizers, transformers, torch: seconds; recipes.cli imports this module for may_build_at alone
     from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers, trainers
     from transformers import PreTrainedTokenizerFast
 
@@ -90,7 +91,7 @@ def build_tokenizer(vocab_size: int = 400, corpus: list[str] | None = None, chat
 
 def build_model(tokenizer, hidden_size: int = 64, num_layers: int = 2, seed: int = 0, **overrides):
     """A randomly initialised Qwen2ForCausalLM sized to the tokenizer (~100k parameters at the defaults)."""
-    import torch
+    import torch  # as in build_tokenizer
     from transformers import Qwen2Config, Qwen2ForCausalLM
 
     torch.manual_seed(seed)
@@ -178,7 +179,7 @@ def save_tiny_model(
     corpus: list[str] | None = None,
 ) -> Path:
     """Build, save and return the folder of a tiny model + tokenizer that `from_pretrained` loads."""
-    from transformers.utils import logging as transformers_logging
+    from transformers.utils import logging as transformers_logging  # as in build_tokenizer
 
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)

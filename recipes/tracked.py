@@ -20,6 +20,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 
+import torch
 from transformers import TrainerCallback
 
 
@@ -96,8 +97,6 @@ class ProbabilityTracker(TrainerCallback):
             yield name, prompt_ids, answer_ids
 
     def _token_logps(self, model, tokenizer) -> dict[str, list[float]]:
-        import torch
-
         was_training = model.training
         model.eval()  # no dropout: the policy and the reference must be compared on equal terms
         try:
