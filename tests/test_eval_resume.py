@@ -92,7 +92,8 @@ def test_weights_fingerprint_of_a_lora_model_follows_the_adapter(tiny_model_dir)
 
 
 def test_a_model_without_weights_needs_a_given_fingerprint(tmp_path, data_dir):
-    with pytest.raises(ValueError, match="cannot fingerprint the model, a object with no parameters.*model_fingerprint"):
+    message = "cannot fingerprint the model, a object with no parameters.*model_fingerprint"
+    with pytest.raises(ValueError, match=message):
         evaluate(object(), None, "gsm8k", data=str(data_dir / GSM8K), limit=1, out_dir=tmp_path)
 
 
