@@ -29,7 +29,7 @@ import trl  # trl.<trainer>, trl.get_peft_config: imported at the call (~2 s tha
 from transformers import AutoTokenizer
 from trl import DPOConfig, ModelConfig
 
-from eval.run import evaluate
+from eval import run as eval_run  # eval_run.evaluate at the call: a test's stand-in reaches it
 from eval.tasks import get_task
 from recipes import run_setup, validate
 from recipes.cli import RecipeParser
@@ -112,7 +112,7 @@ def main(script_args, training_args, model_args):
         "pair_report": pair_report,
     }
     if args.eval_limit:
-        report["before"] = evaluate(
+        report["before"] = eval_run.evaluate(
             trainer.model,
             tokenizer,
             eval_task.name,
@@ -123,7 +123,7 @@ def main(script_args, training_args, model_args):
     trainer.train(resume_from_checkpoint=run_setup.resume_checkpoint(training_args, args.resume, ["log.jsonl"]))
     trainer.save_model(str(out))
     if args.eval_limit:
-        report["after"] = evaluate(
+        report["after"] = eval_run.evaluate(
             trainer.model,
             tokenizer,
             eval_task.name,

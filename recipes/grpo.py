@@ -21,7 +21,7 @@ from pathlib import Path
 import trl  # trl.<trainer>, trl.get_peft_config: imported at the call (~2 s that --help does not need)
 from trl import GRPOConfig, ModelConfig
 
-from eval.run import evaluate
+from eval import run as eval_run  # eval_run.evaluate at the call: a test's stand-in reaches it
 from recipes import hooks, run_setup, validate
 from recipes.callbacks import held_out_watch
 from recipes.cli import RecipeParser
@@ -117,7 +117,7 @@ def main(script_args, training_args, model_args):
     # Evaluate before, train (resuming after a kill), save, evaluate after; every process evaluates, one writes
     report = {"run_name": training_args.run_name, "output_dir": str(out), "processes": training_args.world_size}
     if args.eval_limit:
-        report["before"] = evaluate(
+        report["before"] = eval_run.evaluate(
             trainer.model,
             trainer.processing_class,
             eval_task.name,
@@ -130,7 +130,7 @@ def main(script_args, training_args, model_args):
     trainer.train(resume_from_checkpoint=run_setup.resume_checkpoint(training_args, args.resume, logs))
     trainer.save_model(str(out))
     if args.eval_limit:
-        report["after"] = evaluate(
+        report["after"] = eval_run.evaluate(
             trainer.model,
             trainer.processing_class,
             eval_task.name,
