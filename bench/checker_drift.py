@@ -25,6 +25,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path.cwd()))
 
+from eval.jsonl import read_jsonl  # noqa: E402
 from rewards.answers import extract_answer  # noqa: E402
 from rewards.verify import is_correct  # noqa: E402
 
@@ -34,8 +35,6 @@ GPT3_KEYS = ["6b_finetuning", "6b_verification", "175b_finetuning", "175b_verifi
 
 
 def _rows(data: Path, path: str) -> list[dict]:
-    from eval.jsonl import read_jsonl
-
     if not (data / path).exists():
         raise FileNotFoundError(f"{data / path} does not exist: pass --data DIR laid out as tests/data (its README)")
     return read_jsonl(data / path, "a stored data file under --data")

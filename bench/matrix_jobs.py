@@ -28,16 +28,15 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--rounds", type=int, default=1)
     args = parser.parse_args(argv)
 
-    import torch
+    import torch  # torch, the lab and the recipes it runs: ~6 s that --help does not pay
 
-    from cpu_lab import matrix
-    from cpu_lab.warmstart import WarmStartSettings, prepare_lab, recipe_flags
+    from cpu_lab import matrix, warmstart  # as torch
 
     cores = os.cpu_count() or 1
     torch.set_num_threads(cores)  # the sequential way gets every core, as `make demo` gives it (OMP_NUM_THREADS=2)
-    paths = prepare_lab(WarmStartSettings())
+    paths = warmstart.prepare_lab(warmstart.WarmStartSettings())
     extra = [
-        *recipe_flags(paths),
+        *warmstart.recipe_flags(paths),
         "--max_steps",
         str(args.steps),
         "--eval_limit",

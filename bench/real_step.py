@@ -64,8 +64,14 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from transformers import TrainerCallback
+import torch
+import trl
+import trl.trainer.utils as trl_utils
+from transformers import AutoModelForCausalLM, AutoTokenizer, TrainerCallback
 
+from bench.grpo_overhead import trl_trainer_replaced_by
+from eval.jsonl import read_jsonl
+from eval.tasks import get_task
 from recipes import precision
 
 CONFIG = "recipes/configs/real_lab/grpo_real_default.yaml"
@@ -186,8 +192,6 @@ def completion_head() -> None:
     ``trl.trainer.utils`` asks ``_use_triton(device)`` for one thing: whether to gather the labelled positions
     (``compact``) or to project every position, which keeps shapes static for a compiler. Its kernels read their
     own copy of the test in ``trl.kernels.chunked_logprob``, untouched, so the CPU keeps folding tiles in torch."""
-    import trl.trainer.utils as trl_utils
-
     on_cuda = trl_utils._use_triton
     trl_utils._use_triton = lambda device: device.type == "cpu" or on_cuda(device)
 
@@ -196,7 +200,6 @@ def generation_cast_cache(trainer_class):
     """``trainer_class`` whose ``_generate`` runs inside one bf16 autocast region when the run autocasts: every
     forward of a generation is already autocast (accelerate wraps it), and while an outer region is open torch
     keeps each weight's bf16 cast instead of redoing it at every decoded token."""
-    import torch
 
     class CachedCasts(trainer_class):
         def _generate(self, *args, **kwargs):
@@ -227,11 +230,9 @@ def phases(step: dict) -> dict[str, float]:
 
 def worker(model: str, data: str, steps: int, arm: Arm, out_json: Path) -> None:
     """One arm, in this process: the recipe with clocked trainer, its per-step seconds to ``out_json``."""
-    import trl
-
-    from bench.grpo_overhead import trl_trainer_replaced_by
     from recipes import grpo
     from recipes.validate import parse_or_explain
+
 
     clock, trainer_ref = StepClock(out_json), []
     base = clocked_trainer_class(trl.GRPOTrainer, clock)
@@ -395,8 +396,6 @@ def matmul(rounds: int = 5) -> str:
     576 -> 1536 projection over 256 token rows (a micro-batch's worth of positions), alternated round by round so
     that a changing load falls on both. It says in seconds whether this CPU computes bf16 fast; the step arms take
     minutes to say the same."""
-    import torch
-
     torch.manual_seed(0)
     x, w = torch.randn(256, 576), torch.randn(1536, 576)
 
@@ -425,13 +424,6 @@ def agreement(model_path: str, data: str, seed: int = 0) -> str:
     LM head as the trainer adds it (log-probabilities and entropy). For each precision: the largest change of a
     completion token's log-probability and the cosine of the policy gradient (all parameters) with float32's, and
     the seconds of each forward and backward (the same micro-batch, one after the other in one process)."""
-    import torch
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-    from trl.trainer.utils import add_fused_lm_head
-
-    from eval.jsonl import read_jsonl
-    from eval.tasks import get_task
-
     torch.manual_seed(seed)
     tokenizer = AutoTokenizer.from_pretrained(model_path, padding_side="left")
     model = AutoModelForCausalLM.from_pretrained(model_path, dtype=torch.float32)
@@ -445,7 +437,7 @@ def agreement(model_path: str, data: str, seed: int = 0) -> str:
     labels = ids.masked_fill(mask == 0, -100)
     labels[:, : batch["input_ids"].size(1)] = -100  # only the completion is scored, as in GRPO
     advantages = torch.randn(ids.size(0), 1)
-    add_fused_lm_head(model, temperature=1.0, outputs=("log_probs", "entropy"))
+    trl_utils.add_fused_lm_head(model, temperature=1.0, outputs=("log_probs", "entropy"))
 
     def gradient(autocast: bool) -> tuple[torch.Tensor, torch.Tensor]:
         model.zero_grad()

@@ -29,16 +29,17 @@ import os
 import time
 from pathlib import Path
 
+from hypothesis import HealthCheck, Phase, given, settings
+from hypothesis import strategies as st
+
+from rewards import get_reward, verify
+from tests.test_fuzz_rewards import GOLDS, hostile
+
 REWARDS = ["gsm8k_correctness", "math_correctness", "gsm8k_format", "math_format", "number_anywhere"]
 
 
 def fuzzed_completions(n: int) -> list[tuple[str, str]]:
     """``n`` (completion, gold) pairs from the fuzz test's strategies, the same ones on every run."""
-    from hypothesis import HealthCheck, Phase, given, settings
-    from hypothesis import strategies as st
-
-    from tests.test_fuzz_rewards import GOLDS, hostile
-
     drawn: list[tuple[str, str]] = []
 
     @settings(
@@ -60,8 +61,6 @@ def fuzzed_completions(n: int) -> list[tuple[str, str]]:
 def score_all(items: list[tuple[str, str]], batch: int) -> tuple[list, float, float, int, dict[str, float]]:
     """(scores per completion, seconds, slowest batch in seconds, comparisons given up as timeouts, seconds spent in
     each reward)."""
-    from rewards import get_reward, verify
-
     verify._CACHE.clear()
     verify._GIVEN_UP.clear()
     verify._POOL.close()
