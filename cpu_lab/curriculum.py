@@ -29,11 +29,18 @@ monitors' per-prompt prediction).
 
 from __future__ import annotations
 
+import argparse
 import math
 import random
+import tempfile
 from dataclasses import dataclass, field
+from pathlib import Path
 
-from cpu_lab.problems import HELDOUT_SIZE, VALIDATION_SIZE, Difficulty, kept_out_questions, make_problem
+from cpu_lab.problems import HELDOUT_SIZE, TASK, VALIDATION_SIZE, Difficulty, kept_out_questions, make_problem
+from eval import run as eval_run
+from eval.degenerate import expected_degenerate_share
+from eval.jsonl import write_jsonl
+from eval.tasks import get_task
 
 # Easiest first. The held-out set's difficulty (Difficulty(): 1-2 operations, numbers up to 50) is a level, and the
 # start. Greedy accuracy of the seed-0 warm start on 100 problems of each level (`python -m cpu_lab.curriculum`):
@@ -121,9 +128,7 @@ class CurriculumDataset:
         heldout_n: int = HELDOUT_SIZE,
         validation_n: int = VALIDATION_SIZE,
     ):
-        from datasets import Dataset
-
-        from eval.tasks import get_task
+        from datasets import Dataset  # ~1 s that `python -m cpu_lab.curriculum --help` does not pay
 
         if size < 1:
             raise ValueError(f"the curriculum needs at least one training row, got size={size}")
@@ -148,9 +153,7 @@ class CurriculumDataset:
 def make_callback(controller: CurriculumController, data: CurriculumDataset, group_size: int):
     """A ``TrainerCallback`` that feeds each log window's pass rate to ``controller``, sets ``data.level`` and adds
     the ``curriculum/...`` values to that log line (it must come before the JSON-lines logger)."""
-    from transformers import TrainerCallback
-
-    from eval.degenerate import expected_degenerate_share
+    from transformers import TrainerCallback  # ~6 s that `python -m cpu_lab.curriculum --help` does not pay
 
     class CurriculumCallback(TrainerCallback):
         logged_step = 0  # fetches up to here belong to earlier log lines (one fetch per optimizer step)
@@ -174,8 +177,6 @@ def make_callback(controller: CurriculumController, data: CurriculumDataset, gro
 def lab_curriculum(rows, training_args):
     """The GRPO recipe's ``curriculum`` hook for the lab: as many rows as the recipe's training set (``rows``, read
     only for its length), problems of task ``lab`` seeded by the run's seed, and the callback."""
-    from cpu_lab.warmstart import TASK
-
     if training_args.gradient_accumulation_steps != 1 or training_args.steps_per_generation != 1:
         raise ValueError(
             "the lab curriculum assumes one batch fetch per optimizer step (it logs each step's level from them): "
@@ -188,14 +189,7 @@ def lab_curriculum(rows, training_args):
 
 def ladder_accuracy(model_dir: str, n: int = 100, seed: int = 0) -> list[float]:
     """Greedy accuracy of the model in ``model_dir`` on ``n`` training problems of each level, easiest first."""
-    import tempfile
-    from pathlib import Path
-
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-
-    from cpu_lab.warmstart import TASK
-    from eval.jsonl import write_jsonl
-    from eval.run import evaluate
+    from transformers import AutoModelForCausalLM, AutoTokenizer  # as TrainerCallback in make_callback (~3 s)
 
     model, tokenizer = AutoModelForCausalLM.from_pretrained(model_dir), AutoTokenizer.from_pretrained(model_dir)
     kept_out, accuracies = kept_out_questions(), []
@@ -203,7 +197,7 @@ def ladder_accuracy(model_dir: str, n: int = 100, seed: int = 0) -> list[float]:
         for level in range(len(LADDER)):
             rows = [problem_at(seed, level, i, kept_out) for i in range(n)]
             path = write_jsonl(rows, Path(tmp) / f"level{level}.jsonl")
-            result = evaluate(
+            result = eval_run.evaluate(
                 model, tokenizer, TASK, data=str(path), limit=n, max_new_tokens=32, batch_size=100, progress=False
             )
             accuracies.append(float(result["accuracy"]))
@@ -211,8 +205,6 @@ def ladder_accuracy(model_dir: str, n: int = 100, seed: int = 0) -> list[float]:
 
 
 def main() -> None:
-    import argparse
-
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("model_dir", help="a lab model folder, e.g. runs/lab/warmstart")
     parser.add_argument("--n", type=int, default=100, help="problems per level")

@@ -32,6 +32,8 @@ import logging
 import time
 from pathlib import Path
 
+from tqdm import tqdm
+
 from cpu_lab import matrix
 from cpu_lab.report import (
     MISSING,
@@ -167,8 +169,6 @@ class WarmStartProgress(logging.Handler):
         super().__init__(logging.INFO)
         self.terminal, self.bar = terminal, None
         if terminal.isatty():
-            from tqdm import tqdm
-
             self.bar = tqdm(
                 total=max_steps, desc="warm start", unit="step", leave=False, file=terminal, dynamic_ncols=True
             )

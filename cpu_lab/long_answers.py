@@ -27,9 +27,13 @@ import time
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from transformers import AutoTokenizer
+
+from cpu_lab.matrix import run_matrix
 from cpu_lab.problems import GAIN, ITEMS, LOSS, NAMES, Difficulty
 from cpu_lab.report import mean_by_step, mean_std_text, pyplot, save_figure, table, write_markdown
 from cpu_lab.warmstart import WarmStartSettings, prepare_lab
+from eval.jsonl import read_jsonl
 
 logger = logging.getLogger(__name__)
 
@@ -121,8 +125,6 @@ def prepare(seed: int = 0, root: str | Path = ROOT) -> dict[str, Path]:
 def run(seeds: list[int], steps: int, out: str | Path, jobs: int = 2, warm_start_seed: int = 0) -> Path:
     """Both configs x ``seeds`` for ``steps`` GRPO steps each (``cpu_lab.matrix``: finished runs are skipped), from
     the warm start of ``warm_start_seed``; then the report. Returns the report's path."""
-    from cpu_lab.matrix import run_matrix
-
     prepare(warm_start_seed)
     run_matrix([str(c) for c in CONFIGS], seeds, out, ["--max_steps", str(steps)], jobs=jobs)
     return write_report(out)
@@ -138,8 +140,6 @@ def length_curves(folder: str | Path) -> dict[str, list[tuple[int, float]]]:
     """Per logged step, the mean length of the step's correct, wrong and truncated sampled answers and the truncated
     share, from the run's ``log.jsonl`` (``recipes.monitors`` writes them as ``monitor/length_*``); steps where a class
     was empty are left out of its curve."""
-    from eval.jsonl import read_jsonl
-
     keys = {**LENGTH_KEYS, "truncated_rate": TRUNCATED_RATE}
     curves: dict[str, list[tuple[int, float]]] = {name: [] for name in keys}
     for row in read_jsonl(Path(folder) / "log.jsonl"):
@@ -162,10 +162,6 @@ def excess_tokens(folder: str | Path, when: str) -> dict[str, float | None]:
     ``after``), over the wrong and over the correct ones: ``n_tokens`` of each sample minus the length of its problem's
     worked solution in the run's tokenizer. Wrong answers belong to longer problems (more operations, more chances to
     slip), so their raw length is longer whatever the loss; the excess is what a length bias would add."""
-    from transformers import AutoTokenizer
-
-    from eval.jsonl import read_jsonl
-
     folder = Path(folder)
     samples_path = folder / f"eval_{when}" / "samples.jsonl"
     if not samples_path.exists():

@@ -23,6 +23,7 @@ from pathlib import Path
 
 from eval.jsonl import write_jsonl
 
+TASK = "lab"  # GSM8K-shaped answers (same rewards and extractor as the benchmark), a short instruction
 HELDOUT_SEED = 1_000_003  # the held-out set's own seed, never used for training data
 HELDOUT_SIZE = 200
 VALIDATION_SEED = 2_000_003  # the validation set's own seed: the warm start's stopping rule reads it, nothing trains

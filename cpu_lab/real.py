@@ -38,6 +38,8 @@ import sys
 import time
 from pathlib import Path
 
+import yaml
+
 from cpu_lab import matrix
 from cpu_lab.demo import probe_lines
 from cpu_lab.problems import write_lab_data
@@ -168,8 +170,6 @@ def main(argv: list[str] | None = None) -> Path:
 
 def sample_rollouts(model: Path, data: Path, out: Path, limit: int | None) -> Path:
     """``training_data.rollouts sample`` from the SFT model at the GRPO arms' temperature and length (once)."""
-    import yaml
-
     grpo = yaml.safe_load((CONFIG_DIR / f"{DEFAULT_ARM}.yaml").read_text())
     path = out / "rollouts.jsonl"
     if path.exists():

@@ -14,6 +14,11 @@ import sys
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
+import matplotlib
+
+from eval.jsonl import read_jsonl
+from eval.metrics import compare_records
+
 MISSING = "–"  # a number a report has no value for (the judge lab's tables write "-")
 
 
@@ -71,9 +76,6 @@ def accuracy(result: dict | None) -> str:
 def paired_gain(folder: Path) -> dict | None:
     """A recipe run's held-out accuracy after minus before on the same problems, with a paired-bootstrap 95%
     interval (``eval.metrics.compare_records`` of ``eval_before`` and ``eval_after``); None without both."""
-    from eval.jsonl import read_jsonl
-    from eval.metrics import compare_records
-
     before, after = folder / "eval_before" / "samples.jsonl", folder / "eval_after" / "samples.jsonl"
     if not (before.exists() and after.exists()):
         return None
@@ -125,7 +127,7 @@ def recipe_command(config: str | Path, seed: int, output_dir: str | Path, extra_
     >>> recipe_command("configs/sft_lab.yaml", 1, "runs/x", ["--max_steps", "3"])
     'python -m recipes.sft --config configs/sft_lab.yaml --seed 1 --output_dir runs/x --max_steps 3'
     """
-    from cpu_lab.runner import recipe_for
+    from cpu_lab.runner import recipe_for  # the runner loads the recipes: ~5 s that judge_lab.report's CLI does not pay
 
     cmd = ["python", "-m", recipe_for(config), "--config", str(config), "--seed", str(seed)]
     return shlex.join([*cmd, "--output_dir", str(output_dir), *map(str, extra_args)])
@@ -143,10 +145,8 @@ def command_line() -> str:
 
 def pyplot():
     """matplotlib's pyplot, drawing to files only (no display on a server or in CI)."""
-    import matplotlib
-
     matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    import matplotlib.pyplot as plt  # ~0.5 s that the labs' --help and a report without figures do not pay
 
     return plt
 

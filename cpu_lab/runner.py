@@ -26,6 +26,9 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import NamedTuple
 
+import yaml
+from tqdm import tqdm
+
 ROOT = Path(__file__).resolve().parents[1]
 
 # the config file name's prefix -> the recipe module that runs it (a judge-lab config is a GRPO config)
@@ -154,8 +157,6 @@ def planned_steps(config: str | Path, extra_args) -> int | None:
     value = flag_value([str(a) for a in extra_args], "max_steps")
     if value is not None:
         return int(value) if value.isdigit() else None
-    import yaml
-
     steps = (yaml.safe_load(Path(config).read_text()) or {}).get("max_steps")
     return steps if isinstance(steps, int) else None
 
@@ -184,8 +185,6 @@ class Progress:
     def __init__(self, total: int | None, enabled: bool = True):
         self.bar = None
         if enabled and sys.stdout.isatty():
-            from tqdm import tqdm
-
             self.bar = tqdm(
                 total=total, desc="GRPO steps", unit="step", leave=False, file=sys.stdout, dynamic_ncols=True
             )

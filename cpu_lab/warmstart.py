@@ -32,15 +32,16 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import yaml
+from safetensors.torch import load_file
 
-from cpu_lab import problems
-from cpu_lab.problems import Difficulty, heldout_problems, train_problems, validation_problems
+from cpu_lab import matrix, problems
+from cpu_lab.problems import TASK, Difficulty, heldout_problems, train_problems, validation_problems
 from eval.jsonl import write_jsonl
+from eval.tasks import get_task
 from recipes.tiny_model import CHAT_TEMPLATE, build_model, build_tokenizer, default_corpus
 
 logger = logging.getLogger(__name__)
 
-TASK = "lab"  # GSM8K-shaped answers (same rewards and extractor as the benchmark), a short instruction
 # Qwen's chat template without its default system prompt: 11 tokens of every sequence, ~10% of SFT and GRPO compute.
 LAB_CHAT_TEMPLATE = CHAT_TEMPLATE.replace(
     "{% if loop.first and message['role'] != 'system' %}"
@@ -113,8 +114,6 @@ class WarmStartSettings:
         # must not silently reuse a model warm-started on the old one. Nor may a change of the splits (their seeds, or
         # which one the stopping rule reads): the SFT data leaves them out, and the stop depends on them. Nor a change
         # of the config's other settings (optimizer, scheduler, sequence length).
-        from eval.tasks import get_task
-
         prompt = {"instruction": get_task(TASK).instruction, "chat_template": LAB_CHAT_TEMPLATE}
         splits = {
             "heldout_seed": problems.HELDOUT_SEED,
@@ -133,8 +132,6 @@ def lab_tokenizer(settings: WarmStartSettings):
     >>> tok.convert_ids_to_tokens(tok("assistant 12")["input_ids"])  # whole words, one token per digit
     ['assistant', 'Ġ', '1', '2']
     """
-    from eval.tasks import get_task
-
     task = get_task(TASK)
     rows = train_problems(2000, settings.seed, settings.difficulty, settings.heldout_n, settings.validation_n)
     tok = build_tokenizer(
@@ -204,7 +201,6 @@ def warm_start(settings: WarmStartSettings = WarmStartSettings(), cache_root: st
     if (out / "warmstart.json").exists():
         logger.info("reusing cached warm start %s", out)
         return out
-    from cpu_lab import matrix
     from recipes.monitors import CHECKS_LOGGER as checks
 
     tmp = out.with_name(out.name + ".tmp")
@@ -256,8 +252,6 @@ def warm_start(settings: WarmStartSettings = WarmStartSettings(), cache_root: st
 
 def _num_parameters(weights: Path) -> int:
     """Parameters in a saved ``model.safetensors`` (tied embeddings are saved, and counted, once)."""
-    from safetensors.torch import load_file
-
     return sum(tensor.numel() for tensor in load_file(weights).values())
 
 
