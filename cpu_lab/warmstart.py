@@ -26,13 +26,14 @@ import argparse
 import hashlib
 import json
 import logging
+import math
 import shutil
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import yaml
-from safetensors.torch import load_file
+from safetensors import safe_open
 
 from cpu_lab import matrix, problems
 from cpu_lab.problems import TASK, Difficulty, heldout_problems, train_problems, validation_problems
@@ -252,7 +253,9 @@ def warm_start(settings: WarmStartSettings = WarmStartSettings(), cache_root: st
 
 def _num_parameters(weights: Path) -> int:
     """Parameters in a saved ``model.safetensors`` (tied embeddings are saved, and counted, once)."""
-    return sum(tensor.numel() for tensor in load_file(weights).values())
+    with safe_open(weights, framework="numpy") as f:  # the shapes in the header: no tensor is read, no torch
+        names = f.keys()  # the file object is not iterable
+        return sum(math.prod(f.get_slice(name).get_shape()) for name in names)
 
 
 def prepare_lab(
