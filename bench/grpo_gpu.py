@@ -46,6 +46,7 @@ from transformers import AutoTokenizer, GenerationConfig, Qwen2Config, Qwen2ForC
 
 from bench.grpo_overhead import Clock, answer_share, run_plain, run_recipe
 from eval.jsonl import write_jsonl
+from recipes.tiny_model import build_tokenizer
 from rewards.completions import completion_text
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -87,8 +88,6 @@ def load_tokenizer(path: str | Path | None, smoke: bool):
         return AutoTokenizer.from_pretrained(path)
     if not smoke:
         raise SystemExit(f"no tokenizer at {DEFAULT_TOKENIZER}: run `make real-model`, carry that folder, or pass one")
-    from recipes.tiny_model import build_tokenizer
-
     return build_tokenizer()
 
 

@@ -50,6 +50,8 @@ from transformers import TrainerCallback
 
 from cpu_lab.warmstart import WarmStartSettings, prepare_lab, recipe_flags
 from eval.tasks import get_task, load_rows, to_prompt_rows
+from recipes import grpo
+from recipes.tiny_model import save_tiny_model
 from rewards import get_reward
 from rewards.answers import extract_answer
 from rewards.completions import completion_text
@@ -161,17 +163,13 @@ def trl_trainer_replaced_by(cls):
 
 
 def parse_recipe_args(config: str | Path, overrides: list[str]):
-    from recipes.grpo import make_parser
-
-    return make_parser().parse_args_and_config(["--config", str(config), *overrides])
+    return grpo.make_parser().parse_args_and_config(["--config", str(config), *overrides])
 
 
 def run_recipe(config: str | Path, overrides: list[str], clock: Clock) -> None:
     """Ours: the recipe's own ``main`` on the config, its trainer carrying the clock."""
-    from recipes.grpo import main
-
     with trl_trainer_replaced_by(timed_trainer_class(trl.GRPOTrainer, clock)):
-        main(*parse_recipe_args(config, overrides))
+        grpo.main(*parse_recipe_args(config, overrides))
 
 
 def run_plain(config: str | Path, overrides: list[str], clock: Clock) -> None:
@@ -211,8 +209,6 @@ def prepare(config: Path, tmp: Path) -> list[str]:
         paths = prepare_lab(WarmStartSettings())  # trains the warm start if it is not cached
         return recipe_flags(paths)
     if script_args.build_tiny_model:  # the plain arm may run first, and it builds nothing
-        from recipes.tiny_model import save_tiny_model
-
         return ["--model_name_or_path", str(save_tiny_model(tmp / "tiny_model"))]
     return []
 

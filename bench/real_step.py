@@ -10,7 +10,7 @@ learned: one settings arm at a time, each in its own process, side by side in on
 Every arm runs the real-model lab's default config (``recipes/configs/real_lab/grpo_real_default.yaml``: 4 prompts x
 G 8, 32 new tokens, micro-batches of 8) through ``recipes.grpo`` with its monitors on, no held-out evaluation and no
 probes, for ``--steps`` optimizer steps; the first step (warm-up: allocations, first kernels) is left out of the
-medians. The command line goes through ``recipes.validate.parse_or_explain``, as every recipe run does, so an arm
+medians. The command line goes through ``recipes.common.parse_or_explain``, as every recipe run does, so an arm
 that sets no precision gets the automatic choice (``recipes/precision.py``). The trainer is TRL's ``GRPOTrainer``
 with clocks around its own methods, so each phase is what its name says:
 
@@ -72,7 +72,8 @@ from transformers import AutoModelForCausalLM, AutoTokenizer, TrainerCallback
 from bench.grpo_overhead import trl_trainer_replaced_by
 from eval.jsonl import read_jsonl
 from eval.tasks import get_task
-from recipes import precision
+from recipes import grpo, precision
+from recipes.common import parse_or_explain
 
 CONFIG = "recipes/configs/real_lab/grpo_real_default.yaml"
 LORA = ["--use_peft", "true", "--lora_r", "16", "--lora_alpha", "32", "--lora_target_modules", "all-linear"]
@@ -230,9 +231,6 @@ def phases(step: dict) -> dict[str, float]:
 
 def worker(model: str, data: str, steps: int, arm: Arm, out_json: Path) -> None:
     """One arm, in this process: the recipe with clocked trainer, its per-step seconds to ``out_json``."""
-    from recipes import grpo
-    from recipes.validate import parse_or_explain
-
 
     clock, trainer_ref = StepClock(out_json), []
     base = clocked_trainer_class(trl.GRPOTrainer, clock)

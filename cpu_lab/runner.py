@@ -1,5 +1,5 @@
 """How every lab launches a recipe run: the config's file name names the recipe, and the run goes through the recipe's
-own command line and checks (``recipes.validate.parse_or_explain``), in this process or as its own process.
+own command line and checks (``recipes.common.parse_or_explain``), in this process or as its own process.
 
 - ``recipe_for(config)``: the recipe module of a config, from its file-name prefix (the one map, ``RECIPES``);
 - ``parse(config, flags)``: that recipe's parser on ``--config config`` plus ``flags``, through the recipe's checks;
@@ -28,6 +28,8 @@ from typing import NamedTuple
 
 import yaml
 from tqdm import tqdm
+
+from recipes.common import flag_value, parse_or_explain
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -90,8 +92,6 @@ def parse(config: str | Path, extra_args: Sequence[str] = ()):
     """(recipe module, its parsed arguments) for ``--config config`` plus ``extra_args``, through the recipe's own
     parser and the checks it runs on its command line (``parse_or_explain``: DeepSpeed, W&B login, CPU precision, the
     hints on TRL's errors)."""
-    from recipes.validate import parse_or_explain
-
     module = recipe_module(config)
     return module, parse_or_explain(module.make_parser(), ["--config", str(config), *map(str, extra_args)])
 
@@ -152,8 +152,6 @@ def planned_steps(config: str | Path, extra_args) -> int | None:
     >>> planned_steps("recipes/configs/lab/grpo_lab_default.yaml", ["--max_steps", "7"])
     7
     """
-    from recipes.validate import flag_value
-
     value = flag_value([str(a) for a in extra_args], "max_steps")
     if value is not None:
         return int(value) if value.isdigit() else None

@@ -39,6 +39,7 @@ from cpu_lab import matrix, problems
 from cpu_lab.problems import TASK, Difficulty, heldout_problems, train_problems, validation_problems
 from eval.jsonl import write_jsonl
 from eval.tasks import get_task
+from recipes.monitors import CHECKS_LOGGER
 from recipes.tiny_model import CHAT_TEMPLATE, build_model, build_tokenizer, default_corpus
 
 logger = logging.getLogger(__name__)
@@ -202,12 +203,11 @@ def warm_start(settings: WarmStartSettings = WarmStartSettings(), cache_root: st
     if (out / "warmstart.json").exists():
         logger.info("reusing cached warm start %s", out)
         return out
-    from recipes.monitors import CHECKS_LOGGER as checks
-
     tmp = out.with_name(out.name + ".tmp")
     shutil.rmtree(tmp, ignore_errors=True)
     started = time.monotonic()
     inputs = write_inputs(settings, tmp / "inputs")
+    checks = CHECKS_LOGGER
     relay, level, propagate = _RelayChecks(), checks.level, checks.propagate
     checks.addHandler(relay)
     checks.setLevel(logging.INFO)

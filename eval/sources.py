@@ -7,7 +7,7 @@ prints that line as its error, before a model loads. ``HF_HUB_OFFLINE=1`` (the M
 hub id count only when it is in the cache. Data sets go through ``eval.tasks.load_rows`` (the same kind of line).
 
 The evaluation command, the rollouts and the recipes check their models here; the recipes check a judge's endpoint or
-model through ``recipes.reward_setup.check_judge``.
+model through ``recipes.grpo_setup.check_judge``.
 
 >>> check_model_source("no/such/folder/here")
 Traceback (most recent call last):

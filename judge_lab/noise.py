@@ -24,7 +24,7 @@ from collections import Counter
 from pathlib import Path
 
 from eval.jsonl import iter_jsonl, read_jsonl
-from recipes.reward_setup import check_judge
+from recipes.grpo_setup import check_judge
 from rewards.judge import judge_messages, make_judge_reward
 
 LAB_QUESTION = "Priya buys four boxes of six muffins and gives away seven. How many muffins does she have left?"

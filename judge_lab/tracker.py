@@ -20,6 +20,7 @@ from pathlib import Path
 from transformers import TrainerCallback
 
 from eval.jsonl import append_jsonl
+from recipes.checks import check_one_update_per_group
 from rewards.totals import weighted_totals
 
 STEPS_FILE = "steps.jsonl"
@@ -28,8 +29,6 @@ STEPS_FILE = "steps.jsonl"
 def lab_step_log(context) -> LabStepLogger:
     """The recipe's callback hook: checks that each log line holds exactly one step's group of answers (one prompt per
     step, one update per group, a log every step), before any model loads, and returns the step logger."""
-    from recipes.validate import check_one_update_per_group
-
     t = context.training_args
     check_one_update_per_group(t.num_iterations, t.steps_per_generation, t.gradient_accumulation_steps)
     if t.logging_steps != 1:

@@ -1,5 +1,5 @@
 """What the GRPO recipe does with the monitors' held-out checks while it trains: keep the best checkpoint, raise the
-hack alarm.
+hack alarm (``recipes.grpo_setup.held_out_watch`` builds them as the run's options ask).
 
 Both callbacks read the log stream and nothing else (the checks and the rule are ``recipes.hack_alarm``):
 
@@ -179,24 +179,3 @@ class BestCheckpoint(TrainerCallback):
     def report(self) -> dict:
         """``{"best_checkpoint": ...}`` for the run's report: its path, step and accuracy (None: no check ran)."""
         return {"best_checkpoint": None if self.best is None else {"path": str(self.path), **self.best}}
-
-
-def held_out_watch(script_args, output_dir: str | Path, report_to: Sequence[str]) -> list[TrainerCallback]:
-    """The recipe's callbacks on the held-out checks, as its options ask (``hack_alarm_checks`` resolved by
-    ``check_watch_args``): the hack alarm, then the best checkpoint. The recipe puts them before its JSON-lines logger,
-    so what they add to a check's log line reaches ``log.jsonl``."""
-    out = Path(output_dir)
-    made: list[TrainerCallback] = []
-    if script_args.hack_alarm_checks:
-        made.append(
-            HackAlarm(
-                script_args.hack_alarm_checks,
-                stop=script_args.stop_on_hack,
-                log_path=out / "log.jsonl",
-                n_problems=script_args.monitor_eval_limit,
-                report_to=report_to,
-            )
-        )
-    if script_args.keep_best_checkpoint:
-        made.append(BestCheckpoint(out / "best"))
-    return made

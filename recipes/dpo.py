@@ -25,25 +25,20 @@ import logging
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import trl  # trl.<trainer>, trl.get_peft_config: imported at the call (~2 s that --help does not need)
+import trl
 from transformers import AutoTokenizer
 from trl import DPOConfig, ModelConfig
 
-from eval import run as eval_run  # eval_run.evaluate at the call: a test's stand-in reaches it
 from eval.tasks import get_task
-from recipes import run_setup, validate
-from recipes.cli import RecipeParser
+from recipes import checks, common
 from recipes.first_loss import FirstLossCheck, expected_first_loss
-from recipes.model_args import model_init_kwargs
-from recipes.monitors import JsonlLogCallback
-from recipes.run_setup import PairArguments
 from training_data.pairs import load_pairs
 
 logger = logging.getLogger(__name__)
 
 
 @dataclass
-class DPOScriptArguments(PairArguments):
+class DPOScriptArguments(common.PairArguments):
     """What the recipe adds to TRL's ``DPOConfig`` and ``ModelConfig`` (and to the shared ``PairArguments``)."""
 
     eval_task: str = field(default="gsm8k", metadata={"help": "held-out task evaluated before and after training"})
@@ -55,23 +50,23 @@ class DPOScriptArguments(PairArguments):
 def main(script_args, training_args, model_args):
     # Validate everything that can be checked without a model, data included
     args = script_args
-    with validate.config_errors():  # bad input stops here, before any model loads (one line on the CLI)
-        validate.check_dpo_loss(training_args.loss_type)  # one weight per loss: DPOConfig checks it
+    with checks.config_errors():  # bad input stops here, before any model loads (one line on the CLI)
+        checks.check_dpo_loss(training_args.loss_type)  # one weight per loss: DPOConfig checks it
         eval_task = get_task(args.eval_task)
-        validate.check_quantization(model_args.load_in_4bit, model_args.load_in_8bit, model_args.use_peft)
+        checks.check_quantization(model_args.load_in_4bit, model_args.load_in_8bit, model_args.use_peft)
         pairs, pair_report = load_pairs(args.data, seed=training_args.seed, **args.pair_options())
-        validate.check_held_out_data(eval_task.name, args.eval_data, args.eval_limit)
-        validate.check_model(model_args, args.build_tiny_model)  # last: the checks above need no model source
+        checks.check_held_out_data(eval_task.name, args.eval_data, args.eval_limit)
+        checks.check_model(model_args, args.build_tiny_model)  # last: the checks above need no model source
 
     # Run name for W&B grouping, the resolved config (secrets redacted) beside the outputs, the tiny model if asked
     method = "dpo-" + "+".join(training_args.loss_type)
-    identity = run_setup.run_identity(
+    identity = common.run_identity(
         eval_task.name, model_args, method, training_args.beta, ["verified_pairs"], training_args.seed
     )
-    out, _ = run_setup.start_run(script_args, training_args, model_args, identity)
+    out, _ = common.start_run(script_args, training_args, model_args, identity)
 
     # Model (+LoRA / QLoRA): TRL loads it and, without LoRA, the reference from the same path
-    training_args.model_init_kwargs = model_init_kwargs(model_args, training_args.model_init_kwargs)
+    training_args.model_init_kwargs = common.model_init_kwargs(model_args, training_args.model_init_kwargs)
     tokenizer = AutoTokenizer.from_pretrained(model_args.model_name_or_path, revision=model_args.model_revision)
     if tokenizer.pad_token is None:
         tokenizer.pad_token = tokenizer.eos_token
@@ -85,7 +80,7 @@ def main(script_args, training_args, model_args):
         processing_class=tokenizer,
         peft_config=trl.get_peft_config(model_args),
         quantization_config=trl.get_quantization_config(model_args),
-        callbacks=[JsonlLogCallback(out / "log.jsonl"), first_loss_check],
+        callbacks=[common.JsonlLogCallback(out / "log.jsonl"), first_loss_check],
     )
     dropped = len(pairs) - len(trainer.train_dataset)
     if dropped:
@@ -99,58 +94,40 @@ def main(script_args, training_args, model_args):
         raise ValueError(f"every pair's prompt fills max_length={training_args.max_length} tokens: raise max_length")
 
     # Evaluate before, train (resuming after a kill), save, evaluate after; every process evaluates, one writes
-    eval_kwargs = {
-        "data": args.eval_data,
-        "limit": args.eval_limit,
-        "max_new_tokens": args.eval_max_new_tokens,
-        "progress": False,
-    }
     report = {
         "run_name": training_args.run_name,
         "output_dir": str(out),
         "pairs": len(pairs),
         "pair_report": pair_report,
     }
-    if args.eval_limit:
-        report["before"] = eval_run.evaluate(
-            trainer.model,
-            tokenizer,
-            eval_task.name,
-            out_dir=run_setup.main_process_path(training_args, out / "eval_before"),
-            overwrite=True,  # the run's own folder: an evaluation of other weights there is stale
-            **eval_kwargs,
-        )
-    trainer.train(resume_from_checkpoint=run_setup.resume_checkpoint(training_args, args.resume, ["log.jsonl"]))
-    trainer.save_model(str(out))
-    if args.eval_limit:
-        report["after"] = eval_run.evaluate(
-            trainer.model,
-            tokenizer,
-            eval_task.name,
-            out_dir=run_setup.main_process_path(training_args, out / "eval_after"),
-            overwrite=True,  # the run's own folder: an evaluation of other weights there is stale
-            **eval_kwargs,
-        )
-        trainer.log(
-            {
-                "final_eval/accuracy_before": report["before"]["accuracy"],
-                "final_eval/accuracy_after": report["after"]["accuracy"],
-            }
-        )
-    report |= first_loss_check.report()
-    run_setup.write_report(training_args, report, summary(report, out))
-    trainer.accelerator.end_training()
-    return report
+
+    def results() -> dict:  # the accuracies before and after as one last log line; the first-loss check
+        if args.eval_limit:
+            before, after = report["before"]["accuracy"], report["after"]["accuracy"]
+            trainer.log({"final_eval/accuracy_before": before, "final_eval/accuracy_after": after})
+        return first_loss_check.report()
+
+    held_out = {
+        "task_name": eval_task.name,
+        "data": args.eval_data,
+        "limit": args.eval_limit,
+        "max_new_tokens": args.eval_max_new_tokens,
+        "progress": False,
+    }
+    return common.train_and_report(
+        trainer, training_args, report, summary, resume=args.resume, held_out=held_out, results=[results]
+    )
 
 
-def summary(report: dict, out: Path) -> str:
+def summary(report: dict) -> str:
     """Where things are, the first-loss check and accuracy before -> after."""
+    out = Path(report["output_dir"])
     lines = [f"run {report['run_name']}: {report['pairs']} pairs"]
     verdict = {True: "ok", False: "CHECK FAILED, see log", None: "not checked"}[report["first_loss_ok"]]
     expected = report.get("first_loss_expected")
     expected = "-" if expected is None else f"{expected:.6f}"
     lines.append(f"first loss {report['first_loss']} ({verdict}; expected {expected}: {report.get('first_loss_note')})")
-    lines += run_setup.held_out_lines(report, out)
+    lines += common.held_out_lines(report, out)
     lines.append(f"train log (JSON lines): {out / 'log.jsonl'}; config: {out / 'resolved_config.json'}")
     return "\n".join(lines)
 
@@ -162,24 +139,12 @@ def make_parser():
         "held-out evaluation": ["eval_task", "eval_data", "eval_limit", "eval_max_new_tokens"],
         "run": ["build_tiny_model", "resume"],
     }
-    common = (
-        "model_name_or_path",
-        "output_dir",
-        "max_steps",
-        "num_train_epochs",
-        "learning_rate",
-        "beta",
-        "loss_type",
-        "per_device_train_batch_size",
-        "gradient_accumulation_steps",
-        "use_peft",
-        "use_cpu",
-        "report_to",
-        "seed",
-    )
+    options = ("num_train_epochs", "beta", "loss_type")
     parts = (DPOScriptArguments, DPOConfig, ModelConfig)
-    return RecipeParser(parts, module="recipes.dpo", doc=__doc__, groups=groups, common=common, docs="docs/dpo.md")
+    return common.recipe_parser(
+        parts, module="recipes.dpo", doc=__doc__, groups=groups, options=options, docs="docs/dpo.md"
+    )
 
 
 if __name__ == "__main__":
-    validate.run_cli(make_parser, main)
+    common.run_cli(make_parser, main)

@@ -1,30 +1,113 @@
-"""The GRPO recipe's arguments and the pieces ``recipes.grpo.main`` assembles: the checks that need no model, the
-training rows, the reward monitor, the tracked answers' tracker and the trainer class.
+"""The GRPO recipe's own setup, in the order ``recipes.grpo.main`` calls it: its arguments and the checks that need
+no model, the training rows, the rewards, the monitors wrapped around them, the tracked answers and the config's
+callback hooks, and the trainer, built complete with its callbacks.
 
 ``GRPOScriptArguments`` is what the recipe adds to TRL's ``GRPOConfig`` and ``ModelConfig``; docs/grpo.md lists every
-option with what it does.
-"""
+option with what it does. The callbacks are training code with modules of their own, built here: the monitors and
+the reward recorder (``recipes.monitors``), the tracked answers (``recipes.tracked``), the hack alarm and the best
+checkpoint (``recipes.callbacks``, on the rule of ``recipes.hack_alarm``).
+
+Rewards: registry names turned into the callables TRL gets, with the judge and the learned reward model configured by
+recipe options (``RewardArguments``) and checked before any policy model loads.
+
+- ``llm_judge``: ``judge_backend`` (``openai``: any OpenAI-compatible endpoint at ``judge_base_url``; ``hf``: a local
+  model), ``judge_model``, ``judge_api_key_env`` (the NAME of the variable holding the key: the key itself is never in
+  a config, a log or ``resolved_config.json``), ``judge_mode`` (``text`` or ``logprob``) and the client's limits. Before
+  training the endpoint must answer (``check_judge``) and score one answer, so a wrong URL or model name
+  fails in seconds.
+- ``reward_model``: ``reward_model_path``, the folder ``python -m recipes.reward_model`` wrote (default: the
+  ``LEASH_REWARD_MODEL`` variable); refused before training when it cannot score (``check_reward_model``).
+- every other name: the registered function (``rewards.get_reward``).
+
+Callback hooks: extra callbacks named in the config as ``'module:function'`` (``callbacks:``):
+
+    callbacks: [judge_lab.tracker:lab_step_log]
+
+Each function is imported before any model loads (a bad spec is one line: ``recipes.checks.import_hook``) and
+called, still before any model loads, with a ``HookContext``: the parsed arguments, the output folder, the training
+rows, the run's reward functions (in ``reward_funcs`` order, as ``build_rewards`` builds them), the tracked answers'
+tracker and the monitors. It returns a ``TrainerCallback`` or a list of them; a ``ValueError`` it raises is reported
+as one line, like the recipe's own checks. ``build_trainer`` adds them after the recipe's own callbacks (the JSON-lines
+log, the monitors, the tracker), calls ``attach(trainer)`` on those that have it once the trainer is built, and the
+recipe appends to each one's ``run_files`` (names under ``output_dir``) when the run resumes, or deletes them when it
+starts afresh. What a callback has to add to a log line goes through ``context.log(metrics)``: the values reach the
+next log line, in ``log.jsonl`` and every ``report_to`` backend alike. ``context.held_out(model, tokenizer, step)``
+gives the recipe's held-out ``eval/...`` metrics at ``step`` (the monitors' own evaluation when one ran at that step,
+else one with the same settings). Callbacks that the judge lab and the over-optimisation lab use:
+``judge_lab.tracker:lab_step_log`` (every answer of every step, ``steps.jsonl``) and
+``reward_model_lab.overoptimisation:leash_curve`` (held-out accuracy, proxy reward and sqrt KL every
+``monitor_eval_steps``, ``curve.jsonl``).
+
+Over 400 lines: it is every piece of a GRPO run's setup that the other recipes do not share, so that a GRPO run reads
+in four files (``recipes.grpo``, ``recipes.common``, ``recipes.checks`` and this one).
+
+>>> [f.__name__ for f in build_rewards(["gsm8k_correctness", "gsm8k_format"], RewardArguments())]
+['gsm8k_correctness_reward', 'gsm8k_format_reward']
+>>> build_rewards(["llm_judge"], RewardArguments())
+Traceback (most recent call last):
+...
+ValueError: reward llm_judge needs judge_model: the model name the endpoint serves (with judge_base_url), or a local model folder with judge_backend: hf
+>>> load_hooks(["json.dumps"])
+Traceback (most recent call last):
+...
+ValueError: hook 'json.dumps' must read 'module:function', e.g. cpu_lab.curriculum:lab_curriculum
+"""  # noqa: E501
 
 from __future__ import annotations
 
 import json
 import os
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import trl  # trl.GRPOTrainer: imported at the call (~2 s that --help does not need)
+import trl  # trl.GRPOTrainer looked up at the call: a benchmark's clocked stand-in reaches it
+from transformers import TrainerCallback
 
+from eval.sources import check_endpoint, check_model_source
 from eval.tasks import get_task, load_rows, one_prompt_rows, to_prompt_rows
-from recipes import run_setup, validate
+from recipes import checks
+from recipes.callbacks import BestCheckpoint, HackAlarm
+from recipes.common import JsonlLogCallback, RunArguments
 from recipes.hack_alarm import check_watch_args
-from recipes.monitors import RewardMonitor, make_monitored_trainer_class
-from recipes.reward_setup import RewardArguments
+from recipes.monitors import MonitorCallback, RewardMonitor, WandbConfigCallback, make_monitored_trainer_class
 from recipes.tracked import ProbabilityTracker, check_tracked
-from rewards import reward_info
+from rewards import get_reward, reward_info
+from rewards.judge import HFJudgeClient, OpenAIJudgeClient, judge_messages, make_judge_reward
+from rewards.reward_model import ENV_PATH, RewardModelReward, check_reward_model
+
+
+# ------------------------------------------------------------------------------------------------ arguments, checks
+@dataclass
+class RewardArguments:
+    """Settings of the rewards that need more than a name: the LLM judge and the learned reward model."""
+
+    judge_backend: str = field(default="openai", metadata={"help": "llm_judge: 'openai' (an endpoint) or 'hf' (local)"})
+    judge_base_url: str | None = field(
+        default=None, metadata={"help": "llm_judge endpoint, e.g. http://127.0.0.1:8000/v1"}
+    )
+    judge_model: str | None = field(
+        default=None, metadata={"help": "llm_judge: the model name the endpoint serves, or a local path (hf)"}
+    )
+    judge_api_key_env: str | None = field(
+        default=None, metadata={"help": "NAME of the environment variable holding the judge's key (none: no key)"}
+    )
+    judge_max_concurrency: int = field(default=8, metadata={"help": "judge requests in flight"})
+    judge_timeout_s: float = field(default=60.0, metadata={"help": "per judge request; timeouts are retried"})
+    judge_max_retries: int = field(default=4, metadata={"help": "retries on 429/5xx/timeouts, exponential backoff"})
+    judge_mode: str = field(default="text", metadata={"help": "'text' (parse a reply) or 'logprob' (score tokens)"})
+    judge_logprob_score: str = field(default="expected", metadata={"help": "logprob mode: 'expected' or 'argmax'"})
+    judge_min_score_mass: float = field(
+        default=0.5, metadata={"help": "logprob mode: below this mass on the scores 0-10, the reward is None"}
+    )
+    reward_model_path: str | None = field(
+        default=None,
+        metadata={"help": "reward_model: output_dir of python -m recipes.reward_model (default: LEASH_REWARD_MODEL)"},
+    )
 
 
 @dataclass
-class GRPOScriptArguments(run_setup.RunArguments, RewardArguments):
+class GRPOScriptArguments(RunArguments, RewardArguments):
     """What the recipe adds to TRL's ``GRPOConfig`` and ``ModelConfig`` (``build_tiny_model``, ``resume`` and the judge
     and reward-model settings of ``RewardArguments`` too)."""
 
@@ -82,7 +165,7 @@ class GRPOScriptArguments(run_setup.RunArguments, RewardArguments):
     )
     callbacks: list[str] = field(
         default_factory=list,
-        metadata={"help": "'module:function' hooks called with a recipes.hooks.HookContext -> TrainerCallback(s)"},
+        metadata={"help": "'module:function' hooks called with a recipes.grpo_setup.HookContext -> TrainerCallback(s)"},
     )
     one_update_per_group: bool = field(
         default=False,
@@ -91,8 +174,8 @@ class GRPOScriptArguments(run_setup.RunArguments, RewardArguments):
 
 
 def check_args(script_args, training_args, model_args):
-    """Every check that needs no model (recipes/validate.py); returns the training and held-out tasks."""
-    training_args.use_vllm, generation = validate.decide_vllm(
+    """Every check that needs no model (recipes/checks.py); returns the training and held-out tasks."""
+    training_args.use_vllm, generation = checks.decide_vllm(
         training_args.use_vllm,
         script_args.use_vllm_if_available,
         training_args.vllm_mode,
@@ -100,15 +183,15 @@ def check_args(script_args, training_args, model_args):
         model_args.load_in_8bit,
     )
     print(generation)  # one line: which backend generates, and why
-    validate.check_precision(model_args.use_peft, model_args.dtype, validate.uses_deepspeed(training_args))
+    checks.check_precision(model_args.use_peft, model_args.dtype, checks.uses_deepspeed(training_args))
     task, eval_task = get_task(script_args.task), get_task(script_args.eval_task)
-    validate.check_loss(training_args.loss_type, training_args.scale_rewards)  # group size: GRPOConfig checks it
+    checks.check_loss(training_args.loss_type, training_args.scale_rewards)  # group size: GRPOConfig checks it
     names, weights = script_args.reward_funcs, training_args.reward_weights
-    validate.check_rewards(names, weights, on_violation=script_args.reward_check)
-    validate.check_reward_task(names, task.answer_style)
-    validate.check_vllm(training_args.use_vllm, training_args.vllm_mode)
-    validate.check_quantization(model_args.load_in_4bit, model_args.load_in_8bit, model_args.use_peft)
-    validate.check_steps(script_args.monitor_eval_steps, training_args.logging_steps)
+    checks.check_rewards(names, weights, on_violation=script_args.reward_check)
+    checks.check_reward_task(names, task.answer_style)
+    checks.check_vllm(training_args.use_vllm, training_args.vllm_mode)
+    checks.check_quantization(model_args.load_in_4bit, model_args.load_in_8bit, model_args.use_peft)
+    checks.check_steps(script_args.monitor_eval_steps, training_args.logging_steps)
     script_args.hack_alarm_checks = check_watch_args(  # recipes.hack_alarm; resolves the alarm's default N
         script_args.keep_best_checkpoint,
         script_args.hack_alarm_checks,
@@ -118,18 +201,18 @@ def check_args(script_args, training_args, model_args):
         zero3=uses_zero3(training_args),
     )
     one = {"data": script_args.data, "curriculum": script_args.curriculum, "train_limit": script_args.train_limit}
-    validate.check_one_prompt(script_args.question, script_args.gold_answer, **one)
+    checks.check_one_prompt(script_args.question, script_args.gold_answer, **one)
     check_tracked(script_args.tracked_names, script_args.tracked_answers)  # recipes.tracked
     if script_args.one_update_per_group:
         t = training_args
-        validate.check_one_update_per_group(t.num_iterations, t.steps_per_generation, t.gradient_accumulation_steps)
+        checks.check_one_update_per_group(t.num_iterations, t.steps_per_generation, t.gradient_accumulation_steps)
     return task, eval_task
 
 
 def uses_zero3(training_args) -> bool:
     """True when DeepSpeed ZeRO-3 shards the weights: ``accelerate launch`` with ``zero_stage: 3``, or a
     ``deepspeed`` config (a dict or a JSON file) whose ``zero_optimization.stage`` is 3."""
-    if not validate.uses_deepspeed(training_args):
+    if not checks.uses_deepspeed(training_args):
         return False
     if os.environ.get("ACCELERATE_DEEPSPEED_ZERO_STAGE") == "3":
         return True
@@ -139,6 +222,114 @@ def uses_zero3(training_args) -> bool:
     return isinstance(config, dict) and config.get("zero_optimization", {}).get("stage") == 3
 
 
+def held_out_limit(args, max_steps: int) -> int:
+    """Problems of the held-out set the run reads: ``eval_limit`` before and after, else ``monitor_eval_limit`` when a
+    monitor evaluation falls within ``max_steps`` (0: none, nothing to check)."""
+    monitored = args.monitor_eval_steps and (max_steps < 0 or args.monitor_eval_steps <= max_steps)
+    return args.eval_limit or (args.monitor_eval_limit if monitored else 0)
+
+
+def eval_settings(args, training_args) -> dict:
+    """``eval.run.evaluate``'s settings shared by the evaluations before and after training and the monitors' checks."""
+    return {
+        "data": args.eval_data,
+        "max_new_tokens": args.eval_max_new_tokens or training_args.max_completion_length,
+        "progress": False,
+    }
+
+
+# --------------------------------------------------------------------------------------------------- data
+def training_rows(args, task):
+    """The training rows: the one ``question`` when set, else the task's data (first ``train_limit`` problems)."""
+    if args.question is not None:
+        return one_prompt_rows(task, args.question, args.gold_answer, args.instruction)
+    rows = load_rows(task, args.data)
+    rows = to_prompt_rows(task, rows.select(range(min(args.train_limit, len(rows)))) if args.train_limit else rows)
+    checks.check_answer_column(rows.column_names, args.data or task.hub_id)
+    return rows
+
+
+# --------------------------------------------------------------------------------------------------- rewards
+def build_judge(args: RewardArguments, policy_path: str | None = None, build_tiny_model: bool = False):
+    """The ``llm_judge`` reward from the recipe's options, checked: the key's variable is set, the endpoint answers and
+    scores one answer (a local judge: its model can be loaded, unless it is the tiny policy the recipe builds)."""
+    if not args.judge_model:
+        raise ValueError(
+            "reward llm_judge needs judge_model: the model name the endpoint serves (with judge_base_url), or a local "
+            "model folder with judge_backend: hf"
+        )
+    if args.judge_api_key_env and not os.environ.get(args.judge_api_key_env):
+        raise ValueError(
+            f"judge_api_key_env names {args.judge_api_key_env}, which is not set: export it, or drop "
+            "judge_api_key_env for a server that needs no key"
+        )
+    limits = {
+        "max_concurrency": args.judge_max_concurrency,
+        "timeout_s": args.judge_timeout_s,
+        "max_retries": args.judge_max_retries,
+    }
+    reward = make_judge_reward(
+        args.judge_backend,
+        args.judge_model,
+        args.judge_base_url,
+        args.judge_api_key_env,
+        **(limits if args.judge_backend == "openai" else {}),
+        mode=args.judge_mode,
+        logprob_score=args.judge_logprob_score,
+        min_score_mass=args.judge_min_score_mass,
+    )
+    if not (args.judge_backend == "hf" and build_tiny_model and args.judge_model == policy_path):  # built later
+        check_judge(reward.client, "--judge_base_url")  # a server must answer at the URL; a local judge must load
+    if args.judge_backend == "openai":  # one request now, so a wrong model name fails before the policy loads
+        [probe] = reward.client.score_many([judge_messages("What is 2 + 2?", "2 + 2 = 4\nAnswer: 4")])
+        if probe.error:
+            raise ValueError(f"the judge endpoint does not answer: {probe.error}. Start it (docs/judge_lab.md)")
+    return reward
+
+
+def check_judge(client, setting: str = "--judge_base_url") -> None:
+    """Before any training: an endpoint judge must have a server answering at its base URL (a GET of ``/models`` with
+    a short timeout; the key is sent, never shown), a local judge a model that can be loaded. Raises
+    ``eval.sources.SourceError``, one line naming the URL or model and the fix (``setting`` is where the URL is set).
+    """
+    if isinstance(client, OpenAIJudgeClient):
+        fix = f"start the judge server (vllm serve {client.model}, docs/judge_lab.md) or set {setting} to its URL"
+        check_endpoint(client.base_url, client._key() or None, fix, what="the judge endpoint")
+    elif isinstance(client, HFJudgeClient):
+        check_model_source(client.model_name_or_path, "judge_model")
+
+
+def build_reward_model(path: str | None):
+    """The ``reward_model`` reward on the folder ``path`` (default: ``LEASH_REWARD_MODEL``), checked before loading."""
+    path = path or os.environ.get(ENV_PATH)
+    if not path:
+        raise ValueError(
+            "reward reward_model needs reward_model_path: the output_dir of `python -m recipes.reward_model` "
+            f"(or set {ENV_PATH})"
+        )
+    check_reward_model(path)
+    return RewardModelReward(path)
+
+
+def build_rewards(
+    names: Sequence[str], args: RewardArguments, policy_path: str | None = None, build_tiny_model: bool = False
+) -> list[Callable]:
+    """The reward callables for ``names``, in order: a judge and a reward model built from ``args``, checked."""
+    builders = {
+        "llm_judge": lambda: build_judge(args, policy_path, build_tiny_model),
+        "reward_model": lambda: build_reward_model(args.reward_model_path),
+    }
+    return [builders[name]() if name in builders else get_reward(name) for name in names]
+
+
+def reward_stats(reward_funcs: Sequence[Callable]) -> dict:
+    """``{"reward_stats": ...}`` for the run's report: the counts kept by rewards that call out (a judge's requests,
+    retries, failures), by reward name; nothing when no reward keeps counts."""
+    stats = {f.__name__: f.client.stats.as_dict() for f in reward_funcs if hasattr(getattr(f, "client", None), "stats")}
+    return {"reward_stats": stats} if stats else {}
+
+
+# --------------------------------------------------------------------------------------------------- monitors
 def reward_monitor(names: list[str], funcs: list, training_args, eval_task_name: str):
     """The run's rewards wrapped by ``recipes.monitors.RewardMonitor`` with the run's weights, G, completion budget, and
     its correctness reward (the first of kind ``correctness``, wherever it is in the list, weight 0 included) as the
@@ -154,16 +345,28 @@ def reward_monitor(names: list[str], funcs: list, training_args, eval_task_name:
     )
 
 
-def training_rows(args, task):
-    """The training rows: the one ``question`` when set, else the task's data (first ``train_limit`` problems)."""
-    if args.question is not None:
-        return one_prompt_rows(task, args.question, args.gold_answer, args.instruction)
-    rows = load_rows(task, args.data)
-    rows = to_prompt_rows(task, rows.select(range(min(args.train_limit, len(rows)))) if args.train_limit else rows)
-    validate.check_answer_column(rows.column_names, args.data or task.hub_id)
-    return rows
+def build_monitors(args, training_args, rows, reward_funcs: list, task, eval_task) -> MonitorCallback:
+    """The monitors, complete: the reward recorder (``reward_monitor``; the trainer gets its wrapped rewards) in a
+    ``recipes.monitors.MonitorCallback`` that scores the hack probes at the start (``probe/...``), evaluates the
+    held-out set every ``monitor_eval_steps`` (``eval/...``) and writes the top completions of each log window."""
+    monitor = reward_monitor(args.reward_funcs, reward_funcs, training_args, eval_task.name)
+    probes = rows.select(range(min(args.probe_problems, len(rows))))
+    return MonitorCallback(
+        monitor,
+        Path(training_args.output_dir),
+        probe_problems=[{"question": r["question"], "answer": r["answer"]} for r in probes],
+        answer_style=task.answer_style,
+        eval_every=args.monitor_eval_steps,
+        eval_kwargs={
+            "task_name": eval_task.name,
+            "limit": args.monitor_eval_limit,
+            **eval_settings(args, training_args),
+        },
+        report_to=training_args.report_to or [],
+    )
 
 
+# ------------------------------------------------------------------------------------------ tracked answers, hooks
 def make_tracker(args, rows, temperature: float, log):
     """The tracked answers' ``recipes.tracked.ProbabilityTracker`` on the first training prompt, its values added to
     each step's log line by ``log`` (None without tracked answers)."""
@@ -173,7 +376,147 @@ def make_tracker(args, rows, temperature: float, log):
     return ProbabilityTracker(rows[0]["prompt"], answers, temperature, log)
 
 
-def build_trainer(**kwargs):
+@dataclass
+class HookContext:
+    """What a callback hook is called with (see the module docstring)."""
+
+    script_args: object
+    training_args: object
+    model_args: object
+    output_dir: Path
+    rows: object  # the training rows (a datasets.Dataset with prompt, question, answer)
+    reward_funcs: list[Callable]
+    reward_names: list[str]
+    tracker: object | None = None  # recipes.tracked.ProbabilityTracker when tracked_answers are set
+    monitor_callback: object | None = field(default=None, repr=False)  # recipes.monitors.MonitorCallback
+
+    def log(self, metrics: dict) -> None:
+        """Add ``metrics`` to the next log line (log.jsonl and every report_to backend)."""
+        self.monitor_callback.log(metrics)
+
+    def held_out(self, model, tokenizer, step: int) -> dict:
+        """The recipe's held-out ``eval/...`` metrics at ``step``."""
+        return self.monitor_callback.held_out(model, tokenizer, step)
+
+
+def load_hooks(specs: Sequence[str]) -> list[Callable]:
+    """Import every ``'module:function'`` in ``specs`` (before any model loads)."""
+    return [checks.import_hook(spec) for spec in specs]
+
+
+def call_hooks(hooks: Sequence[Callable], context: HookContext) -> list:
+    """The callbacks the hooks return, in order; each must be a ``TrainerCallback``."""
+    callbacks = []
+    for hook in hooks:
+        made = hook(context)
+        made = list(made) if isinstance(made, list | tuple) else [made]
+        wrong = [type(c).__name__ for c in made if not isinstance(c, TrainerCallback)]
+        if wrong:
+            raise ValueError(
+                f"callback hook {hook.__module__}:{hook.__name__} returned {wrong}, not TrainerCallback(s): return "
+                "a transformers.TrainerCallback or a list of them"
+            )
+        callbacks += made
+    return callbacks
+
+
+def run_files(callbacks: Sequence) -> list[str]:
+    """The files under ``output_dir`` that the callbacks write and a resumed run appends to."""
+    return [name for c in callbacks for name in getattr(c, "run_files", ())]
+
+
+def extra_callbacks(args, training_args, model_args, rows, reward_funcs: list, monitors: MonitorCallback) -> list:
+    """The tracked answers' tracker (``make_tracker``) and the callbacks of the config's hooks, in that order: the
+    hooks are called with a ``HookContext`` of the run, before any model loads; both log through ``monitors``."""
+    tracker = make_tracker(args, rows, training_args.temperature, monitors.log)
+    out = Path(training_args.output_dir)
+    context = HookContext(
+        args, training_args, model_args, out, rows, reward_funcs, args.reward_funcs, tracker, monitors
+    )
+    return ([tracker] if tracker else []) + call_hooks(load_hooks(args.callbacks), context)
+
+
+# --------------------------------------------------------------------------------------------------- the trainer
+def held_out_watch(script_args, output_dir: str | Path, report_to: Sequence[str]) -> list[TrainerCallback]:
+    """The recipe's callbacks on the held-out checks, as its options ask (``hack_alarm_checks`` resolved by
+    ``check_watch_args``): the hack alarm, then the best checkpoint. ``build_trainer`` puts them before the JSON-lines
+    logger, so what they add to a check's log line reaches ``log.jsonl``."""
+    out = Path(output_dir)
+    made: list[TrainerCallback] = []
+    if script_args.hack_alarm_checks:
+        made.append(
+            HackAlarm(
+                script_args.hack_alarm_checks,
+                stop=script_args.stop_on_hack,
+                log_path=out / "log.jsonl",
+                n_problems=script_args.monitor_eval_limit,
+                report_to=report_to,
+            )
+        )
+    if script_args.keep_best_checkpoint:
+        made.append(BestCheckpoint(out / "best"))
+    return made
+
+
+def watch_lines(report: dict) -> list[str]:
+    """The best checkpoint and the hack alarm, for a recipe's printed summary (nothing when neither ran)."""
+    lines = []
+    if "best_checkpoint" in report:
+        best = report["best_checkpoint"]
+        lines.append(
+            "best checkpoint: none (no held-out check ran)"
+            if best is None
+            else f"best checkpoint: {best['path']} (step {best['step']}, held-out accuracy {best['accuracy']:.3f}, "
+            f"n={best['n']})"
+        )
+    if "hack_alarm" in report:
+        alarm = report["hack_alarm"]
+        fired = alarm["fired"]
+        lines.append(
+            f"hack alarm: not raised ({alarm['checks']} checks)"
+            if fired is None
+            else f"HACK ALARM raised at step {fired['step']}: gap +{fired['gap_rise']:.3f}, held-out accuracy "
+            f"-{fired['accuracy_drop']:.3f} over {alarm['checks']} checks"
+            + (" (run stopped)" if alarm["stopped"] else "")
+        )
+    return lines
+
+
+def build_trainer(
+    args, training_args, model_args, rows, monitors: MonitorCallback, watch: list, extra: list, curriculum, config: dict
+):
+    """The run's trainer, complete (``grpo_trainer``): the monitors' wrapped rewards; the callbacks in order (the
+    curriculum's first, so that what it adds to a log line reaches ``log.jsonl``; the held-out ``watch`` before the
+    JSON-lines log, for the same reason; the W&B config, the monitors, the tracker and the hooks' callbacks); the
+    hooks' callbacks handed the trainer (``attach``); and the monitor counting a completion as truncated as TRL's
+    ``completions/clipped_ratio`` does, with the end-of-sequence ids TRL knows once the trainer is built.
+    ``curriculum`` is the config's curriculum function (None: the rows as they are)."""
+    out = Path(training_args.output_dir)
+    report_to = training_args.report_to or []
+    callbacks = [*watch, JsonlLogCallback(out / "log.jsonl"), WandbConfigCallback(config, report_to), monitors, *extra]
+    train_rows = rows
+    if curriculum:
+        train_rows, curriculum_callback = curriculum(rows, training_args)
+        callbacks.insert(0, curriculum_callback)
+    trainer = grpo_trainer(
+        monitor_callback=monitors,
+        model=model_args.model_name_or_path,
+        reward_funcs=monitors.monitor.wrapped(),
+        args=training_args,
+        train_dataset=train_rows,
+        peft_config=trl.get_peft_config(model_args),
+        quantization_config=trl.get_quantization_config(model_args),
+        callbacks=callbacks,
+    )
+    for callback in extra:  # the tracker's reference model and the judge lab's completions buffer are the trainer's
+        if hasattr(callback, "attach"):
+            callback.attach(trainer)
+    tokenizer = getattr(trainer.processing_class, "tokenizer", trainer.processing_class)
+    monitors.monitor.stop_token_ids = [*trainer.eos_token_ids, tokenizer.pad_token_id]
+    return trainer
+
+
+def grpo_trainer(monitor_callback: MonitorCallback | None = None, **kwargs):
     """TRL's ``GRPOTrainer`` with the monitors' log (``recipes.monitors.make_monitored_trainer_class``): the trainer
     every GRPO run of this project trains with; ``kwargs`` are GRPOTrainer's."""
-    return make_monitored_trainer_class(trl.GRPOTrainer)(**kwargs)
+    return make_monitored_trainer_class(trl.GRPOTrainer)(monitor_callback=monitor_callback, **kwargs)

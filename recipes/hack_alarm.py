@@ -203,27 +203,3 @@ def check_watch_args(
             f"{DEFAULT_ALARM_CHECKS}), or stop_on_hack: false"
         )
     return checks
-
-
-def watch_lines(report: dict) -> list[str]:
-    """The best checkpoint and the hack alarm, for a recipe's printed summary (nothing when neither ran)."""
-    lines = []
-    if "best_checkpoint" in report:
-        best = report["best_checkpoint"]
-        lines.append(
-            "best checkpoint: none (no held-out check ran)"
-            if best is None
-            else f"best checkpoint: {best['path']} (step {best['step']}, held-out accuracy {best['accuracy']:.3f}, "
-            f"n={best['n']})"
-        )
-    if "hack_alarm" in report:
-        alarm = report["hack_alarm"]
-        fired = alarm["fired"]
-        lines.append(
-            f"hack alarm: not raised ({alarm['checks']} checks)"
-            if fired is None
-            else f"HACK ALARM raised at step {fired['step']}: gap +{fired['gap_rise']:.3f}, held-out accuracy "
-            f"-{fired['accuracy_drop']:.3f} over {alarm['checks']} checks"
-            + (" (run stopped)" if alarm["stopped"] else "")
-        )
-    return lines

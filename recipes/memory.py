@@ -14,7 +14,7 @@ The terms (bytes; B = per_device_train_batch_size sequences of T = prompt + comp
 - logits of the completion tokens (TRL keeps only those): ``B x C x vocab x (2 x act_bytes + 8)``: the logits,
   their temperature-scaled copy, a float32 log-softmax and its gradient;
 - vLLM (colocate): ``vllm_gpu_memory_utilization`` x the GPU, reserved up front; a 4-bit model generates with
-  transformers instead (``recipes.validate.decide_vllm``), whose KV cache holds the generation batch
+  transformers instead (``recipes.checks.decide_vllm``), whose KV cache holds the generation batch
   (per_device_train_batch_size x gradient_accumulation_steps sequences of T tokens) in 16 bit;
 - overhead: CUDA context, allocator fragmentation, kernels' workspaces (a fixed ``OVERHEAD_GB``).
 

@@ -1,7 +1,8 @@
-"""What the recipes log while they train: GRPO's monitors (wasted groups, length bias, reward hacking and collapse),
-the held-out checks, and the JSON-lines log every recipe writes.
+"""What the recipes log while they train: GRPO's monitors (wasted groups, length bias, reward hacking and collapse)
+and the held-out checks.
 
-The GRPO recipe (``recipes/grpo.py``) uses the first three together:
+The GRPO recipe uses the first three together (``recipes.grpo_setup`` builds them; the JSON-lines log every recipe
+writes is ``recipes.common.JsonlLogCallback``):
 
 - ``RewardMonitor`` wraps the run's reward functions (same ``__name__``, so TRL's ``rewards/<name>/mean`` keys do not
   change) and records, for every completion, its weighted total reward, whether its final answer is correct, its
@@ -16,13 +17,16 @@ The GRPO recipe (``recipes/grpo.py``) uses the first three together:
   the table of the highest-reward completions of each logging window. ``MonitoredGRPOTrainer.log`` adds the
   callback's pending ``probe/...`` and ``eval/...`` values to the next log, so they reach every ``report_to``
   backend and the JSON-lines file like TRL's own metrics.
-- ``JsonlLogCallback(path)`` writes each logged dict as one JSON line, whatever ``report_to`` says (every recipe).
+- ``WandbConfigCallback`` adds the run's whole resolved config to the W&B run when training begins.
 - ``ValidationStop`` (the SFT recipe) checks greedy accuracy on a validation set every N steps and can stop training
   at a target.
 
 The arithmetic lives in small pure functions tested on hand-made groups, without a trainer: the batch metrics are
 ``eval.group_metrics``, the degenerate-group formula and its predictor ``eval.degenerate`` (shared with the rollouts
 filter), the weighted total ``rewards.totals``, as TRL forms it.
+
+Over 400 lines: the reward recorder and the callbacks that read what it records share their state (the pending
+metrics, the top completions), and are read together.
 """
 
 from __future__ import annotations
@@ -221,40 +225,6 @@ class RewardMonitor:
 
 
 # --------------------------------------------------------------------------------------------------- callbacks
-def _jsonable(value):
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    if isinstance(value, int | float | str | bool) or value is None:
-        return value
-    try:
-        return float(value)
-    except (TypeError, ValueError):
-        return str(value)
-
-
-class JsonlLogCallback(TrainerCallback):
-    """Writes every ``on_log`` dict, plus ``step`` and ``epoch``, as one JSON line to ``path`` (main process only).
-
-    Non-finite numbers become ``null``. Used by every recipe, whatever ``report_to`` says.
-
-    >>> import tempfile, types
-    >>> path = Path(tempfile.mkdtemp()) / "log.jsonl"
-    >>> state = types.SimpleNamespace(global_step=3, epoch=0.5, is_world_process_zero=True)
-    >>> JsonlLogCallback(path).on_log(None, state, None, logs={"loss": 0.25, "kl": float("nan")})
-    >>> path.read_text()
-    '{"loss": 0.25, "kl": null, "step": 3, "epoch": 0.5}\\n'
-    """
-
-    def __init__(self, path: str | Path):
-        self.path = Path(path)
-
-    def on_log(self, args, state, control, logs=None, **kwargs):
-        if not state.is_world_process_zero or not logs:
-            return
-        record = {k: _jsonable(v) for k, v in logs.items()} | {"step": state.global_step, "epoch": state.epoch}
-        append_jsonl(record, self.path)
-
-
 @dataclass
 class MonitorCallback(TrainerCallback):
     """Probe scores at the start, held-out evaluation every ``eval_every`` steps, top-reward table every log.
@@ -275,17 +245,11 @@ class MonitorCallback(TrainerCallback):
     eval_every: int = 0
     eval_kwargs: dict = field(default_factory=dict)
     report_to: Sequence[str] = ()
-    resolved_config: dict = field(default_factory=dict)
     pending: dict = field(default_factory=dict)
     probes: dict = field(default_factory=dict)
     last_eval: tuple[int, dict] | None = None  # (step, eval/... metrics) of the latest held-out evaluation
 
     def on_train_begin(self, args, state, control, **kwargs):
-        if "wandb" in self.report_to and self.resolved_config:
-            import wandb  # only under report_to: wandb (importing it costs seconds)
-
-            if wandb.run is not None:  # the whole resolved config (secrets redacted), not only TrainingArguments
-                wandb.config.update({"leash": self.resolved_config}, allow_val_change=True)
         if not self.probe_problems or state.global_step > 0:  # a resumed run already logged them
             return
         self.probes = probe_scores(
@@ -307,6 +271,10 @@ class MonitorCallback(TrainerCallback):
         self.last_eval = (state.global_step, held_out_metrics(model, processing_class, **self.eval_kwargs))
         self.pending |= self.last_eval[1]
 
+    def log(self, metrics: dict) -> None:
+        """Add ``metrics`` to the next log line (``log.jsonl`` and every ``report_to`` backend)."""
+        self.pending.update(metrics)
+
     def held_out(self, model, tokenizer, step: int) -> dict[str, float]:
         """The ``eval/...`` metrics at ``step``: this step's held-out evaluation when one ran, else a new one with the
         same settings (for a callback that measures the held-out set at other steps too)."""
@@ -323,6 +291,24 @@ class MonitorCallback(TrainerCallback):
                 _wandb_table(rows, step)
         pending, self.pending = self.pending, {}
         return pending
+
+
+@dataclass
+class WandbConfigCallback(TrainerCallback):
+    """Adds the run's whole resolved config (secrets redacted: ``recipes.common.resolved_config``), not only the
+    ``TrainingArguments`` W&B records itself, to the W&B run under ``leash`` when training begins
+    (``report_to: wandb``; nothing when W&B has not started a run)."""
+
+    resolved_config: dict
+    report_to: Sequence[str] = ()
+
+    def on_train_begin(self, args, state, control, **kwargs):
+        if "wandb" not in self.report_to or not self.resolved_config:
+            return
+        import wandb  # only under report_to: wandb (importing it costs seconds)
+
+        if wandb.run is not None:
+            wandb.config.update({"leash": self.resolved_config}, allow_val_change=True)
 
 
 def held_out_metrics(model, tokenizer, **eval_kwargs) -> dict[str, float]:
@@ -357,7 +343,7 @@ def flatten(d: dict, prefix: str = "") -> dict:
 
 
 def _wandb_table(rows: list[dict], step: int) -> None:
-    import wandb  # as in MonitorCallback.on_train_begin
+    import wandb  # as in WandbConfigCallback.on_train_begin
 
     if wandb.run is None:
         return
@@ -367,10 +353,13 @@ def _wandb_table(rows: list[dict], step: int) -> None:
 
 
 def make_monitored_trainer_class(base):
-    """A subclass of ``base`` (TRL's ``GRPOTrainer``) whose ``log`` adds the monitor callback's pending metrics."""
+    """A subclass of ``base`` (TRL's ``GRPOTrainer``) whose ``log`` adds the pending metrics of the monitor callback it
+    is built with (``monitor_callback=``)."""
 
     class MonitoredTrainer(base):
-        monitor_callback: MonitorCallback | None = None
+        def __init__(self, *args, monitor_callback: MonitorCallback | None = None, **kwargs):
+            self.monitor_callback = monitor_callback  # None: the log passes through
+            super().__init__(*args, **kwargs)
 
         def log(self, logs: dict[str, float], start_time: float | None = None) -> None:
             if self.monitor_callback is not None and self.model.training:
@@ -432,10 +421,10 @@ class ValidationStop(TrainerCallback):
 
 __all__ = [
     "CHECKS_LOGGER",
-    "JsonlLogCallback",
     "MonitorCallback",
     "RewardMonitor",
     "ValidationStop",
+    "WandbConfigCallback",
     "flatten",
     "held_out_metrics",
     "make_monitored_trainer_class",

@@ -8,7 +8,7 @@ autocast) on a CPU with bf16 units and ``bf16: false`` (float32 throughout) on o
 (``ONEDNN_MAX_CPU_ISA``, or the older ``DNNL_MAX_CPU_ISA``) counts: a cap below ``AVX512_CORE_BF16`` turns the bf16
 units off for oneDNN, and so for this choice. A ``bf16:`` or ``fp16:`` key in the YAML, or ``--bf16``/``--fp16`` on
 the command line, always wins; on a GPU (no ``use_cpu``, an accelerator present) TRL's own default stands.
-``recipes.validate.parse_or_explain`` applies it to every recipe run and every lab run.
+``recipes.common.parse_or_explain`` applies it to every recipe run and every lab run.
 
 >>> cpu_bf16_choice({"avx2", "avx512f", "avx512_bf16"}, None)
 (True, 'the CPU has bf16 units (avx512_bf16)')
@@ -25,6 +25,7 @@ import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+import torch
 import yaml
 
 logger = logging.getLogger(__name__)
@@ -67,8 +68,6 @@ def cpu_flags(cpuinfo: Path | None = None) -> set[str]:
     for line in text.splitlines():
         if line.startswith("flags"):
             return set(line.split(":", 1)[1].split())
-    import torch  # only off Linux: torch is loaded by then anyway (the recipe's parser imports TRL)
-
     checks = {"avx512_bf16": "_is_avx512_bf16_supported", "amx_bf16": "_is_amx_tile_supported"}
     return {flag for flag, check in checks.items() if getattr(torch.cpu, check, lambda: False)()}
 
@@ -124,8 +123,6 @@ def _config_file(argv: Sequence[str]) -> dict:
 
 def accelerator_available() -> bool:
     """A CUDA (or other torch accelerator) device is present: TRL would train on it."""
-    import torch  # the recipe's parser has loaded it already; validate's other checks do not need it
-
     accelerator = getattr(torch, "accelerator", None)
     return accelerator.is_available() if accelerator is not None else torch.cuda.is_available()
 

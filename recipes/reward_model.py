@@ -26,7 +26,7 @@ import math
 from dataclasses import dataclass, field
 
 import torch
-import trl  # trl.<trainer>, trl.get_peft_config: imported at the call (~2 s that --help does not need)
+import trl
 from transformers import (
     AutoConfig,
     AutoModelForSequenceClassification,
@@ -36,12 +36,8 @@ from transformers import (
 from transformers.modeling_outputs import SequenceClassifierOutput
 from trl import ModelConfig, RewardConfig
 
-from recipes import run_setup, validate
-from recipes.cli import RecipeParser
+from recipes import checks, common
 from recipes.first_loss import REWARD_MODEL_START, FirstLossCheck
-from recipes.model_args import model_init_kwargs
-from recipes.monitors import JsonlLogCallback
-from recipes.run_setup import PairArguments
 from rewards.reward_model import check_chat_template
 from training_data.pairs import load_pairs, split_by_prompt
 
@@ -58,7 +54,7 @@ RM_KEYS = {
 
 
 @dataclass
-class RMScriptArguments(PairArguments):
+class RMScriptArguments(common.PairArguments):
     """What the recipe adds to TRL's ``RewardConfig`` and ``ModelConfig`` (and to the shared ``PairArguments``)."""
 
     eval_data: str | None = field(default=None, metadata={"help": "held-out pairs (same kinds as data)"})
@@ -113,11 +109,11 @@ class RMKeys(TrainerCallback):
 def main(script_args, training_args, model_args):
     # Validate everything that can be checked without loading weights: model path, tokenizer, pairs
     args, model_path = script_args, model_args.model_name_or_path
-    run_setup.build_tiny_model_if_asked(args, model_args)  # the checks below read its config and tokenizer
-    with validate.config_errors():
-        validate.check_model(model_args)  # built above when asked: the tokenizer check below reads it
+    common.build_tiny_model_if_asked(args, model_args)  # the checks below read its config and tokenizer
+    with checks.config_errors():
+        checks.check_model(model_args)  # built above when asked: the tokenizer check below reads it
         check_chat_template(model_path)
-        validate.check_quantization(model_args.load_in_4bit, model_args.load_in_8bit, model_args.use_peft)
+        checks.check_quantization(model_args.load_in_4bit, model_args.load_in_8bit, model_args.use_peft)
         options = {"seed": training_args.seed, "margin": args.margin, **args.pair_options()}
         pairs, pair_report = load_pairs(args.data, **options)
         if args.eval_data:
@@ -126,17 +122,17 @@ def main(script_args, training_args, model_args):
             train, heldout = split_by_prompt(pairs, args.eval_fraction, training_args.seed)
 
     # Run name, and the resolved config (secrets redacted) beside the outputs
-    identity = {"name": f"rm-{run_setup.short_model_name(model_path)}-s{training_args.seed}"}
-    out, _ = run_setup.start_run(script_args, training_args, model_args, identity)
+    identity = {"name": f"rm-{common.short_model_name(model_path)}-s{training_args.seed}"}
+    out, _ = common.start_run(script_args, training_args, model_args, identity)
 
     # Model: a one-label score head on the base; a NEW head starts at zero, so the first loss is known
-    kwargs = model_init_kwargs(model_args) | {
+    kwargs = common.model_init_kwargs(model_args) | {
         "num_labels": 1,
         "quantization_config": trl.get_quantization_config(model_args),
     }
     architectures = AutoConfig.from_pretrained(model_path).architectures or []
     new_head = not any(a.endswith("ForSequenceClassification") for a in architectures)  # a causal LM: no head yet
-    from trl.trainer.reward_trainer import suppress_seqcls_warning  # as trl.RewardTrainer: ~2 s, not for --help
+    from trl.trainer.reward_trainer import suppress_seqcls_warning  # as trl.RewardTrainer: ~1.5 s --help does not need
 
     with suppress_seqcls_warning():
         model = AutoModelForSequenceClassification.from_pretrained(model_path, **kwargs)
@@ -147,7 +143,8 @@ def main(script_args, training_args, model_args):
     tokenizer = AutoTokenizer.from_pretrained(model_path)
     margin = args.margin or 0.0  # a zero head ties every pair: the first loss is log(1 + e^margin)
     first = FirstLossCheck(math.log1p(math.exp(margin)), f"log(1 + e^{margin:g})", TOLERANCE, REWARD_MODEL_START)
-    callbacks = [JsonlLogCallback(out / "log.jsonl"), *([first] if new_head else [])]  # a trained head: unchecked
+    checked = [first] if new_head else []  # a trained head: its first loss is not known
+    callbacks = [common.JsonlLogCallback(out / "log.jsonl"), *checked]
     trainer = trl.RewardTrainer(
         model=model,
         args=training_args,
@@ -171,27 +168,32 @@ def main(script_args, training_args, model_args):
     if not len(trainer.train_dataset):
         raise ValueError(f"every pair is longer than max_length={training_args.max_length} tokens: raise max_length")
 
-    # Check the loss, train (resuming after a kill), save, evaluate on held-out pairs
+    # Check the loss, train (resuming after a kill), evaluate on held-out pairs, save
     report["bt_loss_check"] = check_bt_loss(trainer, args.margin)
-    trainer.train(resume_from_checkpoint=run_setup.resume_checkpoint(training_args, args.resume, ["log.jsonl"]))
-    final = trainer.evaluate()
-    if model_args.use_peft:
-        trainer.model = trainer.model.merge_and_unload()  # the saved folder is a plain classifier the reward loads
-    trainer.save_model(str(out))  # with the tokenizer (the processing_class), from the main process
-    report["heldout_pairwise_accuracy"], report["heldout_loss"] = final["eval_accuracy"], final["eval_loss"]
-    report |= first.report() if new_head else dict.fromkeys(first.report())
-    run_setup.write_report(
-        training_args,
-        report,
-        (
-            f"reward model {out}: {report['train_pairs']} train / {report['heldout_pairs']} held-out pairs; "
-            f"first loss {first.first_loss} ({'ok' if first.ok else 'CHECK FAILED' if first.ok is False else '-'});"
-            f" held-out pairwise accuracy {report['heldout_pairwise_accuracy']:.3f}\n"
-            f"use it in GRPO: reward_funcs: [reward_model] with reward_model_path: {out}"
-        ),
+
+    def evaluate_and_merge() -> dict:  # the held-out pairs, then LoRA merged: the saved folder is a plain classifier
+        final = trainer.evaluate()
+        if model_args.use_peft:
+            trainer.model = trainer.model.merge_and_unload()  # the reward loads it as it is
+        return {"heldout_pairwise_accuracy": final["eval_accuracy"], "heldout_loss": final["eval_loss"]}
+
+    def results() -> dict:  # the first-loss check (a trained head: not checked)
+        return first.report() if new_head else dict.fromkeys(first.report())
+
+    return common.train_and_report(
+        trainer, training_args, report, summary, resume=args.resume, before_save=evaluate_and_merge, results=[results]
     )
-    trainer.accelerator.end_training()
-    return report
+
+
+def summary(report: dict) -> str:
+    """Where the model is, the first-loss check, the held-out pairwise accuracy and how GRPO uses it."""
+    ok = report["first_loss_ok"]
+    return (
+        f"reward model {report['output_dir']}: {report['train_pairs']} train / {report['heldout_pairs']} held-out "
+        f"pairs; first loss {report['first_loss']} ({'ok' if ok else 'CHECK FAILED' if ok is False else '-'});"
+        f" held-out pairwise accuracy {report['heldout_pairwise_accuracy']:.3f}\n"
+        f"use it in GRPO: reward_funcs: [reward_model] with reward_model_path: {report['output_dir']}"
+    )
 
 
 def make_parser():
@@ -201,25 +203,12 @@ def make_parser():
         "held-out pairs and the loss": ["eval_data", "eval_fraction", "margin"],
         "run": ["build_tiny_model", "resume"],
     }
-    common = (
-        "model_name_or_path",
-        "output_dir",
-        "max_steps",
-        "num_train_epochs",
-        "learning_rate",
-        "per_device_train_batch_size",
-        "gradient_accumulation_steps",
-        "max_length",
-        "use_peft",
-        "use_cpu",
-        "report_to",
-        "seed",
-    )
+    options = ("num_train_epochs", "max_length")
     parts = (RMScriptArguments, RewardConfig, ModelConfig)
-    return RecipeParser(
-        parts, module="recipes.reward_model", doc=__doc__, groups=groups, common=common, docs="docs/reward_model.md"
+    return common.recipe_parser(
+        parts, module="recipes.reward_model", doc=__doc__, groups=groups, options=options, docs="docs/reward_model.md"
     )
 
 
 if __name__ == "__main__":
-    validate.run_cli(make_parser, main)
+    common.run_cli(make_parser, main)

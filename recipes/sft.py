@@ -23,22 +23,19 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import trl  # trl.<trainer>, trl.get_peft_config: imported at the call (~2 s that --help does not need)
+import trl
 from trl import ModelConfig, SFTConfig
 
-from eval import run as eval_run  # eval_run.evaluate at the call: a test's stand-in reaches it
 from eval.run import DEFAULT_BATCH_SIZE
 from eval.tasks import get_task, load_rows, no_progress_bars
-from recipes import run_setup, validate
-from recipes.cli import RecipeParser
-from recipes.model_args import model_init_kwargs
-from recipes.monitors import JsonlLogCallback, ValidationStop
+from recipes import checks, common
+from recipes.monitors import ValidationStop
 
 CALCULATOR_RE = re.compile(r"<<[^<>]*>>")  # GSM8K's calculator annotations: "48/2 = <<48/2=24>>24"
 
 
 @dataclass
-class SFTScriptArguments(run_setup.RunArguments):
+class SFTScriptArguments(common.RunArguments):
     """What the recipe adds to TRL's ``SFTConfig`` and ``ModelConfig`` (``build_tiny_model`` and ``resume`` too)."""
 
     task: str = field(default="gsm8k_train", metadata={"help": "training task of eval.tasks.TASKS"})
@@ -110,35 +107,35 @@ def sft_rows(task, rows, solution_field: str | None = None):
 def main(script_args, training_args, model_args):
     # Validate everything that can be checked without a model, data included
     args = script_args
-    with validate.config_errors():  # bad input stops here, before any model loads (one line on the CLI)
+    with checks.config_errors():  # bad input stops here, before any model loads (one line on the CLI)
         check_args(args)
         task, eval_task = get_task(args.task), get_task(args.eval_task)
-        validate.check_quantization(model_args.load_in_4bit, model_args.load_in_8bit, model_args.use_peft)
-        validate.check_precision(model_args.use_peft, model_args.dtype, validate.uses_deepspeed(training_args))
+        checks.check_quantization(model_args.load_in_4bit, model_args.load_in_8bit, model_args.use_peft)
+        checks.check_precision(model_args.use_peft, model_args.dtype, checks.uses_deepspeed(training_args))
         rows = load_rows(task, args.data)
         rows = sft_rows(
             task,
             rows.select(range(min(args.train_limit, len(rows)))) if args.train_limit else rows,
             args.solution_field,
         )
-        validate.check_held_out_data(eval_task.name, args.eval_data, args.eval_limit)
+        checks.check_held_out_data(eval_task.name, args.eval_data, args.eval_limit)
         if args.validation_data:
-            validate.check_held_out_data(eval_task.name, args.validation_data, args.validation_limit)
-        validate.check_model(model_args, args.build_tiny_model)  # last: the checks above need no model source
+            checks.check_held_out_data(eval_task.name, args.validation_data, args.validation_limit)
+        checks.check_model(model_args, args.build_tiny_model)  # last: the checks above need no model source
 
     # Run name for W&B grouping, the resolved config (secrets redacted) beside the outputs, the tiny model if asked
-    identity = run_setup.run_identity(task.name, model_args, "sft", 0.0, ["reference_solutions"], training_args.seed)
-    out, _ = run_setup.start_run(script_args, training_args, model_args, identity)
+    identity = common.run_identity(task.name, model_args, "sft", 0.0, ["reference_solutions"], training_args.seed)
+    out, _ = common.start_run(script_args, training_args, model_args, identity)
 
     # Model (+LoRA / QLoRA): TRL loads it from the path; the validation check stops training when it is reached
-    training_args.model_init_kwargs = model_init_kwargs(model_args, training_args.model_init_kwargs)
+    training_args.model_init_kwargs = common.model_init_kwargs(model_args, training_args.model_init_kwargs)
     eval_kwargs = {
         "task_name": eval_task.name,
         "max_new_tokens": args.eval_max_new_tokens,
         "batch_size": args.eval_batch_size,
         "progress": False,
     }
-    callbacks = [JsonlLogCallback(out / "log.jsonl")]
+    callbacks = [common.JsonlLogCallback(out / "log.jsonl")]
     stop = None
     if args.validation_data:
         validation = {**eval_kwargs, "data": args.validation_data, "limit": args.validation_limit}
@@ -154,46 +151,34 @@ def main(script_args, training_args, model_args):
     )
 
     # Evaluate before, train (resuming after a kill), save, evaluate after; every process evaluates, one writes
-    started = time.monotonic()
-    held_out = {**eval_kwargs, "data": args.eval_data, "limit": args.eval_limit}
     report = {"run_name": training_args.run_name, "output_dir": str(out), "rows": len(rows)}
-    if args.eval_limit:
-        report["before"] = eval_run.evaluate(
-            trainer.model,
-            trainer.processing_class,
-            out_dir=run_setup.main_process_path(training_args, out / "eval_before"),
-            overwrite=True,  # the run's own folder: an evaluation of other weights there is stale
-            **held_out,
-        )
-    logs = ["log.jsonl", "validation.jsonl"]
-    trainer.train(resume_from_checkpoint=run_setup.resume_checkpoint(training_args, args.resume, logs))
-    trainer.save_model(str(out))
-    report["steps"] = trainer.state.global_step
-    if stop:
-        report["validation"] = stop.report()
-    if args.eval_limit:
-        report["after"] = eval_run.evaluate(
-            trainer.model,
-            trainer.processing_class,
-            out_dir=run_setup.main_process_path(training_args, out / "eval_after"),
-            overwrite=True,  # the run's own folder: an evaluation of other weights there is stale
-            **held_out,
-        )
-    report["seconds"] = round(time.monotonic() - started, 1)  # the whole run: evals, training, saving
-    run_setup.write_report(training_args, report, summary(report, out))
-    trainer.accelerator.end_training()
-    return report
+
+    def results() -> dict:  # what training did: its steps, and the validation checks that decided when it stopped
+        return {"steps": trainer.state.global_step} | ({"validation": stop.report()} if stop else {})
+
+    return common.train_and_report(
+        trainer,
+        training_args,
+        report,
+        summary,
+        resume=args.resume,
+        logs=("log.jsonl", "validation.jsonl"),
+        held_out={**eval_kwargs, "data": args.eval_data, "limit": args.eval_limit},
+        results=[results],
+        started=time.monotonic(),
+    )
 
 
-def summary(report: dict, out: Path) -> str:
+def summary(report: dict) -> str:
     """Where things are, when training stopped and accuracy before -> after."""
+    out = Path(report["output_dir"])
     lines = [f"run {report['run_name']}: {report['rows']} solutions, {report['steps']} steps"]
     if "validation" in report:
         v = report["validation"]
         lines.append(
             f"validation accuracy {v['last']} at step {v['last_step']} ({v['why']}); {out / 'validation.jsonl'}"
         )
-    lines += run_setup.held_out_lines(report, out)
+    lines += common.held_out_lines(report, out)
     lines.append(f"train log (JSON lines): {out / 'log.jsonl'}; config: {out / 'resolved_config.json'}")
     return "\n".join(lines)
 
@@ -206,23 +191,12 @@ def make_parser():
         "stopping on a validation set": ["validation_data", "validation_limit", "validation_steps", "stop_at_accuracy"],
         "run": ["build_tiny_model", "resume"],
     }
-    common = (
-        "model_name_or_path",
-        "output_dir",
-        "max_steps",
-        "num_train_epochs",
-        "learning_rate",
-        "per_device_train_batch_size",
-        "gradient_accumulation_steps",
-        "max_length",
-        "use_peft",
-        "use_cpu",
-        "report_to",
-        "seed",
-    )
+    options = ("num_train_epochs", "max_length")
     parts = (SFTScriptArguments, SFTConfig, ModelConfig)
-    return RecipeParser(parts, module="recipes.sft", doc=__doc__, groups=groups, common=common, docs="docs/sft.md")
+    return common.recipe_parser(
+        parts, module="recipes.sft", doc=__doc__, groups=groups, options=options, docs="docs/sft.md"
+    )
 
 
 if __name__ == "__main__":
-    validate.run_cli(make_parser, main)
+    common.run_cli(make_parser, main)

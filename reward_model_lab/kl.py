@@ -13,6 +13,8 @@ from pathlib import Path
 
 from transformers import TrainerCallback
 
+from recipes.grpo_setup import build_reward_model
+
 CURVE_FILE = "curve.jsonl"
 
 
@@ -139,7 +141,6 @@ def leash_curve(context) -> LeashCurve:
     """The GRPO recipe's callback hook (``callbacks: [reward_model_lab.overoptimisation:leash_curve]``): the leash
     curve every ``monitor_eval_steps`` on ``monitor_eval_limit`` problems of ``eval_data``, its proxy the run's
     reward model (``reward_model`` among the rewards, else ``reward_model_path``: the checker control's)."""
-    from recipes.reward_setup import build_reward_model
     from rewards.reward_model import RewardModelReward
 
     args = context.script_args

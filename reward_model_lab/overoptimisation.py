@@ -44,6 +44,8 @@ import time
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 
+from recipes.checks import check_wandb
+
 # the GRPO recipe's callback hook, by the name the lab's configs give it (recipes/configs/lab_rm/grpo_lab_rm*.yaml)
 from reward_model_lab.kl import leash_curve  # noqa: F401
 
@@ -272,8 +274,6 @@ def make_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> Path:
-    from recipes.validate import check_wandb
-
     parser = make_parser()
     args = parser.parse_args(argv)
     try:

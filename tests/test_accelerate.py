@@ -18,7 +18,7 @@ import pytest
 import yaml
 
 from eval.jsonl import read_jsonl
-from recipes import validate
+from recipes import checks, common
 
 ROOT = Path(__file__).resolve().parents[1]
 ACCELERATE_CONFIGS = sorted((ROOT / "recipes" / "accelerate").glob("*.yaml"))
@@ -76,7 +76,7 @@ def test_zero_configs_hold_what_accelerate_launch_reads(path):
     assert {"zero_stage", "offload_optimizer_device", "offload_param_device", "zero3_init_flag"} <= set(zero)
     assert zero["zero3_init_flag"] == (zero["zero_stage"] == 3)  # ZeRO-3 builds the model sharded
     assert zero.get("zero3_save_16bit_model", False) == (zero["zero_stage"] == 3)
-    assert "make venv-gpu" in path.read_text() and validate.DEEPSPEED_PIN in path.read_text()  # the header's install
+    assert "make venv-gpu" in path.read_text() and checks.DEEPSPEED_PIN in path.read_text()  # the header's install
 
 
 @pytest.mark.parametrize("route", ["--deepspeed", "ACCELERATE_USE_DEEPSPEED", "deepspeed: in"])
@@ -96,26 +96,26 @@ def test_deepspeed_asked_for_but_not_installed_is_one_line_before_parsing(recipe
         args = ["--config", str(tmp_path / config.name)]
     parser = importlib.import_module(f"recipes.{recipe}").make_parser()
     with pytest.raises(ValueError) as error:
-        validate.parse_or_explain(parser, args)
+        common.parse_or_explain(parser, args)
     message = str(error.value)
     assert "\n" not in message and route in message.split(" asks for ")[0]
     assert "DeepSpeed, which is not installed" in message
-    assert "make venv-gpu" in message and f"pip install {validate.DEEPSPEED_PIN}" in message
+    assert "make venv-gpu" in message and f"pip install {checks.DEEPSPEED_PIN}" in message
 
 
 def test_deepspeed_check_lets_runs_through_when_nothing_asks_or_it_is_installed(monkeypatch):
     monkeypatch.setitem(sys.modules, "deepspeed", None)
     monkeypatch.delenv("ACCELERATE_USE_DEEPSPEED", raising=False)
     argv = ["--config", "recipes/configs/tiny/grpo_cpu.yaml"]
-    assert validate.deepspeed_request(argv) is None and not validate.deepspeed_installed()
+    assert common.deepspeed_request(argv) is None and not checks.deepspeed_installed()
     # nothing asks: the checked parse goes through without DeepSpeed, and the run it parses uses none
-    training_args = validate.parse_or_explain(importlib.import_module("recipes.grpo").make_parser(), argv)[1]
-    assert training_args.deepspeed is None and not validate.uses_deepspeed(training_args)
+    training_args = common.parse_or_explain(importlib.import_module("recipes.grpo").make_parser(), argv)[1]
+    assert training_args.deepspeed is None and not checks.uses_deepspeed(training_args)
     with pytest.raises(ValueError, match="asks for DeepSpeed"):  # the same check, asked and not installed, refuses
-        validate.check_deepspeed("--deepspeed")
+        checks.check_deepspeed("--deepspeed")
     monkeypatch.setitem(sys.modules, "deepspeed", types.ModuleType("deepspeed"))  # a stand-in counts as installed
-    assert validate.deepspeed_installed()
-    validate.check_deepspeed("--deepspeed")  # installed: the request passes (raising would fail this test)
+    assert checks.deepspeed_installed()
+    checks.check_deepspeed("--deepspeed")  # installed: the request passes (raising would fail this test)
 
 
 @pytest.fixture

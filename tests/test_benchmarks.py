@@ -15,6 +15,7 @@ import pytest
 
 from bench import grpo_gpu, grpo_overhead
 from eval.jsonl import read_jsonl
+from recipes.tiny_model import build_tokenizer
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -47,8 +48,6 @@ def test_gpu_bench_model_has_the_tokenizers_vocabulary(tmp_path):
     # the defect: a 151,936-row model decoded by a 400-token tokenizer, so sampled ids decoded to nothing
     import torch
     from transformers import AutoModelForCausalLM
-
-    from recipes.tiny_model import build_tokenizer
 
     tokenizer = build_tokenizer()
     folder = grpo_gpu.build_model(tmp_path / "model", "toy", tokenizer, "cpu")

@@ -16,7 +16,7 @@ import pytest
 import yaml
 
 from cpu_lab import runner
-from recipes import validate
+from recipes import checks, grpo_setup
 from rewards import get_reward
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -53,9 +53,9 @@ def test_config_parses_with_its_recipe_and_names_known_rewards(path):
         for name in getattr(args, "reward_funcs", None) or []:
             get_reward(name)  # raises for an unknown name
     model_args = next(a for a in parsed if hasattr(a, "use_peft"))
-    validate.check_precision(model_args.use_peft, model_args.dtype, deepspeed=False)  # float32 master weights
+    checks.check_precision(model_args.use_peft, model_args.dtype, deepspeed=False)  # float32 master weights
     if module.__name__ == "recipes.grpo":  # judge_lab_ configs too: a judge-lab config is a GRPO config
-        module.check_args(*parsed[:3])  # the recipe's checks that run before any model load
+        grpo_setup.check_args(*parsed[:3])  # the recipe's checks that run before any model load
         relative = path.relative_to(ROOT).as_posix()
         assert f"python -m recipes.grpo --config {relative}" in path.read_text(), "header must give the exact command"
 

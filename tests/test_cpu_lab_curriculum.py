@@ -11,7 +11,7 @@ from cpu_lab import curriculum
 from cpu_lab.curriculum import LADDER, PASS_RATE_KEY, START_LEVEL, CurriculumController, CurriculumDataset
 from cpu_lab.problems import Difficulty, heldout_problems, kept_out_questions, validation_problems
 from eval.jsonl import read_jsonl, write_jsonl
-from recipes import grpo
+from recipes import checks, grpo
 
 
 def levels(controller, rates):
@@ -140,9 +140,9 @@ def test_hook_refuses_gradient_accumulation():
 
 def test_recipe_refuses_a_malformed_hook_before_loading_a_model():
     with pytest.raises(ValueError, match="module:function"):
-        grpo.import_hook("cpu_lab.curriculum.lab_curriculum")
+        checks.import_hook("cpu_lab.curriculum.lab_curriculum")
     with pytest.raises(ValueError, match="cannot be imported"):
-        grpo.import_hook("cpu_lab.curriculum:no_such_function")
+        checks.import_hook("cpu_lab.curriculum:no_such_function")
 
 
 @pytest.mark.integration

@@ -14,6 +14,8 @@ from cpu_lab import warmstart
 from cpu_lab.problems import Difficulty, heldout_problems, train_problems, validation_problems
 from cpu_lab.warmstart import SFT_CONFIG, WarmStartSettings, lab_tokenizer, sft_flags, warm_start, write_inputs
 from eval.jsonl import read_jsonl
+from recipes import sft
+from recipes.tiny_model import build_model
 
 # A model and run small enough for a unit test; the lab's real settings are WarmStartSettings() defaults.
 TINY = dict(
@@ -36,7 +38,6 @@ def test_few_sft_steps_train_save_and_cache(tmp_path, monkeypatch):
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     from cpu_lab import matrix
-    from recipes.tiny_model import build_model
 
     settings = WarmStartSettings(**TINY, max_steps=3, eval_every=3, validation_n=5, heldout_n=4, stop_at_accuracy=1.0)
     out = warm_start(settings, tmp_path)  # the recipe's real greedy evaluations through eval.run.evaluate
@@ -104,8 +105,6 @@ def test_the_flags_carry_every_setting_onto_the_config():
     # WarmStartSettings() is the config's values; a changed setting reaches the recipe as its flag
     from dataclasses import replace
 
-    from recipes import sft
-
     default = WarmStartSettings()
     # every mapped setting moved off the config's value: integers by 3, fractions halved
     moved = {
@@ -124,8 +123,6 @@ def test_the_flags_carry_every_setting_onto_the_config():
 
 
 def test_inputs_are_the_untrained_model_and_the_three_splits(tmp_path):
-    from recipes import sft
-
     settings = WarmStartSettings(**TINY, validation_n=5, heldout_n=4)
     inputs = write_inputs(settings, tmp_path)
     assert (inputs["model_name_or_path"] / "model.safetensors").exists()

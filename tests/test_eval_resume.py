@@ -33,7 +33,7 @@ from eval.run import (
     source_fingerprint,
     weights_fingerprint,
 )
-from recipes import run_setup
+from recipes import common, sft
 
 ROOT = Path(__file__).resolve().parents[1]
 GSM8K = "gsm8k/test.jsonl"
@@ -190,10 +190,8 @@ SFT_FAST = ["--eval_limit", "3", "--eval_max_new_tokens", "4", "--validation_dat
 
 
 def run_sft(model_dir, out, *extra):
-    from recipes.sft import main, make_parser
-
     flags = ["--model_name_or_path", str(model_dir), "--output_dir", str(out), *SFT_FAST, *extra]
-    return main(*make_parser().parse_args_and_config(["--config", SFT, *flags]))
+    return sft.main(*sft.make_parser().parse_args_and_config(["--config", SFT, *flags]))
 
 
 @pytest.fixture(scope="module")
@@ -209,7 +207,7 @@ def trained_run(tiny_model_dir, tmp_path_factory) -> Path:
 def marked_run(trained_run, tmp_path) -> Path:
     """A copy of ``trained_run`` whose eval_before/ and eval_after/ hold marked, all-correct samples."""
     out = shutil.copytree(trained_run, tmp_path / "out")
-    for name in run_setup.EVAL_FOLDERS:
+    for name in common.EVAL_FOLDERS:
         plant_marker(out / name)
     return out
 
@@ -224,7 +222,7 @@ def test_a_fresh_training_run_reuses_no_evaluation_of_an_earlier_one(tiny_model_
     from transformers import AutoModelForCausalLM
 
     report = run_sft(tiny_model_dir, marked_run, "--max_steps", "1", "--no_resume", "--learning_rate", "3e-3")
-    for name in run_setup.EVAL_FOLDERS:
+    for name in common.EVAL_FOLDERS:
         assert MARKER not in (marked_run / name / SAMPLES_FILE).read_text(), name
     check_report_is_of_its_samples(report, marked_run)
     assert report["after"]["accuracy"] < 1.0  # the marker's 1.000 is not printed as this run's
@@ -243,7 +241,7 @@ def test_a_resumed_run_that_trains_further_evaluates_its_new_weights(tiny_model_
 
 def test_a_resumed_run_with_nothing_left_to_train_resumes_its_evaluations(tiny_model_dir, marked_run):
     report = run_sft(tiny_model_dir, marked_run, "--max_steps", "1")
-    for name in run_setup.EVAL_FOLDERS:  # the same weights as the run that made them: kept
+    for name in common.EVAL_FOLDERS:  # the same weights as the run that made them: kept
         assert MARKER in (marked_run / name / SAMPLES_FILE).read_text(), name
     check_report_is_of_its_samples(report, marked_run)
 
@@ -258,10 +256,8 @@ def test_a_resumed_run_with_nothing_left_to_train_resumes_its_evaluations(tiny_m
     ],
 )
 def test_start_run_empties_the_eval_folders_of_a_fresh_run_only(tiny_model_dir, tmp_path, checkpoint, flags, kept):
-    from recipes.sft import make_parser
-
     out = tmp_path / "out"
-    for name in run_setup.EVAL_FOLDERS:
+    for name in common.EVAL_FOLDERS:
         (out / name).mkdir(parents=True)
         for file in (SAMPLES_FILE, RESULTS_FILE, CONFIG_FILE, LENGTHS_FILE):
             (out / name / file).write_text("{}\n")
@@ -269,9 +265,9 @@ def test_start_run_empties_the_eval_folders_of_a_fresh_run_only(tiny_model_dir, 
     if checkpoint:
         (out / "checkpoint-2").mkdir()
     command = ["--config", SFT, "--model_name_or_path", str(tiny_model_dir), "--output_dir", str(out), *flags]
-    script_args, training_args, model_args = make_parser().parse_args_and_config(command)
-    run_setup.start_run(script_args, training_args, model_args, {"name": "t"})
-    for name in run_setup.EVAL_FOLDERS:
+    script_args, training_args, model_args = sft.make_parser().parse_args_and_config(command)
+    common.start_run(script_args, training_args, model_args, {"name": "t"})
+    for name in common.EVAL_FOLDERS:
         assert (out / name / SAMPLES_FILE).exists() == kept and (out / name / LENGTHS_FILE).exists() == kept
         assert (out / name / "notes.txt").exists()  # only the run's own files go
 

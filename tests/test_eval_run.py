@@ -33,6 +33,7 @@ from eval.run import (
     score_predictions,
     source_fingerprint,
 )
+from recipes.tiny_model import save_tiny_model
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = {"gsm8k": "gsm8k/test.jsonl", "math500": "math500/test.jsonl"}
@@ -377,8 +378,6 @@ def test_score_lists_timeouts_and_two_scorings_differ_only_there(tmp_path, monke
 
 @pytest.fixture(scope="module")
 def wider_model_dir(tiny_model_dir, tmp_path_factory):
-    from recipes.tiny_model import save_tiny_model
-
     # same folder name as the tiny model, so only the shape check can tell them apart
     return save_tiny_model(tmp_path_factory.mktemp("wider") / tiny_model_dir.name, hidden_size=32)
 

@@ -26,6 +26,8 @@ import pytest
 from eval import sources
 from eval.jsonl import write_jsonl
 from eval.sources import SourceError, check_endpoint, check_model_source
+from recipes.checks import check_model
+from recipes.common import run_cli as recipe_cli
 
 ROOT = Path(__file__).resolve().parents[1]
 TINY = ROOT / "recipes" / "configs" / "tiny"
@@ -129,8 +131,6 @@ def run_cli(module: str, argv: list[str], monkeypatch) -> int:
 
     mod = importlib.import_module("eval.__main__" if module == "eval" else module)
     if hasattr(mod, "make_parser") and module.startswith(("recipes.", "judge_lab.")):
-        from recipes.validate import run_cli as recipe_cli
-
         monkeypatch.setattr(sys, "argv", [module, *argv])
         call = lambda: recipe_cli(mod.make_parser, mod.main)  # noqa: E731
     else:
@@ -372,8 +372,6 @@ def test_model_source_check_by_kind(tmp_path, monkeypatch, offline):
 
 def test_build_tiny_model_makes_a_missing_folder_fine(tmp_path):
     from trl import ModelConfig
-
-    from recipes.validate import check_model
 
     check_model(ModelConfig(model_name_or_path=str(tmp_path / "tiny")), build_tiny_model=True)  # built later
     with pytest.raises(SourceError, match="does not exist"):

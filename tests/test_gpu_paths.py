@@ -17,7 +17,10 @@ import trl.trainer.grpo_trainer  # noqa: F401 - imported for real, before any te
 import yaml
 
 from eval.jsonl import read_jsonl
-from recipes import validate
+from recipes import checks, common
+from recipes.grpo import make_parser
+from recipes.grpo_setup import check_args
+from recipes.tiny_model import build_model, build_tokenizer, save_tiny_model
 
 ROOT = Path(__file__).resolve().parents[1]
 CONFIGS = ROOT / "recipes" / "configs"
@@ -56,17 +59,13 @@ def pretend_vllm_gpu(monkeypatch, tmp_path):
 
 
 def parse_grpo(path, *flags):
-    from recipes.grpo import make_parser
-
-    return validate.parse_or_explain(make_parser(), ["--config", str(path), "--use_cpu", "true", *flags])
+    return common.parse_or_explain(make_parser(), ["--config", str(path), "--use_cpu", "true", *flags])
 
 
 # --- which backend generates -----------------------------------------------------------------------------------
 
 
 def test_qlora_generates_with_transformers_where_vllm_could_run(pretend_vllm_gpu, capsys):
-    from recipes.grpo import check_args
-
     lora = parse_grpo(LORA)
     check_args(*lora)
     assert lora[1].use_vllm is True  # control: vLLM and a GPU are there, so a LoRA config uses vLLM
@@ -78,8 +77,6 @@ def test_qlora_generates_with_transformers_where_vllm_could_run(pretend_vllm_gpu
 
 @pytest.mark.parametrize("flag", [["--use_vllm", "false"], ["--use-vllm=false"]], ids=["underscore", "dash"])
 def test_explicit_use_vllm_false_beats_use_vllm_if_available(pretend_vllm_gpu, flag):
-    from recipes.grpo import check_args
-
     parsed = parse_grpo(LORA, *flag)
     check_args(*parsed)
     assert parsed[1].use_vllm is False
@@ -93,10 +90,10 @@ def test_vllm_outside_trls_range_is_refused_with_the_pin(pretend_vllm_gpu, tmp_p
     dist.mkdir()
     (dist / "METADATA").write_text(f"Metadata-Version: 2.1\nName: vllm\nVersion: {version}\n")
     if accepted:
-        validate.check_vllm(True, "colocate")
+        checks.check_vllm(True, "colocate")
     else:
         with pytest.raises(ValueError, match=r"outside the range TRL 1.16 supports .*vllm==0.31.0"):
-            validate.check_vllm(True, "colocate")
+            checks.check_vllm(True, "colocate")
 
 
 # --- precision ---------------------------------------------------------------------------------------------------
@@ -122,8 +119,6 @@ def test_bf16_weights_lose_most_adamw_updates_float32_master_weights_keep_them()
 
 
 def test_full_finetuning_in_bf16_is_refused_before_any_model_loads(monkeypatch):
-    from recipes.grpo import check_args
-
     parsed = parse_grpo(CONFIGS / "tiny" / "grpo_cpu.yaml", "--dtype", "bfloat16")  # full fine-tuning
     with pytest.raises(ValueError, match="dtype: float32 and keep bf16: true"):
         check_args(*parsed)
@@ -164,8 +159,6 @@ def test_qlora_adapters_move_at_the_configs_learning_rate():
 @pytest.fixture(scope="module")
 def tiny(tmp_path_factory):
     from transformers import AutoModelForCausalLM, AutoTokenizer
-
-    from recipes.tiny_model import save_tiny_model
 
     folder = save_tiny_model(tmp_path_factory.mktemp("tiny"))
     return AutoModelForCausalLM.from_pretrained(folder), AutoTokenizer.from_pretrained(folder)
@@ -325,7 +318,7 @@ def test_recipes_pass_attention_and_revision_to_model_loading(module_name, confi
 
         rows = reference_rollouts("gsm8k_train", str(data_dir / "gsm8k" / "train.jsonl"), limit=4)
         flags += ["--data", str(write_jsonl(rows, tmp_path / "rollouts.jsonl"))]
-    parsed = validate.parse_or_explain(module.make_parser(), ["--config", str(CONFIGS / config), *flags])
+    parsed = common.parse_or_explain(module.make_parser(), ["--config", str(CONFIGS / config), *flags])
     with pytest.raises(TrainerBuilt) as built:
         module.main(*parsed)
     kwargs = built.value.args[1]
@@ -337,7 +330,6 @@ def test_merge_drift_bench_tells_bf16_from_float32():
     """bench/lora_merge_drift.py's measurement on the tiny model: bf16 merge/unmerge cycles move the base, float32
     ones (almost) do not. The GPU run of the bench cannot be debugged there, so its measuring code is run here."""
     from bench.lora_merge_drift import measure
-    from recipes.tiny_model import build_model, build_tokenizer
 
     tokenizer = build_tokenizer()
     model = build_model(tokenizer)

@@ -20,7 +20,7 @@ from safetensors.torch import load_file
 from transformers import AutoTokenizer
 
 from eval.jsonl import read_jsonl, write_jsonl
-from recipes import grpo
+from recipes import grpo, grpo_setup
 from rewards import registry
 from rewards.completions import completion_text
 
@@ -127,7 +127,7 @@ def test_recipe_wires_the_monitor_to_the_runs_weights_g_budget_and_correctness(m
     args += ["--max_completion_length", "6", "--logging_steps", "3"]  # not the defaults (512, 10)
     script_args, training_args, _ = grpo.make_parser().parse_args_and_config(args)
     names = script_args.reward_funcs
-    monitor = grpo.reward_monitor(names, grpo.build_rewards(names, script_args), training_args, "gsm8k")
+    monitor = grpo_setup.reward_monitor(names, grpo_setup.build_rewards(names, script_args), training_args, "gsm8k")
 
     texts = ["right #### 1", "right", "no", "no #### 2"] + ["right"] * 4  # eval's scorer: none is correct (gold 7)
     ids = [[1] * 6, [1] * 2, [1] * 6, [1] * 3] + [[1] * 2] * 4
@@ -153,8 +153,9 @@ def test_monitor_reward_mean_and_truncation_equal_trls_own_logs(tiny_model_dir, 
     # completions every reward scores None are unscorable for TRL (left out of `reward`): the monitor must agree
     monkeypatch.setitem(registry.REGISTRY, "toy_unscorable", registry.RewardInfo(maybe_unscorable, "correctness", 1))
     monkeypatch.setitem(registry.REGISTRY, "toy_flaky_judge", registry.RewardInfo(flaky_judge, "judge", 1.0))
-    monitors, make_monitor = [], grpo.reward_monitor
-    monkeypatch.setattr(grpo, "reward_monitor", lambda *args: monitors.append(make_monitor(*args)) or monitors[-1])
+    monitors, make_monitor = [], grpo_setup.reward_monitor
+    keep = lambda *args: monitors.append(make_monitor(*args)) or monitors[-1]  # noqa: E731
+    monkeypatch.setattr(grpo_setup, "reward_monitor", keep)
     # training rows with the pass_rate column `training_data.rollouts filter` writes: the monitor's prior for unseen
     # prompts
     rows = read_jsonl(data_dir / "gsm8k" / "train.jsonl")[:16]

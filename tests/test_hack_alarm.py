@@ -1,4 +1,5 @@
-"""The hack alarm and the best checkpoint of the GRPO recipe (recipes/hack_alarm.py, recipes/callbacks.py).
+"""The hack alarm and the best checkpoint of the GRPO recipe (recipes/hack_alarm.py, recipes/callbacks.py, built by
+recipes/grpo_setup.py).
 
     OMP_NUM_THREADS=1 .venv/bin/python -m pytest -q tests/test_hack_alarm.py
 
@@ -20,8 +21,9 @@ from safetensors.torch import load_file
 from transformers import AutoModelForCausalLM, AutoTokenizer, TrainerControl
 
 from eval.jsonl import read_jsonl
-from recipes.callbacks import BestCheckpoint, HackAlarm, held_out_watch
-from recipes.grpo_setup import uses_zero3
+from recipes import grpo
+from recipes.callbacks import BestCheckpoint, HackAlarm
+from recipes.grpo_setup import held_out_watch, uses_zero3, watch_lines
 from recipes.hack_alarm import (
     ALARM_KEY,
     DEFAULT_ALARM_CHECKS,
@@ -31,7 +33,6 @@ from recipes.hack_alarm import (
     check_watch_args,
     checks_from_log,
     hack_signature,
-    watch_lines,
 )
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -241,8 +242,6 @@ def recipe_args(tiny_model_dir, data_dir, out: Path, *overrides: str) -> list[st
 
 
 def test_keep_best_without_monitor_checks_is_refused_before_any_model_loads(data_dir, tmp_path):
-    from recipes import grpo
-
     missing = tmp_path / "no_model_here"  # a model load would fail on this path with another message
     argv = recipe_args(missing, data_dir, tmp_path / "run", "--keep_best_checkpoint", "true")
     argv += ["--monitor_eval_steps", "0"]
@@ -309,8 +308,6 @@ def test_watch_lines_say_what_fired_and_where_the_best_is():
 
 @pytest.mark.integration
 def test_recipe_keeps_the_best_adapter_and_reports_the_alarm(tiny_model_dir, data_dir, tmp_path, capsys):
-    from recipes import grpo
-
     out = tmp_path / "run"
     argv = recipe_args(tiny_model_dir, data_dir, out, "--max_steps", "3", "--monitor_eval_steps", "1")
     argv += ["--monitor_eval_limit", "2", "--eval_limit", "0", "--probe_problems", "0", "--use_peft", "true"]

@@ -1,5 +1,5 @@
-"""The GRPO recipe's callback hook (``callbacks: ['module:function']``, recipes/hooks.py): imported and called before
-any model loads, its callbacks attached to the trainer, what they log in the run's log; a bad spec is one line.
+"""The GRPO recipe's callback hook (``callbacks: ['module:function']``, recipes/grpo_setup.py): imported and called
+before any model loads, its callbacks attached to the trainer, what they log in the run's log; a bad spec is one line.
 
     OMP_NUM_THREADS=1 .venv/bin/python -m pytest -q tests/test_hooks.py
 """
@@ -14,7 +14,8 @@ from transformers import TrainerCallback
 
 from eval.jsonl import read_jsonl
 from recipes import grpo
-from recipes.validate import ConfigError
+from recipes.checks import ConfigError
+from recipes.common import run_cli
 
 ROOT = Path(__file__).resolve().parents[1]
 TINY_CONFIG = ROOT / "recipes" / "configs" / "tiny" / "grpo_cpu.yaml"
@@ -85,8 +86,6 @@ def test_a_hook_is_called_with_the_context_and_its_callback_logs_into_the_run(ti
     ],
 )
 def test_a_bad_hook_is_one_line_before_any_model_loads(spec, message, tmp_path, monkeypatch, capsys):
-    from recipes.validate import run_cli
-
     with pytest.raises(ConfigError, match=message):  # the missing model is never reached
         grpo.main(*parse(tmp_path, "--callbacks", spec))
     argv = ["--config", str(TINY_CONFIG), "--model_name_or_path", str(tmp_path / "none"), "--callbacks", spec]

@@ -13,6 +13,8 @@ from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 from packaging.version import Version
 
+from recipes.checks import DEEPSPEED_PIN
+
 ROOT = Path(__file__).resolve().parents[1]
 GPU_ONLY = {"vllm", "deepspeed"}  # in requirements-gpu.txt only
 DIFFERENT = {"transformers"}  # vllm 0.31.0 needs transformers<5.18; the CPU set runs the newer one
@@ -80,7 +82,6 @@ def test_vllm_and_deepspeed_pins_lie_in_trls_extras(extra):
 def test_the_recipes_name_the_files_pins():
     """What the recipes refuse or tell people to install is what requirements-gpu.txt installs."""
     from eval.generate import VLLM_INSTALL, VLLM_RANGE
-    from recipes.validate import DEEPSPEED_PIN
 
     assert f"deepspeed=={GPU['deepspeed']}" == DEEPSPEED_PIN
     assert f"vllm=={GPU['vllm']}" in VLLM_INSTALL

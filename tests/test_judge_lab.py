@@ -17,7 +17,7 @@ import pytest
 from judge_server import KEY_ENV, SENTINEL_KEY, FakeJudgeServer
 
 from eval.jsonl import read_jsonl
-from recipes import grpo
+from recipes import grpo, grpo_setup
 
 ROOT = Path(__file__).resolve().parents[1]
 CONFIGS = ROOT / "recipes" / "configs" / "judge_lab"
@@ -143,16 +143,14 @@ def test_the_monitors_verdict_is_the_watched_checker():
     # is that checker's, and TRL gets no checker score where the judge could not score (the answer stays unscorable)
     from test_monitors import call_batch
 
-    from recipes import grpo
-
     args, training_args, _ = parse(TINY_JUDGE, "--num_generations", "4", "--per_device_train_batch_size", "4")
     judge_scores = iter([[None, 0.6, 0.2, 0.9]])
 
     def judge(completions, **kwargs):
         return next(judge_scores)
 
-    checker = grpo.build_rewards(["answer_line_correctness"], args)[0]
-    monitor = grpo.reward_monitor(args.reward_funcs, [judge, checker], training_args, "gsm8k")
+    checker = grpo_setup.build_rewards(["answer_line_correctness"], args)[0]
+    monitor = grpo_setup.reward_monitor(args.reward_funcs, [judge, checker], training_args, "gsm8k")
     assert (monitor.correctness_index, monitor.watched) == (1, [1])
     texts = ["24 - 7 = 17\nAnswer: 17", "Answer: 3.", "Answer: 17", "#### 17"]
     returned, logged, extra = call_batch(monitor, texts, ["17"] * 4, ["p"] * 4, [[1]] * 4)
@@ -242,16 +240,14 @@ def test_unreachable_judge_fails_before_the_model_loads(tmp_path):
 
 def test_every_lab_config_parses_and_passes_the_recipes_and_the_step_logs_checks(tmp_path):
     from judge_lab.tracker import lab_step_log
-    from recipes import grpo
-    from recipes.hooks import HookContext
 
     configs = sorted(CONFIGS.rglob("judge_lab_*.yaml"))
     assert len(configs) == 6  # 2x2 GPU grid + 2 tiny
     grid = {}
     for config in configs:
         args, training_args, model_args = parse(config, "--use_cpu", "true")  # the GPU configs ask for bf16
-        grpo.check_args(args, training_args, model_args)
-        lab_step_log(HookContext(args, training_args, model_args, tmp_path, None, [], args.reward_funcs))
+        grpo_setup.check_args(args, training_args, model_args)
+        lab_step_log(grpo_setup.HookContext(args, training_args, model_args, tmp_path, None, [], args.reward_funcs))
         assert args.callbacks == ["judge_lab.tracker:lab_step_log"] and args.one_update_per_group
         assert training_args.num_generations == 8 and training_args.temperature == 1.0
         assert args.reward_funcs[-1] == "answer_line_correctness"  # the verdict: trained, or watched at weight 0

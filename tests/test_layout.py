@@ -5,6 +5,11 @@ monitors log, model and data-set sources, JSONL I/O; no trainer callback) <
 training_data (rollouts, pairs) < recipes (the trainers' scripts and their glue, the model builders) < cpu_lab (the
 CPU lab) < judge_lab, reward_model_lab (experiments, the reward-model lab built on the CPU lab) < bench. Imports
 inside functions count too: a lazy import is still a dependency.
+
+Inside recipes/, a run reads in at most four files: its recipe, ``recipes/common.py`` (what the recipes share: the
+command line, the run's setup, the end of a run), ``recipes/checks.py`` (the checks before a model loads) and one module
+of its own (GRPO's setup, SFT's validation stop, the DPO and reward-model first-loss check). The checks import nothing
+of recipes/; the shared module no recipe and no training callback.
 """
 
 import ast
@@ -66,6 +71,48 @@ def test_the_checker_catches_an_upward_import(tmp_path):
 TRAINER_CALL = "GRPOTrainer" + "("  # spelled in two parts, so that this file holds no such call either
 
 
+RECIPE_READS = {  # the modules of recipes/ each recipe imports, besides itself
+    "grpo": {"common", "checks", "grpo_setup"},
+    "sft": {"common", "checks", "monitors"},
+    "dpo": {"common", "checks", "first_loss"},
+    "reward_model": {"common", "checks", "first_loss"},
+}
+
+
+def recipes_modules(path: Path) -> set[str]:
+    """The modules of recipes/ a file imports (``from recipes import x``, ``from recipes.x import ...``, ``import
+    recipes.x``), anywhere in its body."""
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module == "recipes":
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and (node.module or "").startswith("recipes."):
+            found.add(node.module.split(".")[1])
+        elif isinstance(node, ast.Import):
+            found.update(a.name.split(".")[1] for a in node.names if a.name.startswith("recipes."))
+    return found
+
+
+@pytest.mark.parametrize("recipe", sorted(RECIPE_READS))
+def test_a_run_reads_in_four_files_of_recipes(recipe):
+    assert recipes_modules(ROOT / "recipes" / f"{recipe}.py") == RECIPE_READS[recipe]
+
+
+def test_the_checks_and_the_shared_module_stay_below_the_recipes():
+    assert recipes_modules(ROOT / "recipes" / "checks.py") == set()
+    # the command line's parser, the CPU's precision and the tiny model are what the shared module builds on
+    assert recipes_modules(ROOT / "recipes" / "common.py") <= {"checks", "parser", "precision", "tiny_model"}
+    assert "grpo" not in recipes_modules(ROOT / "recipes" / "grpo_setup.py")
+
+
+def test_the_recipes_module_check_sees_every_form(tmp_path):
+    module = tmp_path / "m.py"
+    module.write_text(
+        "from recipes import common, checks\nimport recipes.tracked\ndef f():\n    from recipes.x import y\n"
+    )
+    assert recipes_modules(module) == {"common", "checks", "tracked", "x"}
+
+
 def grpo_trainer_calls(path: Path) -> list[int]:
     """Lines where a module calls TRL's GRPOTrainer (by name or as ``trl.GRPOTrainer``)."""
     lines = []
@@ -80,7 +127,7 @@ def grpo_trainer_calls(path: Path) -> list[int]:
 
 def test_every_grpo_run_goes_through_the_recipe():
     """No module outside recipes/ and bench/ builds TRL's GRPOTrainer: the labs run ``recipes.grpo`` (configs), tests
-    get the recipe's trainer from ``recipes.grpo.build_trainer``, so every run has the monitors users see."""
+    get the recipe's trainer from ``recipes.grpo_setup.grpo_trainer``, so every run has the monitors users see."""
     skipped = ("recipes", "bench", "runs", "data", "mutants")  # and hidden folders (.venv, .git)
     tops = [p for p in ROOT.iterdir() if p.is_dir() and not p.name.startswith(".") and p.name not in skipped]
     outside = sorted([*ROOT.glob("*.py"), *(path for top in tops for path in top.rglob("*.py"))])

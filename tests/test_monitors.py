@@ -16,10 +16,11 @@ import eval.run
 from eval.degenerate import expected_degenerate_share
 from eval.group_metrics import Sample, group_metrics, split_groups
 from eval.jsonl import read_jsonl
+from recipes.common import JsonlLogCallback
 from recipes.monitors import (
-    JsonlLogCallback,
     MonitorCallback,
     RewardMonitor,
+    WandbConfigCallback,
     held_out_metrics,
     make_monitored_trainer_class,
 )
@@ -512,20 +513,19 @@ class FakeTrainer:
 def test_the_monitored_trainer_adds_pending_metrics_to_training_logs_only(tmp_path):
     trainer_class = make_monitored_trainer_class(FakeTrainer)
     assert trainer_class.__name__ == "MonitoredFakeTrainer" and issubclass(trainer_class, FakeTrainer)
-    trainer = trainer_class(training=True)
     steps = []
-    trainer.monitor_callback = types.SimpleNamespace(
+    callback = types.SimpleNamespace(
         pop_pending=lambda step, main: steps.append((step, main)) or {"probe/violations": 1}
     )
+    trainer = trainer_class(training=True, monitor_callback=callback)
     trainer.log({"loss": 0.5}, start_time=3.0)
     assert trainer.logged == [({"loss": 0.5, "probe/violations": 1}, 3.0)] and steps == [(21, False)]
 
-    evaluating = trainer_class(training=False)  # TRL's own evaluation logs: the pending values wait
-    evaluating.monitor_callback = trainer.monitor_callback
+    evaluating = trainer_class(training=False, monitor_callback=callback)  # TRL's evaluation logs: the values wait
     evaluating.log({"eval_loss": 0.7})
     assert evaluating.logged == [({"eval_loss": 0.7}, None)] and len(steps) == 1
 
-    bare = trainer_class(training=True)  # no callback attached: the log passes through
+    bare = trainer_class(training=True)  # built without a callback: the log passes through
     bare.log({"loss": 0.1})
     assert bare.logged == [({"loss": 0.1}, None)]
 
@@ -579,17 +579,12 @@ def test_the_resolved_config_goes_to_the_wandb_run(tmp_path, monkeypatch):
     monkeypatch.setattr(wandb, "run", object())
     monkeypatch.setattr(wandb, "config", types.SimpleNamespace(update=lambda d, **kw: updates.append((d, kw))))
     config = {"learning_rate": 3e-6, "reward_funcs": ["gsm8k_correctness"]}
-    MonitorCallback(monitor_with_top(), tmp_path, report_to=["wandb"], resolved_config=config).on_train_begin(
-        None, types.SimpleNamespace(global_step=0, is_world_process_zero=True), None
-    )
+    state = types.SimpleNamespace(global_step=0, is_world_process_zero=True)
+    WandbConfigCallback(config, report_to=["wandb"]).on_train_begin(None, state, None)
     assert updates == [({"leash": config}, {"allow_val_change": True})]
-    MonitorCallback(monitor_with_top(), tmp_path, report_to=["tensorboard"], resolved_config=config).on_train_begin(
-        None, types.SimpleNamespace(global_step=0, is_world_process_zero=True), None
-    )
+    WandbConfigCallback(config, report_to=["tensorboard"]).on_train_begin(None, state, None)
     monkeypatch.setattr(wandb, "run", None)  # wandb not started: nothing to update
-    MonitorCallback(monitor_with_top(), tmp_path, report_to=["wandb"], resolved_config=config).on_train_begin(
-        None, types.SimpleNamespace(global_step=0, is_world_process_zero=True), None
-    )
+    WandbConfigCallback(config, report_to=["wandb"]).on_train_begin(None, state, None)
     assert len(updates) == 1
 
 

@@ -15,7 +15,7 @@ import yaml
 
 from cpu_lab import matrix
 from cpu_lab.runner import recipe_module
-from recipes import grpo, precision, run_setup, validate
+from recipes import common, grpo, precision
 
 ROOT = Path(__file__).resolve().parents[1]
 CONFIGS = ROOT / "recipes" / "configs"
@@ -88,7 +88,7 @@ def config_without_precision(tmp_path, source: Path, **extra) -> Path:
 
 def parse(config: Path, *flags: str, module=grpo):
     argv = ["--config", str(config), "--model_name_or_path", NO_MODEL, "--build_tiny_model", "false", *flags]
-    return validate.parse_or_explain(module.make_parser(), argv)
+    return common.parse_or_explain(module.make_parser(), argv)
 
 
 @pytest.mark.parametrize("flags, bf16", [(ZEN_CPU, True), (LAPTOP_CPU, False)])
@@ -97,7 +97,7 @@ def test_a_config_without_bf16_gets_the_cpus_precision_in_its_resolved_config(tm
     config = config_without_precision(tmp_path, CONFIGS / "tiny" / "grpo_cpu.yaml", build_tiny_model=False)
     parsed = parse(config)
     assert parsed[1].bf16 is bf16
-    assert run_setup.resolved_config(*parsed)["bf16"] is bf16  # what resolved_config.json records
+    assert common.resolved_config(*parsed)["bf16"] is bf16  # what resolved_config.json records
     printed = capsys.readouterr().out
     assert ("precision: bf16 autocast over float32 weights" if bf16 else "precision: float32 (") in printed
 
@@ -205,7 +205,7 @@ def test_help_prints_no_precision_line(tmp_path, cpu, capsys, help_flag):
     argv = ["--config", str(config), "--model_name_or_path", NO_MODEL]
     assert precision.precision_flags(argv, {"bf16"})[1].startswith("precision: float32")  # a run would say it
     with pytest.raises(SystemExit) as stopped:
-        validate.parse_or_explain(grpo.make_parser(), [*argv, help_flag])
+        common.parse_or_explain(grpo.make_parser(), [*argv, help_flag])
     assert stopped.value.code == 0
     printed = capsys.readouterr().out
     assert printed.startswith("usage:")

@@ -10,6 +10,7 @@ import json
 import pytest
 
 from recipes import real_model
+from recipes.tiny_model import build_tokenizer
 
 
 class ScriptedModel:
@@ -26,8 +27,6 @@ class ScriptedModel:
 
 @pytest.fixture(scope="module")
 def chat_tokenizer():
-    from recipes.tiny_model import build_tokenizer
-
     return build_tokenizer()  # has <|im_end|> and a ChatML template, like SmolLM2's
 
 

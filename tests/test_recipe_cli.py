@@ -1,4 +1,4 @@
-"""A recipe's command line (``recipes.cli.RecipeParser`` through ``recipes.validate.run_cli``): a one-screen
+"""A recipe's command line (``recipes.parser.RecipeParser`` through ``recipes.common.run_cli``): a one-screen
 ``--help``, one line for a typo'd option, W&B's login checked before any model loads, leash's line first.
 
     OMP_NUM_THREADS=1 .venv/bin/python -m pytest -q tests/test_recipe_cli.py
@@ -20,7 +20,8 @@ from pathlib import Path
 
 import pytest
 
-from recipes import cli, validate
+import recipes.parser
+from recipes import checks, common, sft
 
 ROOT = Path(__file__).resolve().parents[1]
 TINY = ROOT / "recipes" / "configs" / "tiny"
@@ -28,7 +29,7 @@ RECIPES = ["recipes.grpo", "recipes.sft", "recipes.dpo", "recipes.reward_model"]
 
 
 def test_module_doctests():
-    assert doctest.testmod(cli).failed == 0
+    assert doctest.testmod(recipes.parser).failed == 0
 
 
 def run_recipe(module: str, argv: list[str], monkeypatch) -> int:
@@ -36,7 +37,7 @@ def run_recipe(module: str, argv: list[str], monkeypatch) -> int:
     recipe = importlib.import_module(module)
     monkeypatch.setattr(sys, "argv", [module, *argv])
     try:
-        validate.run_cli(recipe.make_parser, recipe.main)
+        common.run_cli(recipe.make_parser, recipe.main)
     except SystemExit as exit:
         return exit.code
     return 0
@@ -120,7 +121,7 @@ def test_a_value_that_does_not_parse_is_one_line(monkeypatch, capsys):
 )
 def test_the_reward_refusal_names_the_config_key_not_the_python_argument(names, weights):
     with pytest.raises(ValueError) as refused:
-        validate.check_rewards(names, weights)
+        checks.check_rewards(names, weights)
     message = str(refused.value)
     assert "reward_check: warn" in message and "--reward_check warn" in message, message
     assert "on_violation" not in message, message
@@ -160,8 +161,6 @@ def test_a_missing_model_path_given_under_a_tiny_config_is_refused(tmp_path, mon
     "flags, expected", [([], False), (["--gradient_checkpointing"], True), (["--gradient_checkpointing", "true"], True)]
 )
 def test_gradient_checkpointing_is_passed_without_a_deprecation_warning(flags, expected):
-    from recipes import sft
-
     argv = ["--config", str(TINY / "sft_cpu.yaml"), *flags]  # the config sets gradient_checkpointing: false
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")

@@ -15,10 +15,11 @@ import pytest
 import torch
 
 from eval.jsonl import read_jsonl, write_jsonl
-from recipes import dpo, first_loss, reward_model
+from recipes import dpo, first_loss, grpo, reward_model
+from recipes.checks import ConfigError
+from recipes.common import parse_or_explain
 from recipes.first_loss import REWARD_MODEL_START, FirstLossCheck
 from recipes.reward_model import check_bt_loss, main, make_parser
-from recipes.validate import ConfigError, parse_or_explain
 from rewards import check_reward_weights, get_reward, reward_info
 from rewards.reward_model import RewardModelReward, check_reward_model
 from training_data.pairs import split_by_prompt
@@ -314,8 +315,6 @@ def test_probe_column_normalises_against_the_models_own_genuine_answers():
 def test_grpo_recipe_uses_the_reward_model_by_name(trained, tiny_model_dir, data_dir, tmp_path, monkeypatch):
     """reward_funcs: [gsm8k_correctness, reward_model] in the GRPO recipe, the folder given as reward_model_path:
     scored, logged under rm/, monitored."""
-    from recipes import grpo
-
     _, rm = trained
     monkeypatch.delenv("LEASH_REWARD_MODEL", raising=False)  # the recipe's option, not the environment
     args = [
@@ -403,9 +402,6 @@ def test_true_accuracy_uses_the_math_checker_when_asked(trained, monkeypatch):
     ],
 )
 def test_grpo_refuses_a_reward_model_it_cannot_score_before_the_policy_loads(flags, message, tmp_path, monkeypatch):
-    from recipes import grpo
-    from recipes.validate import ConfigError
-
     monkeypatch.delenv("LEASH_REWARD_MODEL", raising=False)
     args = ["--config", "recipes/configs/tiny/grpo_cpu.yaml", "--model_name_or_path", str(tmp_path / "no_model")]
     args += ["--output_dir", str(tmp_path / "o"), "--build_tiny_model", "false", "--reward_check", "warn"]

@@ -8,6 +8,7 @@ from test_eval_run import folder_locked_by_another_process
 
 import eval.__main__
 import eval.run
+import recipes.monitors
 from eval.generate import Generation
 from eval.jsonl import write_jsonl
 from eval.tasks import get_task, load_rows, to_prompt_rows
@@ -90,7 +91,6 @@ def test_filter_and_monitors_share_one_degenerate_formula_and_its_empty_result()
     import math
 
     import eval.degenerate
-    import recipes.monitors
     import training_data.rollouts
 
     # one formula for both: the filter's report and the monitors' predictor cannot disagree (one None, one NaN)

@@ -10,6 +10,7 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
+import recipes.monitors
 from recipes.sft import main, make_parser, sft_rows
 
 CONFIG = "recipes/configs/tiny/sft_cpu.yaml"
@@ -80,8 +81,6 @@ def test_training_stops_when_the_validation_accuracy_is_reached(tiny_model_dir, 
 
 
 def test_a_reached_threshold_stops_at_that_check(tiny_model_dir, tmp_path, monkeypatch):
-    import recipes.monitors
-
     monkeypatch.setattr(recipes.monitors, "held_out_metrics", lambda *a, **k: {"eval/accuracy": 0.75, "eval/n": 4})
     report = run(tiny_model_dir, tmp_path / "out", "--stop_at_accuracy", "0.5", "--eval_limit", "0")
     assert report["steps"] == 2 and report["validation"]["why"] == "reached 0.5"

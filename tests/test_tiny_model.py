@@ -1,5 +1,8 @@
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
+from recipes import tiny_model
+from recipes.tiny_model import may_build_at
+
 
 def test_tiny_model_round_trips(tiny_model_dir):
     tok = AutoTokenizer.from_pretrained(tiny_model_dir)
@@ -19,9 +22,6 @@ def test_the_tiny_model_is_built_only_where_it_is_meant_to_be(tmp_path, monkeypa
     import doctest
 
     import pytest
-
-    from recipes import tiny_model
-    from recipes.tiny_model import may_build_at
 
     assert doctest.testmod(tiny_model).failed == 0
     monkeypatch.chdir(tmp_path)  # TINY_MODEL_DIR is relative to the working folder

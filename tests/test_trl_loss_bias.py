@@ -3,8 +3,8 @@
     OMP_NUM_THREADS=1 .venv/bin/python -m pytest -q tests/test_trl_loss_bias.py
 
 Nothing here re-implements a formula. A tiny Qwen2 (recipes/tiny_model.py, in memory) goes into the GRPO recipe's
-trainer (``recipes.grpo.build_trainer``: TRL's GRPOTrainer, whose loss it leaves alone, with the monitors' log) whose
-``rollout_func`` (TRL's hook for custom generation) hands back fixed completions and whose reward function hands
+trainer (``recipes.grpo_setup.grpo_trainer``: TRL's GRPOTrainer, whose loss it leaves alone, with the monitors' log)
+whose ``rollout_func`` (TRL's hook for custom generation) hands back fixed completions and whose reward function hands
 back fixed rewards; ``_generate_and_score_completions`` then computes the advantages exactly as in training, and
 ``compute_loss`` + ``backward`` give the gradient that reaches each completion token's log-probability (kept with
 ``retain_grad`` on the tensor TRL's ``_get_per_token_logps_and_entropies`` returns).
@@ -21,13 +21,14 @@ import math
 import pytest
 import torch
 
+from recipes.grpo_setup import grpo_trainer
+from recipes.tiny_model import build_model, build_tokenizer
+
 SHORT, LONG = 2, 16  # tokens in the short and the long wrong answer
 
 
 @pytest.fixture(scope="module")
 def tokenizer():
-    from recipes.tiny_model import build_tokenizer
-
     return build_tokenizer()
 
 
@@ -36,9 +37,6 @@ def score_batch(tokenizer, tmp_path, monkeypatch, rewards, lengths, loss_type="g
     ``rewards`` (consecutive groups of 4)."""
     import datasets
     from trl import GRPOConfig
-
-    from recipes.grpo import build_trainer
-    from recipes.tiny_model import build_model
 
     monkeypatch.setenv("TRL_EXPERIMENTAL_SILENCE", "1")  # rollout_func is marked experimental in TRL 1.16
     digit = tokenizer("7")["input_ids"]
@@ -64,7 +62,7 @@ def score_batch(tokenizer, tmp_path, monkeypatch, rewards, lengths, loss_type="g
         report_to="none",
         **config,
     )
-    trainer = build_trainer(
+    trainer = grpo_trainer(
         model=build_model(tokenizer),
         args=args,
         reward_funcs=fixed_reward,

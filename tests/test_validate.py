@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from eval.jsonl import write_jsonl
-from recipes import dpo, grpo, run_setup, validate
+from recipes import checks, common, dpo, grpo
 
 ROOT = Path(__file__).resolve().parents[1]
 TINY_CONFIG = ROOT / "recipes" / "configs" / "tiny" / "grpo_cpu.yaml"
@@ -21,8 +21,8 @@ NO_MODEL = "/nonexistent/model/never/loaded"
 
 
 def test_module_doctests():
-    assert doctest.testmod(validate).failed == 0
-    assert doctest.testmod(run_setup).failed == 0
+    assert doctest.testmod(checks).failed == 0
+    assert doctest.testmod(common).failed == 0
 
 
 def parse(*overrides: str):
@@ -57,8 +57,8 @@ def test_bad_settings_fail_before_model_load(tmp_path, data_dir, overrides, mess
 
 def test_format_only_reward_set_needs_explicit_warn(tmp_path, data_dir, caplog):
     with pytest.raises(ValueError, match="reward_check: warn"):  # the recipe's config key (tests/test_recipe_cli.py)
-        validate.check_rewards(["gsm8k_format"], None)
-    validate.check_rewards(["gsm8k_format"], None, on_violation="warn")  # a hack study: trains, loudly
+        checks.check_rewards(["gsm8k_format"], None)
+    checks.check_rewards(["gsm8k_format"], None, on_violation="warn")  # a hack study: trains, loudly
     assert "REWARD HACK RISK" in caplog.text
 
 
@@ -68,7 +68,7 @@ def test_dataset_without_answer_column(tmp_path, data_dir):
     with pytest.raises(ValueError, match="no \\['answer'\\] column"):  # eval.tasks.load_rows names the gold field
         run_main(tmp_path, data_dir, "--data", str(data))
     with pytest.raises(ValueError, match="has no 'answer' column"):  # rows handed to the trainer
-        validate.check_answer_column(["prompt", "question"], "my_data.jsonl")
+        checks.check_answer_column(["prompt", "question"], "my_data.jsonl")
 
 
 @pytest.mark.parametrize(
@@ -89,15 +89,15 @@ def test_dataset_without_answer_column(tmp_path, data_dir):
 def test_group_size_errors_at_parse_time_say_what_to_change(flags, message):
     args = ["--config", str(TINY_CONFIG), "--per_device_train_batch_size", "4", *flags]
     with pytest.raises(ValueError, match=message):
-        validate.parse_or_explain(grpo.make_parser(), args)
-    ok = validate.parse_or_explain(grpo.make_parser(), [*args, "--steps_per_generation", "6", "--num_generations", "8"])
+        common.parse_or_explain(grpo.make_parser(), args)
+    ok = common.parse_or_explain(grpo.make_parser(), [*args, "--steps_per_generation", "6", "--num_generations", "8"])
     assert ok[1].generation_batch_size == 24 and ok[1].num_generations == 8  # whole groups: accepted
 
 
 def test_dpo_loss_weights_length_is_trls_check_with_the_fix():
     args = ["--config", "recipes/configs/tiny/dpo_cpu.yaml", "--loss_type", "sigmoid", "robust", "--loss_weights", "1"]
     with pytest.raises(ValueError, match="same length as `loss_type`.*\n.*one loss_weights value per loss_type"):
-        validate.parse_or_explain(dpo.make_parser(), args)
+        common.parse_or_explain(dpo.make_parser(), args)
 
 
 @pytest.mark.skipif(importlib.util.find_spec("vllm") is not None, reason="vllm installed here")
@@ -112,8 +112,8 @@ def test_vllm_without_gpu(monkeypatch):
     monkeypatch.setattr(importlib.util, "find_spec", lambda name: object())  # pretend vllm is installed
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     with pytest.raises(ValueError, match="no CUDA GPU"):
-        validate.check_vllm(True, "colocate")
-    validate.check_vllm(True, "server")  # server mode: generation runs on another machine
+        checks.check_vllm(True, "colocate")
+    checks.check_vllm(True, "server")  # server mode: generation runs on another machine
 
 
 def test_qlora_on_cpu_warns_but_runs(monkeypatch):
@@ -121,12 +121,12 @@ def test_qlora_on_cpu_warns_but_runs(monkeypatch):
 
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     with pytest.warns(UserWarning, match="QLoRA on CPU"):
-        validate.check_quantization(load_in_4bit=True, load_in_8bit=False, use_peft=True)
+        checks.check_quantization(load_in_4bit=True, load_in_8bit=False, use_peft=True)
 
 
 def test_redaction_of_secrets_in_the_resolved_config(tmp_path):
     _, training_args, model_args = parse("--hub_token", "hf_secret_value")
-    config = run_setup.save_resolved_config(tmp_path / "c.json", training_args, model_args)
+    config = common.save_resolved_config(tmp_path / "c.json", training_args, model_args)
     text = (tmp_path / "c.json").read_text()
     assert "hf_secret_value" not in text and config["hub_token"] == "<redacted>"
     assert config["max_completion_length"] == 16  # numbers under *token*-like keys are not secrets

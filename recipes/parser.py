@@ -1,4 +1,4 @@
-"""A recipe's command line: the help a reader needs first, config keys checked by name, and quiet libraries.
+"""A recipe's parser: the help a reader needs first, config keys checked by name, and quiet libraries.
 
 ``RecipeParser`` is TRL's ``TrlParser`` (a YAML ``--config`` sets the options, flags after it override them) with:
 
@@ -11,8 +11,8 @@
   transformers under their new names ``activation_checkpointing*`` where it has them, so it warns about nothing.
 - ``build_tiny_model: true`` settled against the model path (``recipes.tiny_model.may_build_at``).
 
-Importing this module imports TRL: ``recipes.validate.run_cli`` quiets the libraries first, and each recipe's
-``make_parser`` imports it when called.
+Recipes build it through ``recipes.common.recipe_parser`` (the TRL options every recipe shows first) and run it
+through ``recipes.common.run_cli``.
 """
 
 from __future__ import annotations

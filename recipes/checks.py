@@ -1,10 +1,14 @@
-"""Checks every recipe runs BEFORE loading a model, each error saying what to change.
+"""The checks every recipe runs BEFORE loading a model, each error saying what to change.
 
 TRL notices a bad ``loss_type`` or ``scale_rewards`` only inside the first training step (after the model is loaded
 and the first generation ran); these checks fail in a second instead. What TRL's own configs already refuse while
 they are parsed (a generation batch that does not hold whole groups, fewer than 2 generations, a DPO ``loss_weights``
-list of the wrong length) is not checked again: ``parse_or_explain`` adds the fix to TRL's error, or words it anew
-where the numbers give a better one. The run's name, config and folder are ``recipes/run_setup.py``.
+list of the wrong length) is not checked again: ``recipes.common.parse_or_explain`` adds the fix to TRL's error, or
+words it anew where the numbers give a better one. A recipe's ``main()`` runs its checks inside ``config_errors()``,
+so that the command line prints a refusal as one line.
+
+Over 400 lines: it is the one list of a run's checks, each short and independent with its doctest; a reader looking
+for why a config was refused finds every rule here.
 
 >>> check_loss("dr_grpo", "none")
 >>> check_loss("drgrpo", "group")
@@ -15,21 +19,24 @@ ValueError: loss_type 'drgrpo' is not a GRPO loss: use one of ['bnpo', 'cispo', 
 
 from __future__ import annotations
 
+import importlib
 import importlib.util
 import logging
-import math
 import netrc
 import os
 import re
-import sys
 import warnings
 from collections.abc import Sequence
-from contextlib import contextmanager, redirect_stdout
-from io import StringIO
+from contextlib import contextmanager
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from recipes import precision
+import torch
+
+from eval.generate import vllm_version_problem
+from eval.sources import check_model_source
+from eval.tasks import get_task, load_rows
+from rewards import check_reward_weights, reward_names
 
 logger = logging.getLogger(__name__)
 
@@ -93,8 +100,6 @@ def check_dpo_loss(loss_types: list[str]) -> None:
 
 def check_rewards(names: Sequence[str] | None, weights: Sequence[float] | None, on_violation: str = "error") -> None:
     """Known names, one weight per reward, and no set where format or partial credit outweighs correctness."""
-    from rewards import check_reward_weights, reward_names
-
     if not names:
         raise ValueError(
             f"reward_funcs is empty: name at least one reward, e.g. [gsm8k_correctness] ({reward_names()})"
@@ -183,8 +188,6 @@ def import_hook(spec: str):
     ...
     ValueError: hook 'json.dumps' must read 'module:function', e.g. cpu_lab.curriculum:lab_curriculum
     """
-    import importlib
-
     module, _, name = spec.partition(":")
     if not module or not name:
         raise ValueError(f"hook {spec!r} must read 'module:function', e.g. cpu_lab.curriculum:lab_curriculum")
@@ -206,8 +209,6 @@ def check_model(model_args, build_tiny_model: bool = False) -> None:
     ...
     eval.sources.SourceError: model_name_or_path 'runs/no/such/model' does not exist (no such local folder): pass a local model folder (with config.json) or a hub id (org/name)
     """  # noqa: E501
-    from eval.sources import check_model_source
-
     name = model_args.model_name_or_path
     if build_tiny_model and name and not Path(name).exists():
         return
@@ -219,8 +220,6 @@ def check_held_out_data(task_name: str, data: str | None, limit: int) -> None:
     model loads rather than after it; nothing to check when ``limit`` is 0 (no evaluation)."""
     if not limit:
         return
-    from eval.tasks import get_task, load_rows
-
     load_rows(get_task(task_name), data, flag="--eval_data")
 
 
@@ -278,15 +277,11 @@ def check_answer_column(columns: Sequence[str], source: str) -> None:
 
 def check_vllm(use_vllm: bool, vllm_mode: str = "colocate") -> None:
     """vLLM generation needs the vllm package, in the range TRL 1.16 supports, and (in colocate mode) a CUDA GPU."""
-    from eval.generate import vllm_version_problem
-
     if not use_vllm:
         return
     problem = vllm_version_problem()
     if problem:
         raise ValueError(f"use_vllm is true but {problem[0].lower()}{problem[1:]}; or set use_vllm: false")
-    import torch
-
     if vllm_mode == "colocate" and not torch.cuda.is_available():
         raise ValueError("use_vllm is true but this machine has no CUDA GPU: set use_vllm: false to generate with HF")
 
@@ -331,26 +326,6 @@ def decide_vllm(
     return False, f"generation: transformers ({why})"
 
 
-def explicit_flags(argv: Sequence[str]) -> set[str]:
-    """Option names given on a command line, dashes read as underscores (``--use-vllm=false`` -> ``use_vllm``).
-
-    >>> sorted(explicit_flags(["--config", "c.yaml", "--use-vllm=false", "--seed", "1"]))
-    ['config', 'seed', 'use_vllm']
-    """
-    return {a[2:].split("=", 1)[0].replace("-", "_") for a in argv if a.startswith("--") and len(a) > 2}
-
-
-def let_explicit_flags_win(parsed, argv: Sequence[str]) -> None:
-    """An explicit ``--use_vllm`` on the command line beats ``use_vllm_if_available: true`` from the YAML: the
-    latter is switched off, so ``--use_vllm false`` generates with transformers even where vLLM could run."""
-    if "use_vllm" not in explicit_flags(argv):
-        return
-    for args in parsed:
-        if getattr(args, "use_vllm_if_available", False):
-            args.use_vllm_if_available = False
-            logger.info("--use_vllm given on the command line: it overrides use_vllm_if_available from the config")
-
-
 def check_precision(use_peft: bool, dtype: str | None, deepspeed: bool) -> None:
     """Full fine-tuning keeps float32 master weights: loaded in float32 and trained under ``bf16: true`` autocast,
     unless DeepSpeed holds float32 copies itself. AdamW's updates written straight into bf16 weights mostly round
@@ -379,44 +354,6 @@ def uses_deepspeed(training_args) -> bool:
 
 
 DEEPSPEED_PIN = "deepspeed==0.19.8"  # requirements-gpu.txt's pin (tests/test_install.py keeps the two equal)
-
-
-def flag_value(argv: Sequence[str], name: str) -> str | None:
-    """The value of ``--name VALUE`` or ``--name=VALUE`` on a command line (the last one given), else None.
-
-    >>> flag_value(["--config", "a.yaml", "--seed=3"], "seed"), flag_value(["--config"], "config")
-    ('3', None)
-    """
-    value = None
-    for i, arg in enumerate(argv):
-        if arg == f"--{name}" and i + 1 < len(argv):
-            value = argv[i + 1]
-        elif arg.startswith(f"--{name}="):
-            value = arg.split("=", 1)[1]
-    return value
-
-
-def deepspeed_request(argv: Sequence[str]) -> str | None:
-    """What on a recipe's command line asks for DeepSpeed, read before it is parsed (None when nothing does):
-    ``accelerate launch`` with a ZeRO config (it sets ``ACCELERATE_USE_DEEPSPEED=true``), ``--deepspeed``, or a
-    ``deepspeed:`` key in the ``--config`` YAML.
-
-    >>> deepspeed_request(["--config", "recipes/configs/tiny/grpo_cpu.yaml", "--deepspeed", "ds.json"])
-    '--deepspeed'
-    """
-    if os.environ.get("ACCELERATE_USE_DEEPSPEED", "").lower() == "true":
-        return "accelerate launch with a DeepSpeed config (ACCELERATE_USE_DEEPSPEED=true)"
-    if "deepspeed" in explicit_flags(argv):
-        return "--deepspeed"
-    config = flag_value(argv, "config")
-    if config and os.path.isfile(config):
-        import yaml
-
-        with open(config) as file:
-            loaded = yaml.safe_load(file)
-        if isinstance(loaded, dict) and loaded.get("deepspeed"):
-            return f"deepspeed: in {config}"
-    return None
 
 
 def deepspeed_installed() -> bool:
@@ -507,8 +444,6 @@ def check_quantization(load_in_4bit: bool, load_in_8bit: bool, use_peft: bool) -
         raise ValueError(
             "load_in_4bit/load_in_8bit without use_peft: quantized weights cannot be trained; set use_peft"
         )
-    import torch
-
     if not torch.cuda.is_available():
         warnings.warn("QLoRA on CPU: bitsandbytes runs, but very slowly; use a GPU for real runs", stacklevel=2)
 
@@ -530,65 +465,6 @@ def check_steps(eval_every: int, logging_steps: float) -> None:
         )
 
 
-HINTS = {  # TRL/transformers errors raised while parsing a config -> what to change
-    "at least 2 generations per prompt": "set num_generations: 2 or more (GRPO compares the answers of a group)",
-    "`loss_weights` must have the same length": "give one loss_weights value per loss_type, in the same order (or "
-    "drop loss_weights for 1.0 each)",
-    "bf16": "this machine has no GPU: set use_cpu: true (or bf16: false) for CPU runs",
-    "fp16": "this machine has no GPU: set use_cpu: true (or fp16: false) for CPU runs",
-    "Some specified arguments are not used": "remove or rename the unknown keys (use the dataclass field names)",
-}
-TRL_GROUP_ERROR = re.compile(r"generation_batch_size \((\d+)\) must be divisible by num_generations \((\d+)\)")
-
-
-def reword_group_error(message: str) -> str | None:
-    """TRL's refusal of a generation batch that does not hold whole groups, in words that say what to set; None for
-    any other message.
-
-    >>> reword_group_error("generation_batch_size (4) must be divisible by num_generations (8).")
-    'the generation batch (per_device_train_batch_size x processes x steps_per_generation) is 4 completions, not a multiple of num_generations 8 (group size). Set steps_per_generation to 2 times its value (gradient_accumulation_steps when unset), or per_device_train_batch_size: 8, or num_generations to a divisor of 4'
-    """  # noqa: E501
-    found = TRL_GROUP_ERROR.search(message)
-    if not found:
-        return None
-    batch, group = map(int, found.groups())
-    times = group // math.gcd(batch, group)  # the smallest factor that makes the batch a multiple of the group
-    return (
-        f"the generation batch (per_device_train_batch_size x processes x steps_per_generation) is {batch} "
-        f"completions, not a multiple of num_generations {group} (group size). Set steps_per_generation to {times} "
-        f"times its value (gradient_accumulation_steps when unset), or per_device_train_batch_size: {group}, or "
-        f"num_generations to a divisor of {batch}"
-    )
-
-
-def parse_or_explain(parser, args: Sequence[str] | None = None):
-    """``parser.parse_args_and_config(args)``, with what to change added to the errors TRL raises while building
-    configs (``HINTS``, ``reword_group_error``); a flag given on the command line wins over the config's automatic
-    choices (``let_explicit_flags_win``). A run that asks for DeepSpeed where it is not installed stops first, with
-    the install command (``check_deepspeed``); one that reports to W&B without a login, with the ways to log in
-    (``check_wandb``)."""
-    argv = sys.argv[1:] if args is None else args
-    check_deepspeed(deepspeed_request(argv))  # before parsing: TrainingArguments itself fails without the package
-    fields = {name for kind in parser.dataclass_types for name in kind.__dataclass_fields__}
-    chosen, why = precision.precision_flags(argv, fields)  # a CPU run's bf16, when neither YAML nor flags set it
-    if why:
-        print(why)  # one line, as grpo_setup prints the generation backend
-    try:
-        parsed = parser.parse_args_and_config([*chosen, *argv])
-        let_explicit_flags_win(parsed, argv)
-        for part in parsed:  # before any model loads: W&B itself stops the run at its first log
-            check_wandb(getattr(part, "report_to", None))
-        return parsed
-    except ValueError as error:
-        reworded = reword_group_error(str(error))
-        if reworded:
-            raise ValueError(reworded) from error
-        hint = next((h for key, h in HINTS.items() if key in str(error)), None)
-        if hint is None:
-            raise
-        raise ValueError(f"{error}\n  -> {hint}") from error
-
-
 class ConfigError(ValueError):
     """Bad input (config, data, reward set) found before any model is loaded; the CLI prints it as one line."""
 
@@ -601,7 +477,7 @@ def config_errors():
     ...     raise FileNotFoundError("data file x.jsonl does not exist")
     Traceback (most recent call last):
     ...
-    recipes.validate.ConfigError: data file x.jsonl does not exist
+    recipes.checks.ConfigError: data file x.jsonl does not exist
     """
     try:
         yield
@@ -609,59 +485,3 @@ def config_errors():
         raise
     except (ValueError, FileNotFoundError) as error:
         raise ConfigError(str(error)) from error
-
-
-def quiet_library_noise() -> None:
-    """Silence transformers' FutureWarning each time TRL's trainers (not leash, not the config) read
-    ``model.is_gradient_checkpointing``: no user can act on it. The renamed ``gradient_checkpointing`` options need no
-    filter (the recipe's parser passes them under their new names: ``recipes.cli``), and bitsandbytes' search for a CPU
-    kernel package is quieted when the ``recipes`` package is imported."""
-    warnings.filterwarnings("ignore", message="`is_gradient_checkpointing` is deprecated", category=FutureWarning)
-
-
-def import_integrations_quietly() -> None:
-    """Import transformers' reporting integrations (parsing a config does) without their import-time print "[INFO]
-    Running in WANDB offline mode": ``make`` sets ``WANDB_MODE=offline`` for every run, reporting to W&B or not, and a
-    run that does report to W&B gets ``wandb_line`` instead. Costs nothing once TRL's configs are imported."""
-    with redirect_stdout(StringIO()):
-        import transformers.integrations.integration_utils  # noqa: F401
-
-
-def wandb_line(report_to, environ: dict[str, str] | None = None) -> str | None:
-    """Where a run that reports to W&B logs, in one line; None for a run that does not, or logs online.
-
-    >>> wandb_line(["wandb"], {"WANDB_MODE": "offline"})
-    'W&B: offline (WANDB_MODE=offline): the run is kept in ./wandb; `wandb sync ./wandb/offline-run-*` uploads it'
-    >>> wandb_line(["none"], {"WANDB_MODE": "offline"})
-    """
-    env = os.environ if environ is None else environ
-    mode = env.get("WANDB_MODE", "").lower()
-    if "wandb" not in (report_to or []) or mode not in WANDB_QUIET_MODES:
-        return None
-    if mode == "disabled":
-        return "W&B: disabled (WANDB_MODE=disabled): nothing is logged to W&B; log.jsonl has the metrics"
-    folder = os.path.join(env.get("WANDB_DIR") or ".", "wandb")  # where wandb keeps runs (WANDB_DIR moves it)
-    return (
-        f"W&B: {mode} (WANDB_MODE={mode}): the run is kept in {folder}; `wandb sync {folder}/offline-run-*` uploads it"
-    )
-
-
-def run_cli(make_parser, main) -> None:
-    """A recipe's command line: YAML + flags, then ``main``; bad input exits with ``error: ...`` and status 2
-    instead of a traceback (errors after the model is loaded keep their traceback). The libraries' noise that leash
-    causes is silenced first (``quiet_library_noise``), so that leash's lines come first: the config and the output
-    folder, then (reporting to W&B offline) where W&B keeps the run."""
-    quiet_library_noise()
-    try:
-        with config_errors():
-            parser = make_parser()
-            import_integrations_quietly()
-            args = parse_or_explain(parser)
-        training_args = next(a for a in args if hasattr(a, "report_to"))
-        print(f"{parser.prog}: {flag_value(sys.argv[1:], 'config') or 'no --config'} -> {training_args.output_dir}")
-        if line := wandb_line(training_args.report_to):
-            print(line)
-        main(*args)
-    except ConfigError as error:
-        print(f"error: {error}", file=sys.stderr)
-        sys.exit(2)

@@ -1,0 +1,578 @@
+"""What every recipe shares, written once, in the order a run uses it: the command line, the run's name and folder,
+the model's loading options, the JSON-lines log, and the end of a run (evaluate before, train, save, evaluate after,
+report). ``recipes.sft``, ``recipes.grpo`` (and so the judge lab and the over-optimisation lab, which run it),
+``recipes.dpo`` and ``recipes.reward_model`` all use it:
+
+    if __name__ == "__main__":
+        common.run_cli(make_parser, main)  # make_parser: common.recipe_parser(...); bad input: one line, exit 2
+
+    def main(script_args, training_args, model_args):
+        with checks.config_errors():
+            ...  # recipes.checks: everything that can fail, before a model loads
+        out, config = common.start_run(script_args, training_args, model_args, common.run_identity(...))
+        training_args.model_init_kwargs = common.model_init_kwargs(model_args, training_args.model_init_kwargs)
+        trainer = ...  # built complete, with common.JsonlLogCallback(out / "log.jsonl") among its callbacks
+        return common.train_and_report(trainer, training_args, report, summary, resume=script_args.resume, ...)
+
+The command line is TRL's parser (``recipes.parser.RecipeParser``: a YAML ``--config`` sets the options, flags after
+it override them) with what to change added to the errors TRL raises while parsing (``parse_or_explain``) and the
+libraries' noise quieted (``run_cli``). Every process trains, generates and evaluates (ZeRO-3 needs all of them); only
+the main one writes files. A fresh run (no checkpoint to resume, or ``resume: false``) reuses nothing of an earlier
+run in ``output_dir``: ``start_run`` empties its ``eval_before/`` and ``eval_after/`` and ``resume_checkpoint``
+deletes its logs. A resumed run keeps them, and an evaluation there resumes only when the same weights were evaluated
+(``eval.run.weights_fingerprint``).
+
+TRL's trainers load a model named by a string with ``from_pretrained(name, **model_init_kwargs)`` and its tokenizer
+with ``revision=model_init_kwargs["revision"]``; ``ModelConfig``'s ``dtype``, ``attn_implementation`` and
+``model_revision`` reach the model only through these kwargs, so every recipe builds them with ``model_init_kwargs``.
+
+Over 400 lines: it is everything the four recipes share, so that a run reads in four files (its recipe, this module,
+``recipes.checks`` and, for GRPO, ``recipes.grpo_setup``).
+
+>>> redact({"wandb_api_key": "abc", "hub_token": None, "max_new_tokens": 512, "nested": {"my_secret": "s"}})
+{'wandb_api_key': '<redacted>', 'hub_token': None, 'max_new_tokens': 512, 'nested': {'my_secret': '<redacted>'}}
+>>> from trl import ModelConfig
+>>> model_init_kwargs(ModelConfig(model_name_or_path="m", dtype="bfloat16", attn_implementation="sdpa",
+...                                model_revision="v1"), {"device_map": None})
+{'device_map': None, 'dtype': 'bfloat16', 'attn_implementation': 'sdpa', 'revision': 'v1'}
+>>> model_init_kwargs(ModelConfig(model_name_or_path="m"))  # defaults: float32, main, the model's own attention
+{'dtype': 'float32', 'revision': 'main'}
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+import math
+import os
+import re
+import sys
+import time
+import warnings
+from collections.abc import Callable, Sequence
+from contextlib import redirect_stdout
+from dataclasses import dataclass, field
+from io import StringIO
+from pathlib import Path
+
+import yaml
+from transformers import TrainerCallback
+from transformers.trainer_utils import get_last_checkpoint
+
+from eval import run as eval_run  # eval_run.evaluate at the call: a test's stand-in reaches it
+from eval.jsonl import append_jsonl
+from eval.run import discard_run
+from recipes import precision
+from recipes.checks import WANDB_QUIET_MODES, ConfigError, check_deepspeed, check_wandb, config_errors
+from recipes.parser import RecipeParser
+from recipes.tiny_model import is_tiny_model_dir, reads_as_hub_id, save_tiny_model
+
+logger = logging.getLogger(__name__)
+
+SECRET_KEY_RE = re.compile(r"key|token|secret|password", re.IGNORECASE)
+EVAL_FOLDERS = ("eval_before", "eval_after")  # a recipe's held-out evaluations, in output_dir
+# the TRL options of every recipe that --help shows first; each recipe adds the ones its method turns on
+COMMON_OPTIONS = (
+    "model_name_or_path",
+    "output_dir",
+    "use_peft",
+    "use_cpu",
+    "report_to",
+    "seed",
+    "max_steps",
+    "learning_rate",
+    "per_device_train_batch_size",
+    "gradient_accumulation_steps",
+)
+
+
+# --------------------------------------------------------------------------------------------------- the command line
+def run_cli(make_parser, main) -> None:
+    """A recipe's command line: YAML + flags, then ``main``; bad input exits with ``error: ...`` and status 2
+    instead of a traceback (errors after the model is loaded keep their traceback). The libraries' noise that leash
+    causes is silenced first (``quiet_library_noise``), so that leash's lines come first: the config and the output
+    folder, then (reporting to W&B offline) where W&B keeps the run."""
+    quiet_library_noise()
+    try:
+        with config_errors():
+            parser = make_parser()
+            import_integrations_quietly()
+            args = parse_or_explain(parser)
+        training_args = next(a for a in args if hasattr(a, "report_to"))
+        print(f"{parser.prog}: {flag_value(sys.argv[1:], 'config') or 'no --config'} -> {training_args.output_dir}")
+        if line := wandb_line(training_args.report_to):
+            print(line)
+        main(*args)
+    except ConfigError as error:
+        print(f"error: {error}", file=sys.stderr)
+        sys.exit(2)
+
+
+def recipe_parser(
+    parts: tuple,
+    *,
+    module: str,
+    doc: str,
+    groups: dict[str, Sequence[str]],
+    options: Sequence[str] = (),
+    folded: Sequence[str] = (),
+    docs: str = "",
+) -> RecipeParser:
+    """A recipe's parser (``recipes.parser.RecipeParser``): ``--help`` shows the recipe's own options by group, then
+    ``COMMON_OPTIONS`` and the recipe's ``options`` of TRL's config; ``parts`` are the script arguments, TRL's config
+    and ``ModelConfig``."""
+    return RecipeParser(
+        parts,
+        module=module,
+        doc=doc,
+        groups=groups,
+        common=(*COMMON_OPTIONS, *options),
+        folded=folded,
+        docs=docs,
+    )
+
+
+def parse_or_explain(parser, args: Sequence[str] | None = None):
+    """``parser.parse_args_and_config(args)``, with what to change added to the errors TRL raises while building
+    configs (``HINTS``, ``reword_group_error``); a flag given on the command line wins over the config's automatic
+    choices (``let_explicit_flags_win``). A run that asks for DeepSpeed where it is not installed stops first, with
+    the install command (``check_deepspeed``); one that reports to W&B without a login, with the ways to log in
+    (``check_wandb``)."""
+    argv = sys.argv[1:] if args is None else args
+    check_deepspeed(deepspeed_request(argv))  # before parsing: TrainingArguments itself fails without the package
+    fields = {name for kind in parser.dataclass_types for name in kind.__dataclass_fields__}
+    chosen, why = precision.precision_flags(argv, fields)  # a CPU run's bf16, when neither YAML nor flags set it
+    if why:
+        print(why)  # one line, as grpo_setup prints the generation backend
+    try:
+        parsed = parser.parse_args_and_config([*chosen, *argv])
+        let_explicit_flags_win(parsed, argv)
+        for part in parsed:  # before any model loads: W&B itself stops the run at its first log
+            check_wandb(getattr(part, "report_to", None))
+        return parsed
+    except ValueError as error:
+        reworded = reword_group_error(str(error))
+        if reworded:
+            raise ValueError(reworded) from error
+        hint = next((h for key, h in HINTS.items() if key in str(error)), None)
+        if hint is None:
+            raise
+        raise ValueError(f"{error}\n  -> {hint}") from error
+
+
+HINTS = {  # TRL/transformers errors raised while parsing a config -> what to change
+    "at least 2 generations per prompt": "set num_generations: 2 or more (GRPO compares the answers of a group)",
+    "`loss_weights` must have the same length": "give one loss_weights value per loss_type, in the same order (or "
+    "drop loss_weights for 1.0 each)",
+    "bf16": "this machine has no GPU: set use_cpu: true (or bf16: false) for CPU runs",
+    "fp16": "this machine has no GPU: set use_cpu: true (or fp16: false) for CPU runs",
+    "Some specified arguments are not used": "remove or rename the unknown keys (use the dataclass field names)",
+}
+TRL_GROUP_ERROR = re.compile(r"generation_batch_size \((\d+)\) must be divisible by num_generations \((\d+)\)")
+
+
+def reword_group_error(message: str) -> str | None:
+    """TRL's refusal of a generation batch that does not hold whole groups, in words that say what to set; None for
+    any other message.
+
+    >>> reword_group_error("generation_batch_size (4) must be divisible by num_generations (8).")
+    'the generation batch (per_device_train_batch_size x processes x steps_per_generation) is 4 completions, not a multiple of num_generations 8 (group size). Set steps_per_generation to 2 times its value (gradient_accumulation_steps when unset), or per_device_train_batch_size: 8, or num_generations to a divisor of 4'
+    """  # noqa: E501
+    found = TRL_GROUP_ERROR.search(message)
+    if not found:
+        return None
+    batch, group = map(int, found.groups())
+    times = group // math.gcd(batch, group)  # the smallest factor that makes the batch a multiple of the group
+    return (
+        f"the generation batch (per_device_train_batch_size x processes x steps_per_generation) is {batch} "
+        f"completions, not a multiple of num_generations {group} (group size). Set steps_per_generation to {times} "
+        f"times its value (gradient_accumulation_steps when unset), or per_device_train_batch_size: {group}, or "
+        f"num_generations to a divisor of {batch}"
+    )
+
+
+def flag_value(argv: Sequence[str], name: str) -> str | None:
+    """The value of ``--name VALUE`` or ``--name=VALUE`` on a command line (the last one given), else None.
+
+    >>> flag_value(["--config", "a.yaml", "--seed=3"], "seed"), flag_value(["--config"], "config")
+    ('3', None)
+    """
+    value = None
+    for i, arg in enumerate(argv):
+        if arg == f"--{name}" and i + 1 < len(argv):
+            value = argv[i + 1]
+        elif arg.startswith(f"--{name}="):
+            value = arg.split("=", 1)[1]
+    return value
+
+
+def explicit_flags(argv: Sequence[str]) -> set[str]:
+    """Option names given on a command line, dashes read as underscores (``--use-vllm=false`` -> ``use_vllm``).
+
+    >>> sorted(explicit_flags(["--config", "c.yaml", "--use-vllm=false", "--seed", "1"]))
+    ['config', 'seed', 'use_vllm']
+    """
+    return {a[2:].split("=", 1)[0].replace("-", "_") for a in argv if a.startswith("--") and len(a) > 2}
+
+
+def let_explicit_flags_win(parsed, argv: Sequence[str]) -> None:
+    """An explicit ``--use_vllm`` on the command line beats ``use_vllm_if_available: true`` from the YAML: the
+    latter is switched off, so ``--use_vllm false`` generates with transformers even where vLLM could run."""
+    if "use_vllm" not in explicit_flags(argv):
+        return
+    for args in parsed:
+        if getattr(args, "use_vllm_if_available", False):
+            args.use_vllm_if_available = False
+            logger.info("--use_vllm given on the command line: it overrides use_vllm_if_available from the config")
+
+
+def deepspeed_request(argv: Sequence[str]) -> str | None:
+    """What on a recipe's command line asks for DeepSpeed, read before it is parsed (None when nothing does):
+    ``accelerate launch`` with a ZeRO config (it sets ``ACCELERATE_USE_DEEPSPEED=true``), ``--deepspeed``, or a
+    ``deepspeed:`` key in the ``--config`` YAML.
+
+    >>> deepspeed_request(["--config", "recipes/configs/tiny/grpo_cpu.yaml", "--deepspeed", "ds.json"])
+    '--deepspeed'
+    """
+    if os.environ.get("ACCELERATE_USE_DEEPSPEED", "").lower() == "true":
+        return "accelerate launch with a DeepSpeed config (ACCELERATE_USE_DEEPSPEED=true)"
+    if "deepspeed" in explicit_flags(argv):
+        return "--deepspeed"
+    config = flag_value(argv, "config")
+    if config and os.path.isfile(config):
+        with open(config) as file:
+            loaded = yaml.safe_load(file)
+        if isinstance(loaded, dict) and loaded.get("deepspeed"):
+            return f"deepspeed: in {config}"
+    return None
+
+
+def quiet_library_noise() -> None:
+    """Silence transformers' FutureWarning each time TRL's trainers (not leash, not the config) read
+    ``model.is_gradient_checkpointing``: no user can act on it. The renamed ``gradient_checkpointing`` options need no
+    filter (the recipe's parser passes them under their new names: ``recipes.parser``), and bitsandbytes' search for a
+    CPU kernel package is quieted when the ``recipes`` package is imported."""
+    warnings.filterwarnings("ignore", message="`is_gradient_checkpointing` is deprecated", category=FutureWarning)
+
+
+def import_integrations_quietly() -> None:
+    """Import transformers' reporting integrations (parsing a config does) without their import-time print "[INFO]
+    Running in WANDB offline mode": ``make`` sets ``WANDB_MODE=offline`` for every run, reporting to W&B or not, and a
+    run that does report to W&B gets ``wandb_line`` instead. Costs nothing once TRL's configs are imported."""
+    with redirect_stdout(StringIO()):
+        import transformers.integrations.integration_utils  # noqa: F401
+
+
+def wandb_line(report_to, environ: dict[str, str] | None = None) -> str | None:
+    """Where a run that reports to W&B logs, in one line; None for a run that does not, or logs online.
+
+    >>> wandb_line(["wandb"], {"WANDB_MODE": "offline"})
+    'W&B: offline (WANDB_MODE=offline): the run is kept in ./wandb; `wandb sync ./wandb/offline-run-*` uploads it'
+    >>> wandb_line(["none"], {"WANDB_MODE": "offline"})
+    """
+    env = os.environ if environ is None else environ
+    mode = env.get("WANDB_MODE", "").lower()
+    if "wandb" not in (report_to or []) or mode not in WANDB_QUIET_MODES:
+        return None
+    if mode == "disabled":
+        return "W&B: disabled (WANDB_MODE=disabled): nothing is logged to W&B; log.jsonl has the metrics"
+    folder = os.path.join(env.get("WANDB_DIR") or ".", "wandb")  # where wandb keeps runs (WANDB_DIR moves it)
+    return (
+        f"W&B: {mode} (WANDB_MODE={mode}): the run is kept in {folder}; `wandb sync {folder}/offline-run-*` uploads it"
+    )
+
+
+# --------------------------------------------------------------------------------------------------- the run
+@dataclass
+class RunArguments:
+    """The script arguments every recipe has (its own ``*ScriptArguments`` add to these)."""
+
+    build_tiny_model: bool = field(
+        default=False, metadata={"help": "build recipes.tiny_model at model path if missing"}
+    )
+    resume: bool = field(default=True, metadata={"help": "resume from the last checkpoint in output_dir"})
+
+
+@dataclass
+class PairArguments(RunArguments):
+    """Where the pairs come from and how many a problem gives (the DPO and reward-model recipes add to these); the
+    pairs themselves are built, loaded, checked and split by ``training_data.pairs``."""
+
+    data: str = field(default="", metadata={"help": "rollouts .jsonl, pairs .jsonl or hub preference data set"})
+    data_split: str = field(default="train", metadata={"help": "split of a hub data set"})
+    max_pairs_per_problem: int = field(default=4, metadata={"help": "pairs built from one problem (0: no cap)"})
+    length_tolerance: float | None = field(
+        default=None, metadata={"help": "pair only answers whose |a-b|/max(a,b) token lengths are within this"}
+    )
+
+    def pair_options(self) -> dict:
+        """The options of ``training_data.pairs.load_pairs`` these arguments set (0 pairs per problem: no cap).
+
+        >>> PairArguments(max_pairs_per_problem=0).pair_options()
+        {'split': 'train', 'max_pairs_per_problem': None, 'length_tolerance': None}
+        """
+        return {
+            "split": self.data_split,
+            "max_pairs_per_problem": self.max_pairs_per_problem or None,
+            "length_tolerance": self.length_tolerance,
+        }
+
+
+def short_model_name(path: str) -> str:
+    """``Qwen/Qwen2.5-0.5B-Instruct`` -> ``qwen2.5-0.5b-instruct``; a local folder -> its name.
+
+    >>> short_model_name("Qwen/Qwen2.5-0.5B-Instruct"), short_model_name("runs/tiny_model/")
+    ('qwen2.5-0.5b-instruct', 'tiny_model')
+    """
+    return Path(path.rstrip("/")).name.lower()
+
+
+def run_identity(task: str, model_args, method: str, beta: float, reward_funcs: Sequence[str], seed: int) -> dict:
+    """W&B run name, group (the same minus the seed, so seeds of one setting group together) and tags; the model and
+    its adapter (``qlora``, ``lora`` or ``full``) come from ``model_args``.
+
+    >>> from trl import ModelConfig
+    >>> model = ModelConfig(model_name_or_path="Qwen/Qwen2.5-0.5B-Instruct", use_peft=True)
+    >>> ident = run_identity("gsm8k", model, "dr_grpo", 0.04, ["gsm8k_correctness"], 1)
+    >>> ident["name"], ident["group"]
+    ('gsm8k-qwen2.5-0.5b-instruct-dr_grpo-b0.04-gsm8k_correctness-lora-s1', 'gsm8k-qwen2.5-0.5b-instruct-dr_grpo-b0.04-gsm8k_correctness-lora')
+    >>> ident["tags"]
+    ['task=gsm8k', 'model=qwen2.5-0.5b-instruct', 'method=dr_grpo', 'beta=0.04', 'rewards=gsm8k_correctness', 'adapter=lora', 'seed=1']
+    """  # noqa: E501
+    adapter = "qlora" if model_args.load_in_4bit else "lora" if model_args.use_peft else "full"
+    rewards = "+".join(reward_funcs)
+    parts = [task, short_model_name(model_args.model_name_or_path), method, f"b{beta:g}", rewards, adapter]
+    group = "-".join(parts)
+    tags = [f"task={task}", f"model={parts[1]}", f"method={method}", f"beta={beta:g}", f"rewards={rewards}"]
+    return {"name": f"{group}-s{seed}", "group": group, "tags": [*tags, f"adapter={adapter}", f"seed={seed}"]}
+
+
+def redact(value):
+    """A copy with string values under keys that look like secrets (``*key*``, ``*token*``, ``*secret*``) masked."""
+    if isinstance(value, dict):
+        return {
+            k: "<redacted>" if SECRET_KEY_RE.search(str(k)) and isinstance(v, str) and v else redact(v)
+            for k, v in value.items()
+        }
+    if isinstance(value, list | tuple):
+        return [redact(v) for v in value]
+    return value
+
+
+def resolved_config(*dataclass_objects) -> dict:
+    """All fields of the parsed argument dataclasses in one JSON-able dict, secrets redacted."""
+    merged: dict = {}
+    for obj in dataclass_objects:
+        for f in dataclasses.fields(obj):
+            merged[f.name] = getattr(obj, f.name)
+    return redact(json.loads(json.dumps(merged, default=str)))
+
+
+def write_config(path: str | Path, config: dict) -> None:
+    """Write a resolved config as JSON to ``path``."""
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    Path(path).write_text(json.dumps(config, indent=1, sort_keys=True))
+
+
+def save_resolved_config(path: str | Path, *dataclass_objects) -> dict:
+    """Write the resolved, redacted config as JSON to ``path``; returns it."""
+    config = resolved_config(*dataclass_objects)
+    write_config(path, config)
+    return config
+
+
+def is_main_process(training_args) -> bool:
+    """True on the one process that writes files (``accelerate launch`` starts one process per GPU)."""
+    return training_args.process_index == 0
+
+
+def main_process_path(training_args, path: Path) -> Path | None:
+    """``path`` on the main process, None on the others (where ``eval.run.evaluate`` then writes nothing)."""
+    return path if is_main_process(training_args) else None
+
+
+def build_tiny_model_if_asked(script_args, model_args) -> None:
+    """``build_tiny_model: true`` builds the tiny local model at ``model_name_or_path`` when nothing is there yet, and
+    never at a name that reads as a hub id (the recipe's parser has already switched it off there, and refused a model
+    path the command line gave under a config that builds: ``recipes.tiny_model.may_build_at``)."""
+    path = model_args.model_name_or_path
+    if not script_args.build_tiny_model or Path(path).exists():
+        return
+    if reads_as_hub_id(path) and not is_tiny_model_dir(path):
+        raise ValueError(f"build_tiny_model: true at {path}, which reads as a hub id: write the folder as ./{path}")
+    save_tiny_model(path)
+
+
+def start_run(script_args, training_args, model_args, identity: dict) -> tuple[Path, dict]:
+    """Names the run (``run_name`` from the config wins), sets W&B's group and tags when reporting to W&B, writes the
+    resolved config (secrets redacted) to ``<output_dir>/resolved_config.json`` and builds the tiny model if asked.
+    A fresh run (``resumes`` is False) empties the evaluation folders an earlier run left in ``output_dir``.
+    ``identity`` is a ``run_identity``, or just ``{"name": ...}``. Returns the output folder and the config."""
+    training_args.run_name = training_args.run_name or identity["name"]
+    if "wandb" in (training_args.report_to or []) and "group" in identity:  # read by wandb.init; the user's win
+        os.environ.setdefault("WANDB_RUN_GROUP", identity["group"])
+        os.environ.setdefault("WANDB_TAGS", ",".join(identity["tags"]))
+    out = Path(training_args.output_dir)
+    config = resolved_config(script_args, training_args, model_args)
+    if is_main_process(training_args):
+        write_config(out / "resolved_config.json", config)
+        if not resumes(training_args, script_args.resume):
+            for name in EVAL_FOLDERS:
+                if removed := discard_run(out / name):
+                    print(f"fresh run: removed {', '.join(removed)} of an earlier run from {out / name}")
+    build_tiny_model_if_asked(script_args, model_args)
+    return out, config
+
+
+def last_checkpoint(training_args, resume: bool) -> str | None:
+    """The last ``checkpoint-*`` in ``output_dir`` when ``resume`` is on and there is one."""
+    out = Path(training_args.output_dir)
+    return get_last_checkpoint(str(out)) if resume and out.is_dir() else None
+
+
+def resumes(training_args, resume: bool) -> bool:
+    """Whether the run continues an earlier one: ``resume_from_checkpoint`` is set, or ``resume`` finds a checkpoint
+    in ``output_dir``."""
+    return bool(training_args.resume_from_checkpoint or last_checkpoint(training_args, resume))
+
+
+def resume_checkpoint(training_args, resume: bool, logs: Sequence[str]) -> str | None:
+    """The checkpoint for ``trainer.train(resume_from_checkpoint=...)``: ``resume_from_checkpoint`` when set, else
+    (with ``resume``) the last ``checkpoint-*`` in ``output_dir``, whose ``logs`` the resumed run appends to. A fresh
+    run deletes the previous run's ``logs`` there instead, as it replaces its weights."""
+    out = Path(training_args.output_dir)
+    last = last_checkpoint(training_args, resume)
+    if last:
+        print(f"resuming from {last}")
+    elif is_main_process(training_args):
+        for name in logs:
+            (out / name).unlink(missing_ok=True)
+    return training_args.resume_from_checkpoint or last
+
+
+def model_init_kwargs(model_args, existing: dict | None = None) -> dict:
+    """``existing`` (a config's own ``model_init_kwargs``) plus dtype, attention implementation and revision of
+    ``model_args``; the attention key is left out when unset, so transformers picks its default."""
+    kwargs = dict(existing or {}) | {"dtype": model_args.dtype}
+    if model_args.attn_implementation is not None:
+        kwargs["attn_implementation"] = model_args.attn_implementation
+    kwargs["revision"] = model_args.model_revision
+    return kwargs
+
+
+# --------------------------------------------------------------------------------------------------- training
+def _jsonable(value):
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, int | float | str | bool) or value is None:
+        return value
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        return str(value)
+
+
+class JsonlLogCallback(TrainerCallback):
+    """Writes every ``on_log`` dict, plus ``step`` and ``epoch``, as one JSON line to ``path`` (main process only).
+
+    Non-finite numbers become ``null``. Every recipe writes ``<output_dir>/log.jsonl`` with it, whatever
+    ``report_to`` says.
+
+    >>> import tempfile, types
+    >>> path = Path(tempfile.mkdtemp()) / "log.jsonl"
+    >>> state = types.SimpleNamespace(global_step=3, epoch=0.5, is_world_process_zero=True)
+    >>> JsonlLogCallback(path).on_log(None, state, None, logs={"loss": 0.25, "kl": float("nan")})
+    >>> path.read_text()
+    '{"loss": 0.25, "kl": null, "step": 3, "epoch": 0.5}\\n'
+    """
+
+    def __init__(self, path: str | Path):
+        self.path = Path(path)
+
+    def on_log(self, args, state, control, logs=None, **kwargs):
+        if not state.is_world_process_zero or not logs:
+            return
+        record = {k: _jsonable(v) for k, v in logs.items()} | {"step": state.global_step, "epoch": state.epoch}
+        append_jsonl(record, self.path)
+
+
+def train_and_report(
+    trainer,
+    training_args,
+    report: dict,
+    summary: Callable[[dict], str],
+    *,
+    resume: bool,
+    logs: Sequence[str] = ("log.jsonl",),
+    held_out: dict | None = None,
+    before_save: Callable[[], dict] | None = None,
+    results: Sequence[Callable[[], dict]] = (),
+    started: float | None = None,
+) -> dict:
+    """The end of every recipe: evaluate before, train (resuming after a kill), save, evaluate after, report. Every
+    process evaluates (ZeRO-3 needs all of them); one writes. Returns the report.
+
+    Args:
+        trainer: the recipe's TRL trainer, built complete.
+        training_args: its config (``output_dir``, the process index).
+        report: what the recipe reports already (run name, output folder, data counts); the rest is added to it.
+        summary: the lines printed at the end, from the finished report.
+        resume: the recipe's ``resume`` option (``resume_checkpoint``).
+        logs: the files in ``output_dir`` that a resumed run appends to and a fresh one deletes.
+        held_out: ``eval.run.evaluate``'s settings (``task_name``, ``data``, ``limit``...) for the held-out accuracy
+            before and after training (``eval_before/``, ``eval_after/``); None or a ``limit`` of 0: no evaluation.
+        before_save: called once training ends, before the model is saved; what it returns joins the report.
+        results: called after the evaluation after training, in order; what each returns joins the report.
+        started: ``time.monotonic()`` when the run began: the report's ``seconds`` (evals, training, saving).
+    """
+    out = Path(training_args.output_dir)
+    evaluates = bool(held_out and held_out.get("limit"))
+    if evaluates:
+        report["before"] = evaluate_held_out(trainer, training_args, out / "eval_before", held_out)
+    trainer.train(resume_from_checkpoint=resume_checkpoint(training_args, resume, logs))
+    if before_save is not None:
+        report |= before_save()
+    trainer.save_model(str(out))
+    if evaluates:
+        report["after"] = evaluate_held_out(trainer, training_args, out / "eval_after", held_out)
+    if started is not None:
+        report["seconds"] = round(time.monotonic() - started, 1)  # the whole run: evals, training, saving
+    for result in results:
+        report |= result()
+    write_report(training_args, report, summary(report))
+    # finishes the W&B run (flushes offline files) and the process group: all that Trainer.end() does in
+    # transformers 5.24, and the GPU set's transformers 5.17 has no Trainer.end()
+    trainer.accelerator.end_training()
+    return report
+
+
+def evaluate_held_out(trainer, training_args, folder: Path, held_out: dict) -> dict:
+    """``eval.run.evaluate`` of the trainer's model on the held-out set; the report goes to ``folder`` from the main
+    process."""
+    return eval_run.evaluate(
+        trainer.model,
+        trainer.processing_class,
+        out_dir=main_process_path(training_args, folder),
+        overwrite=True,  # the run's own folder: an evaluation of other weights there is stale
+        **held_out,
+    )
+
+
+# --------------------------------------------------------------------------------------------------- the report
+def held_out_lines(report: dict, out: Path) -> list[str]:
+    """Held-out accuracy before -> after and where the eval reports are, for a recipe's printed summary."""
+    if "before" not in report or "after" not in report:
+        return []
+    before, after = report["before"], report["after"]
+    return [
+        f"held-out accuracy {before['accuracy']:.3f} -> {after['accuracy']:.3f} (n={after['n']})",
+        f"eval reports: {out / 'eval_before'} and {out / 'eval_after'} (summary.md, results.json)",
+    ]
+
+
+def write_report(training_args, report: dict, summary: str) -> None:
+    """``<output_dir>/report.json`` and the printed summary, from the main process."""
+    if is_main_process(training_args):
+        (Path(training_args.output_dir) / "report.json").write_text(json.dumps(report, indent=1, default=str))
+        print(summary)
