@@ -9,31 +9,29 @@ name the lab's configs give; ``overoptimisation`` takes it from here).
 from __future__ import annotations
 
 import math
+from itertools import islice
 from pathlib import Path
 
-from transformers import TrainerCallback
+import torch
+from transformers import AutoModelForCausalLM, TrainerCallback
 
-from recipes.grpo_setup import build_reward_model
+from eval.generate import encode_prompts, forked_rng
+from eval.jsonl import append_jsonl, iter_jsonl
+from eval.tasks import get_task
+from rewards.correctness import gsm8k_correctness_reward
+from rewards.reward_model import RewardModelReward
 
 CURVE_FILE = "curve.jsonl"
 
 
 def read_rows(path, limit: int | None = None) -> list[dict]:
     """The first ``limit`` rows (all when None) of a JSONL file, through eval's strict reader."""
-    from itertools import islice
-
-    from eval.jsonl import iter_jsonl
-
     return list(islice((row for _, row in iter_jsonl(Path(path), "a file this experiment wrote: rerun it")), limit))
 
 
 def sample_with_kl(model, ref_model, tokenizer, prompts: list[list[dict]], max_new_tokens: int, seed: int):
     """One answer per prompt sampled at temperature 1 from ``model``, and per answer the sum over its tokens (up to
     and including the end-of-sequence token) of ``log pi - log pi_ref``: its mean estimates KL(pi || pi_ref)."""
-    import torch
-
-    from eval.generate import encode_prompts, forked_rng
-
     ids = encode_prompts(tokenizer, prompts)
     width = max(len(x) for x in ids)
     pad = tokenizer.pad_token_id
@@ -94,10 +92,6 @@ class LeashCurve(TrainerCallback):
         self.rows: list[dict] = []
 
     def measure(self, model, tokenizer, step: int) -> dict:
-        from eval.jsonl import append_jsonl
-        from eval.tasks import get_task
-        from rewards.correctness import gsm8k_correctness_reward
-
         args = self.context.script_args
         accuracy = self.context.held_out(model, tokenizer, step)["eval/accuracy"]
         task, problems = get_task(args.eval_task), read_rows(args.eval_data, self.eval_n)
@@ -123,8 +117,6 @@ class LeashCurve(TrainerCallback):
         return row
 
     def on_train_begin(self, args, state, control, model=None, processing_class=None, **kwargs):
-        from transformers import AutoModelForCausalLM
-
         self.tokenizer = processing_class
         self.ref = AutoModelForCausalLM.from_pretrained(self.context.model_args.model_name_or_path).eval()
         if state.global_step == 0:  # a resumed run measured its start already
@@ -141,7 +133,7 @@ def leash_curve(context) -> LeashCurve:
     """The GRPO recipe's callback hook (``callbacks: [reward_model_lab.overoptimisation:leash_curve]``): the leash
     curve every ``monitor_eval_steps`` on ``monitor_eval_limit`` problems of ``eval_data``, its proxy the run's
     reward model (``reward_model`` among the rewards, else ``reward_model_path``: the checker control's)."""
-    from rewards.reward_model import RewardModelReward
+    from recipes.reward_setup import build_reward_model
 
     args = context.script_args
     if args.monitor_eval_steps < 1 or not args.eval_data:

@@ -44,10 +44,16 @@ import time
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 
-from recipes.checks import check_wandb
+import torch
+from transformers import AutoModelForCausalLM, AutoTokenizer
+
+from cpu_lab.runner import Run, parse, run_at_once, run_one
+from cpu_lab.warmstart import prepare_lab
+from eval.jsonl import write_jsonl
 
 # the GRPO recipe's callback hook, by the name the lab's configs give it (recipes/configs/lab_rm/grpo_lab_rm*.yaml)
 from reward_model_lab.kl import leash_curve  # noqa: F401
+from training_data.rollouts import reference_rollouts, sample_rollouts
 
 logger = logging.getLogger(__name__)
 
@@ -98,8 +104,6 @@ def arms(settings: Settings) -> list[tuple[str, float]]:
 def arm_run(arm: str, beta: float, seed: int, paths: dict, settings: Settings, out: Path):
     """One arm's GRPO run, for the labs' runner (``cpu_lab.runner``): what ``python -m recipes.grpo --config <the
     arm's config> --seed S --output_dir <out>/<arm>/seed<S>`` runs with the flags the experiment sets."""
-    from cpu_lab.runner import Run
-
     s = settings
     flags = ["--model_name_or_path", str(paths["policy"]), "--data", str(paths["train"])]
     flags += ["--eval_data", str(paths["heldout"]), "--reward_model_path", str(paths["rm"])]
@@ -115,16 +119,12 @@ def run_arms(settings: Settings, paths: dict, out: Path) -> list[Path]:
     ``jobs`` at once, each its own process with one torch thread and its output in ``<arm>/seed<k>/run.log``. Each
     run's folder gets ``run.json`` (arm, beta, seed, seconds) beside ``curve.jsonl``, ``log.jsonl``, ``probes.json``
     and ``report.json``; returns the folders."""
-    from cpu_lab.runner import run_at_once, run_one
-
     jobs = [
         (arm, beta, arm_run(arm, beta, seed, paths, settings, out))
         for seed in settings.seeds
         for arm, beta in arms(settings)
     ]
     if settings.jobs == 1:
-        import torch
-
         torch.set_num_threads(max(1, os.cpu_count() or 1))
         for _, _, job in jobs:
             run_one(*job)
@@ -140,23 +140,13 @@ def run_arms(settings: Settings, paths: dict, out: Path) -> list[Path]:
 
 def policy_budget(settings: Settings) -> int:
     """The arms' ``max_completion_length`` (their config with ``grpo_flags``): the pairs are sampled with it too."""
-    from cpu_lab.runner import parse
-
     _, (_, training_args, _) = parse(settings.grpo_config, settings.grpo_flags)
     return training_args.max_completion_length
 
 
 def prepare(settings: Settings, out: Path) -> dict:
     """Policy, data, pairs and the trained reward model (reused when ``rm/report.json`` exists)."""
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-
-    from cpu_lab.runner import run_one
-    from eval.jsonl import write_jsonl
-    from training_data.rollouts import reference_rollouts, sample_rollouts
-
     if settings.policy is None:
-        from cpu_lab.warmstart import prepare_lab
-
         lab = prepare_lab()
         paths = {"policy": lab["model"], "train": lab["train"], "heldout": lab["heldout"]}
     else:
@@ -215,7 +205,7 @@ def run(settings: Settings, out: Path) -> Path:
     paths = prepare(settings, out)
     prepared = time.monotonic() - started
     run_arms(settings, paths, out)
-    from reward_model_lab.report import write_report  # the report reads this module's settings: imported when used
+    from reward_model_lab.report import write_report  # an import cycle: the report imports this module's settings
 
     return write_report(out, settings, paths, prepared, time.monotonic() - started)
 
@@ -274,6 +264,8 @@ def make_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> Path:
+    from recipes.validate import check_wandb
+
     parser = make_parser()
     args = parser.parse_args(argv)
     try:
@@ -281,7 +273,7 @@ def main(argv: list[str] | None = None) -> Path:
     except ValueError as error:
         parser.error(str(error).replace("report_to includes wandb", "--report-to wandb"))
     if args.report_only:
-        from reward_model_lab.report import write_report
+        from reward_model_lab.report import write_report  # as in run: an import cycle
 
         out = Path(args.out)
         known = {f.name for f in fields(Settings)}

@@ -10,8 +10,10 @@ from dataclasses import asdict
 from pathlib import Path
 
 from cpu_lab.report import mean_std_text, number, pyplot, save_figure, table, write_markdown
+from eval.probe_matrix import reward_model_scores
 from reward_model_lab.kl import CURVE_FILE, read_rows
 from reward_model_lab.overoptimisation import CHECKER, Settings, arms
+from rewards.reward_model import RewardModelReward
 
 LAB_INSTRUCTION = "End with #### and the number."  # eval.tasks.TASKS["lab"].instruction: the prompt the RM reads
 GAP = "monitor/reward_correctness_gap"  # recipes.monitors: training reward minus the checker's verdict, per window
@@ -99,9 +101,6 @@ def plot(curves: dict[str, list[list[dict]]], gaps: dict[str, list[dict[int, flo
 
 def write_report(out: Path, settings: Settings, paths: dict, prepared_s: float | None, total_s: float) -> Path:
     """``report.md`` (the tables and the probes), ``overoptimisation.png`` and ``probes.json`` in ``out``."""
-    from eval.probe_matrix import reward_model_scores
-    from rewards.reward_model import RewardModelReward
-
     curves = read_curves(out, settings)
     gaps = read_gaps(out, settings)
     plot(curves, gaps, settings, out / "overoptimisation.png")
