@@ -18,6 +18,7 @@ from transformers import AutoModelForCausalLM, TrainerCallback
 from eval.generate import encode_prompts, forked_rng
 from eval.jsonl import append_jsonl, iter_jsonl
 from eval.tasks import get_task
+from recipes.grpo_setup import build_reward_model
 from rewards.correctness import gsm8k_correctness_reward
 from rewards.reward_model import RewardModelReward
 
@@ -133,8 +134,6 @@ def leash_curve(context) -> LeashCurve:
     """The GRPO recipe's callback hook (``callbacks: [reward_model_lab.overoptimisation:leash_curve]``): the leash
     curve every ``monitor_eval_steps`` on ``monitor_eval_limit`` problems of ``eval_data``, its proxy the run's
     reward model (``reward_model`` among the rewards, else ``reward_model_path``: the checker control's)."""
-    from recipes.reward_setup import build_reward_model
-
     args = context.script_args
     if args.monitor_eval_steps < 1 or not args.eval_data:
         raise ValueError(

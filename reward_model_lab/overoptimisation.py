@@ -50,6 +50,7 @@ from transformers import AutoModelForCausalLM, AutoTokenizer
 from cpu_lab.runner import Run, parse, run_at_once, run_one
 from cpu_lab.warmstart import prepare_lab
 from eval.jsonl import write_jsonl
+from recipes.checks import check_wandb
 
 # the GRPO recipe's callback hook, by the name the lab's configs give it (recipes/configs/lab_rm/grpo_lab_rm*.yaml)
 from reward_model_lab.kl import leash_curve  # noqa: F401
@@ -264,8 +265,6 @@ def make_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> Path:
-    from recipes.validate import check_wandb
-
     parser = make_parser()
     args = parser.parse_args(argv)
     try:
