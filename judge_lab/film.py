@@ -29,6 +29,10 @@ import time
 from pathlib import Path
 
 from cpu_lab.report import number, table, write_markdown
+from eval.jsonl import read_jsonl
+from eval.tasks import get_task
+from judge_lab import report as lab_report
+from judge_lab.report import GAP, read_monitor_log, read_steps
 
 ROOT = Path(__file__).resolve().parents[1]
 BASE_CONFIG = ROOT / "recipes" / "configs" / "judge_lab" / "tiny" / "judge_lab_tiny_judge_b0.04.yaml"
@@ -42,8 +46,6 @@ RUNS = [
 
 def film_question(heldout: Path, index: int) -> tuple[str, str, str, str]:
     """(question, gold, short wrong reply, reference solution) of one held-out lab problem."""
-    from eval.jsonl import read_jsonl
-
     rows = read_jsonl(heldout, "the lab's held-out problems: rerun `python -m cpu_lab.warmstart`")
     row = rows[index]
     first_number = re.search(r"\d+", row["question"]).group()
@@ -61,8 +63,6 @@ def judge_flags(args) -> list[str]:
 def run_args(reward, loss, beta, args, question) -> list[str]:
     """The GRPO recipe's flags of one run on top of ``BASE_CONFIG`` (the runner adds ``--config`` and
     ``--output_dir``)."""
-    from eval.tasks import get_task
-
     q, gold, short_wrong, reference = question
     flags = [
         "--model_name_or_path",
@@ -113,8 +113,6 @@ def tracked_probability(steps: list[dict], after_updates: int, name: str) -> flo
 
 
 def summary(out: Path, names: list[str]) -> str:
-    from judge_lab.report import GAP, read_monitor_log, read_steps
-
     header = [
         *("run", "judge score (first -> last)", "correct", "reward-correctness gap", "probes broken", "mean tokens"),
         *("P(short wrong) after 0 / 1 / 5 updates", "P(worked correct) after 0 / 1 / 5"),
@@ -175,9 +173,8 @@ def main(argv: list[str] | None = None) -> Path:
         parser.error(f"--only names none of {[r[0] for r in RUNS]}")
     question = film_question(Path(args.heldout), args.question_index)
 
-    from cpu_lab.runner import run_one
-    from judge_lab import noise as judge_noise
-    from judge_lab import report as lab_report
+    from cpu_lab.runner import run_one  # runner, noise: the recipes (~6 s) that --help and a refused run do not pay
+    from judge_lab import noise as judge_noise  # as run_one
 
     out, timings = Path(args.out), {}
     for name, reward, loss, beta in runs:  # each through the labs' runner: the GRPO recipe and its own checks

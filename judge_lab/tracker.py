@@ -17,7 +17,9 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
+import torch
 from transformers import TrainerCallback
+from trl.trainer.utils import nanstd
 
 from eval.jsonl import append_jsonl
 from recipes.checks import check_one_update_per_group
@@ -64,9 +66,6 @@ class LabStepLogger(TrainerCallback):
         return self
 
     def step_record(self, step: int, logs: dict) -> dict:
-        import torch
-        from trl.trainer.utils import nanstd
-
         buffer = self.trainer._logs  # TRL's completions-table buffer: the latest generation batch
         names = list(buffer["rewards"])
         weights = self.trainer.reward_weights.tolist()
