@@ -48,7 +48,6 @@ from pathlib import Path
 import trl
 from transformers import TrainerCallback
 
-from cpu_lab.warmstart import WarmStartSettings, prepare_lab, recipe_flags
 from eval.tasks import get_task, load_rows, to_prompt_rows
 from recipes import grpo
 from recipes.tiny_model import save_tiny_model
@@ -206,8 +205,10 @@ def prepare(config: Path, tmp: Path) -> list[str]:
     """Overrides that make ``config`` runnable here: the lab's warm start and data, or the tiny model in ``tmp``."""
     script_args, _, model_args = parse_recipe_args(config, [])
     if Path(config).resolve() == LAB_CONFIG.resolve():
-        paths = prepare_lab(WarmStartSettings())  # trains the warm start if it is not cached
-        return recipe_flags(paths)
+        from cpu_lab import warmstart  # the lab imports matplotlib, absent on the GPU machine (bench.grpo_gpu runs us)
+
+        paths = warmstart.prepare_lab(warmstart.WarmStartSettings())  # trains the warm start if it is not cached
+        return warmstart.recipe_flags(paths)
     if script_args.build_tiny_model:  # the plain arm may run first, and it builds nothing
         return ["--model_name_or_path", str(save_tiny_model(tmp / "tiny_model"))]
     return []
