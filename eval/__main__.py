@@ -171,7 +171,7 @@ def check_adapter(adapter: str, model: str, ignore_base_name: bool = False) -> N
             "(or --ignore-adapter-base when it is the same model under another name)"
         )
     import torch  # torch, transformers: seconds; `eval score`, `eval compare` and --help need neither
-    from transformers import AutoConfig, AutoModelForCausalLM
+    from transformers import AutoConfig, AutoModelForCausalLM  # as torch
 
     with torch.device("meta"):
         skeleton = AutoModelForCausalLM.from_config(AutoConfig.from_pretrained(model))

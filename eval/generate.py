@@ -22,6 +22,7 @@ import importlib.util
 from collections.abc import Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
+from importlib.metadata import PackageNotFoundError, version
 
 from packaging.version import Version
 
@@ -38,9 +39,6 @@ def vllm_version_problem() -> str | None:
 
     A vllm package without metadata (a stand-in in tests) is taken as fine.
     """
-    # importlib.metadata: about 0.1 s (it loads email, zipfile, ...), which only --backend vllm needs
-    from importlib.metadata import PackageNotFoundError, version
-
     if importlib.util.find_spec("vllm") is None:
         return f"vllm is not installed: make venv-gpu (requirements-gpu.txt), or {VLLM_INSTALL}, on a CUDA machine"
     try:
