@@ -219,7 +219,7 @@ class OpenAIJudgeClient:
 
     def _client(self):
         if self._openai is None:
-            import openai  # seconds to import: paid by the API judge alone, not by every user of rewards
+            import openai  # ~0.6 s to import: paid by the API judge alone, not by every user of rewards
 
             def count_attempt(request):  # openai numbers its attempts in this header: 0 is the first, 1+ a retry
                 self.stats.add(requests=1, retries=int(request.headers.get("x-stainless-retry-count", "0") != "0"))
@@ -345,8 +345,8 @@ class HFJudgeClient:
         return {**self.__dict__, "_model": None, "_tokenizer": None}
 
     def _load(self):
-        import torch  # torch, transformers: seconds; rewards (and `eval score`) import without them
-        from transformers import AutoModelForCausalLM, AutoTokenizer
+        import torch  # torch, transformers: ~3 s; rewards (and `eval score`) import without them
+        from transformers import AutoModelForCausalLM, AutoTokenizer  # as torch
 
         device = self.device or ("cuda" if torch.cuda.is_available() else "cpu")
         self._tokenizer = AutoTokenizer.from_pretrained(self.model_name_or_path, padding_side="left")

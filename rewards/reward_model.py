@@ -131,9 +131,9 @@ class RewardModelReward:
         """Load the model and tokenizer once (eval mode, the process's device)."""
         if self.model is not None:
             return self
-        import torch  # torch, accelerate, transformers: seconds; rewards import without them
-        from accelerate import PartialState
-        from transformers import AutoModelForSequenceClassification, AutoTokenizer
+        import torch  # torch, accelerate, transformers: ~3 s; rewards import without them
+        from accelerate import PartialState  # as torch
+        from transformers import AutoModelForSequenceClassification, AutoTokenizer  # as torch
 
         if self.path is None:
             self.path = os.environ.get(ENV_PATH)
