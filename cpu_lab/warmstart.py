@@ -254,8 +254,7 @@ def warm_start(settings: WarmStartSettings = WarmStartSettings(), cache_root: st
 def _num_parameters(weights: Path) -> int:
     """Parameters in a saved ``model.safetensors`` (tied embeddings are saved, and counted, once)."""
     with safe_open(weights, framework="numpy") as f:  # the shapes in the header: no tensor is read, no torch
-        names = f.keys()  # the file object is not iterable
-        return sum(math.prod(f.get_slice(name).get_shape()) for name in names)
+        return sum(math.prod(f.get_slice(k).get_shape()) for k in f.keys())  # noqa: SIM118 - safe_open is not a dict
 
 
 def prepare_lab(
