@@ -26,15 +26,18 @@ with clocks around its own methods, so each phase is what its name says:
 Arms (``--arms``; ``_t2``/``_t1``: 2 or 1 torch threads):
 
 - ``fp32_t2``: float32 throughout (``--bf16 false``);
-- ``autocast_t2``: float32 weights, bf16 autocast (``--bf16 true``, TRL's and transformers' mixed precision);
+- ``autocast_t2``: float32 weights, bf16 autocast, TRL's trainer as it is (``--bf16 true --cpu_speedups false``:
+  TRL's and transformers' mixed precision);
 - ``autocast_head_t2``: the same, and TRL's fused LM head scores only the completion tokens. On a CPU, TRL 1.16
   projects every position (prompt included) through the 49,152-token head and folds each tile into the
   log-softmax and entropy in float32, for the static shapes a compiler wants; with no compiler here, the arm takes
-  TRL's own CUDA path (``compact``: the positions with a label) by patching TRL's device test. The log-probabilities
-  are the same numbers (a prompt position has no label, so it is never scored), for ~a third of the head's work;
-- ``autocast_head_cache_t2``: the same, and the generation runs inside one autocast region, so each weight is cast
-  to bf16 once per generation instead of once per decoded token (torch keeps autocast's casts until the outermost
-  region ends); the casts are the same, so are the tokens;
+  TRL's own CUDA path (``compact``: the positions with a label; ``recipes.cpu_speed.completion_positions_only``).
+  The log-probabilities are the same numbers (a prompt position has no label, so it is never scored), for ~a third
+  of the head's work;
+- ``autocast_head_cache_t2``: the recipe's own setting on a CPU with bf16 units (``--bf16 true``, ``cpu_speedups``
+  on: ``recipes/cpu_speed.py``): the completion head, and the generation inside one autocast region, so each
+  weight is cast to bf16 once per generation instead of once per decoded token (torch keeps autocast's casts until
+  the outermost region ends); the casts are the same, so are the tokens;
 - ``lora_bf16_t2``: LoRA r 16 on every linear layer over a bf16 base (peft keeps the adapters float32), under
   autocast: it changes what is learned (fewer parameters move), so its ratio is reported, not adopted;
 - ``full_t2``/``full_t1``: the config's own precision (the automatic choice); ``lora_t2``: LoRA r 16 over the
@@ -74,6 +77,7 @@ from eval.jsonl import read_jsonl
 from eval.tasks import get_task
 from recipes import grpo, precision
 from recipes.common import parse_or_explain
+from recipes.cpu_speed import completion_positions_only
 
 CONFIG = "recipes/configs/real_lab/grpo_real_default.yaml"
 LORA = ["--use_peft", "true", "--lora_r", "16", "--lora_alpha", "32", "--lora_target_modules", "all-linear"]
@@ -83,14 +87,14 @@ LORA = ["--use_peft", "true", "--lora_r", "16", "--lora_alpha", "32", "--lora_ta
 class Arm:
     threads: int
     flags: list[str] = field(default_factory=list)  # recipe flags
-    patches: tuple[str, ...] = ()  # names in PATCHES, applied in the arm's process before training
+    patches: tuple[str, ...] = ()  # "completion_head": the compact head alone, for the whole arm
 
 
 ARMS = {
     "fp32_t2": Arm(2, ["--bf16", "false"]),
-    "autocast_t2": Arm(2, ["--bf16", "true"]),
-    "autocast_head_t2": Arm(2, ["--bf16", "true"], ("completion_head",)),
-    "autocast_head_cache_t2": Arm(2, ["--bf16", "true"], ("completion_head", "generation_cast_cache")),
+    "autocast_t2": Arm(2, ["--bf16", "true", "--cpu_speedups", "false"]),
+    "autocast_head_t2": Arm(2, ["--bf16", "true", "--cpu_speedups", "false"], ("completion_head",)),
+    "autocast_head_cache_t2": Arm(2, ["--bf16", "true"]),
     "lora_bf16_t2": Arm(2, [*LORA, "--dtype", "bfloat16", "--bf16", "true"]),
     "full_t2": Arm(2),
     "full_t1": Arm(1),
@@ -187,32 +191,6 @@ class MonitorClock(TrainerCallback):
             self.seen = total
 
 
-def completion_head() -> None:
-    """TRL's fused LM head scores only the positions that have a label (its CUDA path) on a CPU too.
-
-    ``trl.trainer.utils`` asks ``_use_triton(device)`` for one thing: whether to gather the labelled positions
-    (``compact``) or to project every position, which keeps shapes static for a compiler. Its kernels read their
-    own copy of the test in ``trl.kernels.chunked_logprob``, untouched, so the CPU keeps folding tiles in torch."""
-    on_cuda = trl_utils._use_triton
-    trl_utils._use_triton = lambda device: device.type == "cpu" or on_cuda(device)
-
-
-def generation_cast_cache(trainer_class):
-    """``trainer_class`` whose ``_generate`` runs inside one bf16 autocast region when the run autocasts: every
-    forward of a generation is already autocast (accelerate wraps it), and while an outer region is open torch
-    keeps each weight's bf16 cast instead of redoing it at every decoded token."""
-
-    class CachedCasts(trainer_class):
-        def _generate(self, *args, **kwargs):
-            if not self.args.bf16:
-                return super()._generate(*args, **kwargs)
-            with torch.autocast(self.accelerator.device.type, dtype=torch.bfloat16):
-                return super()._generate(*args, **kwargs)
-
-    CachedCasts.__name__ = trainer_class.__name__
-    return CachedCasts
-
-
 def phases(step: dict) -> dict[str, float]:
     """One step's seconds by phase. The monitors' callbacks run at the log after the step (outside its wall time):
     their seconds are added to it; the rest is the wall time minus the named parts inside it."""
@@ -235,9 +213,7 @@ def worker(model: str, data: str, steps: int, arm: Arm, out_json: Path) -> None:
     clock, trainer_ref = StepClock(out_json), []
     base = clocked_trainer_class(trl.GRPOTrainer, clock)
     if "completion_head" in arm.patches:
-        completion_head()
-    if "generation_cast_cache" in arm.patches:
-        base = generation_cast_cache(base)
+        completion_positions_only().__enter__()  # for the whole process: this arm's every scoring
 
     class WithMonitorClock(base):
         def __init__(self, *args, callbacks=None, **kwargs):
@@ -245,7 +221,7 @@ def worker(model: str, data: str, steps: int, arm: Arm, out_json: Path) -> None:
             super().__init__(*args, callbacks=[*(callbacks or []), monitor_clock], **kwargs)
             trainer_ref.append(self)
             for cb in self.callback_handler.callbacks:  # the recipe's own callbacks, timed at each log
-                if type(cb).__module__.startswith("eval.") and hasattr(cb, "on_log"):
+                if type(cb).__module__ in ("recipes.common", "recipes.monitors") and hasattr(cb, "on_log"):
                     cb.on_log = timed(cb.on_log, clock, "monitor_callbacks")
 
     WithMonitorClock.__name__ = base.__name__
@@ -453,7 +429,7 @@ def agreement(model_path: str, data: str, seed: int = 0) -> str:
     arms = (("float32 again", False), ("bf16 autocast", True), ("bf16 autocast, completion head", True))
     for name, autocast in arms:
         if "completion head" in name:
-            completion_head()
+            completion_positions_only().__enter__()  # for the rest of this process
         start = time.perf_counter()
         logps, grad = gradient(autocast)
         took = time.perf_counter() - start

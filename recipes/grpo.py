@@ -105,7 +105,14 @@ def make_parser():
             "probe_problems",
         ],
         "the hack alarm and the best checkpoint": ["hack_alarm_checks", "stop_on_hack", "keep_best_checkpoint"],
-        "run": ["build_tiny_model", "resume", "use_vllm_if_available", "one_update_per_group", "callbacks"],
+        "run": [
+            "build_tiny_model",
+            "resume",
+            "use_vllm_if_available",
+            "one_update_per_group",
+            "cpu_speedups",
+            "callbacks",
+        ],
         "tracked answers (their log-probability every step)": ["tracked_names", "tracked_answers"],
         "the LLM judge (reward llm_judge)": [
             n for n in grpo_setup.GRPOScriptArguments.__dataclass_fields__ if n[:6] == "judge_"
