@@ -9,7 +9,7 @@ solution, item by item, and compare with the verdicts saved from another checkou
 
 The script imports ``rewards`` from the current directory, so the same file scores any checkout. Inputs, from
 ``--data DIR`` (a folder laid out as ``tests/data``, with ``model_outputs/``; default: the ``tests/data`` beside this
-script, the same files for both checkouts): MathCoder-L-7B GSM8K turns (joined as tests/test_real_data.py joins
+script, the same files for both checkouts): MathCoder-L-7B GSM8K turns (joined as tests/rewards/test_real_data.py joins
 them), GPT-3 GSM8K solutions (``answer_line=True``), MATH-500 and MATH train reference solutions, and the Qwen2.5-Math
 MATH samples (``model_outputs/math_cot_100_qwen25math_samples.jsonl``, not shipped: tests/data/README.md says where
 the full files come from; without it that set is skipped, and the output says so). Prints, per set, the number of

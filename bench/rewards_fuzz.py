@@ -6,7 +6,7 @@
     # in another checkout, on the completions that run drew:
     OMP_NUM_THREADS=1 .venv/bin/python -m bench.rewards_fuzz --items /tmp/idle.json --compare /tmp/idle.json
 
-The completions are those of ``tests/test_fuzz_rewards.py`` (mixed unicode, markers, nested boxes, huge numbers,
+The completions are those of ``tests/rewards/test_fuzz_rewards.py`` (mixed unicode, markers, nested boxes, huge numbers,
 power towers, ``\\pm``, ``\\sqrt(``, newlines inside boxes), drawn with a fixed seed so that every run of one checkout
 scores the same list (Hypothesis also draws from the literals of the project's own modules, so another version of the
 code draws other completions: ``--items`` scores those a saved run drew); they are drawn first and the clock covers
@@ -33,7 +33,7 @@ from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
 from rewards import get_reward, verify
-from tests.test_fuzz_rewards import GOLDS, hostile
+from tests.rewards.test_fuzz_rewards import GOLDS, hostile
 
 REWARDS = ["gsm8k_correctness", "math_correctness", "gsm8k_format", "math_format", "number_anywhere"]
 

@@ -353,7 +353,7 @@ def uses_deepspeed(training_args) -> bool:
     return bool(training_args.deepspeed) or os.environ.get("ACCELERATE_USE_DEEPSPEED", "").lower() == "true"
 
 
-DEEPSPEED_PIN = "deepspeed==0.19.8"  # requirements-gpu.txt's pin (tests/test_install.py keeps the two equal)
+DEEPSPEED_PIN = "deepspeed==0.19.8"  # requirements-gpu.txt's pin (tests/project/test_install.py keeps the two equal)
 
 
 def deepspeed_installed() -> bool:

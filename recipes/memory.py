@@ -19,8 +19,8 @@ The terms (bytes; B = per_device_train_batch_size sequences of T = prompt + comp
 - overhead: CUDA context, allocator fragmentation, kernels' workspaces (a fixed ``OVERHEAD_GB``).
 
 The activation and logits terms are checked against peaks measured on CPU (``torch.distributed._tools.mem_tracker``)
-for small shapes in tests/test_memory.py; GPU peaks (autocast, kernels, the allocator) can only be measured there:
-docs/gpu.md lists what is still to check.
+for small shapes in tests/recipes/test_memory.py; GPU peaks (autocast, kernels, the allocator) can only be measured
+there: docs/gpu.md lists what is still to check.
 """
 
 from __future__ import annotations

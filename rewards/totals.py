@@ -10,7 +10,7 @@ TRL turns every ``None`` score into NaN, then (``grpo_trainer.py``, ``_generate_
 
 So a ``None`` (or NaN) score counts 0 next to a real score of another function, but a completion for which EVERY
 function returned ``None`` is unscorable: its total is NaN (not 0), its advantage is forced to 0, and it is left out of
-the logged ``reward`` mean. ``tests/test_probes.py`` checks these functions against TRL's own lines.
+the logged ``reward`` mean. ``tests/rewards/test_probes.py`` checks these functions against TRL's own lines.
 
 A reward with weight 0 is watched, not trained on (a checker beside a judge, say): its score never makes a completion
 scorable that the trained rewards could not score. TRL alone would count it (its row is then not all NaN, and the

@@ -54,7 +54,7 @@ def tiny_model_dir(tmp_path_factory) -> Path:
 @pytest.fixture
 def server():
     """The chat-completions judge server of tests/judge_server.py, running on 127.0.0.1 for one test."""
-    from judge_server import FakeJudgeServer
+    from tests.judge_server import FakeJudgeServer
 
     with FakeJudgeServer() as s:
         yield s
@@ -66,7 +66,7 @@ def judge_log(tmp_path, monkeypatch):
     variable holds the sentinel key (tests/judge_server.py)."""
     import logging
 
-    from judge_server import KEY_ENV, SENTINEL_KEY
+    from tests.judge_server import KEY_ENV, SENTINEL_KEY
 
     monkeypatch.setenv(KEY_ENV, SENTINEL_KEY)
     path = tmp_path / "judge.log"

@@ -3,8 +3,8 @@
 The server reads what to do from the answer it is asked to judge (``SCORE 7``, ``SLOW``, ``HTTP500``, ...), records
 every request (body, Authorization header and arrival time), and counts requests in flight. The client under test is
 the real ``openai`` client, so the tests check what it does on the wire (retries, ``Retry-After``, timeouts, headers),
-not what we asked it to do. Used by tests/test_judge_clients.py, tests/test_judge.py and the judge lab's tests; the
-fixtures ``server`` and ``judge_log`` (tests/conftest.py) start one and capture the log.
+not what we asked it to do. Used by tests/rewards/test_judge_clients.py, tests/rewards/test_judge.py and the judge
+lab's tests; the fixtures ``server`` and ``judge_log`` (tests/conftest.py) start one and capture the log.
 """
 
 from __future__ import annotations

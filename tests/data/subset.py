@@ -11,7 +11,7 @@ What is kept, and why (each choice is what a test needs, nothing is tuned to a r
 - GSM8K train, MATH train: the first 256 rows, plus every MATH train row whose gold is a hedged list (a scoring test
   needs them).
 - GPT-3 GSM8K solutions: the first 300 questions. MathCoder-L-7B: the first 300 problems plus every problem the
-  checker is pinned to disagree on (``tests/test_real_data.py``).
+  checker is pinned to disagree on (``tests/rewards/test_real_data.py``).
 """
 
 from __future__ import annotations
@@ -44,8 +44,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--source", type=Path, required=True, help="a folder with the full files")
     source = parser.parse_args().source
-    sys.path.insert(0, str(HERE.parent))
-    from test_real_data import MATHCODER_DISAGREEMENTS
+    from tests.rewards.test_real_data import MATHCODER_DISAGREEMENTS
 
     write(read(source / "gsm8k" / "test.jsonl"), HERE / "gsm8k" / "test.jsonl")
     write(read(source / "math500" / "test.jsonl"), HERE / "math500" / "test.jsonl")

@@ -1,0 +1,59 @@
+"""The labs' one runner (cpu_lab/runner.py): every lab launches recipe runs through it, and it goes through the
+recipe's own command-line checks.
+
+    OMP_NUM_THREADS=1 .venv/bin/python -m pytest -q tests/labs/test_cpu_lab_runner.py
+"""
+
+import sys
+from pathlib import Path
+
+import pytest
+
+from cpu_lab import runner
+
+ROOT = Path(__file__).resolve().parents[2]
+LABS = ("cpu_lab", "judge_lab", "reward_model_lab")
+# what launching a recipe another way looks like: parsing its config, or a pool of processes of one's own
+OTHER_LAUNCHES = ("parse_args_and_config(", "parse_or_explain(", "ProcessPoolExecutor", "subprocess.Popen(")
+
+
+def test_the_labs_launch_recipes_only_through_the_runner():
+    found = [
+        f"{path.relative_to(ROOT)}: {pattern}"
+        for lab in LABS
+        for path in sorted((ROOT / lab).rglob("*.py"))
+        if path.name != "runner.py"
+        for pattern in OTHER_LAUNCHES
+        if pattern in path.read_text(encoding="utf-8")
+    ]
+    assert not found, found
+
+
+def test_a_run_goes_through_the_recipes_checks(monkeypatch, tmp_path):
+    """DeepSpeed asked for where it is not installed: the recipe's check (parse_or_explain) refuses it in one line,
+    before the config is parsed; a bare parse would fail inside transformers instead."""
+    monkeypatch.setitem(sys.modules, "deepspeed", None)
+    monkeypatch.delenv("ACCELERATE_USE_DEEPSPEED", raising=False)
+    config = ROOT / "recipes" / "configs" / "tiny" / "grpo_cpu.yaml"
+    with pytest.raises(ValueError, match="--deepspeed asks for DeepSpeed, which is not installed"):
+        runner.run_one(config, 0, tmp_path / "out", ["--deepspeed", "ds_config.json"])
+    assert not (tmp_path / "out").exists()  # nothing ran
+
+
+@pytest.mark.parametrize(
+    "name, recipe",
+    [
+        ("grpo_lab_default.yaml", "recipes.grpo"),
+        ("judge_lab_tiny_judge_b0.04.yaml", "recipes.grpo"),  # a judge-lab config is a GRPO config
+        ("dpo_real.yaml", "recipes.dpo"),
+        ("sft_lab_warmstart.yaml", "recipes.sft"),
+        ("reward_model_lab_rm.yaml", "recipes.reward_model"),
+    ],
+)
+def test_the_file_name_prefix_names_the_recipe(name, recipe):
+    assert runner.recipe_for(f"recipes/configs/x/{name}") == recipe
+
+
+def test_run_at_once_refuses_no_jobs():
+    with pytest.raises(ValueError, match="jobs must be >= 1"):
+        runner.run_at_once([], jobs=0)

@@ -1,0 +1,115 @@
+"""The SFT recipe on the tiny model: the real configs, rows with the solution as the reply, loss on the reply only,
+parameters that move, the validation stop, resuming, and the errors that come before a model loads.
+
+OMP_NUM_THREADS=1 .venv/bin/python -m pytest -q tests/recipes/test_sft.py
+"""
+
+import json
+
+import pytest
+import torch
+from safetensors.torch import load_file
+
+import recipes.monitors
+from recipes.sft import main, make_parser, sft_rows
+
+CONFIG = "recipes/configs/tiny/sft_cpu.yaml"
+
+
+def parse(*flags, config=CONFIG):
+    return make_parser().parse_args_and_config(["--config", config, *flags])
+
+
+def run(model_dir, out, *extra, config=CONFIG):
+    return main(*parse("--model_name_or_path", str(model_dir), "--output_dir", str(out), *extra, config=config))
+
+
+def test_rows_are_the_prompt_eval_uses_and_the_solution_without_calculator_annotations(data_dir):
+    from datasets import Dataset
+
+    from eval.jsonl import read_jsonl
+    from eval.tasks import get_task
+
+    task = get_task("gsm8k_train")
+    rows = read_jsonl(data_dir / "gsm8k" / "train.jsonl")[:3]
+    converted = sft_rows(task, Dataset.from_list(rows))
+    for row, source in zip(converted, rows, strict=True):
+        assert row["prompt"] == task.prompt(source["question"])
+        [reply] = row["completion"]
+        assert reply["role"] == "assistant" and "<<" not in reply["content"]
+        assert reply["content"].endswith(source["answer"].split("####")[-1].strip())  # the gold stays at the end
+    math = sft_rows(get_task("math_train"), Dataset.from_list(read_jsonl(data_dir / "math_train" / "train.jsonl")[:2]))
+    assert "\\boxed" in math[0]["completion"][0]["content"]  # MATH's reply is the worked solution
+
+
+def test_two_step_run_trains_on_the_reply_and_reports_before_after(tiny_model_dir, tmp_path):
+    before = load_file(str(tiny_model_dir / "model.safetensors"))
+    report = run(tiny_model_dir, tmp_path / "out")
+    after = load_file(str(tmp_path / "out" / "model.safetensors"))
+    assert any(not torch.equal(before[k], after[k]) for k in before)  # training moved the weights
+    assert report["steps"] == 4 and report["rows"] == 16
+    assert {"before", "after"} <= set(report) and report["after"]["n"] == 8
+    logged = [json.loads(line) for line in (tmp_path / "out" / "log.jsonl").read_text().splitlines()]
+    assert any("loss" in row for row in logged)
+    checks = [json.loads(line) for line in (tmp_path / "out" / "validation.jsonl").read_text().splitlines()]
+    assert [c["step"] for c in checks] == [2, 4] and all(c["n"] == 4 for c in checks)
+    assert report["validation"]["why"] == "max_steps"
+
+
+def test_the_loss_is_on_the_reply_only(tiny_model_dir, tmp_path):
+    # TRL 1.16 labels prompt/completion rows with -100 over the prompt: its tokens carry no loss
+    from trl import SFTTrainer
+
+    script_args, training_args, model_args = parse("--model_name_or_path", str(tiny_model_dir))
+    assert training_args.completion_only_loss in (None, True)  # None: on for prompt/completion data
+    from eval.tasks import get_task, load_rows
+
+    task = get_task(script_args.task)
+    rows = sft_rows(task, load_rows(task, script_args.data).select(range(2)))
+    trainer = SFTTrainer(model=str(tiny_model_dir), args=training_args, train_dataset=rows)
+    example = trainer.train_dataset[0]
+    learned = [label != -100 for label in example["labels"]]
+    assert not learned[0] and learned[-1] and 0 < sum(learned) < len(learned)  # the prompt masked, the reply not
+    reply = trainer.processing_class.decode([i for i, keep in zip(example["input_ids"], learned, strict=True) if keep])
+    assert "#### 72" in reply and "Natalia sold clips" not in reply
+
+
+def test_training_stops_when_the_validation_accuracy_is_reached(tiny_model_dir, tmp_path):
+    report = run(tiny_model_dir, tmp_path / "out", "--stop_at_accuracy", "0.0001", "--eval_limit", "0")
+    # the untrained tiny model scores 0, so it never reaches it and runs to max_steps
+    assert report["steps"] == 4 and report["validation"]["why"] == "max_steps before 0.0001"
+
+
+def test_a_reached_threshold_stops_at_that_check(tiny_model_dir, tmp_path, monkeypatch):
+    monkeypatch.setattr(recipes.monitors, "held_out_metrics", lambda *a, **k: {"eval/accuracy": 0.75, "eval/n": 4})
+    report = run(tiny_model_dir, tmp_path / "out", "--stop_at_accuracy", "0.5", "--eval_limit", "0")
+    assert report["steps"] == 2 and report["validation"]["why"] == "reached 0.5"
+
+
+def test_a_killed_run_resumes_from_its_checkpoint(tiny_model_dir, tmp_path, capsys):
+    out = tmp_path / "out"
+    common = ["--eval_limit", "0", "--save_strategy", "steps", "--save_steps", "2"]
+    run(tiny_model_dir, out, *common, "--max_steps", "2")
+    report = run(tiny_model_dir, out, *common, "--max_steps", "4")
+    assert "resuming from" in capsys.readouterr().out and report["steps"] == 4
+
+
+@pytest.mark.parametrize(
+    "flags, message",
+    [
+        (["--stop_at_accuracy", "0.5", "--validation_data", ""], "stop_at_accuracy needs validation_data"),
+        (["--stop_at_accuracy", "1.5"], "give a fraction in"),
+        (["--validation_data", "tests/data/gsm8k/test.jsonl"], "validation_data is the held-out eval_data"),
+        (["--solution_field", "worked"], "no 'worked' column"),
+        (["--data", "no/such/file.jsonl"], "does not exist"),
+    ],
+)
+def test_bad_settings_fail_before_a_model_loads(tmp_path, flags, message, monkeypatch):
+    import trl
+
+    def no_model(*args, **kwargs):
+        raise AssertionError("a model was loaded before the error")
+
+    monkeypatch.setattr(trl, "SFTTrainer", no_model)
+    with pytest.raises(ValueError, match=message):
+        run(tmp_path / "no_model_needed", tmp_path / "out", "--build_tiny_model", "true", *flags)
