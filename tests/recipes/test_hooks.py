@@ -63,7 +63,7 @@ def parse(tmp_path, *overrides: str, model: str | None = None):
 @pytest.mark.integration
 def test_a_hook_is_called_with_the_context_and_its_callback_logs_into_the_run(tiny_model_dir, tmp_path):
     SEEN.clear()
-    overrides = ["--callbacks", "test_hooks:counting_hook", "--max_steps", "2", "--eval_limit", "0"]
+    overrides = ["--callbacks", "tests.recipes.test_hooks:counting_hook", "--max_steps", "2", "--eval_limit", "0"]
     overrides += ["--train_limit", "6", "--max_completion_length", "8", "--eval_max_new_tokens", "8"]
     grpo.main(*parse(tmp_path, *overrides, model=str(tiny_model_dir)))
     assert SEEN["rows"] == 6 and SEEN["out"] == tmp_path / "run"
@@ -78,11 +78,11 @@ def test_a_hook_is_called_with_the_context_and_its_callback_logs_into_the_run(ti
 @pytest.mark.parametrize(
     "spec, message",
     [
-        ("test_hooks.counting_hook", "must read 'module:function'"),
+        ("tests.recipes.test_hooks.counting_hook", "must read 'module:function'"),
         ("no_such_module_here:hook", "cannot be imported"),
-        ("test_hooks:no_such_function", "cannot be imported"),
-        ("test_hooks:not_a_callback", "not TrainerCallback"),
-        ("test_hooks:refusing_hook", "this hook wants monitor_eval_steps: 5"),
+        ("tests.recipes.test_hooks:no_such_function", "cannot be imported"),
+        ("tests.recipes.test_hooks:not_a_callback", "not TrainerCallback"),
+        ("tests.recipes.test_hooks:refusing_hook", "this hook wants monitor_eval_steps: 5"),
     ],
 )
 def test_a_bad_hook_is_one_line_before_any_model_loads(spec, message, tmp_path, monkeypatch, capsys):
