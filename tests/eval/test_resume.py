@@ -34,6 +34,7 @@ from eval.run import (
     weights_fingerprint,
 )
 from recipes import common, sft
+from tests.helpers import parse_recipe_config
 
 ROOT = Path(__file__).resolve().parents[2]
 GSM8K = "gsm8k/test.jsonl"
@@ -191,7 +192,7 @@ SFT_FAST = ["--eval_limit", "3", "--eval_max_new_tokens", "4", "--validation_dat
 
 def run_sft(model_dir, out, *extra):
     flags = ["--model_name_or_path", str(model_dir), "--output_dir", str(out), *SFT_FAST, *extra]
-    return sft.main(*sft.make_parser().parse_args_and_config(["--config", SFT, *flags]))
+    return sft.main(*parse_recipe_config(sft, SFT, *flags))
 
 
 @pytest.fixture(scope="module")
@@ -264,8 +265,8 @@ def test_start_run_empties_the_eval_folders_of_a_fresh_run_only(tiny_model_dir, 
         (out / name / "notes.txt").write_text("not a run file")
     if checkpoint:
         (out / "checkpoint-2").mkdir()
-    command = ["--config", SFT, "--model_name_or_path", str(tiny_model_dir), "--output_dir", str(out), *flags]
-    script_args, training_args, model_args = sft.make_parser().parse_args_and_config(command)
+    command = ["--model_name_or_path", str(tiny_model_dir), "--output_dir", str(out), *flags]
+    script_args, training_args, model_args = parse_recipe_config(sft, SFT, *command)
     common.start_run(script_args, training_args, model_args, {"name": "t"})
     for name in common.EVAL_FOLDERS:
         assert (out / name / SAMPLES_FILE).exists() == kept and (out / name / LENGTHS_FILE).exists() == kept

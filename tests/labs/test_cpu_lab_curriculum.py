@@ -12,6 +12,7 @@ from cpu_lab.curriculum import LADDER, PASS_RATE_KEY, START_LEVEL, CurriculumCon
 from cpu_lab.problems import Difficulty, heldout_problems, kept_out_questions, validation_problems
 from eval.jsonl import read_jsonl, write_jsonl
 from recipes import checks, grpo
+from tests.helpers import parse_recipe_config
 
 
 def levels(controller, rates):
@@ -155,8 +156,6 @@ def test_recipe_run_moves_and_logs_the_difficulty(tiny_model_dir, tmp_path):
     heldout = write_jsonl(heldout_problems(n=4), tmp_path / "heldout.jsonl")
     out = tmp_path / "run"
     args = [
-        "--config",
-        "recipes/configs/lab/grpo_lab_default.yaml",
         "--model_name_or_path",
         str(tiny_model_dir),
         "--output_dir",
@@ -178,7 +177,7 @@ def test_recipe_run_moves_and_logs_the_difficulty(tiny_model_dir, tmp_path):
         "--per_device_train_batch_size",
         "16",
     ]
-    grpo.main(*grpo.make_parser().parse_args_and_config(args))
+    grpo.main(*parse_recipe_config(grpo, "recipes/configs/lab/grpo_lab_default.yaml", *args))
     steps = [r for r in read_jsonl(out / "log.jsonl") if "loss" in r]
     assert [r["step"] for r in steps] == [1, 2, 3, 4, 5, 6]
     assert all(r[PASS_RATE_KEY] == 0.0 for r in steps)  # the untrained model: nothing right

@@ -16,6 +16,7 @@ from cpu_lab.warmstart import SFT_CONFIG, WarmStartSettings, lab_tokenizer, sft_
 from eval.jsonl import read_jsonl
 from recipes import sft
 from recipes.tiny_model import build_model
+from tests.helpers import parse_recipe_config
 
 # A model and run small enough for a unit test; the lab's real settings are WarmStartSettings() defaults.
 TINY = dict(
@@ -114,8 +115,8 @@ def test_the_flags_carry_every_setting_onto_the_config():
     changed = replace(default, **moved)
     inputs = {"model_name_or_path": "m", "data": "t.jsonl", "validation_data": "v.jsonl", "eval_data": "h.jsonl"}
     for settings in (default, changed):
-        argv = ["--config", str(SFT_CONFIG), *sft_flags(settings, inputs), "--seed", str(settings.seed)]
-        args = {k: v for parsed in sft.make_parser().parse_args_and_config(argv) for k, v in vars(parsed).items()}
+        parsed = parse_recipe_config(sft, SFT_CONFIG, *sft_flags(settings, inputs), "--seed", str(settings.seed))
+        args = {k: v for part in parsed for k, v in vars(part).items()}
         for name, flag in warmstart.RECIPE_FLAGS.items():
             assert args[flag] == getattr(settings, name), (name, flag)
         assert {k: args[k] for k in inputs} == inputs

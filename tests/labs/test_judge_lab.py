@@ -17,6 +17,7 @@ import pytest
 
 from eval.jsonl import read_jsonl
 from recipes import grpo, grpo_setup
+from tests.helpers import parse_recipe_config
 from tests.judge_server import KEY_ENV, SENTINEL_KEY, FakeJudgeServer
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -24,10 +25,6 @@ CONFIGS = ROOT / "recipes" / "configs" / "judge_lab"
 TINY_JUDGE = CONFIGS / "tiny" / "judge_lab_tiny_judge_b0.04.yaml"
 TINY_CHECKER = CONFIGS / "tiny" / "judge_lab_tiny_checker_b0.04.yaml"
 BUILDS = ("--build_tiny_model", "true")  # a tiny model at a missing --model_name_or_path, were the checks to pass
-
-
-def parse(config: Path, *overrides: str):
-    return grpo.make_parser().parse_args_and_config(["--config", str(config), *overrides])
 
 
 @pytest.mark.integration
@@ -42,7 +39,8 @@ def test_judge_lab_on_tiny_model_logs_answers_tracker_and_never_the_key(tiny_mod
     try:
         with FakeJudgeServer() as server:
             grpo.main(
-                *parse(
+                *parse_recipe_config(
+                    grpo,
                     TINY_JUDGE,
                     *("--output_dir", str(out), "--model_name_or_path", str(tiny_model_dir)),
                     *("--judge_backend", "openai", "--judge_base_url", server.base_url, "--judge_model", "fake"),
@@ -120,7 +118,8 @@ def test_judge_lab_with_a_local_logprob_judge(tiny_model_dir, tmp_path):
     # the tiny model as a log-probability judge: every answer gets a score (no reply to parse), reward = score / 10
     out = tmp_path / "run"
     grpo.main(
-        *parse(
+        *parse_recipe_config(
+            grpo,
             TINY_JUDGE,
             *("--output_dir", str(out), "--model_name_or_path", str(tiny_model_dir), "--max_steps", "2"),
             *("--judge_model", str(tiny_model_dir), "--judge_mode", "logprob", "--judge_min_score_mass", "0"),
@@ -143,7 +142,9 @@ def test_the_monitors_verdict_is_the_watched_checker():
     # is that checker's, and TRL gets no checker score where the judge could not score (the answer stays unscorable)
     from tests.recipes.test_monitors import call_batch
 
-    args, training_args, _ = parse(TINY_JUDGE, "--num_generations", "4", "--per_device_train_batch_size", "4")
+    args, training_args, _ = parse_recipe_config(
+        grpo, TINY_JUDGE, "--num_generations", "4", "--per_device_train_batch_size", "4"
+    )
     judge_scores = iter([[None, 0.6, 0.2, 0.9]])
 
     def judge(completions, **kwargs):
@@ -165,7 +166,8 @@ def test_checker_lab_without_reference_model(tiny_model_dir, tmp_path):
     # beta 0: no reference model; the tracker's reference is the policy as training began
     out = tmp_path / "run"
     grpo.main(
-        *parse(
+        *parse_recipe_config(
+            grpo,
             TINY_CHECKER,
             *("--output_dir", str(out), "--model_name_or_path", str(tiny_model_dir), "--beta", "0", "--max_steps", "2"),
         )
@@ -184,9 +186,9 @@ def test_a_run_started_again_resumes_from_its_last_checkpoint(tiny_model_dir, tm
     out = tmp_path / "run"
     flags = ("--output_dir", str(out), "--model_name_or_path", str(tiny_model_dir))
     every_step = ("--save_strategy", "steps", "--save_steps", "1")  # a checkpoint after each step
-    grpo.main(*parse(TINY_CHECKER, *flags, "--max_steps", "2", *every_step))
+    grpo.main(*parse_recipe_config(grpo, TINY_CHECKER, *flags, "--max_steps", "2", *every_step))
     assert (out / "checkpoint-2").is_dir()
-    grpo.main(*parse(TINY_CHECKER, *flags, "--max_steps", "3"))
+    grpo.main(*parse_recipe_config(grpo, TINY_CHECKER, *flags, "--max_steps", "3"))
     assert f"resuming from {out / 'checkpoint-2'}" in capsys.readouterr().out
     # step 3 only, appended to both logs of the first run (each run ends with its after-training measurement)
     assert [r["step"] for r in read_jsonl(out / "steps.jsonl") if not r.get("after_training")] == [1, 2, 3]
@@ -220,8 +222,15 @@ BAD_OVERRIDES = [
 def test_bad_lab_settings_fail_before_any_model_loads(tmp_path, overrides, message, monkeypatch):
     monkeypatch.delenv("LEASH_UNSET_VAR_X", raising=False)
     missing_model = str(tmp_path / "no_model_here")  # loading it would fail differently
-    args = parse(
-        TINY_CHECKER, "--output_dir", str(tmp_path / "o"), "--model_name_or_path", missing_model, *BUILDS, *overrides
+    args = parse_recipe_config(
+        grpo,
+        TINY_CHECKER,
+        "--output_dir",
+        str(tmp_path / "o"),
+        "--model_name_or_path",
+        missing_model,
+        *BUILDS,
+        *overrides,
     )
     with pytest.raises(ValueError, match=message):
         grpo.main(*args)
@@ -229,7 +238,8 @@ def test_bad_lab_settings_fail_before_any_model_loads(tmp_path, overrides, messa
 
 
 def test_unreachable_judge_fails_before_the_model_loads(tmp_path):
-    args = parse(
+    args = parse_recipe_config(
+        grpo,
         TINY_JUDGE,
         *("--output_dir", str(tmp_path / "o"), "--model_name_or_path", str(tmp_path / "none"), *BUILDS),
         *("--judge_backend", "openai", "--judge_base_url", "http://127.0.0.1:9/v1", "--judge_max_retries", "0"),
@@ -245,7 +255,8 @@ def test_every_lab_config_parses_and_passes_the_recipes_and_the_step_logs_checks
     assert len(configs) == 6  # 2x2 GPU grid + 2 tiny
     grid = {}
     for config in configs:
-        args, training_args, model_args = parse(config, "--use_cpu", "true")  # the GPU configs ask for bf16
+        # the GPU configs ask for bf16
+        args, training_args, model_args = parse_recipe_config(grpo, config, "--use_cpu", "true")
         grpo_setup.check_args(args, training_args, model_args)
         lab_step_log(grpo_setup.HookContext(args, training_args, model_args, tmp_path, None, [], args.reward_funcs))
         assert args.callbacks == ["judge_lab.tracker:lab_step_log"] and args.one_update_per_group

@@ -14,6 +14,7 @@ import pytest
 
 from eval.jsonl import write_jsonl
 from recipes import checks, common, dpo, grpo
+from tests.helpers import parse_recipe_config
 
 ROOT = Path(__file__).resolve().parents[2]
 TINY_CONFIG = ROOT / "recipes" / "configs" / "tiny" / "grpo_cpu.yaml"
@@ -25,14 +26,12 @@ def test_module_doctests():
     assert doctest.testmod(common).failed == 0
 
 
-def parse(*overrides: str):
-    args = ["--config", str(TINY_CONFIG), "--model_name_or_path", NO_MODEL, "--build_tiny_model", "false"]
-    return grpo.make_parser().parse_args_and_config(args + list(overrides))
+NO_MODEL_FLAGS = ("--model_name_or_path", NO_MODEL, "--build_tiny_model", "false")
 
 
 def run_main(tmp_path, data_dir, *overrides: str):
     data = ["--data", str(data_dir / "gsm8k" / "train.jsonl"), "--output_dir", str(tmp_path / "out")]
-    return grpo.main(*parse(*data, *overrides))
+    return grpo.main(*parse_recipe_config(grpo, TINY_CONFIG, *NO_MODEL_FLAGS, *data, *overrides))
 
 
 @pytest.mark.parametrize(
@@ -87,17 +86,19 @@ def test_dataset_without_answer_column(tmp_path, data_dir):
     ],
 )
 def test_group_size_errors_at_parse_time_say_what_to_change(flags, message):
-    args = ["--config", str(TINY_CONFIG), "--per_device_train_batch_size", "4", *flags]
+    args = ["--per_device_train_batch_size", "4", *flags]
     with pytest.raises(ValueError, match=message):
-        common.parse_or_explain(grpo.make_parser(), args)
-    ok = common.parse_or_explain(grpo.make_parser(), [*args, "--steps_per_generation", "6", "--num_generations", "8"])
+        parse_recipe_config(grpo, TINY_CONFIG, *args, as_run=True)
+    ok = parse_recipe_config(
+        grpo, TINY_CONFIG, *args, "--steps_per_generation", "6", "--num_generations", "8", as_run=True
+    )
     assert ok[1].generation_batch_size == 24 and ok[1].num_generations == 8  # whole groups: accepted
 
 
 def test_dpo_loss_weights_length_is_trls_check_with_the_fix():
-    args = ["--config", "recipes/configs/tiny/dpo_cpu.yaml", "--loss_type", "sigmoid", "robust", "--loss_weights", "1"]
+    flags = ["--loss_type", "sigmoid", "robust", "--loss_weights", "1"]
     with pytest.raises(ValueError, match="same length as `loss_type`.*\n.*one loss_weights value per loss_type"):
-        common.parse_or_explain(dpo.make_parser(), args)
+        parse_recipe_config(dpo, "recipes/configs/tiny/dpo_cpu.yaml", *flags, as_run=True)
 
 
 @pytest.mark.skipif(importlib.util.find_spec("vllm") is not None, reason="vllm installed here")
@@ -125,7 +126,9 @@ def test_qlora_on_cpu_warns_but_runs(monkeypatch):
 
 
 def test_redaction_of_secrets_in_the_resolved_config(tmp_path):
-    _, training_args, model_args = parse("--hub_token", "hf_secret_value")
+    _, training_args, model_args = parse_recipe_config(
+        grpo, TINY_CONFIG, *NO_MODEL_FLAGS, "--hub_token", "hf_secret_value"
+    )
     config = common.save_resolved_config(tmp_path / "c.json", training_args, model_args)
     text = (tmp_path / "c.json").read_text()
     assert "hf_secret_value" not in text and config["hub_token"] == "<redacted>"

@@ -15,8 +15,9 @@ from safetensors.torch import load_file
 from transformers import TrainerControl
 
 from eval.jsonl import read_jsonl, write_jsonl
-from recipes.dpo import main, make_parser
+from recipes.dpo import main
 from recipes.first_loss import FirstLossCheck, expected_first_loss
+from tests.helpers import parse_recipe_config
 from training_data.rollouts import reference_rollouts
 
 CONFIG = "recipes/configs/tiny/dpo_cpu.yaml"
@@ -31,12 +32,10 @@ def reference_pairs(data_dir, tmp_path_factory):
     return str(write_jsonl(records, tmp_path_factory.mktemp("rollouts") / "rollouts.jsonl"))
 
 
-def parse(*flags, config=CONFIG):
-    return make_parser().parse_args_and_config(["--config", config, *flags])
-
-
 def run_args(model_dir, data, out, *extra, config=CONFIG):
-    return parse(
+    return parse_recipe_config(
+        "dpo",
+        config,
         "--model_name_or_path",
         str(model_dir),
         "--build_tiny_model",
@@ -54,7 +53,6 @@ def run_args(model_dir, data, out, *extra, config=CONFIG):
         "--eval_max_new_tokens",
         "4",  # the before/after eval runs, briefly
         *extra,
-        config=config,
     )
 
 
@@ -121,7 +119,9 @@ def write(path, rows):
 def test_errors_before_model_load(tmp_path, rows, flags, message):
     data = write(tmp_path / "data.jsonl", rows)
     # the model path does not exist: an error naming the data/config problem proves nothing was loaded first
-    args = parse(
+    args = parse_recipe_config(
+        "dpo",
+        CONFIG,
         "--model_name_or_path",
         str(tmp_path / "no_model"),
         "--build_tiny_model",
@@ -226,7 +226,9 @@ def test_first_loss_follows_loss_weights(tiny_model_dir, reference_pairs, tmp_pa
 
 
 def test_use_weighting_checks_rewards_and_says_the_loss_is_not_predicted(tiny_model_dir, reference_pairs, tmp_path):
-    args = parse(
+    args = parse_recipe_config(
+        "dpo",
+        CONFIG,
         "--model_name_or_path",
         str(tiny_model_dir),
         "--build_tiny_model",

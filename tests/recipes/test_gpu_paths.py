@@ -17,10 +17,10 @@ import trl.trainer.grpo_trainer  # noqa: F401 - imported for real, before any te
 import yaml
 
 from eval.jsonl import read_jsonl
-from recipes import checks, common
-from recipes.grpo import make_parser
+from recipes import checks, grpo
 from recipes.grpo_setup import check_args
 from recipes.tiny_model import build_model, build_tokenizer, save_tiny_model
+from tests.helpers import parse_recipe_config
 
 ROOT = Path(__file__).resolve().parents[2]
 CONFIGS = ROOT / "recipes" / "configs"
@@ -58,18 +58,17 @@ def pretend_vllm_gpu(monkeypatch, tmp_path):
                 value.cache_clear()
 
 
-def parse_grpo(path, *flags):
-    return common.parse_or_explain(make_parser(), ["--config", str(path), "--use_cpu", "true", *flags])
+ON_CPU = ("--use_cpu", "true")
 
 
 # --- which backend generates -----------------------------------------------------------------------------------
 
 
 def test_qlora_generates_with_transformers_where_vllm_could_run(pretend_vllm_gpu, capsys):
-    lora = parse_grpo(LORA)
+    lora = parse_recipe_config(grpo, LORA, *ON_CPU, as_run=True)
     check_args(*lora)
     assert lora[1].use_vllm is True  # control: vLLM and a GPU are there, so a LoRA config uses vLLM
-    qlora = parse_grpo(QLORA)
+    qlora = parse_recipe_config(grpo, QLORA, *ON_CPU, as_run=True)
     check_args(*qlora)
     assert qlora[1].use_vllm is False  # 4-bit: TRL's weight sync to vLLM fails (huggingface/trl#4973)
     assert "trl#4973" in capsys.readouterr().out  # and the recipe says so, in one line
@@ -77,7 +76,7 @@ def test_qlora_generates_with_transformers_where_vllm_could_run(pretend_vllm_gpu
 
 @pytest.mark.parametrize("flag", [["--use_vllm", "false"], ["--use-vllm=false"]], ids=["underscore", "dash"])
 def test_explicit_use_vllm_false_beats_use_vllm_if_available(pretend_vllm_gpu, flag):
-    parsed = parse_grpo(LORA, *flag)
+    parsed = parse_recipe_config(grpo, LORA, *ON_CPU, *flag, as_run=True)
     check_args(*parsed)
     assert parsed[1].use_vllm is False
 
@@ -119,7 +118,8 @@ def test_bf16_weights_lose_most_adamw_updates_float32_master_weights_keep_them()
 
 
 def test_full_finetuning_in_bf16_is_refused_before_any_model_loads(monkeypatch):
-    parsed = parse_grpo(CONFIGS / "tiny" / "grpo_cpu.yaml", "--dtype", "bfloat16")  # full fine-tuning
+    full = CONFIGS / "tiny" / "grpo_cpu.yaml"  # full fine-tuning
+    parsed = parse_recipe_config(grpo, full, *ON_CPU, "--dtype", "bfloat16", as_run=True)
     with pytest.raises(ValueError, match="dtype: float32 and keep bf16: true"):
         check_args(*parsed)
     monkeypatch.setenv("ACCELERATE_USE_DEEPSPEED", "true")  # DeepSpeed keeps float32 master weights itself
@@ -318,7 +318,7 @@ def test_recipes_pass_attention_and_revision_to_model_loading(module_name, confi
 
         rows = reference_rollouts("gsm8k_train", str(data_dir / "gsm8k" / "train.jsonl"), limit=4)
         flags += ["--data", str(write_jsonl(rows, tmp_path / "rollouts.jsonl"))]
-    parsed = common.parse_or_explain(module.make_parser(), ["--config", str(CONFIGS / config), *flags])
+    parsed = parse_recipe_config(module, CONFIGS / config, *flags, as_run=True)
     with pytest.raises(TrainerBuilt) as built:
         module.main(*parsed)
     kwargs = built.value.args[1]

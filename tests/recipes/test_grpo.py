@@ -23,6 +23,7 @@ from eval.jsonl import read_jsonl, write_jsonl
 from recipes import grpo, grpo_setup
 from rewards import registry
 from rewards.completions import completion_text
+from tests.helpers import parse_recipe_config
 
 ROOT = Path(__file__).resolve().parents[2]
 TINY_CONFIG = ROOT / "recipes" / "configs" / "tiny" / "grpo_cpu.yaml"
@@ -52,7 +53,7 @@ def toy_reward(monkeypatch):
 
 
 def run_recipe(tiny_model_dir, data_dir, out: Path, *overrides: str):
-    args = ["--config", str(TINY_CONFIG), "--model_name_or_path", str(tiny_model_dir), "--output_dir", str(out)]
+    args = ["--model_name_or_path", str(tiny_model_dir), "--output_dir", str(out)]
     args += [
         "--data",
         str(data_dir / "gsm8k" / "train.jsonl"),
@@ -61,7 +62,7 @@ def run_recipe(tiny_model_dir, data_dir, out: Path, *overrides: str):
     ]
     args += ["--max_steps", "2", "--eval_limit", "0", "--monitor_eval_limit", "2", "--probe_problems", "1"]
     args += ["--max_completion_length", "8", "--eval_max_new_tokens", "8", "--build_tiny_model", "false"]
-    return grpo.main(*grpo.make_parser().parse_args_and_config(args + list(overrides)))
+    return grpo.main(*parse_recipe_config(grpo, TINY_CONFIG, *args, *overrides))
 
 
 def read_log(out: Path) -> list[dict]:
@@ -121,11 +122,11 @@ def test_recipe_wires_the_monitor_to_the_runs_weights_g_budget_and_correctness(m
     from tests.recipes.test_monitors import call_batch
 
     monkeypatch.setitem(registry.REGISTRY, "toy_says_right", registry.RewardInfo(says_right, "correctness", 1.0))
-    args = ["--config", str(TINY_CONFIG), "--reward_funcs", "gsm8k_format", "toy_says_right"]
+    args = ["--reward_funcs", "gsm8k_format", "toy_says_right"]
     args += ["--reward_weights", "0.5", "10.0"]  # not 1.0, and the correctness reward second
     args += ["--num_generations", "4", "--per_device_train_batch_size", "8"]  # 2 groups per batch, G = 4
     args += ["--max_completion_length", "6", "--logging_steps", "3"]  # not the defaults (512, 10)
-    script_args, training_args, _ = grpo.make_parser().parse_args_and_config(args)
+    script_args, training_args, _ = parse_recipe_config(grpo, TINY_CONFIG, *args)
     names = script_args.reward_funcs
     monitor = grpo_setup.reward_monitor(names, grpo_setup.build_rewards(names, script_args), training_args, "gsm8k")
 

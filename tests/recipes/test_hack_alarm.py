@@ -34,6 +34,7 @@ from recipes.hack_alarm import (
     checks_from_log,
     hack_signature,
 )
+from tests.helpers import parse_recipe_config
 
 ROOT = Path(__file__).resolve().parents[2]
 LAB_LOGS = ROOT / "tests" / "data" / "hack_alarm"
@@ -234,8 +235,12 @@ def test_zero3_is_read_from_the_deepspeed_config_or_accelerate(tmp_path, monkeyp
     assert uses_zero3(types.SimpleNamespace(deepspeed=None))
 
 
+TINY_CONFIG = ROOT / "recipes" / "configs" / "tiny" / "grpo_cpu.yaml"
+
+
 def recipe_args(tiny_model_dir, data_dir, out: Path, *overrides: str) -> list[str]:
-    args = ["--config", str(ROOT / "recipes" / "configs" / "tiny" / "grpo_cpu.yaml"), "--output_dir", str(out)]
+    """The flags of a tiny run of TINY_CONFIG, then ``overrides``."""
+    args = ["--output_dir", str(out)]
     args += ["--model_name_or_path", str(tiny_model_dir), "--build_tiny_model", "false"]
     args += ["--data", str(data_dir / "gsm8k" / "train.jsonl"), "--eval_data", str(data_dir / "gsm8k" / "test.jsonl")]
     return args + list(overrides)
@@ -246,7 +251,7 @@ def test_keep_best_without_monitor_checks_is_refused_before_any_model_loads(data
     argv = recipe_args(missing, data_dir, tmp_path / "run", "--keep_best_checkpoint", "true")
     argv += ["--monitor_eval_steps", "0"]
     with pytest.raises(ValueError, match="keep_best_checkpoint needs monitor_eval_steps > 0"):
-        grpo.main(*grpo.make_parser().parse_args_and_config(argv))
+        grpo.main(*parse_recipe_config(grpo, TINY_CONFIG, *argv))
     assert not (tmp_path / "run").exists()
 
 
@@ -313,7 +318,7 @@ def test_recipe_keeps_the_best_adapter_and_reports_the_alarm(tiny_model_dir, dat
     argv += ["--monitor_eval_limit", "2", "--eval_limit", "0", "--probe_problems", "0", "--use_peft", "true"]
     argv += ["--lora_r", "4", "--max_completion_length", "8", "--eval_max_new_tokens", "8"]
     argv += ["--keep_best_checkpoint", "true", "--hack_alarm_checks", "1"]
-    grpo.main(*grpo.make_parser().parse_args_and_config(argv))
+    grpo.main(*parse_recipe_config(grpo, TINY_CONFIG, *argv))
 
     checks = [line for line in read_jsonl(out / "log.jsonl") if "eval/accuracy" in line]
     assert [c["step"] for c in checks] == [1, 2, 3] and all(ALARM_KEY in c for c in checks)

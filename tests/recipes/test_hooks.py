@@ -16,6 +16,7 @@ from eval.jsonl import read_jsonl
 from recipes import grpo
 from recipes.checks import ConfigError
 from recipes.common import run_cli
+from tests.helpers import parse_recipe_config
 
 ROOT = Path(__file__).resolve().parents[2]
 TINY_CONFIG = ROOT / "recipes" / "configs" / "tiny" / "grpo_cpu.yaml"
@@ -55,9 +56,9 @@ def refusing_hook(context):
 
 
 def parse(tmp_path, *overrides: str, model: str | None = None):
-    args = ["--config", str(TINY_CONFIG), "--output_dir", str(tmp_path / "run"), "--build_tiny_model", "false"]
-    args += ["--model_name_or_path", model or str(tmp_path / "no_model_here")]  # loading it would fail differently
-    return grpo.make_parser().parse_args_and_config(args + list(overrides))
+    flags = ["--output_dir", str(tmp_path / "run"), "--build_tiny_model", "false"]
+    flags += ["--model_name_or_path", model or str(tmp_path / "no_model_here")]  # loading it would fail differently
+    return parse_recipe_config(grpo, TINY_CONFIG, *flags, *overrides)
 
 
 @pytest.mark.integration

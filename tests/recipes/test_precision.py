@@ -16,6 +16,7 @@ import yaml
 from cpu_lab import matrix
 from cpu_lab.runner import recipe_module
 from recipes import common, grpo, precision
+from tests.helpers import parse_recipe_config
 
 ROOT = Path(__file__).resolve().parents[2]
 CONFIGS = ROOT / "recipes" / "configs"
@@ -86,16 +87,14 @@ def config_without_precision(tmp_path, source: Path, **extra) -> Path:
     return path
 
 
-def parse(config: Path, *flags: str, module=grpo):
-    argv = ["--config", str(config), "--model_name_or_path", NO_MODEL, "--build_tiny_model", "false", *flags]
-    return common.parse_or_explain(module.make_parser(), argv)
+NO_MODEL_FLAGS = ("--model_name_or_path", NO_MODEL, "--build_tiny_model", "false")
 
 
 @pytest.mark.parametrize("flags, bf16", [(ZEN_CPU, True), (LAPTOP_CPU, False)])
 def test_a_config_without_bf16_gets_the_cpus_precision_in_its_resolved_config(tmp_path, cpu, capsys, flags, bf16):
     cpu(flags)
     config = config_without_precision(tmp_path, CONFIGS / "tiny" / "grpo_cpu.yaml", build_tiny_model=False)
-    parsed = parse(config)
+    parsed = parse_recipe_config(grpo, config, *NO_MODEL_FLAGS, as_run=True)
     assert parsed[1].bf16 is bf16
     assert common.resolved_config(*parsed)["bf16"] is bf16  # what resolved_config.json records
     printed = capsys.readouterr().out
@@ -119,7 +118,7 @@ def test_an_explicit_bf16_wins(tmp_path, cpu, capsys, cpu_flags, isa, yaml_bf16,
     cpu(cpu_flags, isa)
     extra = {"build_tiny_model": False} | ({} if yaml_bf16 is None else {"bf16": yaml_bf16})
     config = config_without_precision(tmp_path, CONFIGS / "tiny" / "grpo_cpu.yaml", **extra)
-    assert parse(config, *cli)[1].bf16 is expected
+    assert parse_recipe_config(grpo, config, *NO_MODEL_FLAGS, *cli, as_run=True)[1].bf16 is expected
     assert "precision:" not in capsys.readouterr().out  # nothing chosen, nothing said
 
 
@@ -177,7 +176,7 @@ def test_the_real_model_configs_leave_the_precision_to_the_cpu():
 def test_every_automatic_cpu_config_runs_in_the_cpus_precision(cpu, path, flags, isa, bf16):
     cpu(flags, isa)
     module = recipe_module(path)  # the labs' one map from config to recipe
-    assert parse(path, module=module)[1].bf16 is bf16
+    assert parse_recipe_config(module, path, *NO_MODEL_FLAGS, as_run=True)[1].bf16 is bf16
 
 
 def test_the_lab_runs_get_the_cpus_precision(cpu, tmp_path, monkeypatch):

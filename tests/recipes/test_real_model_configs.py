@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 
 from eval.jsonl import read_jsonl, write_jsonl
+from tests.helpers import parse_recipe_config
 
 ROOT = Path(__file__).resolve().parents[2]
 CONFIGS = ROOT / "recipes" / "configs"
@@ -152,9 +153,7 @@ def test_every_gpu_config_has_a_recipe_and_the_matrix_is_all_here():
 def test_gpu_config_runs_one_step_on_the_real_model(config, real_model, rollouts, data_dir, tmp_path, capsys):
     module = importlib.import_module(recipe_of(config))
     out = tmp_path / "run"
-    parsed = module.make_parser().parse_args_and_config(
-        ["--config", str(config), *overrides(config, real_model, out, data_dir, rollouts)]
-    )
+    parsed = parse_recipe_config(module, config, *overrides(config, real_model, out, data_dir, rollouts))
     script_args, training_args, model_args = parsed
     assert model_args.load_in_4bit == ("qlora" in config.name)  # QLoRA stays 4-bit (bitsandbytes on CPU)
     module.main(*parsed)

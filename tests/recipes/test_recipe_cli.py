@@ -22,6 +22,7 @@ import pytest
 
 import recipes.parser
 from recipes import checks, common, sft
+from tests.helpers import parse_recipe_config
 
 ROOT = Path(__file__).resolve().parents[2]
 TINY = ROOT / "recipes" / "configs" / "tiny"
@@ -161,10 +162,9 @@ def test_a_missing_model_path_given_under_a_tiny_config_is_refused(tmp_path, mon
     "flags, expected", [([], False), (["--gradient_checkpointing"], True), (["--gradient_checkpointing", "true"], True)]
 )
 def test_gradient_checkpointing_is_passed_without_a_deprecation_warning(flags, expected):
-    argv = ["--config", str(TINY / "sft_cpu.yaml"), *flags]  # the config sets gradient_checkpointing: false
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        _, training_args, _ = sft.make_parser().parse_args_and_config(argv)
+        _, training_args, _ = parse_recipe_config(sft, TINY / "sft_cpu.yaml", *flags)  # the config sets it false
     assert training_args.gradient_checkpointing is expected and training_args.activation_checkpointing is expected
     assert not [w for w in caught if "checkpointing" in str(w.message)], [str(w.message) for w in caught]
 

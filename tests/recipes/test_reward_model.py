@@ -5,6 +5,7 @@
 Tiny runs: a ~100k-parameter local model, pairs from GSM8K reference solutions (in-memory, no network).
 """
 
+import functools
 import json
 import logging
 import math
@@ -17,11 +18,11 @@ import torch
 from eval.jsonl import read_jsonl, write_jsonl
 from recipes import dpo, first_loss, grpo, reward_model
 from recipes.checks import ConfigError
-from recipes.common import parse_or_explain
 from recipes.first_loss import REWARD_MODEL_START, FirstLossCheck
-from recipes.reward_model import check_bt_loss, main, make_parser
+from recipes.reward_model import check_bt_loss, main
 from rewards import check_reward_weights, get_reward, reward_info
 from rewards.reward_model import RewardModelReward, check_reward_model
+from tests.helpers import parse_recipe_config
 from training_data.pairs import split_by_prompt
 from training_data.rollouts import reference_rollouts
 
@@ -35,8 +36,8 @@ def reference_pairs(data_dir, tmp_path_factory):
     return str(write_jsonl(records, tmp_path_factory.mktemp("rollouts") / "rollouts.jsonl"))
 
 
-def parse(*flags):
-    return parse_or_explain(make_parser(), ["--config", CONFIG, *flags])
+# the recipe's config and the given flags, parsed as a run parses them
+parse = functools.partial(parse_recipe_config, reward_model, CONFIG, as_run=True)
 
 
 def run_flags(model_dir, data, out, *extra):
@@ -318,8 +319,6 @@ def test_grpo_recipe_uses_the_reward_model_by_name(trained, tiny_model_dir, data
     _, rm = trained
     monkeypatch.delenv("LEASH_REWARD_MODEL", raising=False)  # the recipe's option, not the environment
     args = [
-        "--config",
-        "recipes/configs/tiny/grpo_cpu.yaml",
         "--model_name_or_path",
         str(tiny_model_dir),
         "--output_dir",
@@ -349,7 +348,7 @@ def test_grpo_recipe_uses_the_reward_model_by_name(trained, tiny_model_dir, data
         "--reward_model_path",
         str(rm),
     ]
-    grpo.main(*grpo.make_parser().parse_args_and_config(args))
+    grpo.main(*parse_recipe_config(grpo, "recipes/configs/tiny/grpo_cpu.yaml", *args))
     log = read_jsonl(tmp_path / "log.jsonl")
     step = next(r for r in log if "rewards/reward_model_reward/mean" in r)
     assert step["rm/proxy_reward"] == pytest.approx(step["rewards/reward_model_reward/mean"], abs=1e-5)
@@ -403,8 +402,8 @@ def test_true_accuracy_uses_the_math_checker_when_asked(trained, monkeypatch):
 )
 def test_grpo_refuses_a_reward_model_it_cannot_score_before_the_policy_loads(flags, message, tmp_path, monkeypatch):
     monkeypatch.delenv("LEASH_REWARD_MODEL", raising=False)
-    args = ["--config", "recipes/configs/tiny/grpo_cpu.yaml", "--model_name_or_path", str(tmp_path / "no_model")]
+    args = ["--model_name_or_path", str(tmp_path / "no_model")]
     args += ["--output_dir", str(tmp_path / "o"), "--build_tiny_model", "false", "--reward_check", "warn"]
     args += ["--reward_funcs", "reward_model", "--reward_weights", "1.0", *flags]
     with pytest.raises(ConfigError, match=message):  # before the missing policy model is looked at
-        grpo.main(*grpo.make_parser().parse_args_and_config(args))
+        grpo.main(*parse_recipe_config(grpo, "recipes/configs/tiny/grpo_cpu.yaml", *args))

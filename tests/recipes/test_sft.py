@@ -11,17 +11,16 @@ import torch
 from safetensors.torch import load_file
 
 import recipes.monitors
-from recipes.sft import main, make_parser, sft_rows
+from recipes.sft import main, sft_rows
+from tests.helpers import parse_recipe_config
 
 CONFIG = "recipes/configs/tiny/sft_cpu.yaml"
 
 
-def parse(*flags, config=CONFIG):
-    return make_parser().parse_args_and_config(["--config", config, *flags])
-
-
 def run(model_dir, out, *extra, config=CONFIG):
-    return main(*parse("--model_name_or_path", str(model_dir), "--output_dir", str(out), *extra, config=config))
+    return main(
+        *parse_recipe_config("sft", config, "--model_name_or_path", str(model_dir), "--output_dir", str(out), *extra)
+    )
 
 
 def test_rows_are_the_prompt_eval_uses_and_the_solution_without_calculator_annotations(data_dir):
@@ -60,7 +59,9 @@ def test_the_loss_is_on_the_reply_only(tiny_model_dir, tmp_path):
     # TRL 1.16 labels prompt/completion rows with -100 over the prompt: its tokens carry no loss
     from trl import SFTTrainer
 
-    script_args, training_args, model_args = parse("--model_name_or_path", str(tiny_model_dir))
+    script_args, training_args, model_args = parse_recipe_config(
+        "sft", CONFIG, "--model_name_or_path", str(tiny_model_dir)
+    )
     assert training_args.completion_only_loss in (None, True)  # None: on for prompt/completion data
     from eval.tasks import get_task, load_rows
 
