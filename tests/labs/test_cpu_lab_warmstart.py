@@ -154,7 +154,9 @@ def test_lab_configs_prompt_as_the_warm_start_was_trained():
 
     from cpu_lab.warmstart import TASK
 
-    for config in Path("recipes/configs/lab").glob("grpo_lab_*.yaml"):
+    configs = sorted((Path(__file__).resolve().parents[2] / "recipes" / "configs" / "lab").glob("grpo_lab_*.yaml"))
+    assert configs, "no GRPO lab config found"
+    for config in configs:
         values = yaml.safe_load(config.read_text())
         assert (values["task"], values["eval_task"]) == (TASK, TASK), config
 
