@@ -24,6 +24,7 @@ from transformers import TrainerCallback
 
 from eval.jsonl import read_jsonl
 from recipes.hack_alarm import ACCURACY_KEY, ALARM_KEY, CheckLog, finite, hack_signature
+from recipes.monitors import wandb_run
 
 logger = logging.getLogger(__name__)
 
@@ -122,11 +123,7 @@ class HackAlarm(TrainerCallback):
         )
 
     def _wandb(self, values: dict, step: int) -> None:
-        if "wandb" not in self.report_to:
-            return
-        import wandb  # only under report_to: wandb (importing it costs seconds)
-
-        if wandb.run is not None:
+        if wandb := wandb_run(self.report_to):
             wandb.log({f"train/{k}": v for k, v in values.items()} | {"train/global_step": step})
 
     def report(self) -> dict:

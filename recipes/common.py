@@ -68,6 +68,12 @@ from recipes.checks import WANDB_QUIET_MODES, ConfigError, check_deepspeed, chec
 from recipes.parser import RecipeParser
 from recipes.tiny_model import is_tiny_model_dir, reads_as_hub_id, save_tiny_model
 
+# transformers' reporting integrations (parsing a config imports them) print "[INFO] Running in WANDB offline mode" as
+# they are imported: `make` sets WANDB_MODE=offline for every run, reporting to W&B or not, and a run that does report
+# to W&B gets ``wandb_line`` instead. Imported here, before any parse, with that print swallowed (~3 ms).
+with redirect_stdout(StringIO()):
+    import transformers.integrations.integration_utils  # noqa: F401
+
 logger = logging.getLogger(__name__)
 
 SECRET_KEY_RE = re.compile(r"key|token|secret|password", re.IGNORECASE)
@@ -97,7 +103,6 @@ def run_cli(make_parser, main) -> None:
     try:
         with config_errors():
             parser = make_parser()
-            import_integrations_quietly()
             args = parse_or_explain(parser)
         training_args = next(a for a in args if hasattr(a, "report_to"))
         print(f"{parser.prog}: {flag_value(sys.argv[1:], 'config') or 'no --config'} -> {training_args.output_dir}")
@@ -254,14 +259,6 @@ def quiet_library_noise() -> None:
     filter (the recipe's parser passes them under their new names: ``recipes.parser``), and bitsandbytes' search for a
     CPU kernel package is quieted when the ``recipes`` package is imported."""
     warnings.filterwarnings("ignore", message="`is_gradient_checkpointing` is deprecated", category=FutureWarning)
-
-
-def import_integrations_quietly() -> None:
-    """Import transformers' reporting integrations (parsing a config does) without their import-time print "[INFO]
-    Running in WANDB offline mode": ``make`` sets ``WANDB_MODE=offline`` for every run, reporting to W&B or not, and a
-    run that does report to W&B gets ``wandb_line`` instead. Costs nothing once TRL's configs are imported."""
-    with redirect_stdout(StringIO()):
-        import transformers.integrations.integration_utils  # noqa: F401
 
 
 def wandb_line(report_to, environ: dict[str, str] | None = None) -> str | None:

@@ -287,8 +287,10 @@ class MonitorCallback(TrainerCallback):
         rows = self.monitor.pop_top()
         if rows and main_process:
             append_jsonl({"step": step, "rows": rows}, Path(self.output_dir) / "top_completions.jsonl")
-            if "wandb" in self.report_to:
-                _wandb_table(rows, step)
+            if wandb := wandb_run(self.report_to):
+                columns = ["step", "reward", "correct", "n_tokens", "truncated", "gold", "completion"]
+                table = wandb.Table(columns=columns, data=[[r[c] for c in columns] for r in rows])
+                wandb.log({"monitor/top_completions": table}, commit=False)
         pending, self.pending = self.pending, {}
         return pending
 
@@ -303,12 +305,18 @@ class WandbConfigCallback(TrainerCallback):
     report_to: Sequence[str] = ()
 
     def on_train_begin(self, args, state, control, **kwargs):
-        if "wandb" not in self.report_to or not self.resolved_config:
-            return
-        import wandb  # only under report_to: wandb (importing it costs seconds)
-
-        if wandb.run is not None:
+        if self.resolved_config and (wandb := wandb_run(self.report_to)):
             wandb.config.update({"leash": self.resolved_config}, allow_val_change=True)
+
+
+def wandb_run(report_to: Sequence[str]):
+    """The ``wandb`` module when the run reports to W&B and W&B has started a run (the trainer's integration starts
+    it), else None."""
+    if "wandb" not in report_to:
+        return None
+    import wandb  # only under report_to: wandb (importing it costs seconds)
+
+    return wandb if wandb.run is not None else None
 
 
 def held_out_metrics(model, tokenizer, **eval_kwargs) -> dict[str, float]:
@@ -340,16 +348,6 @@ def flatten(d: dict, prefix: str = "") -> dict:
         else:
             out[name] = value
     return out
-
-
-def _wandb_table(rows: list[dict], step: int) -> None:
-    import wandb  # as in WandbConfigCallback.on_train_begin
-
-    if wandb.run is None:
-        return
-    columns = ["step", "reward", "correct", "n_tokens", "truncated", "gold", "completion"]
-    table = wandb.Table(columns=columns, data=[[r[c] for c in columns] for r in rows])
-    wandb.log({"monitor/top_completions": table}, commit=False)
 
 
 def make_monitored_trainer_class(base):

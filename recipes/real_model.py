@@ -57,18 +57,24 @@ def is_converted(root: str | Path = DEFAULT_ROOT) -> bool:
     return (model_dir(root) / "real_model.json").is_file() and (tokenizer_dir(root) / "tokenizer_config.json").is_file()
 
 
+def load(folder: str | Path, tokenizer_folder: str | Path | None = None, **kwargs):
+    """(float32 model, tokenizer) from ``folder`` (the tokenizer from ``tokenizer_folder`` when given); ``kwargs`` go
+    to both ``from_pretrained`` calls (``gguf_file=`` for the GGUF source)."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer  # seconds; --help and require_real_model need none
+
+    model = AutoModelForCausalLM.from_pretrained(folder, dtype="float32", **kwargs)
+    return model, AutoTokenizer.from_pretrained(tokenizer_folder or folder, **kwargs)
+
+
 def check_generation(model, tokenizer) -> dict:
     """Greedy answer to ``CHECK_QUESTION`` through the chat template; ``ok`` when it ends with the end-of-turn token.
 
     A model whose weights were mangled in conversion rambles to the token limit instead of closing its turn.
     """
-    import torch  # torch, transformers: seconds; --help and require_real_model need neither
-
     inputs = tokenizer.apply_chat_template(
         [{"role": "user", "content": CHECK_QUESTION}], add_generation_prompt=True, return_tensors="pt", return_dict=True
     )
-    with torch.no_grad():
-        out = model.generate(**inputs, max_new_tokens=CHECK_MAX_NEW_TOKENS, do_sample=False)
+    out = model.generate(**inputs, max_new_tokens=CHECK_MAX_NEW_TOKENS, do_sample=False)  # generate keeps no gradient
     new = out[0, inputs["input_ids"].shape[1] :].tolist()
     return {
         "question": CHECK_QUESTION,
@@ -82,16 +88,12 @@ def convert(root: str | Path = DEFAULT_ROOT) -> Path:
 
     Written to ``<root>.tmp`` first and renamed, so an interrupted conversion never looks finished.
     """
-    import torch  # as in check_generation
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-
     source = gguf_file()
     root = Path(root)
     tmp = root.with_name(root.name + ".tmp")
     shutil.rmtree(tmp, ignore_errors=True)
     started = time.monotonic()
-    tokenizer = AutoTokenizer.from_pretrained(source.parent, gguf_file=source.name)
-    model = AutoModelForCausalLM.from_pretrained(source.parent, gguf_file=source.name, dtype=torch.float32)
+    model, tokenizer = load(source.parent, gguf_file=source.name)
     model.hf_quantizer = None  # save_pretrained refuses a gguf-"quantized" model; its tensors are plain float32 now
     if hasattr(model.config, "quantization_config"):
         del model.config.quantization_config
@@ -119,12 +121,8 @@ def ensure_real_model(root: str | Path = DEFAULT_ROOT, verify: bool = True) -> P
     if not is_converted(root):
         return convert(root)
     if verify:
-        import torch  # as in check_generation
-        from transformers import AutoModelForCausalLM, AutoTokenizer
-
         folder = model_dir(root)
-        model = AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32)
-        check = check_generation(model, AutoTokenizer.from_pretrained(tokenizer_dir(root)))
+        check = check_generation(*load(folder, tokenizer_folder=tokenizer_dir(root)))
         if not check["ok"]:
             raise RuntimeError(f"{folder} failed its check: {check}; delete {root} and run again to re-convert")
     return model_dir(root)
