@@ -22,6 +22,9 @@ Both read the score one of two ways (``mode``, ``rewards.judge_scores``):
 A reply that holds no score, or a request that still fails after its retries, gives the score None and is counted
 (``client.stats``) and logged; a client never raises on a judge's failure. Whether an endpoint answers or a local
 model can be loaded is checked before any training by the recipe (``recipes.grpo_setup.check_judge``).
+
+Over 400 lines: the two clients share the result records, the counts and the reading of a score (text or log-
+probabilities), and a caller picks one by backend.
 """
 
 from __future__ import annotations
@@ -353,14 +356,13 @@ class HFJudgeClient:
         if self._tokenizer.pad_token is None:
             self._tokenizer.pad_token = self._tokenizer.eos_token
         dtype = torch.bfloat16 if device == "cuda" else torch.float32
-        self._model = AutoModelForCausalLM.from_pretrained(self.model_name_or_path, dtype=dtype).to(device).eval()
+        model = AutoModelForCausalLM.from_pretrained(self.model_name_or_path, dtype=dtype).to(device).eval()
+        self._model = model.requires_grad_(False)  # a judge is never trained: its forward passes record no graph
         if self.mode == "logprob":
             self._score_ids = score_token_ids(self._tokenizer)
 
     def _score_distributions(self, batch: list[list[dict]]) -> list[tuple[list[float], bool]]:
         """One forward pass over ``<chat template> Score: 1`` for each conversation (left-padded)."""
-        import torch  # as in _load
-
         tok = self._tokenizer
         one = self._score_ids["1"]
         rows = [
@@ -371,20 +373,18 @@ class HFJudgeClient:
             + [one]
             for m in batch
         ]
-        width = max(map(len, rows))
-        ids = torch.tensor([[tok.pad_token_id] * (width - len(r)) + r for r in rows])
-        mask = torch.tensor([[0] * (width - len(r)) + [1] * len(r) for r in rows])
+        padded = tok.pad({"input_ids": rows}, return_tensors="pt")  # on the left (the tokenizer's side, from _load)
+        ids, mask = padded["input_ids"], padded["attention_mask"]
         positions = (mask.cumsum(-1) - 1).clamp(min=0)  # as generate does (needed by absolute-position models)
-        with torch.no_grad():
-            logits = (
-                self._model(
-                    input_ids=ids.to(self._model.device),
-                    attention_mask=mask.to(self._model.device),
-                    position_ids=positions.to(self._model.device),
-                )
-                .logits[:, -2:]
-                .float()
-            )  # [B, 2, V]: before "1" (the score's first token), after "1"
+        logits = (
+            self._model(
+                input_ids=ids.to(self._model.device),
+                attention_mask=mask.to(self._model.device),
+                position_ids=positions.to(self._model.device),
+            )
+            .logits[:, -2:]
+            .float()
+        )  # [B, 2, V]: before "1" (the score's first token), after "1"
         probs = logits.softmax(-1).cpu()
         out = []
         for row in probs:
@@ -395,8 +395,6 @@ class HFJudgeClient:
 
     def score_many(self, conversations: list[list[dict]]) -> list[JudgeResult]:
         """Judge each conversation; a generation error gives failed results, never an exception."""
-        import torch  # as in _load
-
         if self._model is None:
             self._load()
         results = []
@@ -422,13 +420,12 @@ class HFJudgeClient:
                 ]
                 inputs = self._tokenizer(texts, return_tensors="pt", padding=True, add_special_tokens=False)
                 inputs = inputs.to(self._model.device)
-                with torch.no_grad():
-                    out = self._model.generate(
-                        **inputs,
-                        max_new_tokens=self.max_new_tokens,
-                        do_sample=False,
-                        pad_token_id=self._tokenizer.pad_token_id,
-                    )
+                out = self._model.generate(
+                    **inputs,
+                    max_new_tokens=self.max_new_tokens,
+                    do_sample=False,
+                    pad_token_id=self._tokenizer.pad_token_id,
+                )
                 replies = self._tokenizer.batch_decode(out[:, inputs["input_ids"].shape[1] :], skip_special_tokens=True)
                 results += [_record(self.stats, reply, None) for reply in replies]
             except Exception as e:  # noqa: BLE001 - a judge failure must not stop training

@@ -131,9 +131,8 @@ class RewardModelReward:
         """Load the model and tokenizer once (eval mode, the process's device)."""
         if self.model is not None:
             return self
-        import torch  # torch, accelerate, transformers: ~3 s; rewards import without them
-        from accelerate import PartialState  # as torch
-        from transformers import AutoModelForSequenceClassification, AutoTokenizer  # as torch
+        from accelerate import PartialState  # accelerate, transformers: ~3 s; rewards import without them
+        from transformers import AutoModelForSequenceClassification, AutoTokenizer  # as accelerate
 
         if self.path is None:
             self.path = os.environ.get(ENV_PATH)
@@ -148,7 +147,7 @@ class RewardModelReward:
         self.tokenizer = AutoTokenizer.from_pretrained(str(self.path))
         if self.tokenizer.pad_token is None:
             self.tokenizer.pad_token = self.tokenizer.eos_token
-        model = AutoModelForSequenceClassification.from_pretrained(str(self.path), dtype=torch.float32)
+        model = AutoModelForSequenceClassification.from_pretrained(str(self.path), dtype="float32")
         model.config.pad_token_id = self.tokenizer.pad_token_id  # the head reads the last non-pad token
         self.model = model.to(PartialState().device).eval()
         return self
