@@ -182,8 +182,6 @@ def generate(
 
 
 def _generate_hf(model, tokenizer, ids, max_new_tokens, temperature, num_samples, batch_size, seed):
-    import torch  # as in check_backend
-
     eos_ids = eos_token_ids(model, tokenizer)
     pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else min(eos_ids)
     sampling = (
@@ -203,16 +201,15 @@ def _generate_hf(model, tokenizer, ids, max_new_tokens, temperature, num_samples
             for start in range(0, len(order), batch_size):
                 batch = order[start : start + batch_size]
                 enc = tokenizer.pad({"input_ids": [ids[i] for i in batch]}, return_tensors="pt").to(model.device)
-                with torch.no_grad():
-                    out = model.generate(
-                        **enc,
-                        max_new_tokens=max_new_tokens,
-                        num_return_sequences=num_samples,
-                        eos_token_id=sorted(eos_ids),
-                        pad_token_id=pad_id,
-                        repetition_penalty=1.0,
-                        **sampling,
-                    )
+                out = model.generate(  # generate keeps no gradient
+                    **enc,
+                    max_new_tokens=max_new_tokens,
+                    num_return_sequences=num_samples,
+                    eos_token_id=sorted(eos_ids),
+                    pad_token_id=pad_id,
+                    repetition_penalty=1.0,
+                    **sampling,
+                )
                 new_tokens = out[:, enc["input_ids"].shape[1] :].tolist()  # [B * K, T]
                 for row, i in enumerate(batch):
                     results[i] = [
