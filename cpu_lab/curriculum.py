@@ -37,6 +37,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from cpu_lab.problems import HELDOUT_SIZE, TASK, VALIDATION_SIZE, Difficulty, kept_out_questions, make_problem
+from eval import __main__ as eval_cli
 from eval import run as eval_run
 from eval.degenerate import expected_degenerate_share
 from eval.jsonl import write_jsonl
@@ -189,9 +190,7 @@ def lab_curriculum(rows, training_args):
 
 def ladder_accuracy(model_dir: str, n: int = 100, seed: int = 0) -> list[float]:
     """Greedy accuracy of the model in ``model_dir`` on ``n`` training problems of each level, easiest first."""
-    from transformers import AutoModelForCausalLM, AutoTokenizer  # as TrainerCallback in make_callback (~3 s)
-
-    model, tokenizer = AutoModelForCausalLM.from_pretrained(model_dir), AutoTokenizer.from_pretrained(model_dir)
+    model, tokenizer = eval_cli.load_model(model_dir, None, "auto", "hf")  # what `python -m eval run` loads
     kept_out, accuracies = kept_out_questions(), []
     with tempfile.TemporaryDirectory() as tmp:
         for level in range(len(LADDER)):

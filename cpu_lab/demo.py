@@ -22,6 +22,9 @@ time; a bar of the steps done while they run); the report's path, last. Bars are
     OMP_NUM_THREADS=2 python -m cpu_lab.demo                 # what `make demo` runs (120 steps per run, 2 at a time)
     OMP_NUM_THREADS=2 python -m cpu_lab.demo --seed 1 --configs grpo_lab_default grpo_lab_random   # another seed
     python -m cpu_lab.demo --seed-table runs/lab/demo/seed0 runs/lab/demo/seed1   # before/after/gain per seed
+
+Over 400 lines: the demo's runs and the report it writes about them (verdicts, the curriculum line, the seed table, the
+plots) are one command that reads the same settings and folders.
 """
 
 from __future__ import annotations

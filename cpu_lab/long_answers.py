@@ -27,8 +27,6 @@ import time
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from transformers import AutoTokenizer
-
 from cpu_lab.matrix import run_matrix
 from cpu_lab.problems import GAIN, ITEMS, LOSS, NAMES, Difficulty
 from cpu_lab.report import mean_by_step, mean_std_text, pyplot, save_figure, table, write_markdown
@@ -166,6 +164,8 @@ def excess_tokens(folder: str | Path, when: str) -> dict[str, float | None]:
     samples_path = folder / f"eval_{when}" / "samples.jsonl"
     if not samples_path.exists():
         return {"wrong": None, "correct": None}
+    from transformers import AutoTokenizer  # ~3 s that the lab's --help and its argument errors do not pay
+
     config = json.loads((folder / "resolved_config.json").read_text())
     tokenizer = AutoTokenizer.from_pretrained(config["model_name_or_path"])
     gold = {row["question"]: row["answer"] for row in read_jsonl(config["eval_data"])}

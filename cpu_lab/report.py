@@ -16,6 +16,7 @@ from pathlib import Path
 
 import matplotlib
 
+from cpu_lab.runner import recipe_for
 from eval.jsonl import read_jsonl
 from eval.metrics import compare_records
 
@@ -127,8 +128,6 @@ def recipe_command(config: str | Path, seed: int, output_dir: str | Path, extra_
     >>> recipe_command("configs/sft_lab.yaml", 1, "runs/x", ["--max_steps", "3"])
     'python -m recipes.sft --config configs/sft_lab.yaml --seed 1 --output_dir runs/x --max_steps 3'
     """
-    from cpu_lab.runner import recipe_for  # the runner loads the recipes: ~5 s that judge_lab.report's CLI does not pay
-
     cmd = ["python", "-m", recipe_for(config), "--config", str(config), "--seed", str(seed)]
     return shlex.join([*cmd, "--output_dir", str(output_dir), *map(str, extra_args)])
 

@@ -29,8 +29,6 @@ from typing import NamedTuple
 import yaml
 from tqdm import tqdm
 
-from recipes.common import flag_value, parse_or_explain
-
 ROOT = Path(__file__).resolve().parents[1]
 
 # the config file name's prefix -> the recipe module that runs it (a judge-lab config is a GRPO config)
@@ -92,6 +90,8 @@ def parse(config: str | Path, extra_args: Sequence[str] = ()):
     """(recipe module, its parsed arguments) for ``--config config`` plus ``extra_args``, through the recipe's own
     parser and the checks it runs on its command line (``parse_or_explain``: DeepSpeed, W&B login, CPU precision, the
     hints on TRL's errors)."""
+    from recipes.common import parse_or_explain  # ~5 s that a lab's --help and its argument errors do not pay
+
     module = recipe_module(config)
     return module, parse_or_explain(module.make_parser(), ["--config", str(config), *map(str, extra_args)])
 
@@ -152,6 +152,8 @@ def planned_steps(config: str | Path, extra_args) -> int | None:
     >>> planned_steps("recipes/configs/lab/grpo_lab_default.yaml", ["--max_steps", "7"])
     7
     """
+    from recipes.common import flag_value  # as in parse: runs in their own processes leave this one without recipes
+
     value = flag_value([str(a) for a in extra_args], "max_steps")
     if value is not None:
         return int(value) if value.isdigit() else None

@@ -39,17 +39,16 @@ from cpu_lab import matrix, problems
 from cpu_lab.problems import TASK, Difficulty, heldout_problems, train_problems, validation_problems
 from eval.jsonl import write_jsonl
 from eval.tasks import get_task
-from recipes.monitors import CHECKS_LOGGER
-from recipes.tiny_model import CHAT_TEMPLATE, build_model, build_tokenizer, default_corpus
 
 logger = logging.getLogger(__name__)
 
-# Qwen's chat template without its default system prompt: 11 tokens of every sequence, ~10% of SFT and GRPO compute.
-LAB_CHAT_TEMPLATE = CHAT_TEMPLATE.replace(
-    "{% if loop.first and message['role'] != 'system' %}"
-    "{{ '<|im_start|>system\nYou are a helpful assistant.<|im_end|>\n' }}"
-    "{% endif %}",
-    "",
+# The tiny model's chat template (Qwen's turns, recipes.tiny_model.CHAT_TEMPLATE) without its default system prompt:
+# 11 tokens of every sequence, ~10% of SFT and GRPO compute.
+LAB_CHAT_TEMPLATE = (
+    "{% for message in messages %}"
+    "{{ '<|im_start|>' + message['role'] + '\n' + message['content'] + '<|im_end|>' + '\n' }}"
+    "{% endfor %}"
+    "{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}{% endif %}"
 )
 DEFAULT_CACHE_ROOT = Path("runs/lab/cache")
 LAB_ROOT = Path("runs/lab")  # where the lab configs look: runs/lab/warmstart (link) and runs/lab/data/*.jsonl
@@ -134,6 +133,8 @@ def lab_tokenizer(settings: WarmStartSettings):
     >>> tok.convert_ids_to_tokens(tok("assistant 12")["input_ids"])  # whole words, one token per digit
     ['assistant', 'Ġ', '1', '2']
     """
+    from recipes.tiny_model import build_tokenizer, default_corpus  # torch, transformers: ~3 s that --help does not pay
+
     task = get_task(TASK)
     rows = train_problems(2000, settings.seed, settings.difficulty, settings.heldout_n, settings.validation_n)
     tok = build_tokenizer(
@@ -151,6 +152,8 @@ def lab_tokenizer(settings: WarmStartSettings):
 def write_inputs(settings: WarmStartSettings, folder: str | Path) -> dict[str, Path]:
     """What the SFT config reads: the untrained model with the lab's tokenizer (``init/``) and the problems
     (``train.jsonl``: ``n_train`` of them, none in ``validation.jsonl`` or ``heldout.jsonl``)."""
+    from recipes.tiny_model import build_model  # as in lab_tokenizer
+
     folder = Path(folder)
     tokenizer = lab_tokenizer(settings)
     model = build_model(
@@ -206,8 +209,9 @@ def warm_start(settings: WarmStartSettings = WarmStartSettings(), cache_root: st
     tmp = out.with_name(out.name + ".tmp")
     shutil.rmtree(tmp, ignore_errors=True)
     started = time.monotonic()
+    from recipes.monitors import CHECKS_LOGGER as checks  # transformers' trainer: ~6 s that --help does not pay
+
     inputs = write_inputs(settings, tmp / "inputs")
-    checks = CHECKS_LOGGER
     relay, level, propagate = _RelayChecks(), checks.level, checks.propagate
     checks.addHandler(relay)
     checks.setLevel(logging.INFO)
