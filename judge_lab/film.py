@@ -29,8 +29,10 @@ import time
 from pathlib import Path
 
 from cpu_lab.report import number, table, write_markdown
+from cpu_lab.runner import run_one
 from eval.jsonl import read_jsonl
 from eval.tasks import get_task
+from judge_lab import noise as judge_noise
 from judge_lab import report as lab_report
 from judge_lab.report import GAP, read_monitor_log, read_steps
 
@@ -172,9 +174,6 @@ def main(argv: list[str] | None = None) -> Path:
     if not runs:
         parser.error(f"--only names none of {[r[0] for r in RUNS]}")
     question = film_question(Path(args.heldout), args.question_index)
-
-    from cpu_lab.runner import run_one  # runner, noise: the recipes (~6 s) that --help and a refused run do not pay
-    from judge_lab import noise as judge_noise  # as run_one
 
     out, timings = Path(args.out), {}
     for name, reward, loss, beta in runs:  # each through the labs' runner: the GRPO recipe and its own checks

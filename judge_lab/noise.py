@@ -24,7 +24,6 @@ from collections import Counter
 from pathlib import Path
 
 from eval.jsonl import iter_jsonl, read_jsonl
-from recipes.grpo_setup import check_judge
 from rewards.judge import judge_messages, make_judge_reward
 
 LAB_QUESTION = "Priya buys four boxes of six muffins and gives away seven. How many muffins does she have left?"
@@ -201,6 +200,8 @@ def main(argv: list[str] | None = None) -> dict:
     client_kwargs.update(
         mode=args.judge_mode, logprob_score=args.judge_logprob_score, min_score_mass=args.judge_min_score_mass
     )
+    from recipes.grpo_setup import check_judge  # the recipes: ~6 s that --help and a refused flag do not pay
+
     try:  # bad judge settings, a server that does not answer, a judge model not there: here, before a judge loads
         reward = make_judge_reward(
             args.judge_backend, args.judge_model, args.judge_base_url, args.judge_api_key_env, **client_kwargs
