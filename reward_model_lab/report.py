@@ -12,7 +12,7 @@ from pathlib import Path
 from cpu_lab.report import mean_std_text, number, pyplot, save_figure, table, write_markdown
 from eval.probe_matrix import reward_model_scores
 from reward_model_lab.kl import CURVE_FILE, read_rows
-from reward_model_lab.overoptimisation import CHECKER, Settings, arms
+from reward_model_lab.settings import CHECKER, Settings, arms
 from rewards.reward_model import RewardModelReward
 
 LAB_INSTRUCTION = "End with #### and the number."  # eval.tasks.TASKS["lab"].instruction: the prompt the RM reads
