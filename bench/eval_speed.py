@@ -54,15 +54,12 @@ def time_scoring(data_dir: Path) -> list[dict]:
 
 def time_generation(data_dir: Path, n_prompts: int, max_new_tokens: int, batch_size: int) -> list[dict]:
     import torch  # torch, transformers: ~3 s that --help and --skip-generation do not pay
-    from transformers import AutoModelForCausalLM, AutoTokenizer  # as torch
 
-    from recipes.tiny_model import save_tiny_model
+    from recipes.tiny_model import build_model, build_tokenizer  # as torch
 
     prompts = [p["prompt"] for p in load_problems(get_task("gsm8k"), str(data_dir / "gsm8k/test.jsonl"), n_prompts)]
-    with tempfile.TemporaryDirectory() as folder:
-        save_tiny_model(folder)
-        model = AutoModelForCausalLM.from_pretrained(folder)
-        tokenizer = AutoTokenizer.from_pretrained(folder)
+    tokenizer = build_tokenizer()
+    model = build_model(tokenizer)
     generate(model, tokenizer, prompts[:2], max_new_tokens=4)  # warm-up
     rows = []
     for size in (1, batch_size):

@@ -25,6 +25,9 @@ their ratios (leash / lm-eval) come from this one invocation, with the load aver
 ``--repeats R`` runs each harness R times in ABBA order (leash, lm-eval, lm-eval, leash, ...), so that a load that
 drifts during the bench weighs on both, and checks every repeat gives the first one's completions.
 ``--out DIR/report.json`` holds it all; ``DIR/leash_<r>`` and ``DIR/lm_eval_<r>`` each run's files.
+
+Over 400 lines: one benchmark; the local lm-eval task it writes, the two runs and the per-sample comparison read each
+other's files and settings.
 """
 
 from __future__ import annotations

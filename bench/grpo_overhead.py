@@ -29,6 +29,9 @@ which the load of other processes changes less), over the paired rounds: their g
 (Student's t on the log-ratios). A spread between runs of the same arm cancels in a round's ratio as far as the
 load hits both runs of the round alike; the interval says how far it did. The last lines say whether the interval
 is narrower than the 5% goal and whether it decides the goal.
+
+Over 400 lines: one benchmark; the clock, the two arms it times on the same inputs and the paired statistics of their
+ratio belong together.
 """
 
 from __future__ import annotations

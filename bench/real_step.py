@@ -52,6 +52,9 @@ reports the steps it finished, and for the step it was cut in ``> N s a step`` (
 many times slower than float32). ``--pair ARM`` runs ARM (a ``_t1`` arm) twice at once, then the same settings alone
 on 2 threads, and prints both throughputs; without ``--arms`` it runs only that. ``--matmul`` times one matmul of
 SmolLM2's shape in float32 and under bf16 autocast (no model, no data): the same question in seconds.
+
+Over 400 lines: one benchmark; the clocks, the process that runs an arm and the table that compares the arms all read
+the same arm records.
 """
 
 from __future__ import annotations
