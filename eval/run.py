@@ -378,16 +378,23 @@ def add_lenient(done: dict[int, dict], task_name: str) -> int:
 
 
 def _score_record(problem: dict, generations, task_name: str) -> dict:
-    scored = []
-    for g in generations:
-        s = score_sample(g.text, problem["gold"], task_name)
-        scored.append({"completion": g.text, "n_tokens": g.n_tokens, "truncated": g.truncated, **s})
     record = {k: problem[k] for k in ("index", "id", "question", "gold", "subject", "level")}
-    if len(scored) == 1:
-        record.update(scored[0])
+    texts = [(g.text, g.n_tokens, g.truncated) for g in generations]
+    return _with_samples(record, texts, task_name)
+
+
+def _with_samples(record: dict, texts: list[tuple], task_name: str) -> dict:
+    """``record`` (a problem's fields, ``gold`` among them) with its (completion, n_tokens, truncated) ``texts``
+    scored: one sample's fields inline, several as ``samples`` with the count of correct ones."""
+    samples = [
+        {"completion": t, "n_tokens": n, "truncated": tr, **score_sample(t, record["gold"], task_name)}
+        for t, n, tr in texts
+    ]
+    if len(samples) == 1:
+        record.update(samples[0])
     else:
-        record["n_correct_samples"] = sum(s["correct"] for s in scored)
-        record["samples"] = scored
+        record["n_correct_samples"] = sum(s["correct"] for s in samples)
+        record["samples"] = samples
     return record
 
 
@@ -667,10 +674,6 @@ def _score_row(i: int, row: dict, task: Task, completion_field: str, tokenizer) 
         reasons = _as_list(row["finish_reason"], len(texts))
         truncated = [r == "length" for r in reasons]
     truncated = _as_list(truncated, len(texts))
-    samples = [
-        {"completion": t, "n_tokens": n, "truncated": tr, **score_sample(t, gold, task.name)}
-        for t, n, tr in zip(texts, counts, truncated, strict=True)
-    ]
     record = {
         "index": i,
         "id": row.get("unique_id", row.get("id", i)),
@@ -679,9 +682,4 @@ def _score_row(i: int, row: dict, task: Task, completion_field: str, tokenizer) 
         "subject": row.get("subject"),
         "level": row.get("level"),
     }
-    if len(samples) == 1:
-        record.update(samples[0])
-    else:
-        record["n_correct_samples"] = sum(s["correct"] for s in samples)
-        record["samples"] = samples
-    return record
+    return _with_samples(record, list(zip(texts, counts, truncated, strict=True)), task.name)
