@@ -5,9 +5,12 @@ Run the fast suite with `make test` (OMP_NUM_THREADS=1: two threads on a busy 2-
 """
 
 import os
+from collections import OrderedDict
 from pathlib import Path
 
 import pytest
+
+from rewards import verify
 
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
@@ -16,6 +19,14 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT / "tests" / "data"  # small copies and subsets, each with its source and license (tests/data/README.md)
+
+
+@pytest.fixture(autouse=True)
+def fresh_verdict_memory(monkeypatch):
+    """Every test starts with no math-verify verdict or give-up remembered from another test: a stand-in pool or a
+    loaded moment in one test must not decide how a later test's answers are paid."""
+    monkeypatch.setattr(verify, "_CACHE", OrderedDict())
+    monkeypatch.setattr(verify, "_GIVEN_UP", {})
 
 
 @pytest.fixture(scope="session")
