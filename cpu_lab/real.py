@@ -64,6 +64,7 @@ DEFAULT_ARM = "grpo_real_default"
 CONTROLS = ["grpo_real_random", "grpo_real_format_only"]
 DPO_CONFIG = CONFIG_DIR / "dpo_real.yaml"
 ROLLOUT_PROBLEMS, ROLLOUT_K = 128, 4  # 512 sampled answers: about half the GRPO arm's 960 (30 steps x 32)
+CONTROL_BAND = 3.0  # points: a random-reward control that moves held-out accuracy further is moved by step size alone
 CURVES = [  # (log key, title) of the curves drawn per arm: the monitors' view of each run
     ("monitor/correct_rate", "correct answers (monitors' checker)"),
     ("rewards/gsm8k_format_reward/mean", "format reward (0.1 = formatted)"),
@@ -198,6 +199,61 @@ def _logged_steps(folder: Path) -> str:
     return str(max(r.get("step", 0) for r in rows)) if rows else MISSING
 
 
+def _gains(folders: list[Path], arm: str) -> list[tuple[Path, dict]]:
+    return [(f, g) for f in folders if f.parent.name == arm and (g := paired_gain(f)) is not None]
+
+
+def _points(gain: dict) -> tuple[float, float, float]:
+    return gain["difference"] * 100, gain["ci"][0] * 100, gain["ci"][1] * 100
+
+
+def verdict(folders: list[Path]) -> list[str]:
+    """The report's first lines: did GRPO lift held-out accuracy, by how much on each seed, and did the controls
+    behave (the random reward within ``CONTROL_BAND`` points; the format-only reward's rise beside its accuracy)."""
+    default = _gains(folders, DEFAULT_ARM)
+    if not default:
+        return ["**Did RL help?** Not measured yet: no default-reward run has held-out evals before and after."]
+    gains = [_points(g) for _, g in default]
+    mean = sum(d for d, _, _ in gains) / len(gains)
+    seeds = ", ".join(f"{f.name} {gain_points(g)}" for f, g in default)
+    lifted = all(low > 0 for _, low, _ in gains)
+    random = _gains(folders, "grpo_real_random")
+    controls = []
+    if not random:
+        answer = "Not shown: the random-reward control has not run, so step size alone could explain any change."
+    else:
+        r = [_points(g)[0] for _, g in random]
+        held = all(abs(d) <= CONTROL_BAND for d in r)
+        controls.append(
+            f"the random-reward control moved it {', '.join(f'{d:+.1f}' for d in r)} points "
+            + (
+                f"(within ±{CONTROL_BAND:.0f}: the rate alone does not move the model)"
+                if held
+                else f"(outside ±{CONTROL_BAND:.0f}: this rate moves the model by itself; lower it)"
+            )
+        )
+        if not held:
+            answer = "No verdict: the control moved as much as a real reward could, so the rate is too high."
+        elif lifted:
+            answer = f"Yes: {mean:+.1f} points on average, every seed's paired interval above 0."
+        elif mean > 0:
+            answer = f"Not shown: {mean:+.1f} points on average, but not every seed's paired interval is above 0."
+        else:
+            answer = f"No: {mean:+.1f} points on average."
+    for folder, gain in _gains(folders, "grpo_real_format_only"):
+        rows = matrix.read_log(folder / "log.jsonl")
+        start, end = matrix.window(rows, "reward", start=True), matrix.window(rows, "reward", start=False)
+        rise = "" if start is None or end is None else f", its reward {start:.3f} → {end:.3f} (first → last quarter)"
+        controls.append(f"the format-only reward moved it {gain_points(gain)} points{rise}")
+    lines = [
+        f"**Did RL help?** {answer} Held-out accuracy (greedy, paired over the same problems) under the default "
+        f"rewards: {seeds}."
+    ]
+    if controls:
+        lines.append("Controls: " + "; ".join(controls) + ".")
+    return [" ".join(lines), ""]
+
+
 def accuracy_table(folders: list[Path]) -> str:
     """One table row per run: accuracy before and after with intervals, the paired gain, format rates, lengths."""
     header = [
@@ -279,7 +335,7 @@ def write_report(out: Path, seconds: dict) -> Path:
     folders = sorted(grpo.glob("*/seed*"), key=lambda f: (f.parent.name != DEFAULT_ARM, f.parent.name, f.name))
     if not sft_dirs and not folders:
         raise SystemExit(f"no finished stages under {out}: run `python -m cpu_lab.real --out {out}` first")
-    lines = ["# Real-model lab: SmolLM2-135M-Instruct, SFT then GRPO on 2 CPU cores", ""]
+    lines = ["# Real-model lab: SmolLM2-135M-Instruct, SFT then GRPO on 2 CPU cores", "", *verdict(folders)]
     for sft_dir in sft_dirs:
         sft = json.loads((sft_dir / "report.json").read_text())
         v = sft.get("validation") or {}

@@ -74,6 +74,63 @@ def test_report_gives_each_run_its_accuracies_intervals_and_paired_gain(tmp_path
     assert "python -m recipes.sft --config recipes/configs/real_lab/sft_smollm2.yaml" in text
 
 
+N_PROBLEMS = 40
+SOLVED_10 = [i < 10 for i in range(N_PROBLEMS)]
+
+
+@pytest.mark.parametrize(
+    "default_after, random_after, answer",
+    [
+        ([i < 18 for i in range(N_PROBLEMS)], SOLVED_10, "Yes: +20.0 points"),  # +8 problems, control unmoved
+        ([i < 18 for i in range(N_PROBLEMS)], [i < 2 for i in range(N_PROBLEMS)], "No verdict"),  # control -20
+        ([i < 18 for i in range(N_PROBLEMS)], None, "Not shown: the random-reward control has not run"),
+        ([i < 11 for i in range(N_PROBLEMS)], SOLVED_10, "Not shown: +2.5 points"),  # one problem: interval has 0
+        ([i < 4 for i in range(N_PROBLEMS)], SOLVED_10, "No: -15.0 points"),
+    ],
+)
+def test_report_leads_with_whether_rl_helped_against_its_controls(tmp_path, default_after, random_after, answer):
+    log = [{"step": s, "reward": 0.1 * s} for s in (1, 2, 3, 4)]
+    _run(
+        tmp_path / "grpo" / "grpo_real_default" / "seed0",
+        SOLVED_10,
+        default_after,
+        "recipes/configs/real_lab/grpo_real_default.yaml",
+        log,
+    )
+    if random_after is not None:
+        _run(
+            tmp_path / "grpo" / "grpo_real_random" / "seed0",
+            SOLVED_10,
+            random_after,
+            "recipes/configs/real_lab/grpo_real_random.yaml",
+            log,
+        )
+    _run(
+        tmp_path / "grpo" / "grpo_real_format_only" / "seed0",
+        SOLVED_10,
+        SOLVED_10,
+        "recipes/configs/real_lab/grpo_real_format_only.yaml",
+        log,
+    )
+
+    text = real.write_report(tmp_path, {}).read_text()
+
+    lead = text.split("\n\n")[1]  # the paragraph under the title, before any table
+    assert lead.startswith("**Did RL help?** " + answer), lead
+    assert "format-only reward moved it +0.0 [+0.0, +0.0] points, its reward 0.100 → 0.400" in lead
+
+
+def test_report_without_a_default_run_says_rl_is_not_measured(tmp_path):
+    _run(
+        tmp_path / "grpo" / "grpo_real_random" / "seed0",
+        SOLVED_10,
+        SOLVED_10,
+        "recipes/configs/real_lab/grpo_real_random.yaml",
+        [{"step": 1}],
+    )
+    assert "**Did RL help?** Not measured yet" in real.write_report(tmp_path, {}).read_text()
+
+
 def test_missing_model_is_one_clear_error_before_anything_runs(tmp_path, capsys):
     with pytest.raises(SystemExit) as err:
         real.main(["--model", str(tmp_path / "nothing"), "--out", str(tmp_path / "lab")])
