@@ -160,22 +160,35 @@ def run_matrix(
     does with ``jobs=1`` when ``run_logs`` is set. The terminal gets a line as each run starts and ends, and with
     ``jobs=N`` and ``progress`` a bar of the steps done while stdout is a terminal.
     """
+    pairs = [(config, seed) for config in configs for seed in seeds]
+    return run_pairs(pairs, out, extra_args, jobs=jobs, run_logs=run_logs, progress=progress)
+
+
+def run_pairs(
+    pairs: list[tuple[str, int]],
+    out: str | Path,
+    extra_args: list[str] = (),
+    jobs: int = 1,
+    run_logs: bool = False,
+    progress: bool = True,
+) -> list[Path]:
+    """``run_matrix`` for any list of (config, seed) runs, in that order: arms with different seeds share one queue,
+    so ``jobs`` stay busy until the last run (the real-model lab's default arm on three seeds and two controls)."""
     if jobs < 1:
         raise ValueError(f"jobs must be >= 1, got {jobs}")
-    for config in configs:  # fail on a bad name before the first (long) run
+    for config in dict.fromkeys(config for config, _ in pairs):  # fail on a bad name before the first (long) run
         recipe_for(config)
         if not Path(config).exists():
             raise FileNotFoundError(f"config {config} does not exist: pass paths like recipes/configs/lab/*.yaml")
     folders, todo = [], []
-    for config in configs:
-        for seed in seeds:
-            folder = run_dir(out, config, seed)
-            folders.append(folder)
-            settings = run_settings(config, seed, extra_args)
-            if (folder / "report.json").exists():
-                check_finished(folder, settings)  # before any run starts: a refusal costs nothing
-            else:
-                todo.append((config, seed, folder, settings))
+    for config, seed in pairs:
+        folder = run_dir(out, config, seed)
+        folders.append(folder)
+        settings = run_settings(config, seed, extra_args)
+        if (folder / "report.json").exists():
+            check_finished(folder, settings)  # before any run starts: a refusal costs nothing
+        else:
+            todo.append((config, seed, folder, settings))
     for _, _, folder, settings in todo:
         folder.mkdir(parents=True, exist_ok=True)
         (folder / SETTINGS_FILE).write_text(json.dumps(settings, indent=1))

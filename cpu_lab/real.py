@@ -4,7 +4,7 @@
 2. SFT (``recipes.sft`` with ``recipes/configs/real_lab/sft_smollm2.yaml``): full fine-tuning on the worked
    solutions until the validation accuracy reaches the config's ``stop_at_accuracy``; the held-out set is read before
    and after only.
-3. GRPO from that model, through ``recipes.grpo`` with its monitors and probes (``recipes/configs/real_lab/``):
+3. GRPO from that model (LoRA), through ``recipes.grpo`` with its monitors and probes (``recipes/configs/real_lab/``):
    - ``grpo_real_default``: correctness + format bonus, on every seed of ``--seeds``;
    - ``grpo_real_random``: a reward that pays at random (accuracy must not rise);
    - ``grpo_real_format_only``: the hackable format bonus alone (reward rises, accuracy need not).
@@ -63,7 +63,8 @@ SFT_CONFIG = CONFIG_DIR / "sft_smollm2.yaml"
 DEFAULT_ARM = "grpo_real_default"
 CONTROLS = ["grpo_real_random", "grpo_real_format_only"]
 DPO_CONFIG = CONFIG_DIR / "dpo_real.yaml"
-ROLLOUT_PROBLEMS, ROLLOUT_K = 128, 4  # 512 sampled answers: about half the GRPO arm's 960 (30 steps x 32)
+HELDOUT = 500  # held-out problems: ±2.2 points standard error at 50%, so a 5-point gain can show
+ROLLOUT_PROBLEMS, ROLLOUT_K = 128, 4  # 512 sampled answers: a third of a GRPO arm's 1,536 (24 steps x 64)
 CONTROL_BAND = 3.0  # points: a random-reward control that moves held-out accuracy further is moved by step size alone
 CURVES = [  # (log key, title) of the curves drawn per arm: the monitors' view of each run
     ("monitor/correct_rate", "correct answers (monitors' checker)"),
@@ -79,11 +80,13 @@ def main(argv: list[str] | None = None) -> Path:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--out", default="runs/real_lab", help="the lab's folder (data, sft/, grpo/, report.md)")
     parser.add_argument("--model", default="runs/real_model/model", help="the pretrained model (make real-model)")
-    parser.add_argument("--seeds", default="0,1", help="seeds of the default arm (the SFT stage uses the first)")
+    parser.add_argument("--seeds", default="0,1,2", help="seeds of the default arm (the SFT stage uses the first)")
     parser.add_argument("--control-seed", type=int, default=0, help="seed of the random and format-only controls")
     parser.add_argument("--steps", type=int, default=None, help="GRPO steps per run (default: the configs')")
     parser.add_argument("--sft-steps", type=int, default=None, help="most SFT steps (default: the config's)")
-    parser.add_argument("--eval-limit", type=int, default=None, help="held-out problems per eval (default: 200)")
+    parser.add_argument(
+        "--eval-limit", type=int, default=None, help=f"held-out problems per eval (default: the configs' {HELDOUT})"
+    )
     parser.add_argument("--jobs", type=int, default=2, help="GRPO runs at once (1: in turn, in this process)")
     parser.add_argument("--dpo", action="store_true", help="also the DPO arm (rollouts from the SFT model, then DPO)")
     parser.add_argument(
@@ -115,7 +118,7 @@ def main(argv: list[str] | None = None) -> Path:
     # 1. Data (written once: the runs' settings name these files)
     data = out / "data"
     if not (data / "heldout.jsonl").exists():
-        write_lab_data(data)
+        write_lab_data(data, heldout_n=HELDOUT)
     limits = [] if args.eval_limit is None else ["--eval_limit", str(args.eval_limit)]
 
     # 2. SFT until the validation stop, through the recipe (reused when finished with the same settings)
@@ -144,10 +147,9 @@ def main(argv: list[str] | None = None) -> Path:
         *([] if args.steps is None else ["--max_steps", str(args.steps)]),
     ]
     grpo = out / "grpo"
-    arms = [([str(CONFIG_DIR / f"{DEFAULT_ARM}.yaml")], seeds)]
-    arms.append(([str(CONFIG_DIR / f"{c}.yaml") for c in CONTROLS], [args.control_seed]))
-    for configs, arm_seeds in arms:
-        matrix.run_matrix(configs, arm_seeds, grpo, grpo_flags, jobs=args.jobs, run_logs=True, progress=True)
+    runs = [(str(CONFIG_DIR / f"{DEFAULT_ARM}.yaml"), seed) for seed in seeds]
+    runs[1:1] = [(str(CONFIG_DIR / f"{c}.yaml"), args.control_seed) for c in CONTROLS]  # a control beside seed 0
+    matrix.run_pairs(runs, grpo, grpo_flags, jobs=args.jobs, run_logs=True, progress=True)
     seconds["GRPO runs"] = time.monotonic() - t0
 
     # 4. DPO on pairs from the SFT model's own verified rollouts, measured on the same held-out problems

@@ -131,6 +131,40 @@ def test_report_without_a_default_run_says_rl_is_not_measured(tmp_path):
     assert "**Did RL help?** Not measured yet" in real.write_report(tmp_path, {}).read_text()
 
 
+def test_the_lab_queues_every_grpo_run_at_once_so_both_cores_stay_busy(tmp_path, monkeypatch):
+    """The default arm's seeds and the two controls go to one queue (a control beside seed 0), from the SFT model;
+    two calls (one per arm) would leave a core idle while a lone run finished."""
+    model = tmp_path / "model"
+    model.mkdir()
+    (model / "config.json").write_text("{}")
+    out = tmp_path / "lab"
+    sft = out / "sft" / "sft_smollm2" / "seed0"
+
+    def fake_sft(configs, seeds, folder, flags, **kw):
+        _run(sft, SOLVED_10, SOLVED_10, str(real.SFT_CONFIG), [{"step": 1, "loss": 1.0}])
+        report = json.loads((sft / "report.json").read_text()) | {"rows": 10}
+        (sft / "report.json").write_text(json.dumps(report))
+        return [sft]
+
+    queued = []
+    monkeypatch.setattr(real.matrix, "run_matrix", fake_sft)
+    monkeypatch.setattr(real.matrix, "run_pairs", lambda pairs, folder, flags, **kw: queued.append((pairs, flags, kw)))
+
+    real.main(["--model", str(model), "--out", str(out)])
+
+    ((pairs, flags, kw),) = queued  # one queue
+    names = [(Path(config).stem, seed) for config, seed in pairs]
+    assert names == [
+        ("grpo_real_default", 0),
+        ("grpo_real_random", 0),
+        ("grpo_real_format_only", 0),
+        ("grpo_real_default", 1),
+        ("grpo_real_default", 2),
+    ]
+    assert kw["jobs"] == 2 and flags[flags.index("--model_name_or_path") + 1] == str(sft)
+    assert len((out / "data" / "heldout.jsonl").read_text().splitlines()) == real.HELDOUT == 500
+
+
 def test_missing_model_is_one_clear_error_before_anything_runs(tmp_path, capsys):
     with pytest.raises(SystemExit) as err:
         real.main(["--model", str(tmp_path / "nothing"), "--out", str(tmp_path / "lab")])
@@ -156,8 +190,8 @@ def test_report_only_without_runs_says_what_to_run(tmp_path):
 
 @pytest.mark.slow
 def test_real_lab_mechanics_on_smollm2(tmp_path):
-    """Every stage on the real model for a step or two (the mechanics, not the gain): SFT through recipes.sft, four
-    GRPO runs through recipes.grpo two at a time, each with its monitors, probes and before/after evals."""
+    """Every stage on the real model for a step or two (the mechanics, not the gain): SFT through recipes.sft, five
+    GRPO runs (LoRA) through recipes.grpo two at a time, each with its monitors, probes and before/after evals."""
     from recipes.real_model import require_real_model
 
     model = require_real_model()
@@ -169,7 +203,7 @@ def test_real_lab_mechanics_on_smollm2(tmp_path):
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     sft = json.loads((out / "sft" / "sft_smollm2" / "seed0" / "report.json").read_text())
     assert sft["steps"] == 2 and sft["before"]["n"] == 4 and sft["after"]["n"] == 4
-    arms = {("grpo_real_default", 0), ("grpo_real_default", 1), ("grpo_real_random", 0), ("grpo_real_format_only", 0)}
+    arms = {("grpo_real_default", s) for s in (0, 1, 2)} | {("grpo_real_random", 0), ("grpo_real_format_only", 0)}
     for arm, seed in arms:
         folder = out / "grpo" / arm / f"seed{seed}"
         settings = json.loads((folder / "matrix_run.json").read_text())
@@ -178,6 +212,7 @@ def test_real_lab_mechanics_on_smollm2(tmp_path):
         assert any("monitor/correct_rate" in r and "monitor/degenerate_share" in r for r in rows)
         assert json.loads((folder / "probes.json").read_text())
         assert json.loads((folder / "report.json").read_text())["after"]["n"] == 4
+        assert (folder / "adapter_config.json").exists()  # LoRA: the run saved an adapter, not a whole model
     text = (out / "report.md").read_text()
     assert all(f"| {arm} | {seed} |" in text for arm, seed in arms)
     assert (out / "curves.png").exists()
