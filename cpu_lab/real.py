@@ -63,7 +63,6 @@ SFT_CONFIG = CONFIG_DIR / "sft_smollm2.yaml"
 DEFAULT_ARM = "grpo_real_default"
 CONTROLS = ["grpo_real_random", "grpo_real_format_only"]
 DPO_CONFIG = CONFIG_DIR / "dpo_real.yaml"
-HELDOUT = 500  # held-out problems: ±2.2 points standard error at 50%, so a 5-point gain can show
 ROLLOUT_PROBLEMS, ROLLOUT_K = 128, 4  # 512 sampled answers: a third of a GRPO arm's 1,536 (24 steps x 64)
 CONTROL_BAND = 3.0  # points: a random-reward control that moves held-out accuracy further is moved by step size alone
 CURVES = [  # (log key, title) of the curves drawn per arm: the monitors' view of each run
@@ -85,7 +84,7 @@ def main(argv: list[str] | None = None) -> Path:
     parser.add_argument("--steps", type=int, default=None, help="GRPO steps per run (default: the configs')")
     parser.add_argument("--sft-steps", type=int, default=None, help="most SFT steps (default: the config's)")
     parser.add_argument(
-        "--eval-limit", type=int, default=None, help=f"held-out problems per eval (default: the configs' {HELDOUT})"
+        "--eval-limit", type=int, default=None, help="held-out problems per eval (default: the configs' eval_limit)"
     )
     parser.add_argument("--jobs", type=int, default=2, help="GRPO runs at once (1: in turn, in this process)")
     parser.add_argument("--dpo", action="store_true", help="also the DPO arm (rollouts from the SFT model, then DPO)")
@@ -118,7 +117,7 @@ def main(argv: list[str] | None = None) -> Path:
     # 1. Data (written once: the runs' settings name these files)
     data = out / "data"
     if not (data / "heldout.jsonl").exists():
-        write_lab_data(data, heldout_n=HELDOUT)
+        write_lab_data(data, heldout_n=default_arm_config()["eval_limit"])  # the whole set, before and after
     limits = [] if args.eval_limit is None else ["--eval_limit", str(args.eval_limit)]
 
     # 2. SFT until the validation stop, through the recipe (reused when finished with the same settings)
@@ -171,9 +170,14 @@ def main(argv: list[str] | None = None) -> Path:
     return report
 
 
+def default_arm_config() -> dict:
+    """The default GRPO arm's config: the held-out size and the rollouts' temperature and length follow it."""
+    return yaml.safe_load((CONFIG_DIR / f"{DEFAULT_ARM}.yaml").read_text())
+
+
 def sample_rollouts(model: Path, data: Path, out: Path, limit: int | None) -> Path:
     """``training_data.rollouts sample`` from the SFT model at the GRPO arms' temperature and length (once)."""
-    grpo = yaml.safe_load((CONFIG_DIR / f"{DEFAULT_ARM}.yaml").read_text())
+    grpo = default_arm_config()
     path = out / "rollouts.jsonl"
     if path.exists():
         print(f"[real] rollouts: {path} exists, reused")
