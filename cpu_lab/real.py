@@ -63,7 +63,7 @@ SFT_CONFIG = CONFIG_DIR / "sft_smollm2.yaml"
 DEFAULT_ARM = "grpo_real_default"
 CONTROLS = ["grpo_real_random", "grpo_real_format_only"]
 DPO_CONFIG = CONFIG_DIR / "dpo_real.yaml"
-ROLLOUT_PROBLEMS, ROLLOUT_K = 128, 4  # 512 sampled answers: a third of a GRPO arm's 1,536 (24 steps x 64)
+ROLLOUT_PROBLEMS, ROLLOUT_K = 128, 4  # 512 sampled answers: a ninth of a GRPO arm's 4,608 (72 steps x 64)
 CONTROL_BAND = 3.0  # points: a random-reward control that moves held-out accuracy further is moved by step size alone
 CURVES = [  # (log key, title) of the curves drawn per arm: the monitors' view of each run
     ("monitor/correct_rate", "correct answers (monitors' checker)"),
@@ -79,7 +79,9 @@ def main(argv: list[str] | None = None) -> Path:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--out", default="runs/real_lab", help="the lab's folder (data, sft/, grpo/, report.md)")
     parser.add_argument("--model", default="runs/real_model/model", help="the pretrained model (make real-model)")
-    parser.add_argument("--seeds", default="0,1,2", help="seeds of the default arm (the SFT stage uses the first)")
+    parser.add_argument(
+        "--seeds", default="0", help="seeds of the default arm, e.g. 0,1,2 (one run each; the SFT stage uses the first)"
+    )
     parser.add_argument("--control-seed", type=int, default=0, help="seed of the random and format-only controls")
     parser.add_argument("--steps", type=int, default=None, help="GRPO steps per run (default: the configs')")
     parser.add_argument("--sft-steps", type=int, default=None, help="most SFT steps (default: the config's)")

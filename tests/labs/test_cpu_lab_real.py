@@ -141,18 +141,20 @@ def test_the_lab_queues_every_grpo_run_at_once_so_both_cores_stay_busy(tmp_path,
     sft = out / "sft" / "sft_smollm2" / "seed0"
 
     def fake_sft(configs, seeds, folder, flags, **kw):
-        _run(sft, SOLVED_10, SOLVED_10, str(real.SFT_CONFIG), [{"step": 1, "loss": 1.0}])
-        report = json.loads((sft / "report.json").read_text()) | {"rows": 10}
-        (sft / "report.json").write_text(json.dumps(report))
-        return [sft]
+        run = Path(folder) / "sft_smollm2" / "seed0"
+        _run(run, SOLVED_10, SOLVED_10, str(real.SFT_CONFIG), [{"step": 1, "loss": 1.0}])
+        report = json.loads((run / "report.json").read_text()) | {"rows": 10}
+        (run / "report.json").write_text(json.dumps(report))
+        return [run]
 
     queued = []
     monkeypatch.setattr(real.matrix, "run_matrix", fake_sft)
     monkeypatch.setattr(real.matrix, "run_pairs", lambda pairs, folder, flags, **kw: queued.append((pairs, flags, kw)))
 
-    real.main(["--model", str(model), "--out", str(out)])
+    real.main(["--model", str(model), "--out", str(out), "--seeds", "0,1,2"])
+    real.main(["--model", str(model), "--out", str(tmp_path / "lab_default")])  # the default: seed 0 and 2 controls
 
-    ((pairs, flags, kw),) = queued  # one queue
+    (pairs, flags, kw), (default_pairs, _, _) = queued  # one queue a lab
     names = [(Path(config).stem, seed) for config, seed in pairs]
     assert names == [
         ("grpo_real_default", 0),
@@ -161,6 +163,7 @@ def test_the_lab_queues_every_grpo_run_at_once_so_both_cores_stay_busy(tmp_path,
         ("grpo_real_default", 1),
         ("grpo_real_default", 2),
     ]
+    assert default_pairs == pairs[:3]
     assert kw["jobs"] == 2 and flags[flags.index("--model_name_or_path") + 1] == str(sft)
     assert (
         len((out / "data" / "heldout.jsonl").read_text().splitlines()) == real.default_arm_config()["eval_limit"] == 500
@@ -199,7 +202,7 @@ def test_real_lab_mechanics_on_smollm2(tmp_path):
     model = require_real_model()
     out = tmp_path / "real"
     cmd = [sys.executable, "-m", "cpu_lab.real", "--model", str(model), "--out", str(out)]
-    cmd += ["--steps", "1", "--sft-steps", "2", "--eval-limit", "4"]
+    cmd += ["--seeds", "0,1,2", "--steps", "1", "--sft-steps", "2", "--eval-limit", "4"]
     env = os.environ | {"OMP_NUM_THREADS": "2"}
     done = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=1200)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
