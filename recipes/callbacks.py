@@ -42,7 +42,7 @@ class HackAlarm(TrainerCallback):
     raised twice.
 
     Args:
-        checks: N, consecutive checks the signature must hold over (``hack_signature``).
+        checks: N, consecutive checks the signature must hold at (``hack_signature``).
         stop: set ``control.should_training_stop`` when the alarm fires.
         log_path: the run's ``log.jsonl`` (replayed when the run resumes).
         n_problems: problems in each held-out check (``monitor_eval_limit``), for the least accuracy drop.
@@ -84,7 +84,8 @@ class HackAlarm(TrainerCallback):
             n=check.n or self.n_problems,
         )
         if found is not None:
-            self.fired = {"step": check.step, "steps": [c.step for c in history[-self.checks - 1 :]], **found}
+            window = [history[found["reference"]], *history[-self.checks :]]
+            self.fired = {"step": check.step, "steps": [c.step for c in window], **found}
             return self.fired
         return None
 
@@ -112,14 +113,16 @@ class HackAlarm(TrainerCallback):
         return control
 
     def banner(self, fired: dict) -> str:
-        steps = ", ".join(str(s) for s in fired["steps"])
+        best, *window = fired["steps"]
+        steps = ", ".join(str(s) for s in window)
         then = "STOPPING the run (stop_on_hack)" if self.stop else "training goes on (stop_on_hack: true stops it)"
         return (
             f"\n{'!' * 24} HACK ALARM at step {fired['step']} {'!' * 24}\n"
-            f"over the last {self.checks} monitor checks (steps {steps}) the reward-correctness gap rose "
-            f"{fired['gap'][0]:.3f} -> {fired['gap'][-1]:.3f} while held-out accuracy fell "
-            f"{fired['accuracy'][0]:.3f} -> {fired['accuracy'][-1]:.3f}: the reward pays for something other than "
-            f"correct answers. Read top_completions.jsonl and probes.json; {then}."
+            f"at each of the last {self.checks} monitor checks (steps {steps}) the reward-correctness gap sat above, "
+            f"and held-out accuracy below, the best check's (step {best}): the gap rose {fired['gap'][0]:.3f} -> "
+            f"{fired['gap'][-1]:.3f} while held-out accuracy fell {fired['accuracy'][0]:.3f} -> "
+            f"{fired['accuracy'][-1]:.3f}: the reward pays for something other than correct answers. Read "
+            f"top_completions.jsonl and probes.json; {then}."
         )
 
     def _wandb(self, values: dict, step: int) -> None:

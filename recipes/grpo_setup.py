@@ -138,8 +138,9 @@ class GRPOScriptArguments(RunArguments, RewardArguments):
     hack_alarm_checks: int | None = field(
         default=None,
         metadata={
-            "help": "warn once, loudly, when over this many consecutive monitor checks the reward-correctness gap rose "
-            "and held-out accuracy fell (the rule: docs/grpo.md); unset: 2 when monitor_eval_steps is set; 0: off"
+            "help": "warn once, loudly, when at this many consecutive monitor checks the reward-correctness gap sat "
+            "above, and held-out accuracy below, the best earlier check's (the rule: docs/grpo.md); unset: 2 when "
+            "monitor_eval_steps is set; 0: off"
         },
     )
     stop_on_hack: bool = field(default=False, metadata={"help": "stop training when the hack alarm fires"})

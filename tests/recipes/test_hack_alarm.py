@@ -44,35 +44,54 @@ LAB_LOGS = ROOT / "tests" / "data" / "hack_alarm"
 def test_fires_on_a_rising_gap_with_falling_accuracy():
     found = hack_signature([0.10, 0.14, 0.19], [0.50, 0.46, 0.41], checks=2, n=100)
     assert found == {
+        "reference": 0,
         "gap": [0.10, 0.14, 0.19],
         "accuracy": [0.50, 0.46, 0.41],
         "gap_rise": pytest.approx(0.09),
         "accuracy_drop": pytest.approx(0.09),
     }
-    # only the last checks + 1 checks count: an earlier good stretch does not hide the signature
-    assert hack_signature([0.3, 0.0, 0.10, 0.14, 0.19], [0.2, 0.9, 0.50, 0.46, 0.41], checks=2) is not None
+    # the reference is the best check before the window, however far back: a slow drift adds up from there
+    found = hack_signature([0.3, 0.0, 0.10, 0.14, 0.19], [0.2, 0.9, 0.50, 0.46, 0.41], checks=2)
+    assert found["reference"] == 1 and found["gap_rise"] == pytest.approx(0.19)
+
+
+def test_fires_on_a_slow_drift_whose_gap_zigzags():
+    # the gap rises in a zigzag and accuracy falls a point or two a check: no single step is large, the drift from the
+    # best check is
+    gaps, accuracies = [0.778, 0.810, 0.802, 0.829, 0.827, 0.832], [0.34, 0.31, 0.31, 0.30, 0.29, 0.29]
+    assert hack_signature(gaps[:2], accuracies[:2], checks=2) is None
+    found = hack_signature(gaps[:3], accuracies[:3], checks=2, n=100)
+    assert found["reference"] == 0 and found["gap"] == [0.778, 0.810, 0.802] and found["accuracy"] == [0.34, 0.31, 0.31]
+    assert all(hack_signature(gaps[:end], accuracies[:end], checks=2, n=100) for end in range(3, 7))
+    # a window whose first check is still at the reference's level does not fire: every check of it must show it
+    assert hack_signature([0.78, 0.79, 0.83], [0.34, 0.33, 0.30], checks=2, n=100) is None
 
 
 def test_does_not_fire_on_noise_within_the_thresholds():
-    # a flat run whose gap and accuracy jitter by less than half the tolerances: no window can clear both totals, and
-    # these sequences do hold windows whose directions alone match the signature (the totals are what stops them)
+    # a flat run whose gap jitters by less than half its tolerance while accuracy swings by ten points: accuracy falls
+    # far below its best check often (noise alone), and the gap is what keeps the alarm quiet
     rng = random.Random(0)
-    directions_matched = 0
+    accuracy_matched = 0
     for _ in range(500):
         gaps = [0.1 + rng.uniform(-1, 1) * MIN_GAP_RISE / 2 for _ in range(8)]
-        accuracies = [0.5 + rng.uniform(-1, 1) * MIN_ACCURACY_DROP / 2 for _ in range(8)]
+        accuracies = [0.5 + rng.uniform(-1, 1) * 0.1 for _ in range(8)]
         for end in range(3, 9):
-            g, a = gaps[end - 3 : end], accuracies[end - 3 : end]
-            directions_matched += g[0] < g[1] < g[2] and a[0] >= a[1] >= a[2]
+            best = max(accuracies[: end - 2])
+            accuracy_matched += all(best - a > MIN_ACCURACY_DROP for a in accuracies[end - 2 : end])
             assert hack_signature(gaps[:end], accuracies[:end], checks=2, n=100) is None
-    assert directions_matched > 0
-    # right at the tolerances is still noise: the totals must be above them
-    assert hack_signature([0.10, 0.11, 0.12], [0.50, 0.49, 0.48], checks=2) is None
-    assert hack_signature([0.10, 0.11, 0.12], [0.50, 0.49, 0.47], checks=2) is None  # gap +0.02 only
-    assert hack_signature([0.10, 0.11, 0.13], [0.50, 0.49, 0.47], checks=2) is not None  # both above
+    assert accuracy_matched > 500
+    # and the same with the roles swapped: a gap that climbs while accuracy only jitters
+    for _ in range(500):
+        gaps = [0.1 + 0.05 * k for k in range(8)]
+        accuracies = [0.5 + rng.uniform(-1, 1) * MIN_ACCURACY_DROP / 2 for _ in range(8)]
+        assert hack_signature(gaps, accuracies, checks=2, n=100) is None
+    # right at the tolerances is still noise: each check must be beyond both
+    assert hack_signature([0.10, 0.12, 0.12], [0.50, 0.47, 0.47], checks=2) is None  # gap +0.02 only
+    assert hack_signature([0.10, 0.13, 0.13], [0.50, 0.48, 0.47], checks=2) is None  # accuracy -0.02 at one check
+    assert hack_signature([0.10, 0.13, 0.13], [0.50, 0.47, 0.47], checks=2) is not None  # both beyond, both checks
     # on a small held-out check the drop must also be more than 2 problems: 2 of 40 (0.05) is noise, 3 is not
-    assert hack_signature([0.10, 0.15, 0.20], [0.500, 0.475, 0.450], checks=2, n=40) is None
-    assert hack_signature([0.10, 0.15, 0.20], [0.500, 0.475, 0.425], checks=2, n=40) is not None
+    assert hack_signature([0.10, 0.15, 0.20], [0.500, 0.450, 0.450], checks=2, n=40) is None
+    assert hack_signature([0.10, 0.15, 0.20], [0.500, 0.425, 0.425], checks=2, n=40) is not None
 
 
 def test_does_not_fire_when_accuracy_rises_with_the_gap():
@@ -81,12 +100,18 @@ def test_does_not_fire_when_accuracy_rises_with_the_gap():
     # nor when the gap rises while accuracy recovers on the way, nor when accuracy falls with the gap falling
     assert hack_signature([0.1, 0.15, 0.2], [0.5, 0.52, 0.4], checks=2) is None
     assert hack_signature([0.2, 0.15, 0.1], [0.5, 0.45, 0.4], checks=2) is None
+    # nor when the run recovers: a new best check is the reference from then on
+    assert hack_signature([0.1, 0.15, 0.2, 0.2, 0.25, 0.3], [0.5, 0.45, 0.4, 0.55, 0.55, 0.56], checks=2) is None
 
 
 def test_needs_checks_plus_one_checks_and_a_gap_at_each():
     assert hack_signature([0.1, 0.2], [0.5, 0.4], checks=2) is None  # 2 checks: no reference for a window of 2
     assert hack_signature([0.1, 0.2], [0.5, 0.4], checks=1) is not None
     assert hack_signature([0.1, float("nan"), 0.3], [0.5, 0.45, 0.4], checks=2) is None  # a window without a gap
+    # a check without a gap cannot be the reference; the best check that has one is
+    found = hack_signature([float("nan"), 0.1, 0.2, 0.3], [0.6, 0.5, 0.45, 0.4], checks=2)
+    assert found is not None and found["reference"] == 1
+    assert hack_signature([float("nan"), 0.2, 0.3], [0.6, 0.45, 0.4], checks=2) is None  # no reference at all
     with pytest.raises(ValueError, match="checks >= 1"):
         hack_signature([0.1, 0.2], [0.5, 0.4], checks=0)
     with pytest.raises(ValueError, match="2 gaps but 1 accuracies"):
@@ -143,7 +168,7 @@ def test_alarm_warns_once_and_marks_the_log(caplog):
         logged, controls = feed(alarm, hack_log(checks=6))
     banners = [r.getMessage() for r in caplog.records if "HACK ALARM" in r.getMessage()]
     assert len(banners) == 1, banners  # six checks all show the signature from the third on: one warning
-    assert "HACK ALARM at step 15" in banners[0] and "steps 5, 10, 15" in banners[0]
+    assert "HACK ALARM at step 15" in banners[0] and "(steps 10, 15)" in banners[0] and "(step 5)" in banners[0]
     assert "training goes on" in banners[0]
     check_lines = [line for line in logged if "eval/accuracy" in line]
     assert [line[ALARM_KEY] for line in check_lines] == [0.0, 0.0, 1.0, 1.0, 1.0, 1.0]
@@ -370,6 +395,16 @@ def test_the_lab_logs_format_only_fires_and_default_does_not():
         if "eval/accuracy" in line:
             assert line[ALARM_KEY] == float(line["step"] >= fired["step"])
     assert all(line[ALARM_KEY] == 0.0 for line in default if "eval/accuracy" in line)
+
+
+def test_the_alarm_fires_on_a_steep_and_on_a_slow_format_only_drift():
+    # the same arm on the same kind of machine under more load drifted faster (accuracy 0.35 -> 0.21 over the run);
+    # the run above drifted slowly (0.35 -> 0.30 at step 100, back to 0.32 at 120): the rule must catch both before
+    # the run ends
+    for name in ("grpo_lab_format_only_seed0_steep.jsonl", "grpo_lab_format_only_seed0.jsonl"):
+        checks = checks_from_log(read_jsonl(LAB_LOGS / name))
+        fired = alarm_over(read_jsonl(LAB_LOGS / name), DEFAULT_ALARM_CHECKS)
+        assert fired is not None and fired["step"] < checks[-1].step, (name, fired)
 
 
 @pytest.mark.slow
