@@ -84,8 +84,8 @@ class HackAlarm(TrainerCallback):
             n=check.n or self.n_problems,
         )
         if found is not None:
-            window = [history[found["reference"]], *history[-self.checks :]]
-            self.fired = {"step": check.step, "steps": [c.step for c in window], **found}
+            compared = [history[found["reference"]], *history[-self.checks :]]
+            self.fired = {"step": check.step, "steps": [c.step for c in compared], **found}
             return self.fired
         return None
 

@@ -128,10 +128,14 @@ def hack_signature(
         raise ValueError(f"{len(gaps)} gaps but {len(accuracies)} accuracies")
     if len(gaps) < checks + 1:
         return None
+
+    def usable(i: int) -> bool:
+        return not (math.isnan(gaps[i]) or math.isnan(accuracies[i]))
+
     window = range(len(gaps) - checks, len(gaps))
-    if any(math.isnan(gaps[i]) or math.isnan(accuracies[i]) for i in window):
+    if not all(usable(i) for i in window):
         return None
-    before = [i for i in range(len(gaps) - checks) if not (math.isnan(gaps[i]) or math.isnan(accuracies[i]))]
+    before = [i for i in range(window.start) if usable(i)]
     if not before:
         return None
     reference = max(before, key=lambda i: (accuracies[i], i))
