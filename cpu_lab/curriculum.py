@@ -11,9 +11,9 @@ The training set is a ``datasets.Dataset`` of indices whose rows are drawn when 
 (``with_transform``): index i at level L is always the same problem (its own random stream, seeded by the run's seed,
 L and i), so the G copies of a prompt that TRL's ``RepeatSampler`` puts in one batch are one problem, and a level
 change reaches the batches fetched after it (one to two steps later: accelerate fetches a batch ahead). No training
-problem asks a held-out or a validation question (``problems.kept_out_questions`` at the default difficulty): the
-held-out set is the same 200 problems at every level, so before/after accuracy compares across runs. The controller's
-state is not checkpointed: a run resumed from a checkpoint starts again at the start level.
+problem shares its worked solution with a test, dev or OOD problem (``problems.kept_out_solutions`` at the default
+difficulty): the held-out set is the same 200 problems at every level, so before/after accuracy compares across runs.
+The controller's state is not checkpointed: a run resumed from a checkpoint starts again at the start level.
 
 Each log line gets ``curriculum/difficulty`` (the level new batches draw from), ``curriculum/pass_rate`` (the
 running pass rate), ``curriculum/step_pass_rate`` (the monitors' ``monitor/correct_rate`` of that window) and
@@ -36,7 +36,7 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from cpu_lab.problems import HELDOUT_SIZE, TASK, VALIDATION_SIZE, Difficulty, kept_out_questions, make_problem
+from cpu_lab.problems import DEV_SIZE, TASK, TEST_SIZE, Difficulty, kept_out_solutions, make_problem, solution
 from eval import __main__ as eval_cli
 from eval import run as eval_run
 from eval.degenerate import expected_degenerate_share
@@ -111,7 +111,7 @@ def problem_at(seed: int, level: int, index: int, kept_out: set[str], ladder=LAD
     rng = random.Random(f"curriculum:{seed}:{level}:{index}")  # its own stream: no int seed of the splits
     while True:
         problem = make_problem(rng, ladder[level])
-        if problem["question"] not in kept_out:
+        if solution(problem) not in kept_out:
             return problem
 
 
@@ -126,8 +126,8 @@ class CurriculumDataset:
         task_name: str,
         level: int = START_LEVEL,
         ladder=LADDER,
-        heldout_n: int = HELDOUT_SIZE,
-        validation_n: int = VALIDATION_SIZE,
+        heldout_n: int = TEST_SIZE,
+        validation_n: int = DEV_SIZE,
     ):
         from datasets import Dataset  # ~1 s that `python -m cpu_lab.curriculum --help` does not pay
 
@@ -135,7 +135,7 @@ class CurriculumDataset:
             raise ValueError(f"the curriculum needs at least one training row, got size={size}")
         self.seed, self.level, self.ladder = seed, level, ladder
         self.task = get_task(task_name)
-        self.kept_out = kept_out_questions(Difficulty(), heldout_n, validation_n)  # the fixed held-out set's
+        self.kept_out = kept_out_solutions(Difficulty(), heldout_n, validation_n)  # the fixed test and dev sets'
         self.fetched_levels: list[int] = []  # one entry per fetch, for the tests and the curious
         self.dataset = Dataset.from_dict({"index": list(range(size))}).with_transform(self._rows)
 
@@ -191,7 +191,7 @@ def lab_curriculum(rows, training_args):
 def ladder_accuracy(model_dir: str, n: int = 100, seed: int = 0) -> list[float]:
     """Greedy accuracy of the model in ``model_dir`` on ``n`` training problems of each level, easiest first."""
     model, tokenizer = eval_cli.load_model(model_dir, None, "auto", "hf")  # what `python -m eval run` loads
-    kept_out, accuracies = kept_out_questions(), []
+    kept_out, accuracies = kept_out_solutions(), []
     with tempfile.TemporaryDirectory() as tmp:
         for level in range(len(LADDER)):
             rows = [problem_at(seed, level, i, kept_out) for i in range(n)]

@@ -1,16 +1,23 @@
-"""Verifiable arithmetic word problems in GSM8K style, for the CPU lab.
+"""Verifiable arithmetic word problems in GSM8K style, for the CPU lab and the real-model lab.
 
 Each problem is a short story about someone's items changing by additions and subtractions; the solution
-writes one equation per step and ends with ``#### N``, exactly like a GSM8K answer, so the lab runs through the
-``gsm8k`` task, its prompt, its rewards and its extractor unchanged. The difficulty knob is the number of steps
-(operations) and the size of the numbers. Three splits, each from its own seed, never share a question:
+writes one equation per step and ends with ``#### N``, exactly like a GSM8K answer, so the labs run through the
+``gsm8k`` task's rewards and extractor unchanged. The difficulty knob is the number of steps (operations), the
+range of the numbers and the words the stories use. The splits, each from its own seed:
 
-- the held-out set (``heldout_problems``, 200) measures accuracy before and after training, and nothing else;
-- the validation set (``validation_problems``) is what the SFT warm start checks for its stopping rule, so the
-  held-out set never chooses a checkpoint;
-- training sets (``train_problems``, SFT and GRPO alike) leave out every held-out and every validation question.
+- **test** (``heldout_problems``) is read before and after training and by no choice;
+- **dev** (``dev_problems``) is what every choice reads: the SFT stop, rates, steps, sweep winners;
+- **ood** (``ood_problems``) is read by no run and no choice: one block per shift from the training distribution
+  (``ood_shifts``: more steps, larger numbers, words training never uses), each measured on its own;
+- **train** (``train_problems``) is every training problem, SFT and RL alike.
 
-    python -m cpu_lab.problems runs/lab/data   # train.jsonl (5,000 rows), validation.jsonl and heldout.jsonl (200 each)
+Splits are kept apart on the **worked solution**, not the question: the names and items of a story never reach its
+solution, so two questions that differ only in them are the same arithmetic. No dev, test or OOD problem shares its
+solution (every equation, numbers included, and the final answer) with a training problem, and no problem repeats a
+solution inside its split. ``write_lab_data`` also counts how many would have shared one under the older rule (the
+question text alone) and writes both counts to ``splits.json``.
+
+    python -m cpu_lab.problems runs/lab/data   # train, dev, test and ood .jsonl, and splits.json
 """
 
 from __future__ import annotations
@@ -18,27 +25,36 @@ from __future__ import annotations
 import argparse
 import json
 import random
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
+from functools import lru_cache
 from pathlib import Path
 
 from eval.jsonl import write_jsonl
 
 TASK = "lab"  # GSM8K-shaped answers (same rewards and extractor as the benchmark), a short instruction
-HELDOUT_SEED = 1_000_003  # the held-out set's own seed, never used for training data
-HELDOUT_SIZE = 200
-VALIDATION_SEED = 2_000_003  # the validation set's own seed: the warm start's stopping rule reads it, nothing trains
-VALIDATION_SIZE = 200
-MAX_CONSECUTIVE_REPEATS = 2000  # draws in a row that repeat a problem before giving up: the story space is used up
+TEST_SEED = 1_000_003  # the test set's own seed, never used for training data
+TEST_SIZE = 200
+DEV_SEED = 2_000_003  # the dev set's own seed: the choices read it, nothing trains on it
+DEV_SIZE = 200
+OOD_SEED = 3_000_003  # the out-of-distribution set's own seed (one stream per shift)
+OOD_SIZE = 200  # problems per shift
+MAX_CONSECUTIVE_REPEATS = 2000  # draws in a row that repeat a solution before giving up: the space is used up
 
 NAMES = ["Tom", "Mia", "Sam", "Ava", "Leo", "Zoe", "Ben", "Ivy", "Max", "Eva", "Jack", "Lily", "Noah", "Emma"]
 ITEMS = ["apples", "marbles", "stickers", "books", "coins", "pencils", "cookies", "cards", "shells", "stamps"]
 GAIN = ["buys {n} more {item}", "finds {n} more {item}", "gets {n} more {item}", "is given {n} more {item}"]
 LOSS = ["gives away {n} {item}", "loses {n} {item}", "sells {n} {item}", "uses {n} {item}"]
+# Words no training story uses: the "new words" shift of the OOD set
+NEW_NAMES = ["Omar", "Priya", "Kenji", "Freya", "Diego", "Amara", "Tariq", "Ingrid", "Mateo", "Yuki", "Soren", "Nadia"]
+NEW_ITEMS = ["tulips", "pebbles", "buttons", "ribbons", "feathers", "crayons", "lemons", "tickets", "beads", "kites"]
+NEW_GAIN = ["collects {n} more {item}", "picks up {n} more {item}", "receives {n} more {item}", "wins {n} more {item}"]
+NEW_LOSS = ["donates {n} {item}", "drops {n} {item}", "trades away {n} {item}", "breaks {n} {item}"]
+WORDS = {"train": (NAMES, ITEMS, GAIN, LOSS), "new": (NEW_NAMES, NEW_ITEMS, NEW_GAIN, NEW_LOSS)}
 
 
 @dataclass(frozen=True)
 class Difficulty:
-    """How hard a problem is: how many operations it takes and how large its numbers are.
+    """How hard a problem is: how many operations it takes, the range of its numbers and the words it uses.
 
     >>> Difficulty(max_steps=0)
     Traceback (most recent call last):
@@ -48,7 +64,9 @@ class Difficulty:
 
     min_steps: int = 1  # operations per problem, drawn uniformly from [min_steps, max_steps]
     max_steps: int = 2
-    max_number: int = 50  # every number in the question is in [1, max_number]
+    max_number: int = 50  # every number in the question is in [min_number, max_number]
+    min_number: int = 1
+    words: str = "train"  # "train": the training stories' names, items and verbs; "new": words training never uses
 
     def __post_init__(self):
         if not 1 <= self.min_steps <= self.max_steps:
@@ -56,8 +74,32 @@ class Difficulty:
                 f"Difficulty needs 1 <= min_steps <= max_steps, got min_steps={self.min_steps}, "
                 f"max_steps={self.max_steps}: raise max_steps"
             )
-        if self.max_number < 2:
-            raise ValueError(f"Difficulty needs max_number >= 2, got {self.max_number}: numbers are drawn from [1, N]")
+        if not 1 <= self.min_number < self.max_number:
+            raise ValueError(
+                f"Difficulty needs 1 <= min_number < max_number, got {self.min_number} and {self.max_number}: "
+                "numbers are drawn from [min_number, max_number]"
+            )
+        if self.words not in WORDS:
+            raise ValueError(f"Difficulty words={self.words!r}: give one of {sorted(WORDS)}")
+
+
+def ood_shifts(difficulty: Difficulty = Difficulty()) -> dict[str, Difficulty]:
+    """The out-of-distribution shifts from training at ``difficulty``, one change each, so each is measured alone:
+    two more operations than training's most; every number above training's range (2x to 10x its largest); and
+    names, items and verbs that no training story uses.
+
+    >>> for name, d in ood_shifts().items():
+    ...     print(name, d.min_steps, d.max_steps, d.min_number, d.max_number, d.words)
+    more_steps 3 4 1 50 train
+    larger_numbers 1 2 100 500 train
+    new_words 1 2 1 50 new
+    """
+    d = difficulty
+    return {
+        "more_steps": replace(d, min_steps=d.max_steps + 1, max_steps=d.max_steps + 2),
+        "larger_numbers": replace(d, min_number=2 * d.max_number, max_number=10 * d.max_number),
+        "new_words": replace(d, words="new"),
+    }
 
 
 def make_problem(rng: random.Random, difficulty: Difficulty = Difficulty()) -> dict:
@@ -73,14 +115,16 @@ def make_problem(rng: random.Random, difficulty: Difficulty = Difficulty()) -> d
     """
     if hasattr(difficulty, "make_problem"):  # a Difficulty subclass with its own stories (cpu_lab/long_answers.py)
         return difficulty.make_problem(rng)
-    name, item = rng.choice(NAMES), rng.choice(ITEMS)
-    total = rng.randint(1, difficulty.max_number)
+    names, items, gain, loss = WORDS[difficulty.words]
+    low, high = difficulty.min_number, difficulty.max_number
+    name, item = rng.choice(names), rng.choice(items)
+    total = rng.randint(low, high)
     sentences, equations = [f"{name} has {total} {item}."], []
     for step in range(rng.randint(difficulty.min_steps, difficulty.max_steps)):
         # Subtract only what is there, so every intermediate count is a non-negative whole number.
-        subtract = total >= 1 and rng.random() < 0.5
-        amount = rng.randint(1, min(total, difficulty.max_number) if subtract else difficulty.max_number)
-        verb = rng.choice(LOSS if subtract else GAIN).format(n=amount, item=item)
+        subtract = total >= low and rng.random() < 0.5
+        amount = rng.randint(low, min(total, high) if subtract else high)
+        verb = rng.choice(loss if subtract else gain).format(n=amount, item=item)
         sentences.append(f"{'Then ' if step else ''}{name} {verb}.")
         new_total = total - amount if subtract else total + amount
         equations.append(f"{total} {'-' if subtract else '+'} {amount} = {new_total}")
@@ -89,83 +133,162 @@ def make_problem(rng: random.Random, difficulty: Difficulty = Difficulty()) -> d
     return {"question": " ".join(sentences), "answer": "\n".join([*equations, f"#### {total}"]), "final": str(total)}
 
 
-def heldout_problems(difficulty: Difficulty = Difficulty(), n: int = HELDOUT_SIZE) -> list[dict]:
-    """The fixed held-out set for ``difficulty``: ``n`` distinct problems drawn with ``HELDOUT_SEED``.
+def solution(problem: dict) -> str:
+    """What two problems must not share across splits: the worked solution, every equation with its numbers and the
+    final answer (the story's names and items never reach it).
+
+    >>> a = make_problem(random.Random(3))
+    >>> b = {**a, "question": a["question"].replace("Ava", "Zoe")}
+    >>> solution(a) == solution(b)
+    True
+    """
+    return problem["answer"]
+
+
+def heldout_problems(difficulty: Difficulty = Difficulty(), n: int = TEST_SIZE) -> list[dict]:
+    """The fixed test set for ``difficulty``: ``n`` problems with distinct solutions drawn with ``TEST_SEED``.
 
     >>> heldout_problems(n=2) == heldout_problems(n=2)  # the same every time
     True
     """
-    return _distinct(random.Random(HELDOUT_SEED), difficulty, n, exclude=set())
+    return _copies(_test(difficulty, n))
 
 
-def validation_problems(
-    difficulty: Difficulty = Difficulty(), n: int = VALIDATION_SIZE, heldout_n: int = HELDOUT_SIZE
-) -> list[dict]:
-    """The fixed validation set: ``n`` distinct problems drawn with ``VALIDATION_SEED``, none in the held-out set.
+def dev_problems(difficulty: Difficulty = Difficulty(), n: int = DEV_SIZE, test_n: int = TEST_SIZE) -> list[dict]:
+    """The fixed dev set: ``n`` problems drawn with ``DEV_SEED``, none sharing a solution with the test set.
 
-    >>> held = {p["question"] for p in heldout_problems()}
-    >>> any(p["question"] in held for p in validation_problems())
+    >>> tested = {solution(p) for p in heldout_problems()}
+    >>> any(solution(p) in tested for p in dev_problems())
     False
     """
-    exclude = {p["question"] for p in heldout_problems(difficulty, heldout_n)}
-    return _distinct(random.Random(VALIDATION_SEED), difficulty, n, exclude=exclude)
+    return _copies(_dev(difficulty, n, test_n))
+
+
+def ood_problems(
+    difficulty: Difficulty = Difficulty(), n: int = OOD_SIZE, test_n: int = TEST_SIZE, dev_n: int = DEV_SIZE
+) -> list[dict]:
+    """The out-of-distribution set: ``n`` problems for each of ``ood_shifts(difficulty)``, each row with its
+    ``shift``, none sharing a solution with the test or the dev set (nor, through ``train_problems``, with training).
+
+    >>> from collections import Counter
+    >>> Counter(r["shift"] for r in ood_problems(n=3))
+    Counter({'more_steps': 3, 'larger_numbers': 3, 'new_words': 3})
+    """
+    return _copies(_ood(difficulty, n, test_n, dev_n))
 
 
 def train_problems(
     n: int,
     seed: int = 0,
     difficulty: Difficulty = Difficulty(),
-    heldout_n: int = HELDOUT_SIZE,
-    validation_n: int = VALIDATION_SIZE,
+    test_n: int = TEST_SIZE,
+    dev_n: int = DEV_SIZE,
+    ood_n: int = OOD_SIZE,
 ):
-    """``n`` training problems for ``seed``, none of whose questions is in the held-out or the validation set.
+    """``n`` training problems for ``seed``, none of which shares its solution with a test, dev or OOD problem.
 
-    Training problems may repeat one another (the story space is finite for small numbers), never a held-out or a
-    validation one.
+    Training problems may repeat one another (the story space is finite for small numbers), never a kept-out one.
 
-    >>> kept_out = {p["question"] for p in heldout_problems() + validation_problems()}
-    >>> any(p["question"] in kept_out for p in train_problems(2000, seed=0))
+    >>> kept_out = kept_out_solutions()
+    >>> any(solution(p) in kept_out for p in train_problems(2000, seed=0))
     False
     """
-    if seed in (HELDOUT_SEED, VALIDATION_SEED):
-        raise ValueError(f"seed {seed} is the held-out or the validation set's seed: pick any other training seed")
-    exclude = kept_out_questions(difficulty, heldout_n, validation_n)
+    if seed in (TEST_SEED, DEV_SEED, OOD_SEED):
+        raise ValueError(f"seed {seed} is the test, dev or OOD set's seed: pick any other training seed")
+    exclude = kept_out_solutions(difficulty, test_n, dev_n, ood_n)
     rng, rows = random.Random(seed), []
     while len(rows) < n:
         problem = make_problem(rng, difficulty)
-        if problem["question"] not in exclude:
+        if solution(problem) not in exclude:
             rows.append(problem)
     return rows
 
 
-def kept_out_questions(
-    difficulty: Difficulty = Difficulty(), heldout_n: int = HELDOUT_SIZE, validation_n: int = VALIDATION_SIZE
-) -> set[str]:
-    """The questions no training problem may ask: the held-out and the validation set's at ``difficulty``.
+@lru_cache(maxsize=16)
+def kept_out_solutions(
+    difficulty: Difficulty = Difficulty(), test_n: int = TEST_SIZE, dev_n: int = DEV_SIZE, ood_n: int = OOD_SIZE
+) -> frozenset[str]:
+    """The solutions no training problem may have: the test, dev and OOD sets' at ``difficulty``.
 
-    A curriculum draws training problems at other difficulties but keeps these out: the held-out set is the same
-    200 problems whatever the training difficulty, so before/after numbers compare.
+    A curriculum draws training problems at other difficulties but keeps these out: the test set is the same
+    problems whatever the training difficulty, so before/after numbers compare.
 
-    >>> len(kept_out_questions())
-    400
+    >>> len(kept_out_solutions()) == 200 + 200 + 3 * 200
+    True
     """
-    kept_out = {p["question"] for p in heldout_problems(difficulty, heldout_n)}
-    return kept_out | {p["question"] for p in validation_problems(difficulty, validation_n, heldout_n)}
+    rows = [*_test(difficulty, test_n), *_dev(difficulty, dev_n, test_n), *_ood(difficulty, ood_n, test_n, dev_n)]
+    return frozenset(solution(p) for p in rows)
 
 
-def _distinct(rng: random.Random, difficulty: Difficulty, n: int, exclude: set[str]) -> list[dict]:
+def solution_overlap(train: list[dict], rows: list[dict]) -> int:
+    """How many of ``rows`` share their solution with a problem of ``train``.
+
+    >>> a, b = make_problem(random.Random(1)), make_problem(random.Random(2))
+    >>> solution_overlap([a], [{**a, "question": "renamed"}, b])
+    1
+    """
+    seen = {solution(p) for p in train}
+    return sum(solution(p) in seen for p in rows)
+
+
+@lru_cache(maxsize=16)
+def _test(difficulty: Difficulty, n: int) -> tuple[dict, ...]:
+    return tuple(_distinct(random.Random(TEST_SEED), difficulty, n, exclude=frozenset()))
+
+
+@lru_cache(maxsize=16)
+def _dev(difficulty: Difficulty, n: int, test_n: int) -> tuple[dict, ...]:
+    tested = frozenset(solution(p) for p in _test(difficulty, test_n))
+    return tuple(_distinct(random.Random(DEV_SEED), difficulty, n, exclude=tested))
+
+
+@lru_cache(maxsize=16)
+def _ood(difficulty: Difficulty, n: int, test_n: int, dev_n: int) -> tuple[dict, ...]:
+    if type(difficulty) is not Difficulty or n == 0:  # a subclass with its own stories has no shifts defined here
+        return ()
+    exclude = {solution(p) for p in (*_test(difficulty, test_n), *_dev(difficulty, dev_n, test_n))}
+    rows = []
+    for i, (shift, shifted) in enumerate(ood_shifts(difficulty).items()):
+        block = _distinct(random.Random(OOD_SEED + i), shifted, n, exclude=frozenset(exclude))
+        exclude |= {solution(p) for p in block}
+        rows += [{**p, "shift": shift} for p in block]
+    return tuple(rows)
+
+
+def _copies(rows) -> list[dict]:
+    return [dict(r) for r in rows]
+
+
+def _distinct(rng: random.Random, difficulty: Difficulty, n: int, exclude: frozenset[str]) -> list[dict]:
     rows, seen, misses = [], set(exclude), 0
     while misses < MAX_CONSECUTIVE_REPEATS:
         problem = make_problem(rng, difficulty)
-        if problem["question"] in seen:
+        if solution(problem) in seen:
             misses += 1
             continue
-        seen.add(problem["question"])
+        seen.add(solution(problem))
         rows.append(problem)
         misses = 0
         if len(rows) == n:
             return rows
-    raise ValueError(f"could not draw {n} distinct problems at {difficulty}: raise max_number or max_steps")
+    raise ValueError(
+        f"could not draw {n} problems with distinct solutions at {difficulty}: raise max_number or max_steps, "
+        "or ask for fewer"
+    )
+
+
+def question_rule_overlap(
+    n_train: int, seed: int, difficulty: Difficulty, splits: dict[str, list[dict]]
+) -> dict[str, int]:
+    """How many problems of each split would share their solution with training under the older rule, which kept
+    out only identical question text: ``n_train`` problems drawn for ``seed`` that skip only the splits' questions."""
+    questions = {p["question"] for rows in splits.values() for p in rows}
+    rng, train = random.Random(seed), []
+    while len(train) < n_train:
+        problem = make_problem(rng, difficulty)
+        if problem["question"] not in questions:
+            train.append(problem)
+    return {name: solution_overlap(train, rows) for name, rows in splits.items()}
 
 
 def write_lab_data(
@@ -173,37 +296,82 @@ def write_lab_data(
     n_train: int = 5000,
     seed: int = 0,
     difficulty: Difficulty = Difficulty(),
-    heldout_n: int = HELDOUT_SIZE,
-    validation_n: int = VALIDATION_SIZE,
-):
-    """Write ``train.jsonl``, ``validation.jsonl``, ``heldout.jsonl`` and ``difficulty.json`` to ``out_dir``; return
-    the paths of the three data files. A larger ``heldout_n`` keeps the first 200 held-out problems and adds more
-    (the same seed draws them in order); the validation and training sets then avoid all of them."""
+    test_n: int = TEST_SIZE,
+    dev_n: int = DEV_SIZE,
+    ood_n: int = OOD_SIZE,
+) -> dict[str, Path]:
+    """Write ``train.jsonl``, ``dev.jsonl``, ``test.jsonl``, ``ood.jsonl`` (with ``ood_n`` > 0) and ``splits.json``
+    (the difficulty, sizes and seeds, the OOD shifts, and each split's solution overlap with training under the
+    question-text rule and now) to ``out_dir``; return the data files' paths by split. A larger ``test_n`` keeps the
+    first problems of a smaller one and adds more (the same seed draws them in order)."""
     out = Path(out_dir)
-    train = write_jsonl(train_problems(n_train, seed, difficulty, heldout_n, validation_n), out / "train.jsonl")
-    validation = write_jsonl(validation_problems(difficulty, validation_n, heldout_n), out / "validation.jsonl")
-    heldout = write_jsonl(heldout_problems(difficulty, heldout_n), out / "heldout.jsonl")
-    sizes = {"seed": seed, "n_train": n_train, "heldout_n": heldout_n, "validation_n": validation_n}
-    (out / "difficulty.json").write_text(json.dumps({**asdict(difficulty), **sizes}))
-    return train, validation, heldout
+    splits = {
+        "dev": dev_problems(difficulty, dev_n, test_n),
+        "test": heldout_problems(difficulty, test_n),
+        "ood": ood_problems(difficulty, ood_n, test_n, dev_n),
+    }
+    train = train_problems(n_train, seed, difficulty, test_n, dev_n, ood_n)
+    paths = {"train": write_jsonl(train, out / "train.jsonl")}
+    paths |= {name: write_jsonl(rows, out / f"{name}.jsonl") for name, rows in splits.items() if rows}
+    info = {
+        "difficulty": asdict(difficulty),
+        "sizes": {"train": n_train, "dev": dev_n, "test": test_n, "ood_per_shift": ood_n},
+        "seeds": {"train": seed, "dev": DEV_SEED, "test": TEST_SEED, "ood": OOD_SEED},
+        "ood_shifts": {name: asdict(d) for name, d in ood_shifts(difficulty).items()} if splits["ood"] else {},
+        "solution_overlap_with_train": {
+            "question_rule": question_rule_overlap(n_train, seed, difficulty, splits),
+            "solution_rule": {name: solution_overlap(train, rows) for name, rows in splits.items()},
+        },
+    }
+    (out / "splits.json").write_text(json.dumps(info, indent=1) + "\n")
+    return paths
+
+
+def check_disjoint(paths: dict[str, str | Path]) -> None:
+    """Raise if a dev, test or OOD file of ``paths`` (split name -> .jsonl) shares a worked solution with the
+    ``train`` file: a data folder written by an older rule, or by hand, is refused before anything trains on it."""
+    from eval.jsonl import read_jsonl
+
+    train = {solution(p) for p in read_jsonl(paths["train"])}
+    for name, path in paths.items():
+        if name == "train":
+            continue
+        shared = sum(solution(p) in train for p in read_jsonl(path))
+        if shared:
+            raise ValueError(
+                f"{path}: {shared} problems share their worked solution with {paths['train']}; write the data "
+                "again with `python -m cpu_lab.problems DIR` (it keeps splits apart on the solution)"
+            )
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        prog="python -m cpu_lab.problems", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("out_dir")
     parser.add_argument("--n-train", type=int, default=5000)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--min-steps", type=int, default=1)
     parser.add_argument("--max-steps", type=int, default=2)
     parser.add_argument("--max-number", type=int, default=50)
-    parser.add_argument("--heldout", type=int, default=HELDOUT_SIZE, help="held-out problems (its own seed)")
-    parser.add_argument("--validation", type=int, default=VALIDATION_SIZE, help="validation problems (its own seed)")
+    parser.add_argument("--test", type=int, default=TEST_SIZE, help="test problems (their own seed)")
+    parser.add_argument("--dev", type=int, default=DEV_SIZE, help="dev problems (their own seed)")
+    parser.add_argument("--ood", type=int, default=OOD_SIZE, help="out-of-distribution problems per shift (0: none)")
     args = parser.parse_args()
-    difficulty = Difficulty(args.min_steps, args.max_steps, args.max_number)
-    train, validation, heldout = write_lab_data(
-        args.out_dir, args.n_train, args.seed, difficulty, args.heldout, args.validation
+    try:
+        difficulty = Difficulty(args.min_steps, args.max_steps, args.max_number)
+        paths = write_lab_data(args.out_dir, args.n_train, args.seed, difficulty, args.test, args.dev, args.ood)
+    except ValueError as e:
+        parser.error(str(e))
+    overlap = json.loads((Path(args.out_dir) / "splits.json").read_text())["solution_overlap_with_train"]
+    print(f"wrote {', '.join(str(p) for p in paths.values())}")
+    print(
+        "problems sharing a worked solution with train.jsonl: "
+        + ", ".join(
+            f"{k} {overlap['question_rule'][k]} -> {overlap['solution_rule'][k]}" for k in overlap["solution_rule"]
+        )
+        + " (kept apart on the question text -> on the solution)"
     )
-    print(f"wrote {train}, {validation} and {heldout}")
 
 
 if __name__ == "__main__":

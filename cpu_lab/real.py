@@ -42,7 +42,7 @@ import yaml
 
 from cpu_lab import matrix
 from cpu_lab.demo import probe_lines
-from cpu_lab.problems import write_lab_data
+from cpu_lab.problems import check_disjoint, write_lab_data
 from cpu_lab.report import (
     MISSING,
     accuracy,
@@ -118,15 +118,18 @@ def main(argv: list[str] | None = None) -> Path:
 
     # 1. Data (written once: the runs' settings name these files)
     data = out / "data"
-    if not (data / "heldout.jsonl").exists():
-        write_lab_data(data, heldout_n=default_arm_config()["eval_limit"])  # the whole set, before and after
+    if (data / "heldout.jsonl").exists() and not (data / "test.jsonl").exists():
+        parser.error(f"{data} holds data split on the question text alone: pass a new --out (or delete {data})")
+    if not (data / "test.jsonl").exists():
+        write_lab_data(data, test_n=default_arm_config()["eval_limit"])  # the whole test set, before and after
+    check_disjoint({split: data / f"{split}.jsonl" for split in ("train", "dev", "test", "ood")})
     limits = [] if args.eval_limit is None else ["--eval_limit", str(args.eval_limit)]
 
     # 2. SFT until the validation stop, through the recipe (reused when finished with the same settings)
     t0 = time.monotonic()
     sft_flags = [
         *("--model_name_or_path", args.model, "--data", str(data / "train.jsonl")),
-        *("--eval_data", str(data / "heldout.jsonl"), "--validation_data", str(data / "validation.jsonl")),
+        *("--eval_data", str(data / "test.jsonl"), "--validation_data", str(data / "dev.jsonl")),
         *limits,
         *([] if args.sft_steps is None else ["--max_steps", str(args.sft_steps)]),
     ]
@@ -143,7 +146,7 @@ def main(argv: list[str] | None = None) -> Path:
     t0 = time.monotonic()
     grpo_flags = [
         *("--model_name_or_path", str(sft_dir), "--data", str(data / "train.jsonl")),
-        *("--eval_data", str(data / "heldout.jsonl")),
+        *("--eval_data", str(data / "test.jsonl")),
         *limits,
         *([] if args.steps is None else ["--max_steps", str(args.steps)]),
     ]
@@ -159,7 +162,7 @@ def main(argv: list[str] | None = None) -> Path:
         rollouts = sample_rollouts(sft_dir, data, out / "rollouts", args.eval_limit)
         dpo_flags = [
             *("--model_name_or_path", str(sft_dir), "--data", str(rollouts)),
-            *("--eval_data", str(data / "heldout.jsonl")),
+            *("--eval_data", str(data / "test.jsonl")),
             *limits,
         ]
         matrix.run_matrix([str(DPO_CONFIG)], seeds[:1], out / "dpo", dpo_flags, jobs=1, run_logs=True)

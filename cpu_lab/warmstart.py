@@ -36,7 +36,7 @@ import yaml
 from safetensors import safe_open
 
 from cpu_lab import matrix, problems
-from cpu_lab.problems import TASK, Difficulty, heldout_problems, train_problems, validation_problems
+from cpu_lab.problems import TASK, Difficulty, dev_problems, heldout_problems, train_problems
 from eval.jsonl import write_jsonl
 from eval.tasks import get_task
 
@@ -117,8 +117,9 @@ class WarmStartSettings:
         # of the config's other settings (optimizer, scheduler, sequence length).
         prompt = {"instruction": get_task(TASK).instruction, "chat_template": LAB_CHAT_TEMPLATE}
         splits = {
-            "heldout_seed": problems.HELDOUT_SEED,
-            "validation_seed": problems.VALIDATION_SEED,
+            "heldout_seed": problems.TEST_SEED,
+            "validation_seed": problems.DEV_SEED,
+            "kept_apart_on": "solution",  # splits share no worked solution with training
             "stop_on": "validation",
         }
         config = {k: v for k, v in _SFT.items() if k not in INPUT_KEYS and k not in RECIPE_FLAGS.values()}
@@ -170,7 +171,7 @@ def write_inputs(settings: WarmStartSettings, folder: str | Path) -> dict[str, P
     train = train_problems(
         settings.n_train, settings.seed, settings.difficulty, settings.heldout_n, settings.validation_n
     )
-    validation = validation_problems(settings.difficulty, settings.validation_n, settings.heldout_n)
+    validation = dev_problems(settings.difficulty, settings.validation_n, settings.heldout_n)
     return {
         "model_name_or_path": folder / "init",
         "data": write_jsonl(train, folder / "train.jsonl"),

@@ -9,7 +9,7 @@ import pytest
 
 from cpu_lab import curriculum
 from cpu_lab.curriculum import LADDER, PASS_RATE_KEY, START_LEVEL, CurriculumController, CurriculumDataset
-from cpu_lab.problems import Difficulty, heldout_problems, kept_out_questions, validation_problems
+from cpu_lab.problems import Difficulty, dev_problems, heldout_problems, kept_out_solutions, ood_problems, solution
 from eval.jsonl import read_jsonl, write_jsonl
 from recipes import checks, grpo
 from tests.helpers import parse_recipe_config
@@ -85,18 +85,20 @@ def test_problems_are_fixed_per_seed_level_and_index_and_never_kept_out():
     a = curriculum.problem_at(0, 1, 5, set())
     assert a == curriculum.problem_at(0, 1, 5, set())
     assert a != curriculum.problem_at(1, 1, 5, set()) and a != curriculum.problem_at(0, 2, 5, set())
-    redrawn = curriculum.problem_at(0, 1, 5, {a["question"]})  # a held-out question is skipped
-    assert redrawn["question"] != a["question"]
+    redrawn = curriculum.problem_at(0, 1, 5, {solution(a)})  # a kept-out solution is skipped
+    assert solution(redrawn) != solution(a)
 
 
 def test_dataset_keeps_out_the_fixed_heldout_set_at_every_level():
     data = CurriculumDataset(64, seed=0, task_name="lab")
-    fixed = {p["question"] for p in heldout_problems() + validation_problems()}
-    assert data.kept_out == fixed == kept_out_questions()  # the default difficulty's, whatever the level
+    fixed = {solution(p) for p in heldout_problems() + dev_problems() + ood_problems()}
+    assert data.kept_out == fixed == kept_out_solutions()  # the default difficulty's, whatever the level
     for level in range(len(LADDER)):
         data.level = level
         rows = data.dataset[list(range(64))]
-        assert not fixed & set(rows["question"])
+        drawn = [curriculum.problem_at(0, level, i, data.kept_out) for i in range(64)]  # what the rows hold
+        assert [p["question"] for p in drawn] == rows["question"]
+        assert not fixed & {solution(p) for p in drawn}
         assert rows["curriculum_level"] == [level] * 64
         # every answer is the final number of a problem at that level's number of operations
         steps = {q.count(". ") - 1 for q in rows["question"]}

@@ -14,7 +14,7 @@ import pytest
 
 from cpu_lab import long_answers
 from cpu_lab.long_answers import CONFIGS, WARMSTART, LongDifficulty
-from cpu_lab.problems import Difficulty, heldout_problems, train_problems, validation_problems
+from cpu_lab.problems import Difficulty, dev_problems, heldout_problems, solution, train_problems
 from cpu_lab.warmstart import WarmStartSettings, lab_tokenizer
 from rewards.answers import extract_answer
 from rewards.verify import is_correct
@@ -27,7 +27,7 @@ GAINS = {"buys", "finds", "gets", "is given"}
 def sample():
     """Every held-out and validation problem, and 600 training problems, of the long lab."""
     difficulty = WARMSTART.difficulty
-    return heldout_problems(difficulty) + validation_problems(difficulty) + train_problems(600, 0, difficulty)
+    return heldout_problems(difficulty) + dev_problems(difficulty) + train_problems(600, 0, difficulty)
 
 
 def test_solutions_take_60_to_120_tokens_of_the_lab_tokenizer(sample):
@@ -68,11 +68,11 @@ def test_every_operation_count_and_both_signs_occur(sample):
     assert any(" + " in p["answer"] for p in sample) and any(" - " in p["answer"] for p in sample)
 
 
-def test_splits_share_no_question_and_are_deterministic():
+def test_splits_share_no_solution_and_are_deterministic():
     difficulty = LongDifficulty()
-    held = {p["question"] for p in heldout_problems(difficulty)}
-    validation = {p["question"] for p in validation_problems(difficulty)}
-    train = {p["question"] for p in train_problems(2000, 1, difficulty)}
+    held = {solution(p) for p in heldout_problems(difficulty)}
+    validation = {solution(p) for p in dev_problems(difficulty)}
+    train = {solution(p) for p in train_problems(2000, 1, difficulty)}
     assert len(held) == 200 and len(validation) == 200 and not held & validation and not train & (held | validation)
     assert train_problems(5, 1, difficulty) == train_problems(5, 1, difficulty)
     assert train_problems(5, 1, difficulty) != train_problems(5, 2, difficulty)

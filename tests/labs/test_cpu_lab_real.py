@@ -165,9 +165,7 @@ def test_the_lab_queues_every_grpo_run_at_once_so_both_cores_stay_busy(tmp_path,
     ]
     assert default_pairs == pairs[:3]
     assert kw["jobs"] == 2 and flags[flags.index("--model_name_or_path") + 1] == str(sft)
-    assert (
-        len((out / "data" / "heldout.jsonl").read_text().splitlines()) == real.default_arm_config()["eval_limit"] == 500
-    )
+    assert len((out / "data" / "test.jsonl").read_text().splitlines()) == real.default_arm_config()["eval_limit"] == 500
 
 
 def test_missing_model_is_one_clear_error_before_anything_runs(tmp_path, capsys):

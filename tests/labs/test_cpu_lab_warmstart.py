@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from cpu_lab import warmstart
-from cpu_lab.problems import Difficulty, heldout_problems, train_problems, validation_problems
+from cpu_lab.problems import Difficulty, dev_problems, heldout_problems, train_problems
 from cpu_lab.warmstart import SFT_CONFIG, WarmStartSettings, lab_tokenizer, sft_flags, warm_start, write_inputs
 from eval.jsonl import read_jsonl
 from recipes import sft
@@ -48,7 +48,7 @@ def test_few_sft_steps_train_save_and_cache(tmp_path, monkeypatch):
     assert not record["reached_threshold"]  # a 3-step model does not solve everything
     assert 0.0 <= record["validation_accuracy"] <= 1.0 and 0.0 <= record["heldout_accuracy"] <= 1.0
     read = lambda name: read_jsonl(out / "inputs" / name)  # noqa: E731
-    assert read("validation.jsonl") == validation_problems(settings.difficulty, 5, heldout_n=4)
+    assert read("validation.jsonl") == dev_problems(settings.difficulty, 5, test_n=4)
     assert read("heldout.jsonl") == heldout_problems(settings.difficulty, 4)
     assert read("train.jsonl") == train_problems(64, 0, settings.difficulty, 4, 5)
     # it ran through recipes.sft on the lab's config: the recipe's report and resolved config, with the settings
@@ -206,7 +206,7 @@ def test_cache_key_changes_with_the_prompt(monkeypatch):
     assert WarmStartSettings().key() != before
 
 
-@pytest.mark.parametrize("seed_name", ["VALIDATION_SEED", "HELDOUT_SEED"])
+@pytest.mark.parametrize("seed_name", ["DEV_SEED", "TEST_SEED"])
 def test_cache_key_changes_with_the_splits(monkeypatch, seed_name):
     # a warm start stopped on one validation set (and trained on data that leaves out one pair of sets) must not be
     # reused for another: the splits' seeds are part of the key
