@@ -40,6 +40,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import torch
 from transformers import TrainerCallback
 
 from eval import run as eval_run
@@ -370,23 +371,44 @@ def make_monitored_trainer_class(base):
 
 class ValidationStop(TrainerCallback):
     """Every ``every`` steps, greedy accuracy on a validation set (``held_out_metrics``); training stops once it
-    reaches ``stop_at`` (None: never stops, only measures). Each check is a line of ``path`` (JSON) and of stdout, so
-    a run can stop on data that is not its held-out set, as a warm start must.
+    reaches ``stop_at``, or once ``patience`` checks in a row have not beaten the best check before them (the
+    plateau). With ``patience`` the best check's weights are kept and put back when training ends, so the model saved
+    is the best one the checks saw. Each check is a line of ``path`` (JSON) and of stdout, so a run can stop on data
+    that is not its held-out set, as a warm start must.
 
     Args:
         every: steps between checks.
         stop_at: accuracy at which to stop, or None.
         eval_kwargs: keyword arguments for ``eval.run.evaluate`` (task_name, data, limit, max_new_tokens...).
         path: the JSON-lines file of checks (the main process writes it).
+        patience: checks without a new best after which training stops (None: never on a plateau).
+        min_delta: how much a check must beat the best by to count as a new best.
     """
 
-    def __init__(self, every: int, stop_at: float | None, eval_kwargs: dict, path: str | Path):
+    def __init__(
+        self,
+        every: int,
+        stop_at: float | None,
+        eval_kwargs: dict,
+        path: str | Path,
+        patience: int | None = None,
+        min_delta: float = 0.0,
+    ):
         self.every, self.stop_at, self.eval_kwargs, self.path = every, stop_at, eval_kwargs, Path(path)
+        self.patience, self.min_delta = patience, min_delta
         self.history: list[dict] = []
+        self.best: dict | None = None  # the best check so far (with patience); its weights are in best_path
+        self.best_path = self.path.with_name("best_check.pt")
+        self.stopped_on_plateau = False
         self.started = time.monotonic()
 
     def on_train_begin(self, args, state, control, **kwargs):
         self.started = time.monotonic()
+        if state.global_step and self.path.exists():  # a resumed run: the checks made before its checkpoint count
+            rows = [json.loads(line) for line in self.path.read_text().splitlines() if line.strip()]
+            self.history = [r for r in rows if r["step"] <= state.global_step]
+            if self.patience is not None and self.history and self.best_path.exists():
+                self.best = max(self.history, key=lambda r: r["accuracy"])
         return control
 
     def on_step_end(self, args, state, control, model=None, processing_class=None, **kwargs):
@@ -396,25 +418,50 @@ class ValidationStop(TrainerCallback):
         row = {"step": state.global_step, "accuracy": metrics["eval/accuracy"], "n": metrics["eval/n"]}
         row["seconds"] = round(time.monotonic() - self.started, 1)  # since training began, checks included
         self.history.append(row)
+        if self.patience is not None and (
+            self.best is None or row["accuracy"] > self.best["accuracy"] + self.min_delta
+        ):
+            self.best = row
+            if state.is_world_process_zero:  # on disk, so a resumed run still ends on its best check
+                torch.save({k: v.detach().cpu() for k, v in model.state_dict().items()}, self.best_path)
         if state.is_world_process_zero:
             with self.path.open("a") as f:
                 f.write(json.dumps(row) + "\n")
-            print(f"step {row['step']}: validation accuracy {row['accuracy']:.3f} (n={row['n']})", flush=True)
+            best = "" if self.best is None else f"; best {self.best['accuracy']:.3f} at step {self.best['step']}"
+            print(f"step {row['step']}: validation accuracy {row['accuracy']:.3f} (n={row['n']}){best}", flush=True)
             # the same check as a log record, for a caller's progress display (cpu_lab.warmstart relays it)
             extra = {"step": row["step"], "validation_accuracy": row["accuracy"]}
             CHECKS_LOGGER.info("step %d: validation accuracy %.3f", row["step"], row["accuracy"], extra=extra)
         if self.stop_at is not None and row["accuracy"] >= self.stop_at:
             control.should_training_stop = True
+        elif self.patience is not None and self._checks_since_best() >= self.patience:
+            self.stopped_on_plateau = control.should_training_stop = True
         return control
 
+    def on_train_end(self, args, state, control, model=None, **kwargs):
+        if self.best is not None and model is not None and self.best_path.exists():
+            if self.history[-1]["step"] != self.best["step"]:  # the plateau's best check, not the checks after it
+                model.load_state_dict(torch.load(self.best_path, weights_only=True))
+            self.best_path.unlink()
+        return control
+
+    def _checks_since_best(self) -> int:
+        return sum(row["step"] > self.best["step"] for row in self.history)
+
     def report(self) -> dict:
-        """The checks, the last accuracy and why training ended."""
+        """The checks, the last accuracy, the best check kept (with ``patience``) and why training ended."""
         last = self.history[-1] if self.history else {"step": None, "accuracy": None}
         reached = self.stop_at is not None and last["accuracy"] is not None and last["accuracy"] >= self.stop_at
-        why = (
-            f"reached {self.stop_at}" if reached else "max_steps" + (f" before {self.stop_at}" if self.stop_at else "")
-        )
-        return {"checks": self.history, "last": last["accuracy"], "last_step": last["step"], "why": why}
+        if reached:
+            why = f"reached {self.stop_at}"
+        elif self.stopped_on_plateau:
+            why = f"plateau: {self.patience} checks without a new best"
+        else:
+            why = "max_steps" + (f" before {self.stop_at}" if self.stop_at else "")
+        out = {"checks": self.history, "last": last["accuracy"], "last_step": last["step"], "why": why}
+        if self.patience is not None and self.best is not None:
+            out |= {"best": self.best["accuracy"], "best_step": self.best["step"], "kept": "best check's weights"}
+        return out
 
 
 __all__ = [

@@ -11,8 +11,9 @@ a reward model or RL.
 Each training row is the task's prompt (the one eval and the GRPO recipe use) and the reference solution as the
 assistant's reply; the loss is on the reply only (TRL's ``completion_only_loss`` for prompt/completion rows). GSM8K's
 calculator annotations (``<<48/2=24>>``) are dropped from the solutions. Held-out accuracy is measured before and
-after; with ``validation_data``, training stops once the validation accuracy reaches ``stop_at_accuracy``, so the
-held-out set never chooses the checkpoint. A run started again into the same ``output_dir`` resumes from its last
+after; with ``validation_data``, training stops once the validation accuracy reaches ``stop_at_accuracy``, or at its
+plateau (``stop_patience`` checks without a new best, keeping the best check's weights), so the held-out set never
+chooses the checkpoint. A run started again into the same ``output_dir`` resumes from its last
 checkpoint. Everything that can fail is checked before a model is loaded.
 """
 
@@ -60,12 +61,23 @@ class SFTScriptArguments(common.RunArguments):
     stop_at_accuracy: float | None = field(
         default=None, metadata={"help": "stop once the validation accuracy reaches this (needs validation_data)"}
     )
+    stop_patience: int | None = field(
+        default=None,
+        metadata={
+            "help": "stop at the plateau: after N validation checks without a new best, keeping the best check's "
+            "weights (needs validation_data)"
+        },
+    )
 
 
 def check_args(args: SFTScriptArguments) -> None:
     """The recipe's own settings, checked before anything loads."""
     if args.stop_at_accuracy is not None and not args.validation_data:
         raise ValueError("stop_at_accuracy needs validation_data: a .jsonl of problems that is not the held-out set")
+    if args.stop_patience is not None and not args.validation_data:
+        raise ValueError("stop_patience needs validation_data: a .jsonl of problems that is not the held-out set")
+    if args.stop_patience is not None and args.stop_patience < 1:
+        raise ValueError(f"stop_patience={args.stop_patience}: give a number of validation checks >= 1, e.g. 3")
     if args.stop_at_accuracy is not None and not 0 < args.stop_at_accuracy <= 1:
         raise ValueError(f"stop_at_accuracy={args.stop_at_accuracy}: give a fraction in (0, 1]")
     if args.eval_batch_size < 1:
@@ -139,7 +151,9 @@ def main(script_args, training_args, model_args):
     stop = None
     if args.validation_data:
         validation = {**eval_kwargs, "data": args.validation_data, "limit": args.validation_limit}
-        stop = ValidationStop(args.validation_steps, args.stop_at_accuracy, validation, out / "validation.jsonl")
+        stop = ValidationStop(
+            args.validation_steps, args.stop_at_accuracy, validation, out / "validation.jsonl", args.stop_patience
+        )
         callbacks.append(stop)
     trainer = trl.SFTTrainer(
         model=model_args.model_name_or_path,
@@ -188,7 +202,9 @@ def make_parser():
     groups = {
         "training data": ["task", "data", "solution_field", "train_limit"],
         "held-out evaluation": ["eval_task", "eval_data", "eval_limit", "eval_max_new_tokens", "eval_batch_size"],
-        "stopping on a validation set": ["validation_data", "validation_limit", "validation_steps", "stop_at_accuracy"],
+        "stopping on a validation set": [
+            *("validation_data", "validation_limit", "validation_steps", "stop_at_accuracy", "stop_patience"),
+        ],
         "run": ["build_tiny_model", "resume"],
     }
     options = ("num_train_epochs", "max_length")

@@ -87,6 +87,27 @@ def test_a_reached_threshold_stops_at_that_check(tiny_model_dir, tmp_path, monke
     assert report["steps"] == 2 and report["validation"]["why"] == "reached 0.5"
 
 
+def test_the_plateau_stop_ends_after_patience_checks_and_keeps_the_best_weights(tiny_model_dir, tmp_path, monkeypatch):
+    accuracies, weights = iter([0.2, 0.5, 0.4, 0.45, 0.9, 0.9]), []
+
+    def check(model, *args, **kwargs):  # a scripted validation curve; the weights each check saw
+        weights.append({k: v.detach().clone() for k, v in model.state_dict().items()})
+        return {"eval/accuracy": next(accuracies), "eval/n": 4}
+
+    monkeypatch.setattr(recipes.monitors, "held_out_metrics", check)
+    out = tmp_path / "out"
+    flags = ["--stop_patience", "2", "--validation_steps", "1", "--max_steps", "6", "--eval_limit", "0"]
+    report = run(tiny_model_dir, out, *flags)
+    v = report["validation"]
+    # best 0.5 at step 2; steps 3 and 4 do not beat it, so training stops at step 4, before the later 0.9
+    assert report["steps"] == 4 and v["why"] == "plateau: 2 checks without a new best"
+    assert (v["best"], v["best_step"], v["last"]) == (0.5, 2, 0.45)
+    saved = load_file(str(out / "model.safetensors"))
+    best, last = weights[1], weights[3]
+    assert all(torch.equal(saved[k], best[k]) for k in saved)  # the model saved is the best check's
+    assert any(not torch.equal(saved[k], last[k]) for k in saved)
+
+
 def test_a_killed_run_resumes_from_its_checkpoint(tiny_model_dir, tmp_path, capsys):
     out = tmp_path / "out"
     common = ["--eval_limit", "0", "--save_strategy", "steps", "--save_steps", "2"]
@@ -100,6 +121,8 @@ def test_a_killed_run_resumes_from_its_checkpoint(tiny_model_dir, tmp_path, caps
     [
         (["--stop_at_accuracy", "0.5", "--validation_data", ""], "stop_at_accuracy needs validation_data"),
         (["--stop_at_accuracy", "1.5"], "give a fraction in"),
+        (["--stop_patience", "0"], "give a number of validation checks >= 1"),
+        (["--stop_patience", "3", "--validation_data", ""], "stop_patience needs validation_data"),
         (["--validation_data", "tests/data/gsm8k/test.jsonl"], "validation_data is the held-out eval_data"),
         (["--solution_field", "worked"], "no 'worked' column"),
         (["--data", "no/such/file.jsonl"], "does not exist"),
