@@ -1,4 +1,4 @@
-"""Command line of leash eval: run a benchmark, re-score stored completions, compare two runs.
+"""Command line of leash eval: run a benchmark, re-score stored completions, compare runs, measure forgetting.
 
     python -m eval run --model Qwen/Qwen2.5-0.5B-Instruct --task gsm8k --out runs/eval/base
     python -m eval run --model Qwen/Qwen2.5-0.5B-Instruct --task math500 --data data/math500/test.jsonl \\
@@ -6,6 +6,9 @@
     python -m eval run --model M --task gsm8k --num-samples 8 --temperature 0.8 --out runs/eval/pass8
     python -m eval score --task gsm8k --predictions preds.jsonl --completion-field completion --out runs/eval/vllm
     python -m eval compare runs/eval/base runs/eval/grpo
+    python -m eval passk runs/eval/sft runs/eval/grpo --ks 1,2,4,8 --png runs/eval/passk.png
+    python -m eval forgetting --base runs/real_model/model --model runs/gsm8k/smollm2/grpo_lora \\
+        --data chat.jsonl --field messages --limit 200 --out runs/eval/forgetting
 
 Every argument is checked (task, data file and fields, model source, adapter against the model, backend) before a
 model loads; each error is one line naming the fix. Without ``--data`` the task's data set comes from the hub; a
@@ -25,13 +28,24 @@ from pathlib import Path
 
 from safetensors import safe_open
 
+from eval.forgetting import DEFAULT_BATCH_SIZE as FORGETTING_BATCH_SIZE
+from eval.forgetting import (
+    DEFAULT_MAX_LENGTH,
+    FORGETTING_FILE,
+    check_same_vocabulary,
+    document_scores,
+    encode_documents,
+    forgetting_lines,
+    read_reference,
+    summarize_forgetting,
+)
 from eval.generate import check_backend
 from eval.jsonl import read_jsonl
 from eval.metrics import compare_records, has_lenient, normal_quantile
+from eval.passk import check_same_problems, parse_ks, passk_markdown, plot_pass_at_k, samples_per_problem
 from eval.report import compare_markdown
 from eval.run import (
     DEFAULT_BATCH_SIZE,
-    RESULTS_FILE,
     SAMPLES_FILE,
     default_max_new_tokens,
     evaluate,
@@ -40,6 +54,7 @@ from eval.run import (
     log_to_wandb,
     prepare_folder,
     read_predictions,
+    read_run,
     run_settings,
     score_predictions,
     score_settings,
@@ -147,12 +162,71 @@ def make_parser() -> argparse.ArgumentParser:
     compare.add_argument("dir_a", help="output folder of the first run (A, e.g. before training)")
     compare.add_argument("dir_b", help="output folder of the second run (B); the table shows B - A")
     add_ci_level(compare)
+
+    passk = sub.add_parser("passk", help="pass@k curves of several output folders side by side")
+    passk.add_argument(
+        "dirs",
+        nargs="+",
+        help="output folders of `eval run|score` on the same problems; the first (A) is the baseline of the "
+        "differences B - A, C - A, ...",
+    )
+    passk.add_argument(
+        "--ks", type=parse_ks, help="the table's rows, e.g. 1,2,4,8,16 (default: 1, 2, 4, ... up to the largest K)"
+    )
+    passk.add_argument("--png", help="also plot every folder's pass@k for k = 1..K to this PNG")
+    add_ci_level(passk)
+
+    forgetting = sub.add_parser(
+        "forgetting", help="KL(base || model) and log-likelihood change on reference text that is not the task"
+    )
+    forgetting.add_argument("--base", required=True, help="the model before fine-tuning: local folder or hub id")
+    forgetting.add_argument(
+        "--model",
+        required=True,
+        help="the fine-tuned model: a full model folder (or hub id) with --base's tokenizer, or a LoRA run folder "
+        "(peft adapter_config.json) trained on --base",
+    )
+    forgetting.add_argument(
+        "--ignore-adapter-base",
+        action="store_true",
+        help="skip the check that an adapter --model names --base as its base model (shapes are still checked)",
+    )
+    forgetting.add_argument("--data", required=True, help="JSONL of reference documents, one a line")
+    forgetting.add_argument(
+        "--field",
+        default="text",
+        help="field of a document: a string (plain text) or a list of chat messages, rendered with --base's chat "
+        "template (default: text)",
+    )
+    forgetting.add_argument("--limit", type=int, help="the first N documents only (default: all)")
+    forgetting.add_argument(
+        "--max-length",
+        type=int,
+        default=DEFAULT_MAX_LENGTH,
+        help=f"documents are cut to this many tokens (default {DEFAULT_MAX_LENGTH})",
+    )
+    forgetting.add_argument(
+        "--batch-size",
+        type=int,
+        default=FORGETTING_BATCH_SIZE,
+        help=f"documents per forward pass; memory grows as batch x length x vocabulary (default "
+        f"{FORGETTING_BATCH_SIZE})",
+    )
+    add_ci_level(forgetting)
+    forgetting.add_argument("--out", required=True, help="output folder: forgetting.json is written there")
     return parser
 
 
-def check_adapter(adapter: str, model: str, ignore_base_name: bool = False) -> None:
+def check_adapter(
+    adapter: str,
+    model: str,
+    ignore_base_name: bool = False,
+    adapter_flag: str = "--adapter",
+    model_flag: str = "--model",
+) -> None:
     """Raise a clear error when a LoRA adapter cannot apply to ``model``: no adapter files, another base model,
-    target modules the model lacks, or LoRA matrices whose shapes do not fit the model's layers.
+    target modules the model lacks, or LoRA matrices whose shapes do not fit the model's layers. The messages name
+    the two by the options that passed them (``adapter_flag``, ``model_flag``).
 
     Only the model's config is read (its layers are built on the meta device), so this runs before any weights
     load.
@@ -160,15 +234,15 @@ def check_adapter(adapter: str, model: str, ignore_base_name: bool = False) -> N
     folder = Path(adapter)
     config_path = folder / "adapter_config.json"
     if not folder.is_dir():
-        raise FileNotFoundError(f"--adapter {adapter}: no such folder; pass the folder peft saved (save_pretrained)")
+        raise FileNotFoundError(f"{adapter_flag} {adapter}: no such folder; pass the folder peft saved")
     if not config_path.exists():
-        raise FileNotFoundError(f"--adapter {adapter}: no adapter_config.json there; pass the folder peft saved")
+        raise FileNotFoundError(f"{adapter_flag} {adapter}: no adapter_config.json there; pass the folder peft saved")
     adapter_config = json.loads(config_path.read_text())
     base = adapter_config.get("base_model_name_or_path")
     if base and not ignore_base_name and Path(base.rstrip("/")).name.lower() != Path(model.rstrip("/")).name.lower():
         raise ValueError(
-            f"--adapter {adapter} was trained on {base!r}, not on --model {model!r}: pass the matching --model "
-            "(or --ignore-adapter-base when it is the same model under another name)"
+            f"{adapter_flag} {adapter} was trained on {base!r}, not on {model_flag} {model!r}: pass the matching "
+            f"{model_flag} (or --ignore-adapter-base when it is the same model under another name)"
         )
     import torch  # torch, transformers: seconds; `eval score`, `eval compare` and --help need neither
     from transformers import AutoConfig, AutoModelForCausalLM  # as torch
@@ -182,7 +256,7 @@ def check_adapter(adapter: str, model: str, ignore_base_name: bool = False) -> N
         missing = sorted(t for t in targets if t not in suffixes and t != "all-linear")
         if missing:
             raise ValueError(
-                f"--adapter {adapter} targets modules {missing} that --model {model} does not have "
+                f"{adapter_flag} {adapter} targets modules {missing} that {model_flag} {model} does not have "
                 f"(its linear layers: {sorted(suffixes)}): the adapter belongs to another architecture"
             )
     weights = folder / "adapter_model.safetensors"
@@ -200,8 +274,8 @@ def check_adapter(adapter: str, model: str, ignore_base_name: bool = False) -> N
                     got = f.get_slice(key).get_shape()[dim]
                     if got != expected:
                         raise ValueError(
-                            f"--adapter {adapter}: {key} has size {got} where {module_name} of --model {model} needs "
-                            f"{expected}: the adapter was trained on a model of another size"
+                            f"{adapter_flag} {adapter}: {key} has size {got} where {module_name} of {model_flag} "
+                            f"{model} needs {expected}: the adapter was trained on a model of another size"
                         )
 
 
@@ -300,15 +374,6 @@ def cmd_score(args) -> dict:
     return results
 
 
-def read_run(folder: str) -> tuple[dict, list[dict]]:
-    path = Path(folder)
-    for name in (RESULTS_FILE, SAMPLES_FILE):
-        if not (path / name).exists():
-            raise FileNotFoundError(f"{path / name} not found: pass a folder written by `python -m eval run|score`")
-    records = read_jsonl(path / SAMPLES_FILE, "pass a folder written by `python -m eval run|score`")
-    return json.loads((path / RESULTS_FILE).read_text()), records
-
-
 def cmd_compare(args) -> str:
     results_a, records_a = read_run(args.dir_a)
     results_b, records_b = read_run(args.dir_b)
@@ -323,11 +388,73 @@ def cmd_compare(args) -> str:
     return text
 
 
+def cmd_passk(args) -> str:
+    if len(set(args.dirs)) != len(args.dirs):
+        raise ValueError("a folder is named twice: pass each folder once")
+    runs = {folder: read_run(folder) for folder in args.dirs}
+    check_same_problems(runs)
+    records = {folder: run_records for folder, (_, run_records) in runs.items()}
+    largest = max(samples_per_problem(r) for r in records.values())
+    if args.ks and args.ks[-1] > largest:
+        raise ValueError(
+            f"--ks {args.ks[-1]}: the folders hold at most {largest} samples per problem, so pass@k stops at "
+            f"k = {largest}: drop the larger k or sample more (eval run --num-samples)"
+        )
+    text = passk_markdown(records, args.ks, args.ci_level)
+    if args.png:
+        task = runs[args.dirs[0]][0].get("task")
+        plot_pass_at_k(records, args.png, title=f"{task}: pass@k, {len(records[args.dirs[0]])} problems")
+    print(text)
+    return text
+
+
+def cmd_forgetting(args) -> dict:
+    # Everything that can be wrong is checked here, before the models load.
+    if args.batch_size < 1:
+        raise ValueError(f"--batch-size {args.batch_size}: pass 1 or more documents per forward pass")
+    values = read_reference(args.data, args.field, args.limit)
+    check_model_source(args.base, "--base")
+    check_model_source(args.model, "--model", files=("config.json", "adapter_config.json"))
+    adapter = args.model if (Path(args.model) / "adapter_config.json").exists() else None
+    same = not adapter and Path(args.model).resolve() == Path(args.base).resolve()
+    if adapter:
+        check_adapter(adapter, args.base, args.ignore_adapter_base, adapter_flag="--model", model_flag="--base")
+    from transformers import AutoTokenizer  # seconds: `eval passk` and --help need none
+
+    tokenizer = AutoTokenizer.from_pretrained(args.base)
+    if not adapter and not same:
+        check_same_vocabulary(args.base, args.model, tokenizer)
+    documents, n_truncated = encode_documents(tokenizer, values, args.max_length)
+
+    base, _ = load_model(args.base, None, "float32", "hf")
+    if same:
+        model = base  # one forward pass a batch: KL and the change are exactly 0
+    else:
+        model, _ = load_model(args.base if adapter else args.model, adapter, "float32", "hf")
+    scores = document_scores(base.eval(), model.eval(), documents, args.batch_size)
+    settings = {"base": args.base, "model": args.model, "adapter": adapter is not None, "data": args.data}
+    settings |= {"field": args.field, "limit": args.limit, "max_length": args.max_length, "n_truncated": n_truncated}
+    result = {**settings, **summarize_forgetting(scores, args.ci_level), "documents": scores}
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / FORGETTING_FILE).write_text(json.dumps(result, indent=2) + "\n")
+    print(forgetting_lines(result))
+    print(f"written to {out / FORGETTING_FILE}")
+    return result
+
+
 def main(argv: list[str] | None = None) -> None:
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     args = make_parser().parse_args(argv)
     try:
-        {"run": cmd_run, "score": cmd_score, "compare": cmd_compare}[args.command](args)
+        commands = {
+            "run": cmd_run,
+            "score": cmd_score,
+            "compare": cmd_compare,
+            "passk": cmd_passk,
+            "forgetting": cmd_forgetting,
+        }
+        commands[args.command](args)
     except (ValueError, FileNotFoundError, RuntimeError) as e:
         print(f"error: {e}", file=sys.stderr)
         sys.exit(2)

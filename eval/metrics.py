@@ -12,7 +12,8 @@ Confidence intervals, at the level ``level`` (default 0.95; results carry it as 
   a bootstrap over each run's problems, resampled independently, for K > 1.
 
 pass@k is the unbiased estimator of Chen et al. 2021 (Codex paper, eq. 1): ``1 - C(n-c, k) / C(n, k)`` per problem
-for n samples of which c are correct, averaged over problems.
+for n samples of which c are correct, averaged over problems; ``pass_at_k_curve`` gives it for every k = 1..K, and
+``compare_pass_at_k`` the paired difference of two runs at one k, with the interval of ``compare``.
 
 >>> [round(x, 4) for x in wilson_interval(8, 10)]
 [0.4902, 0.9433]
@@ -86,6 +87,60 @@ def pass_at_k(n: int, c: int, k: int) -> float:
     for i in range(n - c + 1, n + 1):
         prod *= 1.0 - k / i
     return 1.0 - prod
+
+
+def problem_pass_at_k(record: dict, k: int, key: str = "correct") -> float:
+    """pass@k of one problem record from its n samples, c of them correct by the verdict ``key``.
+
+    >>> round(problem_pass_at_k({"samples": [{"correct": True}, {"correct": False}, {"correct": False}]}, 2), 4)
+    0.6667
+    """
+    samples = sample_list(record)
+    return pass_at_k(len(samples), sum(bool(s[key]) for s in samples), k)
+
+
+def pass_at_k_curve(records: list[dict], key: str = "correct") -> list[float]:
+    """pass@k for every k = 1..K over problem records (element k - 1 is pass@k, averaged over the problems), where K
+    is the fewest samples a problem has: pass@k is estimated only from n >= k samples.
+
+    >>> one_of_two = {"samples": [{"correct": True}, {"correct": False}]}
+    >>> pass_at_k_curve([one_of_two, {"samples": [{"correct": False}] * 2}])
+    [0.25, 0.5]
+    """
+    k_max = min((len(sample_list(r)) for r in records), default=0)
+    return [statistics.fmean(problem_pass_at_k(r, k, key) for r in records) for k in range(1, k_max + 1)]
+
+
+def compare_pass_at_k(
+    records_a: list[dict], records_b: list[dict], k: int, seed: int = 0, level: float = CI_LEVEL
+) -> dict:
+    """pass@k difference B - A over the problems both runs answered (matched by ``index``), with the paired
+    bootstrap interval ``compare_records`` gives accuracy: ``bootstrap_ci`` of the per-problem differences, the same
+    resamples and seed. At k = 1 it is ``compare_records``'s difference and interval.
+
+    >>> a = [{"index": 0, "samples": [{"correct": False}] * 2}, {"index": 1, "samples": [{"correct": True}] * 2}]
+    >>> b = [{"index": 0, "samples": [{"correct": True}, {"correct": False}]}, a[1]]
+    >>> diff = compare_pass_at_k(a, b, k=2)
+    >>> diff["pass_at_k_a"], diff["pass_at_k_b"], diff["difference"], diff["n_shared"]
+    (0.5, 1.0, 0.5, 2)
+    """
+    by_index_a = {r["index"]: problem_pass_at_k(r, k) for r in records_a}
+    by_index_b = {r["index"]: problem_pass_at_k(r, k) for r in records_b}
+    shared = sorted(set(by_index_a) & set(by_index_b))
+    if not shared:
+        raise ValueError("the two runs share no problem: pass@k is compared over the same problems")
+    diffs = [by_index_b[i] - by_index_a[i] for i in shared]
+    low, high = bootstrap_ci(diffs, seed=seed, level=level)
+    return {
+        "k": k,
+        "n_shared": len(shared),
+        "pass_at_k_a": statistics.fmean(by_index_a[i] for i in shared),
+        "pass_at_k_b": statistics.fmean(by_index_b[i] for i in shared),
+        "difference": statistics.fmean(diffs),
+        "ci": [low, high],
+        "ci_level": level,
+        "ci_method": "paired bootstrap over shared problems",
+    }
 
 
 def bootstrap_ci(
@@ -245,11 +300,9 @@ def summarize(records: list[dict], seed: int = 0, level: float = CI_LEVEL) -> di
     result["num_samples"] = k
     if k > 1:
         result["pass_at_k"] = {
-            str(j): statistics.fmean(
-                pass_at_k(len(sample_list(r)), sum(bool(s["correct"]) for s in sample_list(r)), j) for r in records
-            )
-            for j in _powers_of_two_up_to(k)
+            str(j): statistics.fmean(problem_pass_at_k(r, j) for r in records) for j in _powers_of_two_up_to(k)
         }
+        result["pass_at_k_curve"] = pass_at_k_curve(records)
     by_correct = {"correct": [s for s in samples if s["correct"]], "wrong": [s for s in samples if not s["correct"]]}
     result["length_tokens"] = {
         name: length_stats([s["n_tokens"] for s in group if s.get("n_tokens") is not None])

@@ -43,7 +43,7 @@ import huggingface_hub
 from tqdm.auto import tqdm
 
 from eval.generate import VLLM_PROMPTS_PER_CALL, check_backend, generate
-from eval.jsonl import append_jsonl, cut_torn_last_line, iter_jsonl, remove_stale_temps, write_jsonl
+from eval.jsonl import append_jsonl, cut_torn_last_line, iter_jsonl, read_jsonl, remove_stale_temps, write_jsonl
 from eval.metrics import CI_LEVEL, sample_list, summarize
 from eval.report import format_timeouts, plot_lengths, summary_markdown
 from eval.scoring import lenient_rule, lenient_score, score_completion
@@ -533,6 +533,16 @@ def write_outputs(out: Path, results: dict, records: list[dict]) -> None:
         plot_lengths(records, out / LENGTHS_FILE, title=f"{results['task']} {source}: length by correctness")
     else:  # no lengths to plot: no plot of an earlier scoring either
         (out / LENGTHS_FILE).unlink(missing_ok=True)
+
+
+def read_run(folder: str | Path) -> tuple[dict, list[dict]]:
+    """The results.json dict and the samples.jsonl records of a finished ``eval run`` or ``eval score`` folder."""
+    path = Path(folder)
+    for name in (RESULTS_FILE, SAMPLES_FILE):
+        if not (path / name).exists():
+            raise FileNotFoundError(f"{path / name} not found: pass a folder written by `python -m eval run|score`")
+    records = read_jsonl(path / SAMPLES_FILE, "pass a folder written by `python -m eval run|score`")
+    return json.loads((path / RESULTS_FILE).read_text()), records
 
 
 def log_to_wandb(results: dict, records: list[dict], config: dict) -> None:
