@@ -369,6 +369,39 @@ def make_monitored_trainer_class(base):
     return MonitoredTrainer
 
 
+class TrainSeconds(TrainerCallback):
+    """The seconds a run spends in its optimizer steps (forward and backward, an RL step's generation and scoring, the
+    optimizer), without the evaluations, checks, logging and saving between them: ``train_seconds`` (cumulative) in
+    every log line. With ``budget``, training stops at the first step end past it, so two methods can be given the
+    same training compute. Put it first among a trainer's callbacks: the checks of the others then fall outside it.
+    """
+
+    def __init__(self, budget: float | None = None):
+        self.budget, self.total, self.began = budget, 0.0, None
+
+    def on_train_begin(self, args, state, control, **kwargs):
+        logged = [row["train_seconds"] for row in state.log_history if "train_seconds" in row]
+        self.total = logged[-1] if logged else 0.0  # a resumed run goes on from its checkpoint's count
+        return control
+
+    def on_step_begin(self, args, state, control, **kwargs):
+        self.began = time.perf_counter()
+        return control
+
+    def on_step_end(self, args, state, control, **kwargs):
+        if self.began is not None:
+            self.total += time.perf_counter() - self.began
+            self.began = None
+        if self.budget is not None and self.total >= self.budget:
+            control.should_training_stop = True
+        return control
+
+    def on_log(self, args, state, control, logs=None, **kwargs):
+        if logs is not None:
+            logs["train_seconds"] = round(self.total, 2)
+        return control
+
+
 class ValidationStop(TrainerCallback):
     """Every ``every`` steps, greedy accuracy on a validation set (``held_out_metrics``); training stops once it
     reaches ``stop_at``, or once ``patience`` checks in a row have not beaten the best check before them (the
@@ -468,6 +501,7 @@ __all__ = [
     "CHECKS_LOGGER",
     "MonitorCallback",
     "RewardMonitor",
+    "TrainSeconds",
     "ValidationStop",
     "WandbConfigCallback",
     "flatten",

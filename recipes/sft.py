@@ -30,7 +30,7 @@ from trl import ModelConfig, SFTConfig
 from eval.run import DEFAULT_BATCH_SIZE
 from eval.tasks import get_task, load_rows, no_progress_bars
 from recipes import checks, common
-from recipes.monitors import ValidationStop
+from recipes.monitors import TrainSeconds, ValidationStop
 
 CALCULATOR_RE = re.compile(r"<<[^<>]*>>")  # GSM8K's calculator annotations: "48/2 = <<48/2=24>>24"
 
@@ -61,6 +61,13 @@ class SFTScriptArguments(common.RunArguments):
     stop_at_accuracy: float | None = field(
         default=None, metadata={"help": "stop once the validation accuracy reaches this (needs validation_data)"}
     )
+    max_train_seconds: float | None = field(
+        default=None,
+        metadata={
+            "help": "stop once the optimizer steps have taken this many seconds (evaluations and checks not counted): "
+            "training compute matched to another run's train_seconds"
+        },
+    )
     stop_patience: int | None = field(
         default=None,
         metadata={
@@ -74,6 +81,8 @@ def check_args(args: SFTScriptArguments) -> None:
     """The recipe's own settings, checked before anything loads."""
     if args.stop_at_accuracy is not None and not args.validation_data:
         raise ValueError("stop_at_accuracy needs validation_data: a .jsonl of problems that is not the held-out set")
+    if args.max_train_seconds is not None and args.max_train_seconds <= 0:
+        raise ValueError(f"max_train_seconds={args.max_train_seconds}: give a number of seconds > 0")
     if args.stop_patience is not None and not args.validation_data:
         raise ValueError("stop_patience needs validation_data: a .jsonl of problems that is not the held-out set")
     if args.stop_patience is not None and args.stop_patience < 1:
@@ -147,7 +156,8 @@ def main(script_args, training_args, model_args):
         "batch_size": args.eval_batch_size,
         "progress": False,
     }
-    callbacks = [common.JsonlLogCallback(out / "log.jsonl")]
+    clock = TrainSeconds(args.max_train_seconds)  # first: the checks below fall outside the seconds it counts
+    callbacks = [clock, common.JsonlLogCallback(out / "log.jsonl")]
     stop = None
     if args.validation_data:
         validation = {**eval_kwargs, "data": args.validation_data, "limit": args.validation_limit}
@@ -168,7 +178,10 @@ def main(script_args, training_args, model_args):
     report = {"run_name": training_args.run_name, "output_dir": str(out), "rows": len(rows)}
 
     def results() -> dict:  # what training did: its steps, and the validation checks that decided when it stopped
-        return {"steps": trainer.state.global_step} | ({"validation": stop.report()} if stop else {})
+        done = {"steps": trainer.state.global_step, "train_seconds": round(clock.total, 1)}
+        if args.max_train_seconds is not None:
+            done["stopped_on_seconds"] = clock.total >= args.max_train_seconds
+        return done | ({"validation": stop.report()} if stop else {})
 
     return common.train_and_report(
         trainer,
@@ -187,6 +200,8 @@ def summary(report: dict) -> str:
     """Where things are, when training stopped and accuracy before -> after."""
     out = Path(report["output_dir"])
     lines = [f"run {report['run_name']}: {report['rows']} solutions, {report['steps']} steps"]
+    if "train_seconds" in report:
+        lines.append(f"optimizer steps took {report['train_seconds']} s (evaluations and checks not counted)")
     if "validation" in report:
         v = report["validation"]
         lines.append(
@@ -205,7 +220,7 @@ def make_parser():
         "stopping on a validation set": [
             *("validation_data", "validation_limit", "validation_steps", "stop_at_accuracy", "stop_patience"),
         ],
-        "run": ["build_tiny_model", "resume"],
+        "run": ["max_train_seconds", "build_tiny_model", "resume"],
     }
     options = ("num_train_epochs", "max_length")
     parts = (SFTScriptArguments, SFTConfig, ModelConfig)

@@ -108,6 +108,28 @@ def test_the_plateau_stop_ends_after_patience_checks_and_keeps_the_best_weights(
     assert any(not torch.equal(saved[k], last[k]) for k in saved)
 
 
+def test_train_seconds_leave_out_the_checks_and_a_budget_stops_training(tiny_model_dir, tmp_path, monkeypatch):
+    import time
+
+    skipped = [0.0]  # the clock TrainSeconds reads jumps 100 s inside each check: counted, it would show
+
+    def slow_check(*args, **kwargs):
+        skipped[0] += 100.0
+        return {"eval/accuracy": 0.0, "eval/n": 4}
+
+    monkeypatch.setattr(recipes.monitors, "held_out_metrics", slow_check)
+    monkeypatch.setattr(recipes.monitors.time, "perf_counter", lambda: time.monotonic() + skipped[0])
+    flags = ["--validation_steps", "1", "--max_steps", "4", "--eval_limit", "0", "--logging_steps", "1"]
+    report = run(tiny_model_dir, tmp_path / "full", *flags)
+    logged = [json.loads(line) for line in (tmp_path / "full" / "log.jsonl").read_text().splitlines()]
+    seconds = [row["train_seconds"] for row in logged if "loss" in row]
+    assert len(seconds) == 4 and seconds == sorted(seconds) and seconds[0] > 0
+    assert skipped[0] == 400 and report["train_seconds"] < 100  # four checks ran between the steps, none counted
+    # a budget smaller than one step: training stops at the first step's end, and says so
+    budget = run(tiny_model_dir, tmp_path / "budget", *flags, "--max_train_seconds", "0.000001")
+    assert budget["steps"] == 1 and budget["stopped_on_seconds"]
+
+
 def test_a_killed_run_resumes_from_its_checkpoint(tiny_model_dir, tmp_path, capsys):
     out = tmp_path / "out"
     common = ["--eval_limit", "0", "--save_strategy", "steps", "--save_steps", "2"]
@@ -122,6 +144,7 @@ def test_a_killed_run_resumes_from_its_checkpoint(tiny_model_dir, tmp_path, caps
         (["--stop_at_accuracy", "0.5", "--validation_data", ""], "stop_at_accuracy needs validation_data"),
         (["--stop_at_accuracy", "1.5"], "give a fraction in"),
         (["--stop_patience", "0"], "give a number of validation checks >= 1"),
+        (["--max_train_seconds", "0"], "give a number of seconds > 0"),
         (["--stop_patience", "3", "--validation_data", ""], "stop_patience needs validation_data"),
         (["--validation_data", "tests/data/gsm8k/test.jsonl"], "validation_data is the held-out eval_data"),
         (["--solution_field", "worked"], "no 'worked' column"),
