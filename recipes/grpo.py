@@ -105,6 +105,7 @@ def make_parser():
             "probe_problems",
         ],
         "the hack alarm and the best checkpoint": ["hack_alarm_checks", "stop_on_hack", "keep_best_checkpoint"],
+        "dynamic sampling (DAPO)": ["dynamic_sampling", "dynamic_sampling_max_rounds"],
         "run": [
             "build_tiny_model",
             "resume",
@@ -119,7 +120,11 @@ def make_parser():
         ],
     }
     options = ("num_generations", "max_completion_length", "loss_type", "beta", "scale_rewards")
-    folded = ("tracked answers (their log-probability every step)", "the LLM judge (reward llm_judge)")
+    folded = (
+        "tracked answers (their log-probability every step)",
+        "the LLM judge (reward llm_judge)",
+        "dynamic sampling (DAPO)",
+    )
     parts = (grpo_setup.GRPOScriptArguments, GRPOConfig, ModelConfig)
     return common.recipe_parser(
         parts, module="recipes.grpo", doc=__doc__, groups=groups, options=options, folded=folded, docs="docs/grpo.md"

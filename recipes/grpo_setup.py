@@ -5,7 +5,8 @@ callback hooks, and the trainer, built complete with its callbacks.
 ``GRPOScriptArguments`` is what the recipe adds to TRL's ``GRPOConfig`` and ``ModelConfig``; docs/grpo.md lists every
 option with what it does. The callbacks are training code with modules of their own, built here: the monitors and
 the reward recorder (``recipes.monitors``), the tracked answers (``recipes.tracked``), the hack alarm and the best
-checkpoint (``recipes.callbacks``, on the rule of ``recipes.hack_alarm``).
+checkpoint (``recipes.callbacks``, on the rule of ``recipes.hack_alarm``). The trainer itself is TRL's, with the
+CPU speed-ups (``recipes.cpu_speed``) and DAPO's dynamic sampling (``recipes.dynamic_sampling``) when the run asks.
 
 Rewards: registry names turned into the callables TRL gets, with the judge and the learned reward model configured by
 recipe options (``RewardArguments``) and checked before any policy model loads.
@@ -70,6 +71,7 @@ from recipes import checks
 from recipes.callbacks import BestCheckpoint, HackAlarm
 from recipes.common import JsonlLogCallback, RunArguments
 from recipes.cpu_speed import fast_cpu_trainer
+from recipes.dynamic_sampling import check_dynamic_sampling, dynamic_sampling_trainer
 from recipes.hack_alarm import check_watch_args
 from recipes.monitors import MonitorCallback, RewardMonitor, WandbConfigCallback, make_monitored_trainer_class
 from recipes.tracked import ProbabilityTracker, check_tracked
@@ -173,6 +175,21 @@ class GRPOScriptArguments(RunArguments, RewardArguments):
         default=False,
         metadata={"help": "check num_iterations, steps_per_generation and gradient_accumulation_steps are all 1"},
     )
+    dynamic_sampling: bool = field(
+        default=False,
+        metadata={
+            "help": "DAPO's dynamic sampling: drop the groups whose total reward is equal across the group (zero "
+            "advantage) and refill the batch with groups of fresh prompts (recipes/dynamic_sampling.py); each extra "
+            "round generates and scores a whole generation batch; metrics dynamic_sampling/..."
+        },
+    )
+    dynamic_sampling_max_rounds: int = field(
+        default=3,
+        metadata={
+            "help": "dynamic_sampling: extra generation rounds per batch at most; when they run out, the scheduled "
+            "batch's own degenerate groups fill what is left"
+        },
+    )
     cpu_speedups: bool = field(
         default=True,
         metadata={
@@ -215,6 +232,14 @@ def check_args(script_args, training_args, model_args):
     if script_args.one_update_per_group:
         t = training_args
         checks.check_one_update_per_group(t.num_iterations, t.steps_per_generation, t.gradient_accumulation_steps)
+    check_dynamic_sampling(  # recipes.dynamic_sampling
+        script_args.dynamic_sampling,
+        script_args.dynamic_sampling_max_rounds,
+        num_generations=training_args.num_generations,
+        scale_rewards=training_args.scale_rewards,
+        aggregation=training_args.multi_objective_aggregation,
+        processes=training_args.world_size,
+    )
     return task, eval_task
 
 
@@ -510,6 +535,7 @@ def build_trainer(
     trainer = grpo_trainer(
         monitor_callback=monitors,
         cpu_speedups=args.cpu_speedups,
+        dynamic_sampling_max_rounds=args.dynamic_sampling_max_rounds if args.dynamic_sampling else 0,
         model=model_args.model_name_or_path,
         reward_funcs=monitors.monitor.wrapped(),
         args=training_args,
@@ -526,14 +552,23 @@ def build_trainer(
     return trainer
 
 
-def grpo_trainer(monitor_callback: MonitorCallback | None = None, cpu_speedups: bool = False, **kwargs):
+def grpo_trainer(
+    monitor_callback: MonitorCallback | None = None,
+    cpu_speedups: bool = False,
+    dynamic_sampling_max_rounds: int = 0,
+    **kwargs,
+):
     """TRL's ``GRPOTrainer`` with the monitors' log (``recipes.monitors.make_monitored_trainer_class``): the trainer
     every GRPO run of this project trains with; ``kwargs`` are GRPOTrainer's. With ``cpu_speedups``, a run on a CPU
     under bf16 autocast gets ``recipes.cpu_speed``'s trainer (the same numbers, ~1.6x faster a step on a CPU with
-    bf16 units: docs/results.md)."""
+    bf16 units: docs/results.md). With ``dynamic_sampling_max_rounds`` above 0, generation batches train only on
+    groups with reward variance, refilled in at most that many extra rounds (``recipes.dynamic_sampling``); 0: TRL's
+    batches as they are."""
     base = trl.GRPOTrainer
     if cpu_speedups and cpu_bf16_run(kwargs["args"]):
         base = fast_cpu_trainer(base)
+    if dynamic_sampling_max_rounds:
+        base = dynamic_sampling_trainer(base, dynamic_sampling_max_rounds)
     return make_monitored_trainer_class(base)(monitor_callback=monitor_callback, **kwargs)
 
 

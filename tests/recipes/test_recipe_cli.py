@@ -64,7 +64,7 @@ def test_help_is_one_screen_with_the_description_and_config(module, monkeypatch,
     assert "--config CONFIG.yaml" in out and "--help-all" in out
     assert "--model_name_or_path" in out and "--learning_rate" in out  # the TRL options runs set
     assert "--torch_compile" not in out  # TRL's other ~200 options wait for --help-all
-    assert len(out.splitlines()) < 130, len(out.splitlines())  # TRL's parser printed ~1,400 lines
+    assert len(out.splitlines()) < 135, len(out.splitlines())  # TRL's parser printed ~1,400 lines
 
 
 def test_help_all_lists_every_trl_option(monkeypatch, capsys):

@@ -1,0 +1,220 @@
+"""Online dynamic sampling (DAPO, Yu et al. 2025): a generation batch trains only on groups that teach something.
+
+Under group-normalised advantages a group whose G completions all get the same total reward has advantage 0 on every
+completion: it adds no policy gradient, only tokens to the loss's denominator (and KL terms). With dynamic sampling,
+after a generation batch is generated and scored, such groups are dropped and replaced by groups of fresh prompts,
+generated and scored the same way (TRL's own ``_generate_and_score_completions``, called again), until the batch holds
+as many groups as before. A group is degenerate when its total weighted reward (``reward_weights``, as TRL forms the
+advantages) has zero standard deviation, TRL's own test for ``frac_reward_zero_std``, or when fewer than two of its
+completions could be scored (its advantages are 0 too).
+
+- **Fresh prompts**: each extra round draws as many prompts as the generation batch holds from the trainer's
+  ``train_dataset``, without repeats within a batch, in an order seeded by the run's ``seed``, the optimizer step and
+  the micro-step (so a resumed run draws the same ones); the training loop's own order is left untouched, so the
+  scheduled batches are those of a run without the option.
+- **The cap**: at most ``max_rounds`` extra rounds per generation batch. When the cap is hit with the batch still
+  short, the scheduled batch's own degenerate groups fill it, in their order: what TRL would have trained on, with
+  zero advantages. With a constant reward the batch trained on is the scheduled one.
+- **Consistency**: advantages are per group (``scale_rewards`` ``group`` or ``none``, ``sum_then_normalize``: the
+  check refuses the batch-level ones), so each kept group keeps the advantages its own round gave it, with its old and
+  reference log-probabilities. Prompts are re-padded on the left and completions on the right to the widest round;
+  ``num_items_in_batch`` is recounted over the kept completions.
+- **Metrics** (each generation batch; TRL averages them over the logging window): ``dynamic_sampling/dropped_share``
+  (degenerate groups left out / groups generated in every round), ``dynamic_sampling/extra_rounds`` and
+  ``dynamic_sampling/degenerate_kept_share`` (degenerate groups in the batch trained on / its groups: above 0 only
+  when the cap was hit). TRL's own generation metrics (``reward``, ``frac_reward_zero_std``, ``completions/...``) and
+  the monitors' ``monitor/...`` describe every round generated; TRL's completions table (``trainer._logs``) holds the
+  last generation-batch-size completions generated, the last round's.
+
+One process only (a group may straddle two ranks' batches): ``check_dynamic_sampling`` refuses the rest before any
+model loads.
+
+>>> check_dynamic_sampling(True, 0, num_generations=8)
+Traceback (most recent call last):
+...
+ValueError: dynamic_sampling_max_rounds is 0: set it to 1 or more (extra generation rounds per batch), or set dynamic_sampling: false
+"""  # noqa: E501
+
+from __future__ import annotations
+
+import random
+
+import torch
+import torch.nn.functional as F
+from trl.trainer.utils import nanstd
+
+METRIC = "dynamic_sampling/"
+# Per-row tensors of TRL 1.16's generation output for a text model, with the side and the value they are padded with
+# (None: no padding, one value a row). Any other key is refused rather than concatenated blindly.
+PADDING = {
+    "prompt_ids": ("left", "pad"),
+    "prompt_mask": ("left", 0),
+    "completion_ids": ("right", "pad"),
+    "completion_mask": ("right", 0),
+    "tool_mask": ("right", 1),  # TRL's own padding value
+    "old_per_token_logps": ("right", 0.0),
+    "ref_per_token_logps": ("right", 0.0),
+    "sampling_per_token_logps": ("right", 0.0),
+    "importance_sampling_ratio": ("right", 1.0),  # exp(0): a masked token's ratio
+    "advantages": (None, None),
+}
+
+
+def check_dynamic_sampling(
+    enabled: bool,
+    max_rounds: int,
+    *,
+    num_generations: int,
+    scale_rewards: str | bool = "group",
+    aggregation: str = "sum_then_normalize",
+    processes: int = 1,
+) -> None:
+    """Refuse, in one line with the fix, a dynamic-sampling setting that cannot work (nothing to check when off)."""
+    if not enabled:
+        return
+    off = "or set dynamic_sampling: false"
+    if max_rounds < 1:
+        raise ValueError(
+            f"dynamic_sampling_max_rounds is {max_rounds}: set it to 1 or more (extra generation rounds per batch), "
+            f"{off}"
+        )
+    if num_generations < 2:
+        raise ValueError(
+            f"dynamic_sampling drops groups with equal rewards, and num_generations {num_generations} makes every "
+            f"group one completion: set num_generations to 2 or more, {off}"
+        )
+    if {True: "group", False: "none"}.get(scale_rewards, scale_rewards) == "batch":
+        raise ValueError(
+            "dynamic_sampling keeps each group's advantages from its own round, and scale_rewards: batch divides them "
+            f"by a whole round's std: set scale_rewards to group or none, {off}"
+        )
+    if aggregation != "sum_then_normalize":
+        raise ValueError(
+            f"dynamic_sampling keeps each group's advantages from its own round, and multi_objective_aggregation "
+            f"{aggregation} centres them on a whole round: set it to sum_then_normalize, {off}"
+        )
+    if processes > 1:
+        raise ValueError(
+            f"dynamic_sampling runs on one process, not {processes} (a group may straddle two ranks' batches): "
+            f"launch one process, {off}"
+        )
+
+
+def degenerate_groups(rewards_per_func: torch.Tensor, weights: torch.Tensor, group_size: int) -> torch.Tensor:
+    """``[n_groups]`` True where a group teaches nothing: its total weighted reward has zero std (as TRL's
+    ``frac_reward_zero_std`` tests it), or fewer than two of its completions are scorable (every reward None).
+
+    >>> nan = float("nan")
+    >>> rewards = torch.tensor([[1.0, 0.0], [1.0, 0.0], [0.0, 1.0], [1.0, 0.0], [1.0, nan], [nan, nan]])  # [B, funcs]
+    >>> degenerate_groups(rewards, torch.tensor([1.0, 1.0]), 2).tolist()  # totals [1, 1], [1, 1], [1, unscorable]
+    [True, True, True]
+    >>> degenerate_groups(rewards, torch.tensor([1.0, 0.5]), 2).tolist()  # totals [1, 1], [0.5, 1], [1, unscorable]
+    [True, False, True]
+    """
+    totals = (rewards_per_func * weights.to(rewards_per_func.device)).nansum(dim=1)  # [B]
+    totals[torch.isnan(rewards_per_func).all(dim=1)] = torch.nan  # unscorable, as TRL marks it
+    grouped = totals.view(-1, group_size)  # [n_groups, G]
+    std = nanstd(grouped, dim=1)
+    scored = (~torch.isnan(grouped)).sum(dim=1)
+    return torch.isclose(std, torch.zeros_like(std)) | (scored < 2)
+
+
+def take_groups(parts: list[tuple[dict, list[int]]], group_size: int, pad_token_id: int) -> dict:
+    """One generation output of the groups ``indices`` of each ``(output, indices)`` in ``parts``, in that order:
+    per-row tensors concatenated (padded to the widest part on their side), ``num_items_in_batch`` recounted."""
+    keys = set(parts[0][0])
+    for output, _ in parts:
+        unknown = set(output) - set(PADDING) - {"num_items_in_batch"}
+        if unknown or set(output) != keys:
+            raise ValueError(
+                f"dynamic sampling cannot join generation outputs with keys {sorted(unknown or set(output) ^ keys)} "
+                "(it handles text batches): set dynamic_sampling: false"
+            )
+    joined = {}
+    for key in keys - {"num_items_in_batch"}:
+        side, value = PADDING[key]
+        pieces = []
+        for output, indices in parts:
+            rows = [g * group_size + k for g in indices for k in range(group_size)]
+            pieces.append(output[key][rows])
+        if side is not None:
+            width = max(p.size(1) for p in pieces)
+            value = pad_token_id if value == "pad" else value
+            pieces = [
+                F.pad(p, (width - p.size(1), 0) if side == "left" else (0, width - p.size(1)), value=value)
+                for p in pieces
+            ]
+        joined[key] = torch.cat(pieces)
+    loss_mask = joined["completion_mask"] * joined["tool_mask"] if "tool_mask" in joined else joined["completion_mask"]
+    joined["num_items_in_batch"] = loss_mask.sum()  # one process: TRL's gather is the identity
+    return joined
+
+
+def dynamic_sampling_trainer(trainer_class: type, max_rounds: int) -> type:
+    """``trainer_class`` (a ``GRPOTrainer``) whose training generation batches keep only groups with reward variance,
+    with at most ``max_rounds`` extra generation rounds a batch (the module docstring)."""
+
+    class DynamicSampling(trainer_class):
+        dynamic_sampling_max_rounds = max_rounds
+
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, **kwargs)
+            if self.accelerator.num_processes > 1:  # check_dynamic_sampling refuses it before any model loads
+                raise ValueError("dynamic_sampling runs on one process: launch one, or set dynamic_sampling: false")
+            self._scored_rewards = None
+
+        def _calculate_rewards(self, *args, **kwargs):
+            self._scored_rewards = super()._calculate_rewards(*args, **kwargs)  # [B, n_funcs], weights not applied
+            return self._scored_rewards
+
+        def _generate_and_score_completions(self, inputs):
+            if not self.model.training:  # evaluation batches are scored as they are
+                return super()._generate_and_score_completions(inputs)
+            size = self.num_generations
+            n_groups = len(inputs) // size
+            first = super()._generate_and_score_completions(inputs)
+            degenerate = self._degenerate()
+            kept = [(first, [g for g in range(n_groups) if not degenerate[g]])]
+            have, generated, dropped, rounds = len(kept[0][1]), n_groups, sum(degenerate), 0
+            fresh = self._fresh_prompts(n_groups) if have < n_groups else []
+            while have < n_groups and rounds < self.dynamic_sampling_max_rounds:
+                batch = fresh[rounds * n_groups : (rounds + 1) * n_groups]
+                rounds += 1
+                output = super()._generate_and_score_completions([row for row in batch for _ in range(size)])
+                flags = self._degenerate()
+                useful = [g for g, bad in enumerate(flags) if not bad][: n_groups - have]
+                kept.append((output, useful))
+                have, generated, dropped = have + len(useful), generated + len(batch), dropped + sum(flags)
+            fill = [g for g in range(n_groups) if degenerate[g]][: n_groups - have]  # the cap was hit: TRL's batch
+            self._log_dynamic_sampling(dropped - len(fill), generated, rounds, len(fill), n_groups)
+            if not rounds and not fill:  # nothing to drop
+                return first
+            kept.append((first, fill))
+            return take_groups([part for part in kept if part[1]], size, self._tokenizer.pad_token_id)
+
+        def _degenerate(self) -> list[bool]:
+            return degenerate_groups(self._scored_rewards, self.reward_weights, self.num_generations).tolist()
+
+        def _fresh_prompts(self, n_groups: int) -> list[dict]:
+            """Enough training rows for every extra round, none twice (unless the data set is smaller)."""
+            data = self.train_dataset
+            if not hasattr(data, "__len__"):
+                raise ValueError("dynamic sampling draws prompts by index: train on a map-style dataset")
+            micro = self._step % self.args.gradient_accumulation_steps  # _step restarts at 0 on resume, not this
+            rng = random.Random(f"dynamic_sampling:{self.args.seed}:{self.state.global_step}:{micro}")
+            wanted = n_groups * self.dynamic_sampling_max_rounds
+            order = rng.sample(range(len(data)), min(wanted, len(data)))
+            indices = [order[i % len(order)] for i in range(wanted)]
+            if hasattr(data, "__getitems__"):  # one fetch, as the DataLoader makes it
+                return list(data.__getitems__(indices))
+            return [data[i] for i in indices]
+
+        def _log_dynamic_sampling(self, dropped, generated, rounds, filled, n_groups) -> None:
+            metrics = self._metrics["train"]
+            metrics[f"{METRIC}dropped_share"].append(dropped / generated)
+            metrics[f"{METRIC}extra_rounds"].append(float(rounds))
+            metrics[f"{METRIC}degenerate_kept_share"].append(filled / n_groups)
+
+    # TRL names the model card after the trainer's class
+    DynamicSampling.__name__ = DynamicSampling.__qualname__ = trainer_class.__name__
+    return DynamicSampling
