@@ -73,7 +73,13 @@ from recipes.common import JsonlLogCallback, RunArguments
 from recipes.cpu_speed import fast_cpu_trainer
 from recipes.dynamic_sampling import check_dynamic_sampling, dynamic_sampling_trainer
 from recipes.hack_alarm import check_watch_args
-from recipes.monitors import MonitorCallback, RewardMonitor, WandbConfigCallback, make_monitored_trainer_class
+from recipes.monitors import (
+    MonitorCallback,
+    RewardMonitor,
+    TrainSeconds,
+    WandbConfigCallback,
+    make_monitored_trainer_class,
+)
 from recipes.tracked import ProbabilityTracker, check_tracked
 from rewards import get_reward, reward_info
 from rewards.judge import HFJudgeClient, OpenAIJudgeClient, judge_messages, make_judge_reward
@@ -520,8 +526,9 @@ def build_trainer(
     args, training_args, model_args, rows, monitors: MonitorCallback, watch: list, extra: list, curriculum, config: dict
 ):
     """The run's trainer, complete (``grpo_trainer``): the monitors' wrapped rewards; the callbacks in order (the
-    curriculum's first, so that what it adds to a log line reaches ``log.jsonl``; the held-out ``watch`` before the
-    JSON-lines log, for the same reason; the W&B config, the monitors, the tracker and the hooks' callbacks); the
+    optimizer steps' clock, ``TrainSeconds``, first; then the curriculum's, so that what it adds to a log line reaches
+    ``log.jsonl``; the held-out ``watch`` before the JSON-lines log, for the same reason; the W&B config, the
+    monitors, the tracker and the hooks' callbacks); the
     hooks' callbacks handed the trainer (``attach``); and the monitor counting a completion as truncated as TRL's
     ``completions/clipped_ratio`` does, with the end-of-sequence ids TRL knows once the trainer is built.
     ``curriculum`` is the config's curriculum function (None: the rows as they are)."""
@@ -532,6 +539,7 @@ def build_trainer(
     if curriculum:
         train_rows, curriculum_callback = curriculum(rows, training_args)
         callbacks.insert(0, curriculum_callback)
+    callbacks.insert(0, TrainSeconds())  # first of all: the others' checks fall outside the seconds it counts
     trainer = grpo_trainer(
         monitor_callback=monitors,
         cpu_speedups=args.cpu_speedups,

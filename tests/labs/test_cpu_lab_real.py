@@ -44,26 +44,47 @@ def _run(folder: Path, before: list[bool], after: list[bool], config: str, log: 
     (folder / "matrix_run.json").write_text(json.dumps(settings))
 
 
-def test_report_gives_each_run_its_accuracies_intervals_and_paired_gain(tmp_path):
-    n = 40
-    before = [i < 10 for i in range(n)]  # 10/40
-    after = [i < 18 for i in range(n)]  # 18/40: +20 points, the same problems plus eight
-    log = [
-        {"step": s, "reward": 0.5 + 0.1 * s, "monitor/correct_rate": 0.3 + 0.05 * s, "monitor/degenerate_share": 0.5}
-        for s in (1, 2, 3)
-    ]
+def _ood(folder: Path, verdicts: list[bool]) -> None:
+    """An ``eval_ood`` folder: problem i is right when verdicts[i] (the shift comes from the data's rows)."""
+    rows = [{"index": i, "correct": c, "completion": "#### 1"} for i, c in enumerate(verdicts)]
+    write_jsonl(rows, folder / "eval_ood" / "samples.jsonl")
+
+
+def _lab(tmp_path: Path, default_after: list[bool], random_after: list[bool] | None, more_after=None) -> Path:
+    """A finished lab's folders from the early start: SFT, the default arm, its controls and (optionally) more SFT."""
+    log = [{"step": s, "reward": 0.1 * s, "monitor/correct_rate": 0.3, "train_seconds": 10.0 * s} for s in (1, 2, 3, 4)]
     sft = tmp_path / "sft" / "sft_smollm2" / "seed0"
-    _run(sft, [False] * n, before, str(real.SFT_CONFIG), [{"step": 1, "loss": 1.0}])
+    _run(sft, [False] * N_PROBLEMS, SOLVED_10, str(real.SFT_CONFIG), [{"step": 1, "loss": 1.0}])
     report = json.loads((sft / "report.json").read_text())
     report |= {"rows": 100, "validation": {"why": "reached 0.5", "last": 0.52, "last_step": 50}}
     (sft / "report.json").write_text(json.dumps(report))
-    for arm, (a, b) in {"grpo_real_default": (before, after), "grpo_real_random": (before, before)}.items():
-        _run(tmp_path / "grpo" / arm / "seed0", a, b, f"recipes/configs/real_lab/{arm}.yaml", log)
+    arms = {"grpo_real_default": default_after, "grpo_real_random": random_after, "grpo_real_format_only": SOLVED_10}
+    for arm, after in arms.items():
+        if after is not None:
+            _run(
+                tmp_path / "early" / "grpo" / arm / "seed0",
+                SOLVED_10,
+                after,
+                f"recipes/configs/real_lab/{arm}.yaml",
+                log,
+            )
+    if more_after is not None:
+        more = tmp_path / "early" / "sft_smollm2_more" / "seed0"
+        _run(more, SOLVED_10, more_after, str(real.MORE_SFT_CONFIG), [{"step": 1, "loss": 1.0, "train_seconds": 40.0}])
+    return sft
 
+
+N_PROBLEMS = 40
+SOLVED_10 = [i < 10 for i in range(N_PROBLEMS)]
+SOLVED_18 = [i < 18 for i in range(N_PROBLEMS)]
+
+
+def test_report_gives_each_run_its_accuracies_intervals_and_paired_gain(tmp_path):
+    _lab(tmp_path, SOLVED_18, SOLVED_10)
     text = real.write_report(tmp_path, {"SFT": 10.0}).read_text()
 
-    table = [line for line in text.splitlines() if line.startswith("| grpo_real") and "[" in line]  # with intervals
-    rows = {line.split(" | ")[0].strip("| "): line for line in table}
+    table = [line for line in text.splitlines() if "| grpo_real" in line and "[" in line]  # with intervals
+    rows = {line.split(" | ")[1]: line for line in table}
     assert "+20.0 [" in rows["grpo_real_default"] and "0.250 [" in rows["grpo_real_default"]
     low, high = (float(x) for x in re.search(r"\+20\.0 \[([-+\d.]+), ([-+\d.]+)\]", rows["grpo_real_default"]).groups())
     assert 0 < low < 20 < high  # eight problems turned right, none wrong: the paired interval excludes 0
@@ -74,88 +95,105 @@ def test_report_gives_each_run_its_accuracies_intervals_and_paired_gain(tmp_path
     assert "python -m recipes.sft --config recipes/configs/real_lab/sft_smollm2.yaml" in text
 
 
-N_PROBLEMS = 40
-SOLVED_10 = [i < 10 for i in range(N_PROBLEMS)]
-
-
 @pytest.mark.parametrize(
-    "default_after, random_after, answer",
+    "default_after, random_after, answer, control",
     [
-        ([i < 18 for i in range(N_PROBLEMS)], SOLVED_10, "Yes: +20.0 points"),  # +8 problems, control unmoved
-        ([i < 18 for i in range(N_PROBLEMS)], [i < 2 for i in range(N_PROBLEMS)], "No verdict"),  # control -20
-        ([i < 18 for i in range(N_PROBLEMS)], None, "Not shown: the random-reward control has not run"),
-        ([i < 11 for i in range(N_PROBLEMS)], SOLVED_10, "Not shown: +2.5 points"),  # one problem: interval has 0
-        ([i < 4 for i in range(N_PROBLEMS)], SOLVED_10, "No: -15.0 points"),
+        (SOLVED_18, SOLVED_10, "+20.0 points (every seed's interval above 0", "+0.0 points (within ±3)"),
+        (SOLVED_18, [i < 2 for i in range(N_PROBLEMS)], "+20.0 points", "-20.0 points (OUTSIDE ±3: this rate moves"),
+        (SOLVED_18, None, "+20.0 points", None),
+        ([i < 11 for i in range(N_PROBLEMS)], SOLVED_10, "+2.5 points (not every seed's interval clear of 0", "within"),
+        ([i < 4 for i in range(N_PROBLEMS)], SOLVED_10, "-15.0 points (every seed's interval below 0", "within"),
     ],
 )
-def test_report_leads_with_whether_rl_helped_against_its_controls(tmp_path, default_after, random_after, answer):
-    log = [{"step": s, "reward": 0.1 * s} for s in (1, 2, 3, 4)]
-    _run(
-        tmp_path / "grpo" / "grpo_real_default" / "seed0",
-        SOLVED_10,
-        default_after,
-        "recipes/configs/real_lab/grpo_real_default.yaml",
-        log,
-    )
-    if random_after is not None:
-        _run(
-            tmp_path / "grpo" / "grpo_real_random" / "seed0",
-            SOLVED_10,
-            random_after,
-            "recipes/configs/real_lab/grpo_real_random.yaml",
-            log,
-        )
-    _run(
-        tmp_path / "grpo" / "grpo_real_format_only" / "seed0",
-        SOLVED_10,
-        SOLVED_10,
-        "recipes/configs/real_lab/grpo_real_format_only.yaml",
-        log,
-    )
-
+def test_report_leads_with_whether_grpo_beats_its_start_beside_its_controls(
+    tmp_path, default_after, random_after, answer, control
+):
+    _lab(tmp_path, default_after, random_after)
     text = real.write_report(tmp_path, {}).read_text()
-
-    lead = text.split("\n\n")[1]  # the paragraph under the title, before any table
-    assert lead.startswith("**Did RL help?** " + answer), lead
+    lead = text.split("### From the early SFT start")[1].split("## The SFT starts")[0]
+    assert "1. **Does GRPO beat its start?** Test (greedy, 1 seed(s)): " + answer in lead, lead
+    assert "2. **Does it beat more SFT for the same compute?** Not measured yet" in lead
+    assert "3. **Sharpening or new coverage?** Not measured" in lead
+    if control is None:
+        assert "random-reward control" not in lead
+    else:
+        assert "the random-reward control moved test accuracy " in lead and control in lead
     assert "format-only reward moved it +0.0 [+0.0, +0.0] points, its reward 0.100 → 0.400" in lead
 
 
-def test_report_without_a_default_run_says_rl_is_not_measured(tmp_path):
-    _run(
-        tmp_path / "grpo" / "grpo_real_random" / "seed0",
-        SOLVED_10,
-        SOLVED_10,
-        "recipes/configs/real_lab/grpo_real_random.yaml",
-        [{"step": 1}],
+def test_report_compares_grpo_with_more_sft_and_ood_by_shift(tmp_path):
+    sft = _lab(tmp_path, SOLVED_18, SOLVED_10, more_after=[i < 30 for i in range(N_PROBLEMS)])
+    shifts = ["more_steps"] * 20 + ["new_words"] * 20
+    write_jsonl(
+        [{"question": "q", "answer": "#### 1", "final": "1", "shift": s} for s in shifts],
+        tmp_path / "data" / "ood.jsonl",
     )
-    assert "**Did RL help?** Not measured yet" in real.write_report(tmp_path, {}).read_text()
+    _ood(sft, [i < 5 or 20 <= i < 30 for i in range(40)])  # 5/20 more steps, 10/20 new words
+    _ood(tmp_path / "early" / "grpo" / "grpo_real_default" / "seed0", [i < 15 or 20 <= i < 30 for i in range(40)])
+    _ood(tmp_path / "early" / "sft_smollm2_more" / "seed0", [i < 5 or 20 <= i < 32 for i in range(40)])
+    lead = real.write_report(tmp_path, {}).read_text().split("## The SFT starts")[0]
+    # against its start: +10 on more steps, 0 on new words, +25 of 40 overall
+    assert "Out of distribution: all +25.0 points (every seed's interval above 0" in lead
+    assert "more steps +50.0; new words +0.0" in lead
+    # against more SFT (30/40 on test against GRPO's 18/40): -30 points in-distribution, +10 more steps / -10 new words
+    assert "GRPO minus more SFT, test: -30.0 points (every seed's interval below 0" in lead
+    assert "more steps +50.0; new words -10.0" in lead
+    assert "GRPO 40 s, 4 steps" in lead and "more SFT" in lead
+
+
+def test_coverage_verdict_tells_sharpening_from_new_coverage(tmp_path):
+    sft = _lab(tmp_path, SOLVED_18, SOLVED_10)
+    grpo = tmp_path / "early" / "grpo" / "grpo_real_default" / "seed0"
+
+    def sampled(folder, rights):  # 4 samples a problem; problem i has rights[i] right answers
+        rows = [{"index": i, "samples": [{"correct": j < r} for j in range(4)]} for i, r in enumerate(rights)]
+        write_jsonl(rows, folder / "eval_pass4" / "samples.jsonl")
+
+    sampled(sft, [1, 1, 0, 0])  # pass@1 0.125, pass@4 0.5
+    sampled(grpo, [4, 4, 0, 0])  # sharper: pass@1 0.5, pass@4 still 0.5
+    lead = real.write_report(tmp_path, {}).read_text()
+    assert "sharpening: pass@1 rose +37.5, pass@4 did not (+0.0)" in lead
+    sampled(grpo, [4, 4, 2, 0])  # and a problem the start never solved: pass@4 0.75
+    assert "both rose: pass@1 +50.0, pass@4 +25.0" in real.write_report(tmp_path, {}).read_text()
 
 
 def test_the_lab_queues_every_grpo_run_at_once_so_both_cores_stay_busy(tmp_path, monkeypatch):
-    """The default arm's seeds and the two controls go to one queue (a control beside seed 0), from the SFT model;
-    two calls (one per arm) would leave a core idle while a lone run finished."""
+    """From each start, the default arm's seeds and the two controls go to one queue (a control beside seed 0), from
+    that start's SFT model; then more SFT for the seconds each default seed took."""
     model = tmp_path / "model"
     model.mkdir()
     (model / "config.json").write_text("{}")
     out = tmp_path / "lab"
-    sft = out / "sft" / "sft_smollm2" / "seed0"
+    sfts, more = [], []
 
-    def fake_sft(configs, seeds, folder, flags, **kw):
-        run = Path(folder) / "sft_smollm2" / "seed0"
-        _run(run, SOLVED_10, SOLVED_10, str(real.SFT_CONFIG), [{"step": 1, "loss": 1.0}])
-        report = json.loads((run / "report.json").read_text()) | {"rows": 10}
-        (run / "report.json").write_text(json.dumps(report))
-        return [run]
+    def fake_matrix(configs, seeds, folder, flags, **kw):
+        made = []
+        for config in configs:
+            run = Path(folder) / Path(config).stem / f"seed{seeds[0]}"
+            if "more" in config:
+                more.append((run, flags[flags.index("--max_train_seconds") + 1]))
+            else:
+                sfts.append(Path(config).stem)
+            _run(run, SOLVED_10, SOLVED_10, config, [{"step": 1, "loss": 1.0}]) if not run.exists() else None
+            made.append(run)
+        return made
 
     queued = []
-    monkeypatch.setattr(real.matrix, "run_matrix", fake_sft)
-    monkeypatch.setattr(real.matrix, "run_pairs", lambda pairs, folder, flags, **kw: queued.append((pairs, flags, kw)))
+
+    def fake_pairs(pairs, folder, flags, **kw):
+        queued.append((pairs, flags, kw))
+        for config, seed in pairs:  # the default arm's seconds: 12.5 s a step for seed s + 1 steps
+            log = [{"step": i, "train_seconds": 12.5 * i} for i in range(1, seed + 2)]
+            _run(Path(folder) / Path(config).stem / f"seed{seed}", SOLVED_10, SOLVED_10, config, log)
+
+    monkeypatch.setattr(real.matrix, "run_matrix", fake_matrix)
+    monkeypatch.setattr(real.matrix, "run_pairs", fake_pairs)
+    monkeypatch.setattr(real, "extra_evals", lambda *a, **k: None)
 
     real.main(["--model", str(model), "--out", str(out), "--seeds", "0,1,2"])
-    real.main(["--model", str(model), "--out", str(tmp_path / "lab_default")])  # the default: seed 0 and 2 controls
-
-    (pairs, flags, kw), (default_pairs, _, _) = queued  # one queue a lab
-    names = [(Path(config).stem, seed) for config, seed in pairs]
+    assert sfts == ["sft_smollm2", "sft_smollm2_plateau"]
+    (early, flags, kw), (plateau, plateau_flags, _) = queued  # one queue a start
+    names = [(Path(config).stem, seed) for config, seed in early]
     assert names == [
         ("grpo_real_default", 0),
         ("grpo_real_random", 0),
@@ -163,9 +201,31 @@ def test_the_lab_queues_every_grpo_run_at_once_so_both_cores_stay_busy(tmp_path,
         ("grpo_real_default", 1),
         ("grpo_real_default", 2),
     ]
-    assert default_pairs == pairs[:3]
-    assert kw["jobs"] == 2 and flags[flags.index("--model_name_or_path") + 1] == str(sft)
-    assert len((out / "data" / "test.jsonl").read_text().splitlines()) == real.default_arm_config()["eval_limit"] == 500
+    assert plateau == early and kw["jobs"] == 2
+    assert flags[flags.index("--model_name_or_path") + 1] == str(out / "sft" / "sft_smollm2" / "seed0")
+    assert plateau_flags[flags.index("--model_name_or_path") + 1] == str(out / "sft" / "sft_smollm2_plateau" / "seed0")
+    assert [(run.parent.parent.name, run.name, seconds) for run, seconds in more] == [
+        ("early", "seed0", "12.5"),
+        ("early", "seed1", "25.0"),
+        ("early", "seed2", "37.5"),
+        ("plateau", "seed0", "12.5"),
+        ("plateau", "seed1", "25.0"),
+        ("plateau", "seed2", "37.5"),
+    ]
+    splits = json.loads((out / "data" / "splits.json").read_text())
+    assert splits["sizes"]["test"] == real.default_arm_config()["eval_limit"] == 500
+    assert splits["solution_overlap_with_train"]["solution_rule"] == {"dev": 0, "test": 0, "ood": 0}
+
+
+def test_a_data_folder_split_on_questions_is_refused(tmp_path, capsys):
+    model = tmp_path / "model"
+    model.mkdir()
+    (model / "config.json").write_text("{}")
+    (tmp_path / "lab" / "data").mkdir(parents=True)
+    (tmp_path / "lab" / "data" / "heldout.jsonl").write_text("{}\n")
+    with pytest.raises(SystemExit) as err:
+        real.main(["--model", str(model), "--out", str(tmp_path / "lab")])
+    assert err.value.code == 2 and "split on the question text alone" in capsys.readouterr().err
 
 
 def test_missing_model_is_one_clear_error_before_anything_runs(tmp_path, capsys):
@@ -193,31 +253,43 @@ def test_report_only_without_runs_says_what_to_run(tmp_path):
 
 @pytest.mark.slow
 def test_real_lab_mechanics_on_smollm2(tmp_path):
-    """Every stage on the real model for a step or two (the mechanics, not the gain): SFT through recipes.sft, five
-    GRPO runs (LoRA) through recipes.grpo two at a time, each with its monitors, probes and before/after evals."""
+    """Every stage on the real model for a step or two (the mechanics, not the gain): both SFT starts through
+    recipes.sft, from each the GRPO arms (LoRA) through recipes.grpo two at a time with their monitors, probes and
+    before/after evals, more SFT for the default arm's seconds, and every model on the OOD set, pass@k, forgetting."""
     from recipes.real_model import require_real_model
 
     model = require_real_model()
     out = tmp_path / "real"
     cmd = [sys.executable, "-m", "cpu_lab.real", "--model", str(model), "--out", str(out)]
-    cmd += ["--seeds", "0,1,2", "--steps", "1", "--sft-steps", "2", "--eval-limit", "4"]
+    cmd += ["--seeds", "0,1", "--steps", "1", "--sft-steps", "2", "--eval-limit", "4", "--ood-limit", "6"]
+    cmd += ["--passk", "2", "--passk-limit", "3", "--forgetting-limit", "2"]
     env = os.environ | {"OMP_NUM_THREADS": "2"}
-    done = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=1200)
+    done = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=2400)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-    sft = json.loads((out / "sft" / "sft_smollm2" / "seed0" / "report.json").read_text())
-    assert sft["steps"] == 2 and sft["before"]["n"] == 4 and sft["after"]["n"] == 4
-    arms = {("grpo_real_default", s) for s in (0, 1, 2)} | {("grpo_real_random", 0), ("grpo_real_format_only", 0)}
-    for arm, seed in arms:
-        folder = out / "grpo" / arm / f"seed{seed}"
-        settings = json.loads((folder / "matrix_run.json").read_text())
-        assert str(out / "sft" / "sft_smollm2" / "seed0") in settings["extra_args"]  # GRPO starts from the SFT model
-        rows = [json.loads(line) for line in (folder / "log.jsonl").read_text().splitlines()]
-        assert any("monitor/correct_rate" in r and "monitor/degenerate_share" in r for r in rows)
-        assert json.loads((folder / "probes.json").read_text())
-        assert json.loads((folder / "report.json").read_text())["after"]["n"] == 4
-        assert (folder / "adapter_config.json").exists()  # LoRA: the run saved an adapter, not a whole model
+    for start, config in real.STARTS.items():
+        sft_dir = out / "sft" / config / "seed0"
+        sft = json.loads((sft_dir / "report.json").read_text())
+        assert sft["steps"] == 2 and sft["before"]["n"] == 4 and sft["after"]["n"] == 4
+        assert json.loads((sft_dir / "eval_ood" / "results.json").read_text())["n"] == 6
+        arms = {("grpo_real_default", s) for s in (0, 1)} | {("grpo_real_random", 0), ("grpo_real_format_only", 0)}
+        for arm, seed in arms:
+            folder = out / start / "grpo" / arm / f"seed{seed}"
+            settings = json.loads((folder / "matrix_run.json").read_text())
+            assert str(sft_dir) in settings["extra_args"]  # GRPO starts from this start's SFT model
+            rows = [json.loads(line) for line in (folder / "log.jsonl").read_text().splitlines()]
+            assert any("monitor/correct_rate" in r and "monitor/degenerate_share" in r for r in rows)
+            assert json.loads((folder / "probes.json").read_text())
+            assert json.loads((folder / "report.json").read_text())["after"]["n"] == 4
+            assert (folder / "adapter_config.json").exists()  # LoRA: the run saved an adapter, not a whole model
+            assert json.loads((folder / "eval_ood" / "results.json").read_text())["n"] == 6
+            assert json.loads((folder / "forgetting" / "forgetting.json").read_text())["kl"]["mean"] >= 0
+        for seed in (0, 1):
+            more = json.loads((out / start / "sft_smollm2_more" / f"seed{seed}" / "report.json").read_text())
+            assert more["stopped_on_seconds"] and more["train_seconds"] > 0
     text = (out / "report.md").read_text()
-    assert all(f"| {arm} | {seed} |" in text for arm, seed in arms)
+    assert (
+        text.count("1. **Does GRPO beat its start?**") == 2 and "Sharpening or new coverage?** Not measured" not in text
+    )
     assert (out / "curves.png").exists()
 
 

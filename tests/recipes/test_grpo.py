@@ -108,6 +108,7 @@ def test_two_step_run_trains_and_logs_monitors(
     assert math.isfinite(steps[0]["probe/genuine_correct"]) and steps[0]["probe/violations"] >= 0  # scored at start
     assert math.isfinite(steps[1]["eval/accuracy"])  # monitor_eval_steps: 2
     assert ("kl" in steps[0]) == (beta != "0.0")
+    assert 0 < steps[0]["train_seconds"] <= steps[1]["train_seconds"]  # the optimizer steps' own clock
     top = read_jsonl(out / "top_completions.jsonl")
     assert len(top) == 2 and 0 < len(top[0]["rows"]) <= 20
     assert top[0]["rows"][0]["reward"] == max(r["reward"] for r in top[0]["rows"])

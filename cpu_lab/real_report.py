@@ -1,0 +1,440 @@
+"""The real-model lab's report (``cpu_lab.real``): the answers first, from each SFT start, in this order: does GRPO
+beat its start, does it beat more SFT for the same training compute (test and out of distribution), is it sharpening
+or new coverage; then the controls, every run's table, the monitors' curves, the probes, times and commands."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+from cpu_lab import matrix
+from cpu_lab.demo import probe_lines
+from cpu_lab.report import (
+    MISSING,
+    accuracy,
+    command_line,
+    gain_points,
+    number,
+    paired_gain,
+    pyplot,
+    recipe_command,
+    reproduce,
+    save_figure,
+    table,
+    write_markdown,
+)
+from eval.jsonl import read_jsonl
+from eval.metrics import compare_pass_at_k, compare_records, pass_at_k_curve
+
+DEFAULT_ARM, RANDOM_ARM, FORMAT_ARM = "grpo_real_default", "grpo_real_random", "grpo_real_format_only"
+MORE_SFT = "sft_smollm2_more"
+STARTS = ("early", "plateau")
+CONTROL_BAND = 3.0  # points: a random-reward control that moves test accuracy further is moved by step size alone
+CURVES = [  # (log key, title) of the curves drawn per arm: the monitors' view of each run
+    ("monitor/correct_rate", "correct answers (monitors' checker)"),
+    ("rewards/gsm8k_format_reward/mean", "format reward (0.1 = formatted)"),
+    ("monitor/degenerate_share", "degenerate groups on correctness"),
+    ("monitor/length_correct", "length of correct answers (tokens)"),
+    ("monitor/length_wrong", "length of wrong answers (tokens)"),
+    ("monitor/reward_correctness_gap", "reward - correctness gap"),
+]
+
+
+def _samples(folder: Path) -> list[dict] | None:
+    path = folder / "samples.jsonl"
+    return read_jsonl(path) if path.exists() else None
+
+
+def _points(gain: dict) -> tuple[float, float, float]:
+    return gain["difference"] * 100, gain["ci"][0] * 100, gain["ci"][1] * 100
+
+
+def _seed(folder: Path) -> int:
+    return int(folder.name.removeprefix("seed"))
+
+
+def _runs(start_out: Path, arm: str) -> dict[int, Path]:
+    """Finished runs of ``arm`` under one start's folder, by seed."""
+    pattern = f"{arm}/seed*" if arm == MORE_SFT else f"grpo/{arm}/seed*"
+    return {_seed(f): f for f in sorted(start_out.glob(pattern)) if (f / "report.json").exists()}
+
+
+def ood_by_shift(folder: Path, ood_rows: list[dict]) -> dict[str, list[dict]]:
+    """A model's OOD samples (``<folder>/eval_ood``) grouped by shift (read from the data's ``shift`` column), with
+    ``all`` for every shift together; {} when it has none."""
+    samples = _samples(folder / "eval_ood")
+    if not samples:
+        return {}
+    shift_of = {i: row.get("shift", "all") for i, row in enumerate(ood_rows)}
+    groups: dict[str, list[dict]] = {"all": samples}
+    for sample in samples:
+        groups.setdefault(shift_of.get(sample["index"], "unknown"), []).append(sample)
+    return groups
+
+
+def ood_gains(a: Path, b: Path, ood_rows: list[dict]) -> dict[str, dict]:
+    """OOD accuracy B - A per shift, paired over the same problems (``compare_records``, as ``eval compare``)."""
+    groups_a, groups_b = ood_by_shift(a, ood_rows), ood_by_shift(b, ood_rows)
+    return {s: compare_records(groups_a[s], groups_b[s]) for s in groups_a if s in groups_b}
+
+
+def arm_gain(a_after: Path, b_after: Path) -> dict | None:
+    """Test accuracy of B minus A over the same problems, from two runs' ``eval_after`` folders."""
+    samples_a, samples_b = _samples(a_after / "eval_after"), _samples(b_after / "eval_after")
+    return compare_records(samples_a, samples_b) if samples_a and samples_b else None
+
+
+def _claim(gains: list[dict]) -> str:
+    """Mean gain in points over seeds, and whether every seed's interval is above 0 (or below)."""
+    points = [_points(g) for g in gains]
+    mean = sum(p[0] for p in points) / len(points)
+    if all(low > 0 for _, low, _ in points):
+        sign = "every seed's interval above 0"
+    elif all(high < 0 for _, _, high in points):
+        sign = "every seed's interval below 0"
+    else:
+        sign = "not every seed's interval clear of 0"
+    seeds = "; ".join(gain_points(g) for g in gains)
+    return f"{mean:+.1f} points ({sign}: {seeds})"
+
+
+def _ood_text(gains_by_seed: list[dict[str, dict]]) -> str:
+    if not gains_by_seed or not all(gains_by_seed):
+        return "not measured"
+    parts = [f"all {_claim([g['all'] for g in gains_by_seed])}"]
+    for shift in sorted(set(gains_by_seed[0]) - {"all"}):
+        if all(shift in g for g in gains_by_seed):
+            mean = sum(g[shift]["difference"] for g in gains_by_seed) / len(gains_by_seed) * 100
+            parts.append(f"{shift.replace('_', ' ')} {mean:+.1f}")
+    return "; ".join(parts)
+
+
+def answers(out: Path, start: str) -> list[str]:
+    """The report's lead for one start: the three questions, then the controls and forgetting."""
+    start_out, ood_rows = out / start, _ood_rows(out)
+    sft_dirs = sorted((out / "sft").glob(f"sft_smollm2{'' if start == 'early' else '_plateau'}/seed*"))
+    grpo, more = _runs(start_out, DEFAULT_ARM), _runs(start_out, MORE_SFT)
+    head = f"### From the {start} SFT start"
+    if not sft_dirs or not grpo:
+        return [head, "", "Not measured yet: no GRPO run from this start has finished.", ""]
+    sft = sft_dirs[0]
+    lines = [head, ""]
+    # 1. GRPO against its start
+    test = [g for f in grpo.values() if (g := paired_gain(f))]
+    ood = [ood_gains(sft, f, ood_rows) for f in grpo.values()]
+    lines.append(
+        f"1. **Does GRPO beat its start?** Test (greedy, {len(test)} seed(s)): "
+        f"{_claim(test) if test else 'not measured'}. Out of distribution: {_ood_text(ood)}."
+    )
+    # 2. GRPO against more SFT for the same optimizer-step seconds
+    pairs = [(grpo[s], more[s]) for s in grpo if s in more]
+    if pairs:
+        test = [g for a, b in pairs if (g := arm_gain(b, a))]
+        ood = [ood_gains(b, a, ood_rows) for a, b in pairs]
+        seen = "; ".join(f"seed {_seed(a)}: {_compute(a, b)}" for a, b in pairs)
+        lines.append(
+            f"2. **Does it beat more SFT for the same compute?** GRPO minus more SFT, test: "
+            f"{_claim(test) if test else 'not measured'}. Out of distribution: {_ood_text(ood)}. ({seen}.)"
+        )
+    else:
+        lines.append("2. **Does it beat more SFT for the same compute?** Not measured yet: no more-SFT run finished.")
+    # 3. Sharpening or new coverage: pass@1 and pass@K of the start and of GRPO on the same test problems
+    lines.append(f"3. **Sharpening or new coverage?** {_coverage(sft, list(grpo.values()))}")
+    lines.append("")
+    lines.append(_controls(start_out, sft, ood_rows))
+    forgetting = _forgetting([*grpo.values(), *more.values()])
+    if forgetting:
+        lines += ["", forgetting]
+    return [*lines, ""]
+
+
+def _compute(grpo: Path, more: Path) -> str:
+    """Seconds and examples each side trained on."""
+    g, m = _report(grpo), _report(more)
+    g_cfg = _config(grpo)
+    prompts = (
+        (g.get("steps") or 0)
+        * g_cfg.get("per_device_train_batch_size", 0)
+        * g_cfg.get("gradient_accumulation_steps", 1)
+        // max(g_cfg.get("num_generations", 1), 1)
+    )
+    g_seconds = train_seconds(grpo)
+    return (
+        f"GRPO {number(g_seconds, '.0f')} s, {g.get('steps')} steps, {prompts} prompts x "
+        f"{g_cfg.get('num_generations')} answers; more SFT {number(m.get('train_seconds'), '.0f')} s, "
+        f"{m.get('steps')} steps, {(m.get('steps') or 0) * _config(more).get('per_device_train_batch_size', 0)} "
+        "worked solutions"
+    )
+
+
+def _coverage(sft: Path, grpo: list[Path]) -> str:
+    name = next((p.name for p in sorted(sft.glob("eval_pass*")) if (p / "samples.jsonl").exists()), None)
+    if name is None or not all((f / name / "samples.jsonl").exists() for f in grpo):
+        return "Not measured (run the lab with --passk K)."
+    base = _samples(sft / name)
+    k = len(pass_at_k_curve(base))
+    parts = []
+    for folder in grpo:
+        runs = _samples(folder / name)
+        one, top = compare_pass_at_k(base, runs, 1), compare_pass_at_k(base, runs, k)
+        parts.append(f"seed {_seed(folder)}: pass@1 {gain_points(one)}, pass@{k} {gain_points(top)}")
+    one = [_points(compare_pass_at_k(base, _samples(f / name), 1))[0] for f in grpo]
+    top = [_points(compare_pass_at_k(base, _samples(f / name), k))[0] for f in grpo]
+    mean_one, mean_top = sum(one) / len(one), sum(top) / len(top)
+    if mean_one > 0 and mean_top <= 0:
+        verdict = f"sharpening: pass@1 rose {mean_one:+.1f}, pass@{k} did not ({mean_top:+.1f})"
+    elif mean_one > 0:
+        verdict = f"both rose: pass@1 {mean_one:+.1f}, pass@{k} {mean_top:+.1f} (new coverage as well as sharpening)"
+    else:
+        verdict = f"pass@1 did not rise ({mean_one:+.1f}; pass@{k} {mean_top:+.1f})"
+    return f"{verdict}, in points against the start ({'; '.join(parts)})."
+
+
+def _controls(start_out: Path, sft: Path, ood_rows: list[dict]) -> str:
+    parts = []
+    for folder in _runs(start_out, RANDOM_ARM).values():
+        gain = paired_gain(folder)
+        if gain:
+            d = _points(gain)[0]
+            held = "within" if abs(d) <= CONTROL_BAND else "OUTSIDE"
+            ood = ood_gains(sft, folder, ood_rows).get("all")
+            parts.append(
+                f"the random-reward control moved test accuracy {d:+.1f} points ({held} ±{CONTROL_BAND:.0f}"
+                + ("" if held == "within" else ": this rate moves the model by itself, so no verdict above holds")
+                + ")"
+                + (f", OOD {gain_points(ood)}" if ood else "")
+            )
+    for folder in _runs(start_out, FORMAT_ARM).values():
+        gain, rows = paired_gain(folder), matrix.read_log(folder / "log.jsonl")
+        start, end = matrix.window(rows, "reward", start=True), matrix.window(rows, "reward", start=False)
+        rise = "" if start is None or end is None else f", its reward {start:.3f} → {end:.3f} (first → last quarter)"
+        parts.append(f"the format-only reward moved it {gain_points(gain)} points{rise}")
+    return "Controls: " + ("; ".join(parts) if parts else "not run yet") + "."
+
+
+def _forgetting(folders: list[Path]) -> str:
+    rows = []
+    for folder in folders:
+        path = folder / "forgetting" / "forgetting.json"
+        if path.exists():
+            f = json.loads(path.read_text())
+            kl, delta = f["kl"], f["delta_log_likelihood"]
+            rows.append(
+                f"{_arm(folder)} seed {_seed(folder)} KL {kl['mean']:.4f}, Δ log-likelihood {delta['mean']:+.4f} "
+                f"[{delta['ci'][0]:+.4f}, {delta['ci'][1]:+.4f}]"
+            )
+    if not rows:
+        return ""
+    return "Forgetting (per token, against the start, on text outside the task): " + "; ".join(rows) + "."
+
+
+def _arm(folder: Path) -> str:
+    return folder.parent.name
+
+
+def _report(folder: Path) -> dict:
+    path = folder / "report.json"
+    return json.loads(path.read_text()) if path.exists() else {}
+
+
+def _config(folder: Path) -> dict:
+    path = folder / "resolved_config.json"
+    return json.loads(path.read_text()) if path.exists() else {}
+
+
+def train_seconds(folder: Path) -> float:
+    """The optimizer-step seconds a finished run took: its last logged ``train_seconds`` (evaluations and checks not
+    counted), else the sum of TRL's per-step ``step_time`` (its generation, forward and backward passes)."""
+    rows = _log(folder)
+    logged = [r["train_seconds"] for r in rows if isinstance(r.get("train_seconds"), int | float)]
+    if logged:
+        return float(logged[-1])
+    steps = [r["step_time"] for r in rows if isinstance(r.get("step_time"), int | float)]
+    if not steps:
+        raise SystemExit(f"{folder}/log.jsonl has neither train_seconds nor step_time: rerun that run")
+    return float(sum(steps))
+
+
+def _last(folder: Path, key: str) -> float | None:
+    values = [r[key] for r in _log(folder) if isinstance(r.get(key), int | float)]
+    return values[-1] if values else None
+
+
+def _log(folder: Path) -> list[dict]:
+    """Every row of a run's ``log.jsonl`` (an SFT run's too), [] without one."""
+    path = folder / "log.jsonl"
+    return (
+        read_jsonl(path, "a run killed while it wrote its log leaves a torn last line: delete that line")
+        if path.exists()
+        else []
+    )
+
+
+def _ood_rows(out: Path) -> list[dict]:
+    path = out / "data" / "ood.jsonl"
+    return read_jsonl(path) if path.exists() else []
+
+
+def _ood_accuracy(folder: Path, ood_rows: list[dict]) -> str:
+    groups = ood_by_shift(folder, ood_rows)
+    if not groups:
+        return MISSING
+    parts = [f"{sum(s['correct'] for s in rows) / len(rows):.3f}" for shift, rows in groups.items()]
+    return " / ".join(parts)
+
+
+def accuracy_table(folders: list[Path], ood_rows: list[dict]) -> str:
+    """One row per run: test accuracy before and after with intervals, the paired gain, OOD accuracy by shift,
+    format rates, lengths, seconds."""
+    shifts = ["all", *dict.fromkeys(r.get("shift", "all") for r in ood_rows if r.get("shift"))]
+    header = [
+        *("start", "run", "seed", "steps", "test before [95% CI]", "test after [95% CI]", "gain, points [95% CI]"),
+        f"OOD after ({' / '.join(s.replace('_', ' ') for s in shifts)})",
+        *("format before → after", "length correct / wrong after", "train seconds"),
+    ]
+    rows = []
+    for folder in folders:
+        report = _report(folder)
+        before, after = report.get("before"), report.get("after")
+        fmt = MISSING if not (before and after) else f"{before['format_rate']:.2f} → {after['format_rate']:.2f}"
+        lengths = MISSING
+        if after:
+            lengths = " / ".join(
+                number((after["length_tokens"].get(k) or {}).get("mean"), ".1f") for k in ("correct", "wrong")
+            )
+        start = next((s for s in STARTS if s in folder.parts), "sft")
+        rows.append(
+            [
+                *(start, _arm(folder), folder.name.removeprefix("seed"), report.get("steps") or _logged_steps(folder)),
+                *(accuracy(before), accuracy(after), gain_points(paired_gain(folder))),
+                _ood_accuracy(folder, ood_rows),
+                *(fmt, lengths, number(report.get("train_seconds") or _last(folder, "train_seconds"), ".0f")),
+            ]
+        )
+    return table(header, rows)
+
+
+def _logged_steps(folder: Path) -> str:
+    rows = matrix.read_log(folder / "log.jsonl")
+    return str(max(r.get("step", 0) for r in rows)) if rows else MISSING
+
+
+def _reward_funcs(folder: Path) -> list[str]:
+    return _config(folder).get("reward_funcs", [])
+
+
+def run_summary(folder: Path) -> str:
+    """A GRPO run's monitors over its first and its last quarter of logged steps, and its test accuracy."""
+    rows = matrix.read_log(folder / "log.jsonl")
+    if not rows:
+        raise SystemExit(f"{folder} has no log.jsonl with training rows: pass a GRPO run's output_dir")
+    keys = [*(k for k, _ in CURVES), "monitor/degenerate_all_wrong_share", "monitor/truncated_rate", "reward"]
+    windows = [(key, matrix.window(rows, key, start=True), matrix.window(rows, key, start=False)) for key in keys]
+    lines = [f"{folder}: {max(r.get('step', 0) for r in rows)} steps"]
+    lines.append(
+        table(
+            ["metric", "first quarter", "last quarter"],
+            ([key, f"{start:.3f}", f"{end:.3f}"] for key, start, end in windows if start is not None),
+        )
+    )
+    report = _report(folder)
+    lines.append(f"held-out accuracy {accuracy(report.get('before'))} -> {accuracy(report.get('after'))}")
+    if report.get("before") and report.get("after"):
+        lines.append(
+            f"held-out format rate {report['before']['format_rate']:.3f} -> {report['after']['format_rate']:.3f}"
+        )
+    return "\n".join(lines)
+
+
+def plot_curves(folders: list[Path], path: Path) -> Path:
+    """The monitors' per-step curves of every GRPO run (a 5-step running mean; thin: each step)."""
+    fig, axes = pyplot().subplots(2, 3, figsize=(13, 6.5))
+    for folder in folders:
+        rows = matrix.read_log(folder / "log.jsonl")
+        start = next((s for s in STARTS if s in folder.parts), "")
+        label = f"{start} {_arm(folder)} {folder.name}"
+        for ax, (key, title) in zip(axes.flat, CURVES, strict=True):
+            points = [
+                (r["step"], r[key]) for r in rows if isinstance(r.get(key), int | float) and not math.isnan(r[key])
+            ]
+            if not points:
+                continue
+            steps, values = zip(*points, strict=True)
+            smooth = [
+                sum(values[max(0, i - 4) : i + 1]) / len(values[max(0, i - 4) : i + 1]) for i in range(len(values))
+            ]
+            (line,) = ax.plot(steps, smooth, label=label)
+            ax.plot(steps, values, color=line.get_color(), alpha=0.25, linewidth=0.8)
+            ax.set(title=title, xlabel="GRPO step")
+    axes.flat[0].legend(fontsize=7)
+    return save_figure(fig, path)
+
+
+def write_report(out: Path, seconds: dict) -> Path:
+    """``report.md``: the answers from each start, the SFT starts, every run's table, curves, probes, commands."""
+    sft_dirs = sorted((out / "sft").glob("*/seed*"))
+    grpo = sorted(out.glob("*/grpo/*/seed*"), key=lambda f: (f.parts[-4], _arm(f) != DEFAULT_ARM, _arm(f), f.name))
+    others = sorted([*out.glob(f"*/{MORE_SFT}/seed*"), *out.glob("*/dpo/*/seed*")])
+    if not sft_dirs and not grpo:
+        raise SystemExit(f"no finished stages under {out}: run `python -m cpu_lab.real --out {out}` first")
+    ood_rows = _ood_rows(out)
+    lines = ["# Real-model lab: what GRPO adds after SFT (SmolLM2-135M-Instruct, 2 CPU cores)", ""]
+    for start in STARTS:
+        if (out / start).exists():
+            lines += answers(out, start)
+    lines.append("## The SFT starts")
+    lines.append("")
+    for sft_dir in sft_dirs:
+        sft = _report(sft_dir)
+        v = sft.get("validation") or {}
+        lines += [
+            f"- **{sft_dir.parent.name}** ({sft.get('rows')} worked solutions): stopped at step {sft.get('steps')} "
+            f"({v.get('why', 'no dev check')}; dev accuracy {v.get('last')}"
+            + (f", best {v['best']} at step {v['best_step']}, kept" if "best" in v else "")
+            + f"); test {accuracy(sft.get('before'))} before → {accuracy(sft.get('after'))} after; OOD after "
+            f"{_ood_accuracy(sft_dir, ood_rows)} (all / by shift).",
+        ]
+    lines += ["", "## Every run", "", accuracy_table(sft_dirs + grpo + others, ood_rows), ""]
+    for dpo_dir in sorted(out.glob("*/dpo/*/seed*")):
+        dpo = _report(dpo_dir)
+        lines += [
+            f"DPO: {dpo.get('pairs', '–')} pairs; first loss {dpo.get('first_loss')} (expected "
+            f"{dpo.get('first_loss_expected')}: {'ok' if dpo.get('first_loss_ok') else 'NOT ok'}).",
+            "",
+        ]
+    lines += [
+        "Greedy decoding on the test problems (never trained on, never read by a choice) and on the OOD problems "
+        "(read by no run and no choice). Intervals: Wilson 95% for an accuracy, paired bootstrap 95% over the same "
+        "problems for a gain (as `eval compare`). A GRPO run's 'before' is its SFT start. Train seconds: optimizer "
+        "steps only (evaluations and checks not counted).",
+        "",
+        "## What the monitors saw during GRPO",
+        "",
+    ]
+    for start in STARTS:
+        if (out / start / "grpo").exists():
+            lines += [f"From the {start} start:", "", matrix.comparison_table(matrix.collect(out / start / "grpo")), ""]
+    if grpo:
+        lines.append(f"![curves]({plot_curves(grpo, out / 'curves.png').name})")
+        lines += ["", "## Hack probes (scored under each run's own rewards at the start)", ""]
+        for folder in grpo:
+            lines.append(f"- {folder.parts[-4]} {_arm(folder)} {folder.name}:")
+            if "lab_random" in _reward_funcs(folder):
+                lines.append("  - (a coin-flip reward: its probe scores are draws, not a verdict on the probes)")
+                continue
+            lines += probe_lines(folder / "probes.json")
+    lines += ["", "## Time", ""]
+    lines += [f"- {name}: {s:.0f} s" for name, s in seconds.items()] or ["- (report rewritten; times in run folders)"]
+    lines += ["- each run's own clock (report.json `seconds`: evaluations, training, saving) is in its folder"]
+    commands = [f"OMP_NUM_THREADS=2 python -m cpu_lab.real --out {out}", "# stage by stage:"]
+    for folder in [*sft_dirs, *grpo, *others]:
+        settings_path = folder / matrix.SETTINGS_FILE
+        if settings_path.exists():
+            s = json.loads(settings_path.read_text())
+            commands.append(recipe_command(s["config"], s["seed"], folder, s["extra_args"]))
+        commands += [p.read_text().strip() for p in sorted(folder.glob("*.command.txt"))]
+    rollouts_cmd = out / "rollouts" / "command.txt"
+    commands += [rollouts_cmd.read_text().strip()] if rollouts_cmd.exists() else []
+    lines += ["", *reproduce(commands), "", f"Command line of this report: `{command_line()}`."]
+    return write_markdown(out / "report.md", lines)
