@@ -4,15 +4,15 @@ learned: one settings arm at a time, each in its own process, side by side in on
     OMP_NUM_THREADS=2 python -m bench.real_step                       # SmolLM2 after the lab's SFT, 4 steps per arm
     python -m bench.real_step --model runs/real_model/model --steps 3 --arms fp32_t2 autocast_t2
     python -m bench.real_step --isa ALL AVX512_CORE AVX2 --arm-timeout 900   # the same arms under oneDNN ISA caps
-    python -m bench.real_step --pair full_t1   # two 1-thread runs at once against one 2-thread run
+    python -m bench.real_step --pair lora_t1   # two 1-thread runs at once against one 2-thread run
     OMP_NUM_THREADS=1 python -m bench.real_step --matmul   # seconds, no model: is bf16 fast on this CPU?
 
-Every arm runs the real-model lab's default config (``recipes/configs/real_lab/grpo_real_default.yaml``: 4 prompts x
-G 8, 32 new tokens, micro-batches of 8) through ``recipes.grpo`` with its monitors on, no held-out evaluation and no
-probes, for ``--steps`` optimizer steps; the first step (warm-up: allocations, first kernels) is left out of the
-medians. The command line goes through ``recipes.common.parse_or_explain``, as every recipe run does, so an arm
-that sets no precision gets the automatic choice (``recipes/precision.py``). The trainer is TRL's ``GRPOTrainer``
-with clocks around its own methods, so each phase is what its name says:
+Every arm runs the real-model lab's default config (``recipes/configs/real_lab/grpo_real_default.yaml``: LoRA r 16 on
+every linear layer, 8 prompts x G 8, 32 new tokens, micro-batches of 8) through ``recipes.grpo`` with its monitors on,
+no held-out evaluation and no probes, for ``--steps`` optimizer steps; the first step (warm-up: allocations, first
+kernels) is left out of the medians. The command line goes through ``recipes.common.parse_or_explain``, as every recipe
+run does, so an arm that sets no precision gets the automatic choice (``recipes/precision.py``). The trainer is TRL's
+``GRPOTrainer`` with clocks around its own methods, so each phase is what its name says:
 
 - generation: ``_generate`` (tokenising the prompts, ``generate`` or continuous batching, decoding);
 - reward: ``_calculate_rewards`` minus the monitors' own code inside the reward wrappers;
@@ -40,8 +40,9 @@ Arms (``--arms``; ``_t2``/``_t1``: 2 or 1 torch threads):
   the outermost region ends); the casts are the same, so are the tokens;
 - ``lora_bf16_t2``: LoRA r 16 on every linear layer over a bf16 base (peft keeps the adapters float32), under
   autocast: it changes what is learned (fewer parameters move), so its ratio is reported, not adopted;
-- ``full_t2``/``full_t1``: the config's own precision (the automatic choice); ``lora_t2``: LoRA r 16 over the
-  config's weights; ``cb_t2``: TRL's ``use_transformers_continuous_batching``.
+- ``lora_t2``/``lora_t1``: the config as it is (LoRA, the automatic precision choice); ``full_t2``/``full_t1``: full
+  fine-tuning (``--use_peft false``) at the automatic precision; ``cb_t2``: TRL's
+  ``use_transformers_continuous_batching``.
 
 Threads, the head's positions and the cast cache change only the speed; bf16 autocast changes the rounding of every
 matmul, which ``--agreement`` measures on one batch of the model's own answers: the per-token log-probabilities and
@@ -99,9 +100,10 @@ ARMS = {
     "autocast_head_t2": Arm(2, ["--bf16", "true", "--cpu_speedups", "false"], ("completion_head",)),
     "autocast_head_cache_t2": Arm(2, ["--bf16", "true"]),
     "lora_bf16_t2": Arm(2, [*LORA, "--dtype", "bfloat16", "--bf16", "true"]),
-    "full_t2": Arm(2),
-    "full_t1": Arm(1),
+    "full_t2": Arm(2, ["--use_peft", "false"]),
+    "full_t1": Arm(1, ["--use_peft", "false"]),
     "lora_t2": Arm(2, LORA),
+    "lora_t1": Arm(1, LORA),
     "cb_t2": Arm(2, ["--use_transformers_continuous_batching", "true"]),
 }
 DEFAULT_ARMS = ["fp32_t2", "autocast_t2", "autocast_head_t2", "autocast_head_cache_t2", "lora_bf16_t2"]
