@@ -130,7 +130,8 @@ def main(argv: list[str] | None = None) -> Path:
 
     # 2. The SFT starts, through the recipe (reused when finished with the same settings)
     t0 = time.monotonic()
-    sft_flags = [*inputs, "--model_name_or_path", args.model, "--validation_data", str(data / "dev.jsonl")]
+    sft_flags = ["--model_name_or_path", args.model, "--data", str(data / "train.jsonl")]
+    sft_flags += ["--eval_data", str(data / "test.jsonl"), "--validation_data", str(data / "dev.jsonl"), *limits]
     sft_flags += [] if args.sft_steps is None else ["--max_steps", str(args.sft_steps)]
     sft_flags += [] if args.eval_limit is None else ["--validation_limit", str(args.eval_limit)]
     configs = [str(CONFIG_DIR / f"{STARTS[s]}.yaml") for s in starts]
