@@ -21,6 +21,7 @@ import glob
 import json
 import logging
 import os
+import stat
 import tempfile
 from collections.abc import Iterable, Iterator
 from pathlib import Path
@@ -61,6 +62,7 @@ def write_jsonl(rows: Iterable[dict], path: str | Path) -> Path:
     remove_stale_temps(path.parent, path.name)
     fd, tmp = _locked_temp(path)
     try:
+        os.fchmod(fd, _mode_of(path))  # mkstemp makes it 600: give it the mode open(path, "w") would
         with os.fdopen(fd, "w", encoding="utf-8") as f:
             for row in rows:
                 f.write(json.dumps(row, ensure_ascii=False) + "\n")
@@ -70,6 +72,28 @@ def write_jsonl(rows: Iterable[dict], path: str | Path) -> Path:
         Path(tmp).unlink(missing_ok=True)
         raise
     return path
+
+
+def _mode_of(path: Path) -> int:
+    """The permission bits ``open(path, "w")`` leaves: an existing file's own, a new file's 666 less the umask."""
+    try:
+        return stat.S_IMODE(path.stat().st_mode)
+    except FileNotFoundError:
+        return 0o666 & ~_umask()
+
+
+def _umask() -> int:
+    """This process's umask, read from ``/proc`` where it can be (setting it to read it races other threads)."""
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except OSError:
+        pass
+    umask = os.umask(0o022)
+    os.umask(umask)
+    return umask
 
 
 def _locked_temp(path: Path) -> tuple[int, str]:

@@ -2,6 +2,7 @@
 
 import json
 import os
+import stat
 
 import pytest
 
@@ -70,3 +71,16 @@ def test_cut_torn_last_line_leaves_an_earlier_corrupt_line_to_the_strict_reader(
     assert cut_torn_last_line(path) == 0 and cut_torn_last_line(tmp_path / "missing.jsonl") == 0
     with pytest.raises(ValueError, match="line 2 is not JSON"):
         read_jsonl(path)  # no kill tears a middle line: the file is reported, nothing after it is dropped
+
+
+def test_write_gives_a_new_file_the_umask_mode_and_keeps_an_existing_files_mode(tmp_path):
+    path = tmp_path / "rows.jsonl"
+    old = os.umask(0o022)
+    try:
+        write_jsonl([{"a": 1}], path)  # a temporary file renamed into place: not mkstemp's 600
+        assert stat.S_IMODE(path.stat().st_mode) == 0o644
+        path.chmod(0o640)
+        write_jsonl([{"a": 2}], path)  # as open(path, "w") would: the file keeps its mode
+        assert stat.S_IMODE(path.stat().st_mode) == 0o640
+    finally:
+        os.umask(old)
