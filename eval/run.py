@@ -15,7 +15,8 @@ folder gets:
 - ``summary.md`` and ``lengths.png``: the same, for people (``eval.report``);
 - ``.lock``: held (``flock``) by the process writing the folder, with its pid: a second run into the same folder is
   refused instead of interleaving its samples with the first one's. The OS drops the lock when its process ends,
-  however it ends, so a folder left by ``kill -9`` resumes without any cleaning.
+  however it ends, so a folder left by ``kill -9`` resumes without any cleaning; a run that ends normally (finished or
+  failed) removes the file.
 
 ``score_predictions`` does the same for completions produced elsewhere (no model); its ``run_config.json`` records
 the predictions file's hash and the fields read, so scoring the same file again into the folder is allowed and
@@ -35,7 +36,7 @@ import logging
 import os
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager, nullcontext
+from contextlib import contextmanager, nullcontext, suppress
 from dataclasses import replace
 from pathlib import Path
 
@@ -149,24 +150,16 @@ def lock_output_folder(out: str | Path) -> Iterator[Path]:
     the process holding it and the fix) if another process holds it.
 
     The lock is the OS's (``flock`` on ``out/.lock``), not a pid file: it ends with its process, however that ends,
-    so a run killed by ``kill -9`` leaves nothing that blocks its resume. Nested use in one process is allowed.
+    so a run killed by ``kill -9`` leaves nothing that blocks its resume. A holder that ends normally, whether its run
+    succeeded or failed, removes the file. Nested use in one process is allowed.
     """
     out = Path(out)
-    out.mkdir(parents=True, exist_ok=True)
     key = out.resolve()
     if key in _held_folders:
         yield out
         return
-    fd = os.open(out / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o644)  # not inherited by the processes a run starts
+    fd = _open_lock(out)
     try:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            holder = os.read(fd, 64).decode(errors="replace").strip() or "unknown"
-            raise FolderBusyError(
-                f"{out} is being written by another process (pid {holder}); two runs into one folder would mix "
-                "their samples. Wait for it to finish (rerun then to resume or complete it), or pass another --out"
-            ) from None
         os.ftruncate(fd, 0)
         os.write(fd, f"{os.getpid()}\n".encode())
         remove_stale_temps(out)  # left by a killed writer of this folder (a rewrite of samples.jsonl)
@@ -175,8 +168,40 @@ def lock_output_folder(out: str | Path) -> Iterator[Path]:
             yield out
         finally:
             _held_folders.discard(key)
+            # Unlinked while still locked: a process that opened it meanwhile finds, once it gets the lock, that the
+            # path no longer names its file, and opens the path again (``_open_lock``).
+            with suppress(FileNotFoundError):
+                if os.stat(out / LOCK_FILE).st_ino == os.fstat(fd).st_ino:  # never another holder's file
+                    (out / LOCK_FILE).unlink()
     finally:
-        os.close(fd)  # releases the lock; the file stays, so a waiting opener never locks an unlinked one
+        os.close(fd)  # releases the lock
+
+
+def _open_lock(out: Path) -> int:
+    """``out/.lock`` open and locked by this process (``out`` made if missing), or ``FolderBusyError``. A lock file
+    removed by its holder between this open and this lock is let go and the path opened again, so that two processes
+    never both hold ``out``: one on the removed file, one on a new one."""
+    while True:
+        out.mkdir(parents=True, exist_ok=True)
+        try:
+            fd = os.open(out / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o644)  # not inherited by the processes a run starts
+        except FileNotFoundError:  # the folder was removed meanwhile: make it again
+            continue
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = os.read(fd, 64).decode(errors="replace").strip() or "unknown"
+            os.close(fd)
+            raise FolderBusyError(
+                f"{out} is being written by another process (pid {holder}); two runs into one folder would mix "
+                "their samples. Wait for it to finish (rerun then to resume or complete it), or pass another --out"
+            ) from None
+        try:
+            if os.stat(out / LOCK_FILE).st_ino == os.fstat(fd).st_ino:
+                return fd
+        except FileNotFoundError:
+            pass
+        os.close(fd)
 
 
 def read_samples(path: Path) -> dict[int, dict]:

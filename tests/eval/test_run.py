@@ -189,9 +189,8 @@ def test_a_second_run_into_a_busy_folder_is_refused_before_its_model_loads(
         assert (out / LOCK_FILE).read_text() == f"{holder.pid}\n"
     run_cli(tiny_model_dir, data_dir, "gsm8k", out)  # nothing to clean: the OS released the lock with its process
     assert [s["index"] for s in read_jsonl(out / SAMPLES_FILE)] == list(range(10)) and len(loads) == 1
-    assert (out / LOCK_FILE).read_text() == f"{os.getpid()}\n"  # the run held it
-    # the lock file is hidden: the listing of the run's files, its resume and compare are as before
-    assert sorted(p.name for p in out.iterdir() if not p.name.startswith(".")) == [
+    # the run took the dead holder's lock file over and removed it when it ended: only the run's files are left
+    assert sorted(p.name for p in out.iterdir()) == [
         "lengths.png",
         "results.json",
         "run_config.json",
@@ -199,7 +198,7 @@ def test_a_second_run_into_a_busy_folder_is_refused_before_its_model_loads(
         "summary.md",
     ]
     before = (out / SAMPLES_FILE).read_text()
-    run_cli(tiny_model_dir, data_dir, "gsm8k", out)  # a finished run resumes to itself, lock file present
+    run_cli(tiny_model_dir, data_dir, "gsm8k", out)  # a finished run resumes to itself
     assert (out / SAMPLES_FILE).read_text() == before and len(loads) == 2
     cli.main(["compare", str(out), str(out)])
     assert "10 shared problems" in capsys.readouterr().out
@@ -221,6 +220,25 @@ def test_the_lock_is_per_process_and_released_when_its_holder_is_done(tmp_path):
         assert other.returncode == 1 and f"FolderBusyError: {out} is being written" in other.stderr
         assert f"(pid {os.getpid()})" in other.stderr
     assert another_process_locks().returncode == 0
+
+
+def test_a_lock_file_removed_between_open_and_lock_is_opened_again(tmp_path, monkeypatch):
+    # The holder that ends removes the lock file; a process that opened it just before must not lock the removed
+    # file (a third process would then lock a new one beside it): it finds the path names another file and retries.
+    out = tmp_path / "run"
+    real_flock, calls = eval.run.fcntl.flock, []
+
+    def flock_after_the_holder_removed_it(fd, operation):
+        calls.append(fd)
+        if len(calls) == 1:
+            (out / LOCK_FILE).unlink()
+        return real_flock(fd, operation)
+
+    monkeypatch.setattr(eval.run.fcntl, "flock", flock_after_the_holder_removed_it)
+    with eval.run.lock_output_folder(out):
+        assert len(calls) == 2  # the first file was let go
+        assert (out / LOCK_FILE).read_text() == f"{os.getpid()}\n"
+    assert not (out / LOCK_FILE).exists()
 
 
 def test_sampling_reports_pass_at_k(tiny_model_dir, data_dir, tmp_path):
