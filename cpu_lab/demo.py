@@ -39,6 +39,7 @@ from tqdm import tqdm
 
 from cpu_lab import matrix
 from cpu_lab.report import (
+    CONTROL_BAND,
     MISSING,
     command_line,
     mean_std,
@@ -278,11 +279,15 @@ def findings(runs: dict, out: Path) -> list[str]:
     )
     before, after = acc("grpo_lab_random")
     if after is not None:
-        verdict = "did not rise, as it must" if after <= before + 0.035 else "ROSE: the default gain may not be signal"
-        lines.append(
-            f"- **Random reward (control)**: {before:.3f} → {after:.3f}: accuracy {verdict} "
-            "(tolerance: one standard error, 3.5 points)."
-        )
+        moved = (after - before) * 100
+        if abs(moved) <= CONTROL_BAND:
+            verdict = f"held ({moved:+.1f} points, within ±{CONTROL_BAND:.0f})"
+        else:
+            verdict = (
+                f"MOVED {moved:+.1f} points (outside ±{CONTROL_BAND:.0f}): this rate moves the model by itself, so "
+                "the default's gain is not shown to be the reward's signal"
+            )
+        lines.append(f"- **Random reward (control)**: {before:.3f} → {after:.3f}: accuracy {verdict}.")
     hack = runs.get("grpo_lab_format_only")
     if hack and hack.accuracy_after is not None:
         rose = hack.reward_end is not None and hack.reward_start is not None and hack.reward_end > hack.reward_start

@@ -11,6 +11,7 @@ from pathlib import Path
 from cpu_lab import matrix
 from cpu_lab.demo import probe_lines
 from cpu_lab.report import (
+    CONTROL_BAND,
     MISSING,
     accuracy,
     command_line,
@@ -30,7 +31,6 @@ from eval.metrics import compare_pass_at_k, compare_records, pass_at_k_curve
 DEFAULT_ARM, RANDOM_ARM, FORMAT_ARM = "grpo_real_default", "grpo_real_random", "grpo_real_format_only"
 MORE_SFT = "sft_smollm2_more"
 STARTS = ("early", "plateau")
-CONTROL_BAND = 3.0  # points: a random-reward control that moves test accuracy further is moved by step size alone
 CURVES = [  # (log key, title) of the curves drawn per arm: the monitors' view of each run
     ("monitor/correct_rate", "correct answers (monitors' checker)"),
     ("rewards/gsm8k_format_reward/mean", "format reward (0.1 = formatted)"),

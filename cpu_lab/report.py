@@ -21,6 +21,9 @@ from eval.jsonl import read_jsonl
 from eval.metrics import compare_records
 
 MISSING = "–"  # a number a report has no value for (the judge lab's tables write "-")
+# points: a random-reward control whose held-out accuracy moves further, up or down, is moved by the step size alone,
+# and the lab gives no verdict on its reward (both labs' rule)
+CONTROL_BAND = 3.0
 
 
 def number(value: float | None, spec: str = ".3f", missing: str = MISSING) -> str:

@@ -34,7 +34,14 @@ def test_findings_state_each_verdict_from_the_numbers(tmp_path):
     runs = {name: rs[0] for name, rs in matrix.collect(tmp_path).items()}
     text = "\n".join(demo.findings(runs, tmp_path))
     assert "0.350 → 0.550 (+20.0 points; meets the +15-point target)" in text
-    assert "ROSE: the default gain may not be signal" in text  # the random control must not rise
+    assert "MOVED +10.0 points (outside ±3)" in text  # the random control must not move
+    fake_run(tmp_path, "grpo_lab_random", 1, 0.35, 0.20, flat, [0.3] * 8, [0.4] * 8)  # -15: it must not fall either
+    fake_run(tmp_path, "grpo_lab_random", 2, 0.35, 0.33, flat, [0.3] * 8, [0.4] * 8)  # -2: within the band
+    for seed, words in ((1, "MOVED -15.0 points (outside ±3)"), (2, "held (-2.0 points, within ±3)")):
+        runs_s = {name: rs[0] for name, rs in matrix.collect(tmp_path).items()} | {
+            "grpo_lab_random": next(r for r in matrix.collect(tmp_path)["grpo_lab_random"] if r.seed == seed)
+        }
+        assert words in "\n".join(demo.findings(runs_s, tmp_path))
     assert "training reward 0.900 → 0.990" in text and "the hacking signature" in text
     assert "`bare_wrong` scores 1.000" in text and "hedge" not in text  # only the probes that pass are named
     assert "wrong answers 20.0 vs 25.0 tokens" in text
