@@ -23,6 +23,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import math
 import sys
 from pathlib import Path
 
@@ -46,7 +47,11 @@ from eval.passk import check_same_problems, parse_ks, passk_markdown, plot_pass_
 from eval.report import compare_markdown
 from eval.run import (
     DEFAULT_BATCH_SIZE,
+    LENGTHS_FILE,
+    RESULTS_FILE,
     SAMPLES_FILE,
+    SUMMARY_FILE,
+    check_not_training_run,
     default_max_new_tokens,
     evaluate,
     load_problems,
@@ -64,6 +69,7 @@ from eval.sources import check_model_source
 from eval.tasks import TASKS, get_task
 
 BENCHMARKS = ("gsm8k", "math500")
+RUN_DTYPES = ("auto", "bfloat16", "float16", "float32")
 TOKENIZER_FILES = ("tokenizer_config.json", "tokenizer.json", "config.json")  # any of them: AutoTokenizer loads it
 
 
@@ -124,7 +130,7 @@ def make_parser() -> argparse.ArgumentParser:
         f"(default {DEFAULT_BATCH_SIZE})",
     )
     run.add_argument("--backend", default="hf", help="hf (transformers generate) or vllm")
-    run.add_argument("--dtype", default="auto", help="model dtype: auto, bfloat16, float16, float32")
+    run.add_argument("--dtype", default="auto", help=f"model dtype: {', '.join(RUN_DTYPES)} (default auto)")
     run.add_argument(
         "--ignore-adapter-base",
         action="store_true",
@@ -301,12 +307,42 @@ def load_model(model_name: str, adapter: str | None, dtype: str, backend: str):
     return model, tokenizer
 
 
+def check_run_numbers(args) -> None:
+    """The settings of ``eval run`` that no model can make sense of, each refused in one line."""
+    if args.dtype not in RUN_DTYPES:
+        raise ValueError(f"--dtype {args.dtype}: pass one of {', '.join(RUN_DTYPES)}")
+    if not (math.isfinite(args.temperature) and args.temperature >= 0):
+        raise ValueError(f"--temperature {args.temperature}: pass 0 (greedy) or more")
+    if args.limit is not None and args.limit < 1:
+        raise ValueError(f"--limit {args.limit}: pass 1 or more problems (or leave it out for all of them)")
+    for flag, value in (
+        ("--num-samples", args.num_samples),
+        ("--max-new-tokens", args.max_new_tokens),
+        ("--batch-size", args.batch_size),
+    ):
+        if value is not None and value < 1:
+            raise ValueError(f"{flag} {value}: pass 1 or more")
+
+
+def print_written(out: str | Path) -> None:
+    """The summary, then where the folder is and which of its files to open."""
+    out = Path(out)
+    print((out / SUMMARY_FILE).read_text())
+    files = [name for name in (SUMMARY_FILE, RESULTS_FILE, SAMPLES_FILE, LENGTHS_FILE) if (out / name).exists()]
+    print(f"written to {out}: {', '.join(files)}")
+
+
 def cmd_run(args) -> dict:
     # Everything that can be wrong is checked here, before the (slow, large) model load.
     task = get_task(args.task)
-    check_backend(args.backend)
+    check_run_numbers(args)
     if args.backend == "vllm" and args.adapter:
-        raise ValueError("--adapter with --backend vllm is not supported: merge the adapter (peft merge_and_unload)")
+        raise ValueError(
+            f"--adapter with --backend vllm: vLLM loads full models only: merge the adapter first (python -m eval "
+            f"merge --adapter {args.adapter} --out DIR), then pass --model DIR"
+        )
+    check_backend(args.backend)
+    check_not_training_run(args.out, "run")
     if args.num_samples > 1 and args.temperature == 0:
         raise ValueError("--num-samples > 1 with greedy decoding gives K identical answers: set --temperature > 0")
     check_model_source(args.model, "--model")  # a local folder, or a hub id in the cache or on a hub that answers
@@ -340,7 +376,7 @@ def cmd_run(args) -> dict:
             ci_level=args.ci_level,
             overwrite=args.overwrite,
         )
-    print((Path(args.out) / "summary.md").read_text())
+    print_written(args.out)
     return results
 
 
@@ -350,6 +386,7 @@ def cmd_score(args) -> dict:
     tokenizer = None
     if args.tokenizer:
         check_model_source(args.tokenizer, "--tokenizer", files=TOKENIZER_FILES)
+    check_not_training_run(args.out, "score")
     config = score_settings(args.task, args.predictions, args.completion_field, args.gold_field, args.tokenizer)
     with lock_output_folder(args.out) as out:  # another run's folder is refused before the tokenizer loads
         prepare_folder(out, config, args.overwrite)
@@ -370,7 +407,7 @@ def cmd_score(args) -> dict:
     if args.wandb:
         records = read_jsonl(Path(args.out) / SAMPLES_FILE)
         log_to_wandb(results, records, {"task": args.task, "predictions": args.predictions})
-    print((Path(args.out) / "summary.md").read_text())
+    print_written(args.out)
     return results
 
 

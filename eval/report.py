@@ -114,8 +114,10 @@ def summary_markdown(results: dict) -> str:
                 for name, g in groups.items()
             ]
     settings = {k: results.get(k) for k in ("model", "adapter", "data", "max_new_tokens", "temperature", "seed")}
-    lines += ["", "Settings: " + ", ".join(f"{k}={v}" for k, v in settings.items() if v is not None), ""]
-    return "\n".join(lines)
+    known = [f"{k}={v}" for k, v in settings.items() if v is not None]
+    if known:  # an `eval score` has none of them
+        lines += ["", "Settings: " + ", ".join(known)]
+    return "\n".join(lines) + "\n"
 
 
 def compare_markdown(

@@ -34,6 +34,7 @@ import hashlib
 import json
 import logging
 import os
+import re
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager, nullcontext, suppress
@@ -96,6 +97,11 @@ MODEL_FILE_PATTERNS = (
     "chat_template.*",
 )
 NOT_MODEL_FILES = {"training_args.bin"}  # saved beside the weights, but the run's settings, not the model
+# What a training run's output_dir holds (the recipes' config record and log, the trainer's checkpoints): evaluations
+# of the run go to folders of their own inside it (eval_before/, eval_after/), never into it.
+TRAINING_RUN_MARKERS = ("resolved_config.json", "log.jsonl", "checkpoint-*")
+EVAL_FOLDERS = ("eval_before", "eval_after")  # where the recipes evaluate a run, inside its output_dir
+GSM8K_SOLUTION = re.compile(r"(?m)^####\s*-?[\d,.]+\s*$")  # a GSM8K reference solution's last line
 
 
 def default_max_new_tokens(task_name: str) -> int:
@@ -202,6 +208,34 @@ def _open_lock(out: Path) -> int:
         except FileNotFoundError:
             pass
         os.close(fd)
+
+
+def training_run_marker(folder: str | Path) -> str | None:
+    """The name of the first file of ``TRAINING_RUN_MARKERS`` in ``folder``, None when it holds none (or is missing):
+    a training run's output folder, which an evaluation must not write into.
+
+    >>> training_run_marker("no/such/folder") is None
+    True
+    """
+    folder = Path(folder)
+    if not folder.is_dir():
+        return None
+    for pattern in TRAINING_RUN_MARKERS:
+        found = sorted(folder.glob(pattern))
+        if found:
+            return found[0].name
+    return None
+
+
+def check_not_training_run(out: str | Path, command: str) -> None:
+    """Refuse ``--out`` when it is a training run's folder: its files (``log.jsonl``, checkpoints) and an
+    evaluation's would mix, and a training run starting over there would clear them."""
+    marker = training_run_marker(out)
+    if marker:
+        raise ValueError(
+            f"--out {out} is a training run's folder (it holds {marker}): pass a folder of its own, e.g. "
+            f"--out {Path(out) / f'eval_{command}'}"
+        )
 
 
 def read_samples(path: Path) -> dict[int, dict]:
@@ -565,6 +599,12 @@ def read_run(folder: str | Path) -> tuple[dict, list[dict]]:
     path = Path(folder)
     for name in (RESULTS_FILE, SAMPLES_FILE):
         if not (path / name).exists():
+            if training_run_marker(path):
+                before, after = (path / sub for sub in EVAL_FOLDERS)
+                raise FileNotFoundError(
+                    f"{path} is a training run's folder, not an evaluation's: pass its {EVAL_FOLDERS[0]} and "
+                    f"{EVAL_FOLDERS[1]} folders (python -m eval compare {before} {after})"
+                )
             raise FileNotFoundError(f"{path / name} not found: pass a folder written by `python -m eval run|score`")
     records = read_jsonl(path / SAMPLES_FILE, "pass a folder written by `python -m eval run|score`")
     return json.loads((path / RESULTS_FILE).read_text()), records
@@ -667,6 +707,7 @@ def score_predictions(
     base = get_task(task_name)
     task = replace(base, gold_field=gold_field or base.gold_field)
     rows = read_predictions(predictions, completion_field, task.gold_field)
+    warn_gsm8k_golds(rows, task, predictions)
     config = score_settings(
         task_name, predictions, completion_field, gold_field, getattr(tokenizer, "name_or_path", None)
     )
@@ -678,6 +719,24 @@ def score_predictions(
         results["lenient_rule"] = lenient_rule(task_name)
         write_outputs(out, results, records)
     return results
+
+
+def warn_gsm8k_golds(rows: list[dict], task: Task, predictions: str | Path) -> None:
+    """Warn (one line) when a task that is not GSM8K is given gold answers that look like GSM8K reference solutions
+    (most of them end in a ``#### N`` line): such a gold is the whole solution to that task, and nothing equals it."""
+    if task.answer_style == "gsm8k":
+        return
+    n = sum(bool(GSM8K_SOLUTION.search(str(row[task.gold_field]))) for row in rows)
+    if 2 * n > len(rows):
+        logger.warning(
+            "%s: %d of %d gold answers (%s) look like GSM8K solutions (a last line '#### N'), which task %s reads as "
+            "whole answers: pass --task gsm8k if these are GSM8K problems",
+            predictions,
+            n,
+            len(rows),
+            task.gold_field,
+            task.name,
+        )
 
 
 def score_settings(

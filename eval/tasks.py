@@ -160,6 +160,15 @@ def no_progress_bars():
         datasets.enable_progress_bars()
 
 
+def _blank(path: Path) -> bool:
+    """Whether the file holds nothing but whitespace (read until its first other character)."""
+    with open(path, "rb") as f:
+        while chunk := f.read(1 << 16):
+            if chunk.strip():
+                return False
+    return True
+
+
 def load_rows(task: Task, data: str | None = None, split: str | None = None, flag: str = "--data"):
     """A `datasets.Dataset` of the task's rows, from a local JSON(L) file or the hub. Raises before any model load.
 
@@ -179,8 +188,13 @@ def load_rows(task: Task, data: str | None = None, split: str | None = None, fla
         path = Path(source)
         if not path.exists():
             raise FileNotFoundError(f"data file {path} does not exist: pass {usage} with a .jsonl path or a hub id")
+        empty = ValueError(f"data file {path} holds no rows: pass {usage} with a .jsonl of the task's problems")
+        if _blank(path):  # datasets stops with a bare StopIteration on a file with nothing in it
+            raise empty
         with no_progress_bars():
             ds = datasets.load_dataset("json", data_files=str(path), split="train")
+        if len(ds) == 0:
+            raise empty
     else:
         fix = f"pass {usage} to a local .jsonl" + (f" ({hint})" if hint else "")
         ds = load_hub_dataset(source, task.hub_config, split or task.hub_split, fix)
