@@ -1,4 +1,5 @@
-"""Command line of leash eval: run a benchmark, re-score stored completions, compare runs, measure forgetting.
+"""Command line of leash eval: run a benchmark, re-score stored completions, compare runs, merge a LoRA run into a full
+model, measure forgetting.
 
     python -m eval run --model Qwen/Qwen2.5-0.5B-Instruct --task gsm8k --out runs/eval/base
     python -m eval run --model Qwen/Qwen2.5-0.5B-Instruct --task math500 --data data/math500/test.jsonl \\
@@ -7,6 +8,7 @@
     python -m eval score --task gsm8k --predictions preds.jsonl --completion-field completion --out runs/eval/vllm
     python -m eval compare runs/eval/base runs/eval/grpo
     python -m eval passk runs/eval/sft runs/eval/grpo --ks 1,2,4,8 --png runs/eval/passk.png
+    python -m eval merge --adapter runs/gsm8k/qwen2.5-0.5b-instruct/grpo_lora_b0.04 --out runs/merged/grpo_lora
     python -m eval forgetting --base runs/real_model/model --model runs/gsm8k/smollm2/grpo_lora \\
         --data chat.jsonl --field messages --limit 200 --out runs/eval/forgetting
 
@@ -42,6 +44,7 @@ from eval.forgetting import (
 )
 from eval.generate import check_backend
 from eval.jsonl import read_jsonl
+from eval.merge import MERGE_DTYPES, check_merge, merge_adapter
 from eval.metrics import compare_records, has_lenient, normal_quantile
 from eval.passk import check_same_problems, parse_ks, passk_markdown, plot_pass_at_k, samples_per_problem
 from eval.report import compare_markdown
@@ -181,6 +184,32 @@ def make_parser() -> argparse.ArgumentParser:
     )
     passk.add_argument("--png", help="also plot every folder's pass@k for k = 1..K to this PNG")
     add_ci_level(passk)
+
+    merge = sub.add_parser(
+        "merge", help="merge a LoRA run into a full model folder (for vLLM and tools that load one folder)"
+    )
+    merge.add_argument("--adapter", required=True, help="the LoRA run folder (peft adapter_config.json)")
+    merge.add_argument(
+        "--base",
+        help="the model the adapter was trained on: local folder or hub id (default: the adapter's "
+        "base_model_name_or_path, which must be here)",
+    )
+    merge.add_argument(
+        "--dtype",
+        help=f"dtype of the merged weights: {', '.join(MERGE_DTYPES)} (default: the base model's); the merge itself "
+        "is done in float32",
+    )
+    merge.add_argument(
+        "--ignore-adapter-base",
+        action="store_true",
+        help="skip the check that --base is the model the adapter names (shapes are still checked)",
+    )
+    merge.add_argument(
+        "--overwrite",
+        action="store_true",
+        help="write into a non-empty --out, replacing the model and tokenizer files there (other files are kept)",
+    )
+    merge.add_argument("--out", required=True, help="folder for the merged model and its tokenizer")
 
     forgetting = sub.add_parser(
         "forgetting", help="KL(base || model) and log-likelihood change on reference text that is not the task"
@@ -445,6 +474,16 @@ def cmd_passk(args) -> str:
     return text
 
 
+def cmd_merge(args) -> list[str]:
+    # Everything is checked before the base model loads (its config alone is read, for the shapes).
+    base = check_merge(args.adapter, args.base, args.out, args.dtype, args.overwrite)
+    check_adapter(args.adapter, base, args.ignore_adapter_base, model_flag="--base")
+    written = merge_adapter(args.adapter, base, args.out, args.dtype)
+    print(f"wrote {args.out}: {base} with {args.adapter} merged into its weights ({', '.join(written)})")
+    print(f"evaluate it with: python -m eval run --model {args.out} --task TASK --out DIR (--backend vllm on a GPU)")
+    return written
+
+
 def cmd_forgetting(args) -> dict:
     # Everything that can be wrong is checked here, before the models load.
     if args.batch_size < 1:
@@ -490,6 +529,7 @@ def main(argv: list[str] | None = None) -> None:
             "compare": cmd_compare,
             "passk": cmd_passk,
             "forgetting": cmd_forgetting,
+            "merge": cmd_merge,
         }
         commands[args.command](args)
     except (ValueError, FileNotFoundError, RuntimeError) as e:

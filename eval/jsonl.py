@@ -79,7 +79,12 @@ def _mode_of(path: Path) -> int:
     try:
         return stat.S_IMODE(path.stat().st_mode)
     except FileNotFoundError:
-        return 0o666 & ~_umask()
+        return new_file_mode()
+
+
+def new_file_mode() -> int:
+    """The permission bits of a new file: 666 less this process's umask (644 under the usual 022)."""
+    return 0o666 & ~_umask()
 
 
 def _umask() -> int:
