@@ -7,7 +7,8 @@
    ``stop_at_accuracy`` (room for RL); ``plateau`` runs until dev accuracy stops rising, keeping its best check.
 3. From each start, the arms (``recipes.grpo``, LoRA, with its monitors and probes; ``--jobs`` at a time):
    - ``grpo_real_default``: correctness + format bonus, on every seed of ``--seeds``;
-   - ``sft_more``: SFT continued from the start for the optimizer-step seconds the default arm took on that seed;
+   - ``sft_smollm2_more``: SFT continued from the start for the optimizer-step seconds the default arm took on that
+     seed, with as many threads as a GRPO arm had;
    - ``grpo_real_random``: a coin-flip reward (accuracy must not move by more than ``CONTROL_BAND``);
    - ``grpo_real_format_only``: the hackable format bonus alone.
 4. Every model (the starts and the arms) on the OOD set, greedy, each shift on its own; with ``--passk K``, K samples
@@ -154,9 +155,9 @@ def main(argv: list[str] | None = None) -> Path:
             (seed, train_seconds(out / name / "grpo" / DEFAULT_ARM / f"seed{seed}"))
             for seed in seeds  # the budget differs by seed: one more-SFT run each, in turn
         ]
-        for seed, budget in more:
+        for seed, budget in more:  # with the GRPO arms' threads: --jobs processes of cpu_count // jobs threads
             flags = [*inputs, "--model_name_or_path", str(start), "--max_train_seconds", f"{budget:.1f}"]
-            matrix.run_matrix([str(MORE_SFT_CONFIG)], [seed], out / name, flags, jobs=1, run_logs=True)
+            matrix.run_matrix([str(MORE_SFT_CONFIG)], [seed], out / name, flags, jobs=args.jobs, run_logs=True)
         seconds[f"arms from {name}"] = time.monotonic() - t0
 
     # 4. DPO on pairs from the early start's own verified rollouts (the earlier lab's arm), on the same test problems
