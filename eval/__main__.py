@@ -367,8 +367,8 @@ def cmd_run(args) -> dict:
     check_run_numbers(args)
     if args.backend == "vllm" and args.adapter:
         raise ValueError(
-            f"--adapter with --backend vllm: vLLM loads full models only: merge the adapter first (python -m eval "
-            f"merge --adapter {args.adapter} --out DIR), then pass --model DIR"
+            f"--backend vllm loads full models only, not an adapter: merge it into one first (python -m eval merge "
+            f"--adapter {args.adapter} --out MERGED), then pass --model MERGED"
         )
     check_backend(args.backend)
     check_not_training_run(args.out, "run")
