@@ -6,7 +6,11 @@
   set, on one screen; ``--help-all`` adds every option of TRL's config and ``ModelConfig`` (some 250 for GRPO).
 - an unknown key in the config or flag on the command line: one line that names it, the closest known option and the
   file, where TRL says "add them to the dataclass, or set fail_with_unknown_args=False". A value argparse cannot read
-  (``--learning_rate fast``) is one line too, not a usage block of 300 options.
+  (``--learning_rate fast``, or ``max_steps: two`` in the config, named with its file) is one line too, not a usage
+  block of 300 options; so is a config that is not valid YAML (its file, line and column: ``load_config``). A flag is
+  never read as the option it begins (argparse's ``allow_abbrev``: ``--max_step`` is refused, not ``--max_steps``).
+- ``max_steps``: a number of optimizer steps, or -1 to train ``num_train_epochs`` (transformers reads every value
+  below 1 as -1; ``check_max_steps`` refuses the others).
 - ``gradient_checkpointing`` and ``gradient_checkpointing_kwargs`` (TRL's names, in the configs) passed to
   transformers under their new names ``activation_checkpointing*`` where it has them, so it warns about nothing.
 - ``build_tiny_model: true`` settled against the model path (``recipes.tiny_model.may_build_at``).
@@ -36,6 +40,9 @@ RENAMED = {  # TRL's names (TRL 1.16 defaults gradient_checkpointing to True) ->
     "gradient_checkpointing": "activation_checkpointing",
     "gradient_checkpointing_kwargs": "activation_checkpointing_kwargs",
 }
+
+
+BESIDE = {"resume": ("overwrite",)}  # options every recipe has, shown beside the one they go with
 
 
 class RecipeHelpFormatter(argparse.RawDescriptionHelpFormatter):
@@ -120,6 +127,73 @@ def unknown_option_message(name: str, known: Sequence[str], where: str, module: 
     return f"unknown option {name} {where}: {guess} (python -m {module} --help-all lists every option)"
 
 
+def load_config(path: str) -> dict:
+    """The options of the YAML file ``path``; a file that is not YAML, or not ``option: value`` lines, is one
+    ValueError naming the file, line and column.
+
+    >>> import tempfile
+    >>> with tempfile.NamedTemporaryFile("w", suffix=".yaml", delete=False) as f:
+    ...     _ = f.write("max_steps: 4\\nreward_funcs: [a\\nseed: 0\\n")
+    >>> load_config(f.name)  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    ValueError: config file ... is not valid YAML at line 3, column 5: expected ',' or ']', but got ':' (while parsing a flow sequence opened at line 2, column 15): fix the file
+    """  # noqa: E501
+    try:
+        with open(path) as file:
+            config = yaml.safe_load(file) or {}
+    except yaml.YAMLError as error:
+        mark = getattr(error, "problem_mark", None) or getattr(error, "context_mark", None)
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        what = " ".join(str(getattr(error, "problem", None) or error).split())
+        context, opened = getattr(error, "context", None), getattr(error, "context_mark", None)
+        if context and opened and opened is not mark:
+            what += f" ({context} opened at line {opened.line + 1}, column {opened.column + 1})"
+        raise ValueError(f"config file {path} is not valid YAML{where}: {what}: fix the file") from None
+    if not isinstance(config, dict):
+        raise ValueError(f"config file {path} must hold option: value lines, not {type(config).__name__}")
+    return config
+
+
+def check_config_value(key: str, value, action: argparse.Action, path: str) -> None:
+    """A number option's value in a config file must read as one (argparse would refuse it without naming the file).
+
+    >>> check_config_value("max_steps", "two", argparse.Action(["--max_steps"], "max_steps", type=int), "a.yaml")
+    Traceback (most recent call last):
+    ...
+    ValueError: max_steps: 'two' in a.yaml is not a whole number: write e.g. max_steps: 100
+    """
+    kind = action.type
+    if kind not in (int, float) or value is None or action.nargs not in (None, "?"):
+        return
+    try:
+        ok = not isinstance(value, bool | list | dict) and (kind(value) == value or isinstance(value, str))
+    except (TypeError, ValueError):
+        ok = False
+    if not ok:
+        what, example = ("a whole number", 100) if kind is int else ("a number", 0.001)
+        raise ValueError(f"{key}: {value!r} in {path} is not {what}: write e.g. {key}: {example}")
+
+
+def check_max_steps(parsed: Sequence) -> None:
+    """``max_steps`` is a number of steps (1 or more) or -1: transformers would train ``num_train_epochs`` epochs
+    for -3 as for -1.
+
+    >>> import types
+    >>> check_max_steps([types.SimpleNamespace(max_steps=-3)])
+    Traceback (most recent call last):
+    ...
+    ValueError: max_steps -3 is no number of steps: give the optimizer steps to train (1 or more), or -1 to train num_train_epochs epochs
+    """  # noqa: E501
+    for part in parsed:
+        steps = getattr(part, "max_steps", -1)
+        if steps != -1 and steps < 1:
+            raise ValueError(
+                f"max_steps {steps} is no number of steps: give the optimizer steps to train (1 or more), or -1 to "
+                "train num_train_epochs epochs"
+            )
+
+
 def rename_flags(args: Sequence[str], renamed: dict[str, str]) -> list[str]:
     """Command-line flags under their new names: ``--old[=v]`` -> ``--new[=v]`` and a bare boolean ``--old`` or
     ``--no_old`` -> ``--new true`` or ``--new false`` (the new boolean takes a value).
@@ -177,6 +251,7 @@ class RecipeParser(TrlParser):
             usage=f"{prog} --config CONFIG.yaml [--OPTION VALUE ...]",
             description=docs_summary(doc),
             formatter_class=RecipeHelpFormatter,
+            allow_abbrev=False,  # --max_step is an unknown option, not --max_steps
         )
         self.add_argument("--help-all", action=HelpAllAction, help="every option, TRL's included")
 
@@ -199,9 +274,13 @@ class RecipeParser(TrlParser):
         return found
 
     def leash_groups(self) -> list[tuple[str, list[str]]]:
-        """The script arguments' fields by group title, in order; unnamed ones last."""
+        """The script arguments' fields by group title, in order (``BESIDE``'s after the field they go with);
+        unnamed ones last."""
         names = [f.name for f in fields(self.script_type)]
-        grouped = [(title, [n for n in members if n in names]) for title, members in self.groups.items()]
+        grouped = [
+            (title, [m for n in members if n in names for m in (n, *BESIDE.get(n, ())) if m in names])
+            for title, members in self.groups.items()
+        ]
         placed = {n for _, members in grouped for n in members}
         rest = [n for n in names if n not in placed]
         return [(title, members) for title, members in [*grouped, ("other options of the recipe", rest)] if members]
@@ -288,16 +367,14 @@ class RecipeParser(TrlParser):
                 raise FileNotFoundError(
                     f"config file {config_path} does not exist: pass a YAML of options (recipes/configs/ holds them)"
                 )
-            with open(config_path) as file:
-                config = yaml.safe_load(file) or {}
-            if not isinstance(config, dict):
-                raise ValueError(
-                    f"config file {config_path} must hold option: value lines, not {type(config).__name__}"
-                )
+            config = load_config(config_path)
         known = [a.dest for a in self._actions if a.option_strings and a.dest != argparse.SUPPRESS]
-        for key in config:
+        actions = {a.dest: a for a in self._actions if a.option_strings}
+        for key, value in config.items():
             if key != "env" and key not in known:
                 raise ValueError(unknown_option_message(str(key), known, f"in {config_path}", self.module))
+            if key != "env":
+                check_config_value(key, value, actions[key], config_path)
         for key, value in (config.pop("env", None) or {}).items():
             os.environ[key] = str(value)
         renamed = {old: new for old, new in RENAMED.items() if old in known and new in known}
@@ -319,6 +396,7 @@ class RecipeParser(TrlParser):
                 f"({self.prog} --help lists them)"
             )
         self.settle_tiny_model(parsed, args)
+        check_max_steps(parsed)
         return tuple(parsed)
 
     @staticmethod
