@@ -47,6 +47,7 @@ import logging
 import math
 import os
 import re
+import shlex
 import sys
 import time
 import warnings
@@ -56,16 +57,14 @@ from dataclasses import dataclass, field
 from io import StringIO
 from pathlib import Path
 
-import yaml
 from transformers import TrainerCallback
 from transformers.trainer_utils import get_last_checkpoint
 
 from eval import run as eval_run  # eval_run.evaluate at the call: a test's stand-in reaches it
 from eval.jsonl import append_jsonl
-from eval.run import discard_run
-from recipes import precision
+from recipes import precision, run_folder
 from recipes.checks import WANDB_QUIET_MODES, ConfigError, check_deepspeed, check_wandb, config_errors
-from recipes.parser import RecipeParser
+from recipes.parser import RecipeParser, load_config
 from recipes.tiny_model import is_tiny_model_dir, reads_as_hub_id, save_tiny_model
 
 # transformers' reporting integrations (parsing a config imports them) print "[INFO] Running in WANDB offline mode" as
@@ -77,7 +76,7 @@ with redirect_stdout(StringIO()):
 logger = logging.getLogger(__name__)
 
 SECRET_KEY_RE = re.compile(r"key|token|secret|password", re.IGNORECASE)
-EVAL_FOLDERS = ("eval_before", "eval_after")  # a recipe's held-out evaluations, in output_dir
+EVAL_FOLDERS = run_folder.EVAL_FOLDERS  # a recipe's held-out evaluations, in output_dir
 # the TRL options of every recipe that --help shows first; each recipe adds the ones its method turns on
 COMMON_OPTIONS = (
     "model_name_or_path",
@@ -96,22 +95,43 @@ COMMON_OPTIONS = (
 # --------------------------------------------------------------------------------------------------- the command line
 def run_cli(make_parser, main) -> None:
     """A recipe's command line: YAML + flags, then ``main``; bad input exits with ``error: ...`` and status 2
-    instead of a traceback (errors after the model is loaded keep their traceback). The libraries' noise that leash
-    causes is silenced first (``quiet_library_noise``), so that leash's lines come first: the config and the output
-    folder, then (reporting to W&B offline) where W&B keeps the run."""
+    instead of a traceback (errors after the model is loaded keep their traceback), and no arguments at all with the
+    usage. The libraries' noise that leash causes is silenced first (``quiet_library_noise``), so that leash's lines
+    come first: the config and the output folder, then (reporting to W&B offline) where W&B keeps the run. Ctrl-C
+    ends in one line, where the run stopped and the command that goes on (``run_folder.Interrupted``), and status
+    130; the output folder's lock is let go however the run ends."""
     quiet_library_noise()
+    argv = sys.argv[1:]
+    parser = None
     try:
         with config_errors():
             parser = make_parser()
+            if not argv:  # a run of the recipe's defaults is nobody's intent
+                print(f"{parser.format_usage()}\n{parser.description}\n", file=sys.stderr)
+                raise ConfigError(
+                    f"no options given: pass --config CONFIG.yaml ({parser.prog} --help lists the options)"
+                )
             args = parse_or_explain(parser)
         training_args = next(a for a in args if hasattr(a, "report_to"))
-        print(f"{parser.prog}: {flag_value(sys.argv[1:], 'config') or 'no --config'} -> {training_args.output_dir}")
+        print(f"{parser.prog}: {flag_value(argv, 'config') or 'no --config'} -> {training_args.output_dir}")
         if line := wandb_line(training_args.report_to):
             print(line)
         main(*args)
     except ConfigError as error:
         print(f"error: {error}", file=sys.stderr)
         sys.exit(2)
+    except KeyboardInterrupt as stop:
+        command = f"{parser.prog} {shlex.join(argv)}" if parser is not None else None
+        if int(os.environ.get("WORLD_SIZE", "1")) > 1:
+            command = "the same launch command"  # accelerate's, which this process cannot see
+        if isinstance(stop, run_folder.Interrupted):
+            line = stop.line(command)
+        else:
+            line = f"interrupted before training began: nothing was trained; rerun {command or 'the command'} to start"
+        print(f"\n{line}", file=sys.stderr)  # a new line: a progress bar may hold the current one
+        sys.exit(130)
+    finally:
+        run_folder.release()
 
 
 def recipe_parser(
@@ -145,6 +165,8 @@ def parse_or_explain(parser, args: Sequence[str] | None = None):
     the install command (``check_deepspeed``); one that reports to W&B without a login, with the ways to log in
     (``check_wandb``)."""
     argv = sys.argv[1:] if args is None else args
+    if (config := flag_value(argv, "config")) and os.path.isfile(config):
+        load_config(config)  # a malformed YAML: one line with its place, before anything else reads the file
     check_deepspeed(deepspeed_request(argv))  # before parsing: TrainingArguments itself fails without the package
     fields = {name for kind in parser.dataclass_types for name in kind.__dataclass_fields__}
     chosen, why = precision.precision_flags(argv, fields)  # a CPU run's bf16, when neither YAML nor flags set it
@@ -245,11 +267,8 @@ def deepspeed_request(argv: Sequence[str]) -> str | None:
     if "deepspeed" in explicit_flags(argv):
         return "--deepspeed"
     config = flag_value(argv, "config")
-    if config and os.path.isfile(config):
-        with open(config) as file:
-            loaded = yaml.safe_load(file)
-        if isinstance(loaded, dict) and loaded.get("deepspeed"):
-            return f"deepspeed: in {config}"
+    if config and os.path.isfile(config) and load_config(config).get("deepspeed"):
+        return f"deepspeed: in {config}"
     return None
 
 
@@ -288,7 +307,17 @@ class RunArguments:
     build_tiny_model: bool = field(
         default=False, metadata={"help": "build recipes.tiny_model at model path if missing"}
     )
-    resume: bool = field(default=True, metadata={"help": "resume from the last checkpoint in output_dir"})
+    resume: bool = field(
+        default=True,
+        metadata={"help": "resume the last checkpoint; of output_dir, when it holds a run of the same settings"},
+    )
+    overwrite: bool = field(
+        default=False,
+        metadata={
+            "help": "replace output_dir's run; its outputs are deleted first (without it, a folder that holds another "
+            "run is refused)"
+        },
+    )
 
 
 @dataclass
@@ -402,22 +431,25 @@ def build_tiny_model_if_asked(script_args, model_args) -> None:
 
 
 def start_run(script_args, training_args, model_args, identity: dict) -> tuple[Path, dict]:
-    """Names the run (``run_name`` from the config wins), sets W&B's group and tags when reporting to W&B, writes the
-    resolved config (secrets redacted) to ``<output_dir>/resolved_config.json`` and builds the tiny model if asked.
-    A fresh run (``resumes`` is False) empties the evaluation folders an earlier run left in ``output_dir``.
-    ``identity`` is a ``run_identity``, or just ``{"name": ...}``. Returns the output folder and the config."""
+    """Names the run (``run_name`` from the config wins), sets W&B's group and tags when reporting to W&B, makes
+    ``output_dir`` ready (``run_folder.prepare``: locked for the run, refused when it holds another run, cleared when
+    the run starts over, the resumed segment recorded), writes the resolved config (secrets redacted) to
+    ``<output_dir>/resolved_config.json`` and builds the tiny model if asked. ``identity`` is a ``run_identity``, or
+    just ``{"name": ...}``. Returns the output folder and the config."""
     training_args.run_name = training_args.run_name or identity["name"]
     if "wandb" in (training_args.report_to or []) and "group" in identity:  # read by wandb.init; the user's win
         os.environ.setdefault("WANDB_RUN_GROUP", identity["group"])
         os.environ.setdefault("WANDB_TAGS", ",".join(identity["tags"]))
     out = Path(training_args.output_dir)
     config = resolved_config(script_args, training_args, model_args)
-    if is_main_process(training_args):
-        write_config(out / "resolved_config.json", config)
-        if not resumes(training_args, script_args.resume):
-            for name in EVAL_FOLDERS:
-                if removed := discard_run(out / name):
-                    print(f"fresh run: removed {', '.join(removed)} of an earlier run from {out / name}")
+    run_folder.prepare(
+        out,
+        config,
+        resume=script_args.resume,
+        resume_from=training_args.resume_from_checkpoint,
+        overwrite=script_args.overwrite,
+        writes=is_main_process(training_args),
+    )
     build_tiny_model_if_asked(script_args, model_args)
     return out, config
 
@@ -435,17 +467,21 @@ def resumes(training_args, resume: bool) -> bool:
 
 
 def resume_checkpoint(training_args, resume: bool, logs: Sequence[str]) -> str | None:
-    """The checkpoint for ``trainer.train(resume_from_checkpoint=...)``: ``resume_from_checkpoint`` when set, else
-    (with ``resume``) the last ``checkpoint-*`` in ``output_dir``, whose ``logs`` the resumed run appends to. A fresh
-    run deletes the previous run's ``logs`` there instead, as it replaces its weights."""
+    """The checkpoint for ``trainer.train(resume_from_checkpoint=...)``: what ``start_run`` decided
+    (``run_folder.start_of``), or without it ``resume_from_checkpoint`` when set, else (with ``resume``) the last
+    ``checkpoint-*`` in ``output_dir``, whose ``logs`` the resumed run appends to. A fresh run deletes the previous
+    run's ``logs`` there instead, as it replaces its weights."""
     out = Path(training_args.output_dir)
-    last = last_checkpoint(training_args, resume)
-    if last:
-        print(f"resuming from {last}")
+    start = run_folder.start_of(out)
+    checkpoint = (
+        start.checkpoint if start else training_args.resume_from_checkpoint or last_checkpoint(training_args, resume)
+    )
+    if checkpoint:
+        print(f"resuming from {checkpoint}")
     elif is_main_process(training_args):
         for name in logs:
             (out / name).unlink(missing_ok=True)
-    return training_args.resume_from_checkpoint or last
+    return checkpoint
 
 
 def model_init_kwargs(model_args, existing: dict | None = None) -> dict:
@@ -508,7 +544,8 @@ def train_and_report(
     started: float | None = None,
 ) -> dict:
     """The end of every recipe: evaluate before, train (resuming after a kill), save, evaluate after, report. Every
-    process evaluates (ZeRO-3 needs all of them); one writes. Returns the report.
+    process evaluates (ZeRO-3 needs all of them); one writes. Returns the report. Ctrl-C raises
+    ``run_folder.Interrupted`` (where the run stopped); the output folder's lock is let go however it ends.
 
     Args:
         trainer: the recipe's TRL trainer, built complete.
@@ -525,22 +562,34 @@ def train_and_report(
     """
     out = Path(training_args.output_dir)
     evaluates = bool(held_out and held_out.get("limit"))
-    if evaluates:
-        report["before"] = evaluate_held_out(trainer, training_args, out / "eval_before", held_out)
-    trainer.train(resume_from_checkpoint=resume_checkpoint(training_args, resume, logs))
-    if before_save is not None:
-        report |= before_save()
-    trainer.save_model(str(out))
-    if evaluates:
-        report["after"] = evaluate_held_out(trainer, training_args, out / "eval_after", held_out)
-    if started is not None:
-        report["seconds"] = round(time.monotonic() - started, 1)  # the whole run: evals, training, saving
-    for result in results:
-        report |= result()
-    write_report(training_args, report, summary(report))
-    # finishes the W&B run (flushes offline files) and the process group: all that Trainer.end() does in
-    # transformers 5.24, and the GPU set's transformers 5.17 has no Trainer.end()
-    trainer.accelerator.end_training()
+    try:
+        if evaluates:
+            report["before"] = evaluate_held_out(trainer, training_args, out / "eval_before", held_out)
+        trainer.train(resume_from_checkpoint=resume_checkpoint(training_args, resume, logs))
+        if before_save is not None:
+            report |= before_save()
+        trainer.save_model(str(out))
+        if evaluates:
+            report["after"] = evaluate_held_out(trainer, training_args, out / "eval_after", held_out)
+        if started is not None:
+            report["seconds"] = round(time.monotonic() - started, 1)  # the whole run: evals, training, saving
+        for result in results:
+            report |= result()
+        write_report(training_args, report, summary(report))
+        # finishes the W&B run (flushes offline files) and the process group: all that Trainer.end() does in
+        # transformers 5.24, and the GPU set's transformers 5.17 has no Trainer.end()
+        trainer.accelerator.end_training()
+    except KeyboardInterrupt:
+        start = run_folder.start_of(out)
+        raise run_folder.Interrupted(
+            step=trainer.state.global_step,
+            checkpoint=last_checkpoint(training_args, resume=True),
+            save_strategy=str(getattr(training_args.save_strategy, "value", training_args.save_strategy)),
+            resume=start.resume if start else resume,
+            overwrite=start.overwrite if start else False,
+        ) from None
+    finally:
+        run_folder.release()
     return report
 
 

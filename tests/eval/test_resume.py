@@ -222,7 +222,7 @@ def check_report_is_of_its_samples(report: dict, out: Path) -> None:
 def test_a_fresh_training_run_reuses_no_evaluation_of_an_earlier_one(tiny_model_dir, marked_run, capsys):
     from transformers import AutoModelForCausalLM
 
-    report = run_sft(tiny_model_dir, marked_run, "--max_steps", "1", "--no_resume", "--learning_rate", "3e-3")
+    report = run_sft(tiny_model_dir, marked_run, "--max_steps", "1", "--overwrite", "--learning_rate", "3e-3")
     for name in common.EVAL_FOLDERS:
         assert MARKER not in (marked_run / name / SAMPLES_FILE).read_text(), name
     check_report_is_of_its_samples(report, marked_run)
@@ -263,10 +263,13 @@ def test_start_run_empties_the_eval_folders_of_a_fresh_run_only(tiny_model_dir, 
         for file in (SAMPLES_FILE, RESULTS_FILE, CONFIG_FILE, LENGTHS_FILE):
             (out / name / file).write_text("{}\n")
         (out / name / "notes.txt").write_text("not a run file")
-    if checkpoint:
-        (out / "checkpoint-2").mkdir()
     command = ["--model_name_or_path", str(tiny_model_dir), "--output_dir", str(out), *flags]
     script_args, training_args, model_args = parse_recipe_config(sft, SFT, *command)
+    if checkpoint:  # of a run of these settings (one of other settings, or of none, is refused: recipes.run_folder)
+        (out / "checkpoint-2").mkdir()
+        common.write_config(
+            out / "resolved_config.json", common.resolved_config(script_args, training_args, model_args)
+        )
     common.start_run(script_args, training_args, model_args, {"name": "t"})
     for name in common.EVAL_FOLDERS:
         assert (out / name / SAMPLES_FILE).exists() == kept and (out / name / LENGTHS_FILE).exists() == kept

@@ -115,6 +115,64 @@ def test_a_value_that_does_not_parse_is_one_line(monkeypatch, capsys):
     assert "'fast'" in error_line(capsys)
 
 
+def nowhere(tmp_path: Path) -> list[str]:
+    """Flags that keep a run that should have been refused from training: no model to load, a scratch folder."""
+    return [
+        "--model_name_or_path",
+        str(tmp_path / "no_model"),
+        "--build_tiny_model",
+        "false",
+        "--output_dir",
+        str(tmp_path),
+    ]
+
+
+@pytest.mark.parametrize("steps", ["-3", "0"])
+def test_max_steps_is_a_number_of_steps_or_minus_one(steps, tmp_path, monkeypatch, capsys):
+    # transformers trains num_train_epochs for any max_steps <= 0: only -1 asks for that
+    monkeypatch.chdir(ROOT)
+    argv = ["--config", str(TINY / "sft_cpu.yaml"), "--max_steps", steps, *nowhere(tmp_path)]
+    assert run_recipe("recipes.sft", argv, monkeypatch) == 2
+    line = error_line(capsys)
+    assert f"max_steps {steps}" in line and "-1" in line and "num_train_epochs" in line, line
+
+
+def test_a_malformed_yaml_is_one_line_with_its_file_line_and_column(tmp_path, monkeypatch, capsys):
+    config = tmp_path / "broken.yaml"
+    config.write_text("max_steps: 4\nreward_funcs: [gsm8k_correctness\nseed: 0\n")  # an unclosed list
+    monkeypatch.chdir(ROOT)
+    assert run_recipe("recipes.grpo", ["--config", str(config)], monkeypatch) == 2
+    line = error_line(capsys)
+    assert str(config) in line and "line 3, column 5" in line and "\n" not in line, line
+
+
+def test_a_config_value_of_the_wrong_type_names_the_file(tmp_path, monkeypatch, capsys):
+    config = tmp_path / "sft.yaml"
+    config.write_text((TINY / "sft_cpu.yaml").read_text().replace("\nmax_steps: 4", "\nmax_steps: two"))
+    monkeypatch.chdir(ROOT)
+    assert run_recipe("recipes.sft", ["--config", str(config), *nowhere(tmp_path)], monkeypatch) == 2
+    line = error_line(capsys)
+    assert "max_steps" in line and "'two'" in line and str(config) in line, line
+
+
+def test_an_abbreviated_flag_is_not_taken_for_the_option_it_begins(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(ROOT)
+    argv = ["--config", str(TINY / "sft_cpu.yaml"), "--max_step", "1", *nowhere(tmp_path)]
+    assert run_recipe("recipes.sft", argv, monkeypatch) == 2
+    line = error_line(capsys)
+    assert "--max_step " in line and "did you mean --max_steps?" in line, line
+    assert all(not recipe.make_parser().allow_abbrev for recipe in map(importlib.import_module, RECIPES))
+
+
+@pytest.mark.parametrize("module", RECIPES)
+def test_a_recipe_with_no_arguments_prints_its_usage_and_starts_nothing(module, tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)  # a default run would write runs/ here
+    assert run_recipe(module, [], monkeypatch) == 2
+    captured = capsys.readouterr()
+    assert f"usage: python -m {module} --config CONFIG.yaml" in captured.err, captured.err
+    assert "--help" in captured.err and not list(tmp_path.iterdir()), captured.err
+
+
 @pytest.mark.parametrize(
     "names, weights",
     [(["gsm8k_format"], None), (["gsm8k_correctness", "gsm8k_format"], [1.0, 20.0])],
