@@ -146,7 +146,7 @@ def main(argv: list[str] | None = None) -> Path:
     # 3. From each start: the GRPO arms in one queue (a control beside seed 0), then more SFT for the same seconds
     for name, start in start_dirs.items():
         t0 = time.monotonic()
-        grpo_flags = [*inputs, "--model_name_or_path", str(start)]
+        grpo_flags = [*inputs, "--model_name_or_path", str(start), "--monitor_eval_data", str(data / "dev.jsonl")]
         grpo_flags += [] if args.steps is None else ["--max_steps", str(args.steps)]
         runs = [(str(CONFIG_DIR / f"{DEFAULT_ARM}.yaml"), seed) for seed in seeds]
         runs[1:1] = [(str(CONFIG_DIR / f"{c}.yaml"), args.control_seed) for c in CONTROLS]

@@ -215,12 +215,12 @@ def check_model(model_args, build_tiny_model: bool = False) -> None:
     check_model_source(name, "model_name_or_path", revision=model_args.model_revision)
 
 
-def check_held_out_data(task_name: str, data: str | None, limit: int) -> None:
-    """The held-out set a recipe evaluates before and after training loads (hub or ``eval_data``), checked before the
-    model loads rather than after it; nothing to check when ``limit`` is 0 (no evaluation)."""
+def check_held_out_data(task_name: str, data: str | None, limit: int, flag: str = "--eval_data") -> None:
+    """The held-out set a recipe evaluates before and after training loads (hub or ``eval_data``; ``flag`` names the
+    option in an error), checked before the model loads rather than after it; nothing to check when ``limit`` is 0."""
     if not limit:
         return
-    load_rows(get_task(task_name), data, flag="--eval_data")
+    load_rows(get_task(task_name), data, flag=flag)
 
 
 def check_one_prompt(question: str | None, gold_answer: str | None, **data_options) -> None:

@@ -37,6 +37,10 @@ def main(script_args, training_args, model_args):
         curriculum = checks.import_hook(args.curriculum) if args.curriculum else None
         held_out = grpo_setup.held_out_limit(args, training_args.max_steps)
         checks.check_held_out_data(eval_task.name, args.eval_data, held_out)
+        if args.monitor_eval_data and args.monitor_eval_steps:
+            checks.check_held_out_data(
+                eval_task.name, args.monitor_eval_data, args.monitor_eval_limit, flag="--monitor_eval_data"
+            )
         # Rewards (a judge must answer, a reward model folder must score), recorded by the monitors: probes at the
         # start, monitor/* every log, eval/* every monitor_eval_steps (same names: TRL's rewards/<name>/mean keys)
         rewards = grpo_setup.build_rewards(
@@ -102,6 +106,7 @@ def make_parser():
             "eval_max_new_tokens",
             "monitor_eval_steps",
             "monitor_eval_limit",
+            "monitor_eval_data",
             "probe_problems",
         ],
         "the hack alarm and the best checkpoint": ["hack_alarm_checks", "stop_on_hack", "keep_best_checkpoint"],

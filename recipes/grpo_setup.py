@@ -135,6 +135,13 @@ class GRPOScriptArguments(RunArguments, RewardArguments):
     eval_max_new_tokens: int | None = field(default=None, metadata={"help": "default: max_completion_length"})
     monitor_eval_steps: int = field(default=0, metadata={"help": "held-out eval every N steps (0: never)"})
     monitor_eval_limit: int = field(default=32, metadata={"help": "problems in each monitor eval"})
+    monitor_eval_data: str | None = field(
+        default=None,
+        metadata={
+            "help": "a .jsonl of eval_task problems for the monitor evals (default: eval_data); a dev set keeps the "
+            "checks, the hack alarm and the best checkpoint off the test set"
+        },
+    )
     probe_problems: int = field(default=4, metadata={"help": "problems the hack probes are built from (0: skip)"})
     keep_best_checkpoint: bool = field(
         default=False,
@@ -401,6 +408,7 @@ def build_monitors(args, training_args, rows, reward_funcs: list, task, eval_tas
             "task_name": eval_task.name,
             "limit": args.monitor_eval_limit,
             **eval_settings(args, training_args),
+            "data": args.monitor_eval_data or args.eval_data,
         },
         report_to=training_args.report_to or [],
     )

@@ -140,6 +140,37 @@ def test_recipe_wires_the_monitor_to_the_runs_weights_g_budget_and_correctness(m
     assert logged["monitor/degenerate_expected_share"] == pytest.approx(0.125)  # 0.5**4 + 0.5**4, G = 4 not 2
 
 
+@pytest.mark.parametrize("monitor_data", [None, "tests/data/gsm8k/train.jsonl"])
+def test_monitor_checks_read_monitor_eval_data_when_given(data_dir, monitor_data):
+    from datasets import Dataset
+
+    from eval.tasks import get_task
+
+    args = ["--eval_data", str(data_dir / "gsm8k" / "test.jsonl"), "--monitor_eval_steps", "2"]
+    args += ["--monitor_eval_data", monitor_data] if monitor_data else []
+    script_args, training_args, _ = parse_recipe_config(grpo, TINY_CONFIG, *args)
+    rewards = grpo_setup.build_rewards(script_args.reward_funcs, script_args)
+    rows = Dataset.from_list([{"question": "q", "answer": "1"}])
+    task = get_task(script_args.task)
+    monitors = grpo_setup.build_monitors(script_args, training_args, rows, rewards, task, get_task("gsm8k"))
+    # the checks (and so the hack alarm and the best checkpoint) read the dev set; before/after stay on eval_data
+    assert monitors.eval_kwargs["data"] == (monitor_data or str(data_dir / "gsm8k" / "test.jsonl"))
+    assert grpo_setup.eval_settings(script_args, training_args)["data"] == str(data_dir / "gsm8k" / "test.jsonl")
+
+
+def test_a_missing_monitor_eval_data_file_is_named_before_a_model_loads(tmp_path, monkeypatch):
+    import trl
+
+    def no_model(*args, **kwargs):
+        raise AssertionError("a model was loaded before the error")
+
+    monkeypatch.setattr(trl, "GRPOTrainer", no_model)
+    args = ["--monitor_eval_steps", "2", "--monitor_eval_data", str(tmp_path / "no_dev.jsonl")]
+    args += ["--model_name_or_path", str(tmp_path / "no_model"), "--build_tiny_model", "true"]
+    with pytest.raises(ValueError, match=r"no_dev.jsonl does not exist: pass --monitor_eval_data"):
+        grpo.main(*parse_recipe_config(grpo, TINY_CONFIG, *args, "--output_dir", str(tmp_path / "out")))
+
+
 def maybe_unscorable(completions, **kwargs):
     """Toy correctness: 1.0 for an even length, None (cannot score) when the length is a multiple of 3."""
     return [None if len(completion_text(c)) % 3 == 0 else float(len(completion_text(c)) % 2 == 0) for c in completions]
