@@ -91,6 +91,8 @@ def check_args(args: SFTScriptArguments) -> None:
         raise ValueError(f"stop_at_accuracy={args.stop_at_accuracy}: give a fraction in (0, 1]")
     if args.eval_batch_size < 1:
         raise ValueError(f"eval_batch_size={args.eval_batch_size}: give a number of prompts >= 1, e.g. 16")
+    if args.validation_data and args.validation_limit < 1:
+        raise ValueError(f"validation_limit={args.validation_limit}: give a number of validation problems >= 1")
     if args.validation_data and args.validation_steps < 1:
         raise ValueError(f"validation_steps={args.validation_steps}: give a number of steps >= 1")
     if args.validation_data and args.eval_data and Path(args.validation_data) == Path(args.eval_data):

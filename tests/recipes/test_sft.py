@@ -145,6 +145,7 @@ def test_a_killed_run_resumes_from_its_checkpoint(tiny_model_dir, tmp_path, caps
         (["--stop_at_accuracy", "1.5"], "give a fraction in"),
         (["--stop_patience", "0"], "give a number of validation checks >= 1"),
         (["--max_train_seconds", "0"], "give a number of seconds > 0"),
+        (["--validation_limit", "0"], "give a number of validation problems >= 1"),
         (["--stop_patience", "3", "--validation_data", ""], "stop_patience needs validation_data"),
         (["--validation_data", "tests/data/gsm8k/test.jsonl"], "validation_data is the held-out eval_data"),
         (["--solution_field", "worked"], "no 'worked' column"),
