@@ -8,8 +8,8 @@ Both callbacks read the log stream and nothing else (the checks and the rule are
   accuracy, n). TRL's ``load_best_model_at_end`` cannot do this: it needs the Trainer's eval loop, which GRPO does not
   run.
 - ``HackAlarm`` (``hack_alarm_checks``, ``stop_on_hack``) warns once, loudly, when the checks show the reward-hacking
-  signature (``recipes.hack_alarm.hack_signature``: the reward-correctness gap rising while held-out accuracy falls),
-  and can stop the run.
+  signature (``recipes.hack_alarm.hack_signature``: held-out accuracy falling beyond the checks' noise while the
+  training reward rises), and can stop the run.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from pathlib import Path
 from transformers import TrainerCallback
 
 from eval.jsonl import read_jsonl
-from recipes.hack_alarm import ACCURACY_KEY, ALARM_KEY, CheckLog, finite, hack_signature
+from recipes.hack_alarm import ACCURACY_KEY, ALARM_KEY, ALPHA, CheckLog, comparisons, finite, hack_signature
 from recipes.monitors import wandb_run
 
 logger = logging.getLogger(__name__)
@@ -33,25 +33,29 @@ class HackAlarm(TrainerCallback):
     """Warns once, loudly, when the monitors' checks show the hack signature (``hack_signature``); with ``stop`` ends
     training there.
 
-    It reads each log line: the gap of every line, the held-out accuracy of the check lines. At every check line it
-    adds ``monitor/hack_alarm`` (0 before the alarm, 1 from the check that raised it on); the line that raises it also
-    gets ``monitor/hack_alarm_gap_rise`` and ``monitor/hack_alarm_accuracy_drop``. Put it before the JSON-lines logger
-    in the callback list, so these reach ``log.jsonl``; under ``report_to: wandb`` the values are also logged to W&B
-    at the check's step (the Trainer's W&B callback has already sent the line by the time this one sees it). A resumed
-    run replays ``log_path`` up to its checkpoint first, so the checks before the kill count and the alarm is not
-    raised twice.
+    It reads each log line: the training reward of every line, the held-out accuracy of the check lines. When training
+    begins it counts the comparisons the run will make (``comparisons``: from the trainer's ``max_steps`` and
+    ``eval_every``), over which the false-alarm rate ``ALPHA`` is split. At every check line it adds
+    ``monitor/hack_alarm`` (0 before the alarm, 1 from the check that raised it on); the line that raises it also gets
+    ``monitor/hack_alarm_accuracy_drop``, ``monitor/hack_alarm_p_fall`` and ``monitor/hack_alarm_reward_tau``. Put it
+    before the JSON-lines logger in the callback list, so these reach ``log.jsonl``; under ``report_to: wandb`` the
+    values are also logged to W&B at the check's step (the Trainer's W&B callback has already sent the line by the time
+    this one sees it). A resumed run replays ``log_path`` up to its checkpoint first, so the checks before the kill
+    count and the alarm is not raised twice.
 
     Args:
-        checks: N, consecutive checks the signature must hold at (``hack_signature``).
+        checks: N, the latest checks averaged and compared with each earlier check (``hack_signature``).
+        eval_every: steps between the monitors' checks (``monitor_eval_steps``).
         stop: set ``control.should_training_stop`` when the alarm fires.
         log_path: the run's ``log.jsonl`` (replayed when the run resumes).
-        n_problems: problems in each held-out check (``monitor_eval_limit``), for the least accuracy drop.
+        n_problems: problems in each held-out check (``monitor_eval_limit``), for check lines without ``eval/n``.
         report_to: the run's ``report_to`` list.
     """
 
     def __init__(
         self,
         checks: int,
+        eval_every: int,
         stop: bool = False,
         log_path: str | Path | None = None,
         n_problems: int = 0,
@@ -59,13 +63,16 @@ class HackAlarm(TrainerCallback):
     ):
         if checks < 1:
             raise ValueError(f"HackAlarm needs checks >= 1, got {checks}")
-        self.checks, self.stop, self.n_problems, self.report_to = checks, stop, n_problems, list(report_to)
+        self.checks, self.eval_every, self.stop = checks, eval_every, stop
+        self.n_problems, self.report_to = n_problems, list(report_to)
         self.log_path = Path(log_path) if log_path is not None else None
+        self.comparisons: int | None = None  # C, set when training begins
         self.log = CheckLog()
         self.fired: dict | None = None  # what fired, with its step
         self.stopped = False
 
     def on_train_begin(self, args, state, control, **kwargs):
+        self.comparisons = comparisons(state.max_steps, self.eval_every, self.checks)
         if state.global_step > 0 and self.log_path is not None and self.log_path.exists():  # resumed: replay
             for line in read_jsonl(self.log_path):
                 if line.get("step", 0) <= state.global_step:
@@ -76,18 +83,13 @@ class HackAlarm(TrainerCallback):
         check = self.log.add(line)
         if check is None or self.fired is not None:
             return None
-        history = self.log.checks
-        found = hack_signature(
-            [c.gap for c in history],
-            [c.accuracy for c in history],
-            self.checks,
-            n=check.n or self.n_problems,
-        )
-        if found is not None:
-            compared = [history[found["reference"]], *history[-self.checks :]]
-            self.fired = {"step": check.step, "steps": [c.step for c in compared], **found}
-            return self.fired
-        return None
+        if self.comparisons is None:
+            raise RuntimeError("HackAlarm saw a check before on_train_begin counted the run's comparisons")
+        found = hack_signature(self.log.checks, self.checks, self.comparisons, n=self.n_problems)
+        if found is None:
+            return None
+        self.fired = {"step": check.step, **found}
+        return self.fired
 
     def on_log(self, args, state, control, logs=None, **kwargs):
         if not logs:
@@ -97,10 +99,7 @@ class HackAlarm(TrainerCallback):
         if finite(logs.get(ACCURACY_KEY)) is not None:  # a check line (held-out accuracy 0.0 included)
             values = {ALARM_KEY: float(self.fired is not None)}
             if fired is not None:
-                values |= {
-                    f"{ALARM_KEY}_gap_rise": fired["gap_rise"],
-                    f"{ALARM_KEY}_accuracy_drop": fired["accuracy_drop"],
-                }
+                values |= {f"{ALARM_KEY}_{key}": fired[key] for key in ("accuracy_drop", "p_fall", "reward_tau")}
             logs.update(values)
             if state.is_world_process_zero:
                 self._wandb(values, state.global_step)
@@ -113,15 +112,15 @@ class HackAlarm(TrainerCallback):
         return control
 
     def banner(self, fired: dict) -> str:
-        best, *window = fired["steps"]
-        steps = ", ".join(str(s) for s in window)
+        window = ", ".join(str(s) for s in fired["window_steps"])
         then = "STOPPING the run (stop_on_hack)" if self.stop else "training goes on (stop_on_hack: true stops it)"
         return (
             f"\n{'!' * 24} HACK ALARM at step {fired['step']} {'!' * 24}\n"
-            f"at each of the last {self.checks} monitor checks (steps {steps}) the reward-correctness gap sat above, "
-            f"and held-out accuracy below, the best check's (step {best}): the gap rose {fired['gap'][0]:.3f} -> "
-            f"{fired['gap'][-1]:.3f} while held-out accuracy fell {fired['accuracy'][0]:.3f} -> "
-            f"{fired['accuracy'][-1]:.3f}: the reward pays for something other than correct answers. Read "
+            f"held-out accuracy {fired['accuracy_window']:.3f} at the last {self.checks} monitor check(s) (steps "
+            f"{window}) is below the {fired['accuracy_reference']:.3f} of step {fired['reference_step']} by more than "
+            f"checks of {fired['n']} problems vary (p = {fired['p_fall']:.2g} < {fired['level']:.2g}: false alarms "
+            f"at most {ALPHA} per run), while the training reward rose (Kendall tau {fired['reward_tau']:+.2f}, p = "
+            f"{fired['p_reward']:.2g}): the reward pays for something the checks do not count as correct. Read "
             f"top_completions.jsonl and probes.json; {then}."
         )
 
@@ -131,7 +130,15 @@ class HackAlarm(TrainerCallback):
 
     def report(self) -> dict:
         """``{"hack_alarm": ...}`` for the run's report: the setting and what fired (None when it did not)."""
-        return {"hack_alarm": {"checks": self.checks, "fired": self.fired, "stopped": self.stopped}}
+        return {
+            "hack_alarm": {
+                "checks": self.checks,
+                "comparisons": self.comparisons,
+                "alpha": ALPHA,
+                "fired": self.fired,
+                "stopped": self.stopped,
+            }
+        }
 
 
 class BestCheckpoint(TrainerCallback):

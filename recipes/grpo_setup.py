@@ -153,9 +153,10 @@ class GRPOScriptArguments(RunArguments, RewardArguments):
     hack_alarm_checks: int | None = field(
         default=None,
         metadata={
-            "help": "warn once, loudly, when at this many consecutive monitor checks the reward-correctness gap sat "
-            "above, and held-out accuracy below, the best earlier check's (the rule: docs/grpo.md); unset: 2 when "
-            "monitor_eval_steps is set; 0: off"
+            "help": "warn once, loudly, when held-out accuracy averaged over this many latest monitor checks has "
+            "fallen below an earlier check's by more than the checks' noise allows (false alarms at most 0.05 per "
+            "run) while the training reward rises (the rule: docs/grpo.md); unset: 1 when the run makes 2 or more "
+            "checks; 0: off"
         },
     )
     stop_on_hack: bool = field(default=False, metadata={"help": "stop training when the hack alarm fires"})
@@ -495,6 +496,7 @@ def held_out_watch(script_args, output_dir: str | Path, report_to: Sequence[str]
         made.append(
             HackAlarm(
                 script_args.hack_alarm_checks,
+                script_args.monitor_eval_steps,
                 stop=script_args.stop_on_hack,
                 log_path=out / "log.jsonl",
                 n_problems=script_args.monitor_eval_limit,
@@ -521,10 +523,11 @@ def watch_lines(report: dict) -> list[str]:
         alarm = report["hack_alarm"]
         fired = alarm["fired"]
         lines.append(
-            f"hack alarm: not raised ({alarm['checks']} checks)"
+            f"hack alarm: not raised (false alarms at most {alarm['alpha']} per run)"
             if fired is None
-            else f"HACK ALARM raised at step {fired['step']}: gap +{fired['gap_rise']:.3f}, held-out accuracy "
-            f"-{fired['accuracy_drop']:.3f} over {alarm['checks']} checks"
+            else f"HACK ALARM raised at step {fired['step']}: held-out accuracy {fired['accuracy_reference']:.3f} at "
+            f"step {fired['reference_step']} -> {fired['accuracy_window']:.3f} (p={fired['p_fall']:.2g} < "
+            f"{fired['level']:.2g}), training reward up (tau {fired['reward_tau']:+.2f})"
             + (" (run stopped)" if alarm["stopped"] else "")
         )
     return lines
