@@ -135,12 +135,8 @@ class GRPOScriptArguments(RunArguments, RewardArguments):
     eval_max_new_tokens: int | None = field(default=None, metadata={"help": "default: max_completion_length"})
     monitor_eval_steps: int = field(default=0, metadata={"help": "held-out eval every N steps (0: never)"})
     monitor_eval_limit: int = field(default=32, metadata={"help": "problems in each monitor eval"})
-    monitor_eval_data: str | None = field(
-        default=None,
-        metadata={
-            "help": "a .jsonl of eval_task problems for the monitor evals (default: eval_data); a dev set keeps the "
-            "checks, the hack alarm and the best checkpoint off the test set"
-        },
+    monitor_eval_data: str | None = field(  # the checks, the hack alarm and the best checkpoint read it
+        default=None, metadata={"help": "dev .jsonl for them (default: eval_data)"}
     )
     probe_problems: int = field(default=4, metadata={"help": "problems the hack probes are built from (0: skip)"})
     keep_best_checkpoint: bool = field(
@@ -153,10 +149,8 @@ class GRPOScriptArguments(RunArguments, RewardArguments):
     hack_alarm_checks: int | None = field(
         default=None,
         metadata={
-            "help": "warn once, loudly, when held-out accuracy averaged over this many latest monitor checks has "
-            "fallen below an earlier check's by more than the checks' noise allows (false alarms at most 0.05 per "
-            "run) while the training reward rises (the rule: docs/grpo.md); unset: 1 when the run makes 2 or more "
-            "checks; 0: off"
+            "help": "warn when held-out accuracy over this many latest checks fell beyond the checks' noise while "
+            "the reward rose (docs/grpo.md; at most 0.05 false alarms a run); unset: 1 with 2+ checks; 0: off"
         },
     )
     stop_on_hack: bool = field(default=False, metadata={"help": "stop training when the hack alarm fires"})

@@ -56,7 +56,7 @@ class SFTScriptArguments(common.RunArguments):
     validation_data: str | None = field(
         default=None, metadata={"help": "a .jsonl of eval_task problems that decides when to stop (not the held-out)"}
     )
-    validation_limit: int = field(default=100, metadata={"help": "validation problems per check"})
+    validation_limit: int = field(default=100, metadata={"help": "validation problems per check (0: no checks)"})
     validation_steps: int = field(default=50, metadata={"help": "check the validation accuracy every N steps"})
     stop_at_accuracy: float | None = field(
         default=None, metadata={"help": "stop once the validation accuracy reaches this (needs validation_data)"}
@@ -91,8 +91,10 @@ def check_args(args: SFTScriptArguments) -> None:
         raise ValueError(f"stop_at_accuracy={args.stop_at_accuracy}: give a fraction in (0, 1]")
     if args.eval_batch_size < 1:
         raise ValueError(f"eval_batch_size={args.eval_batch_size}: give a number of prompts >= 1, e.g. 16")
-    if args.validation_data and args.validation_limit < 1:
-        raise ValueError(f"validation_limit={args.validation_limit}: give a number of validation problems >= 1")
+    if args.validation_limit < 0:
+        raise ValueError(f"validation_limit={args.validation_limit}: give a number of validation problems, or 0")
+    if args.validation_limit == 0 and (args.stop_at_accuracy is not None or args.stop_patience is not None):
+        raise ValueError("validation_limit=0 makes no validation checks, so nothing can stop on them: give >= 1")
     if args.validation_data and args.validation_steps < 1:
         raise ValueError(f"validation_steps={args.validation_steps}: give a number of steps >= 1")
     if args.validation_data and args.eval_data and Path(args.validation_data) == Path(args.eval_data):
@@ -161,7 +163,7 @@ def main(script_args, training_args, model_args):
     clock = TrainSeconds(args.max_train_seconds)  # first: the checks below fall outside the seconds it counts
     callbacks = [clock, common.JsonlLogCallback(out / "log.jsonl")]
     stop = None
-    if args.validation_data:
+    if args.validation_data and args.validation_limit:
         validation = {**eval_kwargs, "data": args.validation_data, "limit": args.validation_limit}
         stop = ValidationStop(
             args.validation_steps, args.stop_at_accuracy, validation, out / "validation.jsonl", args.stop_patience

@@ -175,7 +175,8 @@ def test_loss_axis_runs_every_variant_with_its_trl_parameters(tmp_path, tiny_mod
     parameters its config names, and the table has one row per loss with its seconds per step."""
     from cpu_lab.problems import write_lab_data
 
-    train, _, heldout = write_lab_data(tmp_path / "data", n_train=64)
+    paths = write_lab_data(tmp_path / "data", n_train=64)
+    train, heldout = paths["train"], paths["test"]
     extra = [
         "--model_name_or_path",
         str(tiny_model_dir),

@@ -130,6 +130,12 @@ def test_train_seconds_leave_out_the_checks_and_a_budget_stops_training(tiny_mod
     assert budget["steps"] == 1 and budget["stopped_on_seconds"]
 
 
+def test_validation_limit_0_makes_no_checks(tiny_model_dir, tmp_path):
+    report = run(tiny_model_dir, tmp_path / "out", "--validation_limit", "0", "--eval_limit", "0")
+    assert report["steps"] == 4 and "validation" not in report  # the config checks every 2 steps otherwise
+    assert not (tmp_path / "out" / "validation.jsonl").exists()
+
+
 def test_a_killed_run_resumes_from_its_checkpoint(tiny_model_dir, tmp_path, capsys):
     out = tmp_path / "out"
     common = ["--eval_limit", "0", "--save_strategy", "steps", "--save_steps", "2"]
@@ -145,7 +151,8 @@ def test_a_killed_run_resumes_from_its_checkpoint(tiny_model_dir, tmp_path, caps
         (["--stop_at_accuracy", "1.5"], "give a fraction in"),
         (["--stop_patience", "0"], "give a number of validation checks >= 1"),
         (["--max_train_seconds", "0"], "give a number of seconds > 0"),
-        (["--validation_limit", "0"], "give a number of validation problems >= 1"),
+        (["--validation_limit", "-1"], "give a number of validation problems, or 0"),
+        (["--validation_limit", "0", "--stop_patience", "2"], "nothing can stop on them"),
         (["--stop_patience", "3", "--validation_data", ""], "stop_patience needs validation_data"),
         (["--validation_data", "tests/data/gsm8k/test.jsonl"], "validation_data is the held-out eval_data"),
         (["--solution_field", "worked"], "no 'worked' column"),
