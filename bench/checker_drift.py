@@ -73,7 +73,9 @@ def verdicts(data: Path = DATA) -> dict[str, list[bool]]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        prog="python -m bench.checker_drift", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--save", type=Path, help="write this checkout's verdicts to a JSON file")
     parser.add_argument("--compare", type=Path, help="compare with verdicts saved by --save")
     parser.add_argument(

@@ -73,7 +73,9 @@ def time_generation(data_dir: Path, n_prompts: int, max_new_tokens: int, batch_s
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        prog="python -m bench.eval_speed", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument(
         "--data", type=Path, default=DATA, help="folder laid out as tests/data (default: tests/data, the whole sets)"
     )

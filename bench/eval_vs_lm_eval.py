@@ -25,9 +25,6 @@ their ratios (leash / lm-eval) come from this one invocation, with the load aver
 ``--repeats R`` runs each harness R times in ABBA order (leash, lm-eval, lm-eval, leash, ...), so that a load that
 drifts during the bench weighs on both, and checks every repeat gives the first one's completions.
 ``--out DIR/report.json`` holds it all; ``DIR/leash_<r>`` and ``DIR/lm_eval_<r>`` each run's files.
-
-Over 400 lines: one benchmark; the local lm-eval task it writes, the two runs and the per-sample comparison read each
-other's files and settings.
 """
 
 from __future__ import annotations
@@ -476,7 +473,11 @@ def _shown(path: Path) -> str:
 
 
 def make_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        prog="python -m bench.eval_vs_lm_eval",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     parser.add_argument("--model", type=Path, default=DEFAULT_MODEL, help="HF folder (default: make real-model's)")
     parser.add_argument("--data", type=Path, default=DEFAULT_DATA, help="GSM8K .jsonl (default: tests/data's test)")
     parser.add_argument("--limit", type=int, default=100, help="first N problems")

@@ -155,7 +155,7 @@ def run_arm(kind: str, shape: str, overrides: list[str], warmup: int) -> dict:
 
 
 def main(argv: list[str] | None = None) -> list[dict]:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m bench.grpo_gpu", description=__doc__.split("\n\n")[0])
     parser.add_argument("--tokenizer", default=None, help=f"tokenizer folder (default {DEFAULT_TOKENIZER})")
     parser.add_argument("--steps", type=int, default=3, help="optimizer steps per run")
     parser.add_argument("--warmup", type=int, default=1, help="steps of each run left out of the median")

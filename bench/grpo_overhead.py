@@ -29,9 +29,6 @@ which the load of other processes changes less), over the paired rounds: their g
 (Student's t on the log-ratios). A spread between runs of the same arm cancels in a round's ratio as far as the
 load hits both runs of the round alike; the interval says how far it did. The last lines say whether the interval
 is narrower than the 5% goal and whether it decides the goal.
-
-Over 400 lines: one benchmark; the clock, the two arms it times on the same inputs and the paired statistics of their
-ratio belong together.
 """
 
 from __future__ import annotations
@@ -331,7 +328,7 @@ def summarize(clocks: dict[str, list[Clock]], warmup: int) -> dict:
 
 
 def main(argv: list[str] | None = None) -> dict:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m bench.grpo_overhead", description=__doc__.split("\n\n")[0])
     parser.add_argument("--config", default=str(LAB_CONFIG), help="a recipes.grpo YAML (default: the lab's default)")
     parser.add_argument(
         "--rounds", type=int, default=ROUNDS, help="paired rounds: both arms, the order flipped every round"

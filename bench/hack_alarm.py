@@ -146,7 +146,7 @@ def replay(path: Path, max_steps: int, eval_every: int, window: int) -> str:
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m bench.hack_alarm", description=__doc__.split("\n\n")[0])
     parser.add_argument("--runs", type=int, default=1000, help="simulated runs per row")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--replay", nargs="+", type=Path, help="log.jsonl files to replay instead of simulating")

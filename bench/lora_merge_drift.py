@@ -128,7 +128,11 @@ def measure(base, ids, dtype_name: str, cycles: int, lr: float, rank: int) -> di
 
 
 def main(argv: list[str] | None = None) -> list[dict]:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        prog="python -m bench.lora_merge_drift",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     parser.add_argument("--model", default="smollm2", help="smollm2 (real weights, CPU) or random-qwen2.5-0.5b")
     parser.add_argument("--device", default="cpu", help="cpu or cuda")
     parser.add_argument("--cycles", type=int, default=400, help="merge/unmerge cycles (one per vLLM weight sync)")

@@ -25,7 +25,9 @@ CONFIGS = ["recipes/configs/lab/grpo_lab_default.yaml", "recipes/configs/lab/grp
 
 
 def main(argv: list[str] | None = None) -> dict:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        prog="python -m bench.matrix_jobs", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--steps", type=int, default=120, help="GRPO steps per run (the demo's: 120)")
     parser.add_argument("--rounds", type=int, default=1)
     args = parser.parse_args(argv)

@@ -53,9 +53,6 @@ reports the steps it finished, and for the step it was cut in ``> N s a step`` (
 many times slower than float32). ``--pair ARM`` runs ARM (a ``_t1`` arm) twice at once, then the same settings alone
 on 2 threads, and prints both throughputs; without ``--arms`` it runs only that. ``--matmul`` times one matmul of
 SmolLM2's shape in float32 and under bf16 autocast (no model, no data): the same question in seconds.
-
-Over 400 lines: one benchmark; the clocks, the process that runs an arm and the table that compares the arms all read
-the same arm records.
 """
 
 from __future__ import annotations
@@ -451,7 +448,9 @@ def agreement(model_path: str, data: str, seed: int = 0) -> str:
 
 
 def main(argv: list[str] | None = None) -> str:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        prog="python -m bench.real_step", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--model", default="runs/real_lab/sft/sft_smollm2/seed0", help="the lab's SFT model")
     parser.add_argument("--data", default="runs/real_lab/data/train.jsonl", help="the lab's training problems")
     parser.add_argument("--steps", type=int, default=4, help="optimizer steps per arm (the first is warm-up)")

@@ -91,7 +91,9 @@ def digest(scores: list) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        prog="python -m bench.rewards_fuzz", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--n", type=int, default=10_000, help="fuzzed completions")
     parser.add_argument("--batch", type=int, default=64, help="completions per reward call")
     parser.add_argument("--save", type=Path, help="write the scores to this JSON file")

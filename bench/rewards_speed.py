@@ -284,7 +284,9 @@ def pathological_shares(warmup: list[Pair], batches: list[list[Pair]], repeats: 
 
 
 def main(argv: list[str] | None = None) -> dict:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        prog="python -m bench.rewards_speed", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--gsm8k", type=Path, default=GSM8K_GROUPS, help="GSM8K completions grouped by prompt")
     parser.add_argument("--math", type=Path, default=MATH_GROUPS, help="MATH completions grouped by prompt")
     parser.add_argument("--prompts-per-batch", type=int, default=4, help="prompts per reward call (x G completions)")

@@ -204,7 +204,9 @@ def ladder_accuracy(model_dir: str, n: int = 100, seed: int = 0) -> list[float]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        prog="python -m cpu_lab.curriculum", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("model_dir", help="a lab model folder, e.g. runs/lab/warmstart")
     parser.add_argument("--n", type=int, default=100, help="problems per level")
     args = parser.parse_args()

@@ -22,9 +22,6 @@ time; a bar of the steps done while they run); the report's path, last. Bars are
     OMP_NUM_THREADS=2 python -m cpu_lab.demo                 # what `make demo` runs (120 steps per run, 2 at a time)
     OMP_NUM_THREADS=2 python -m cpu_lab.demo --seed 1 --configs grpo_lab_default grpo_lab_random   # another seed
     python -m cpu_lab.demo --seed-table runs/lab/demo/seed0 runs/lab/demo/seed1   # before/after/gain per seed
-
-Over 400 lines: the demo's runs and the report it writes about them (verdicts, the curriculum line, the seed table, the
-plots) are one command that reads the same settings and folders.
 """
 
 from __future__ import annotations
@@ -63,7 +60,9 @@ WARM_START_LOG = "warmstart.log"  # in the demo's folder: the warm start's full 
 
 
 def main(argv: list[str] | None = None) -> Path:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        prog="python -m cpu_lab.demo", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--seed", type=int, default=0, help="seed of the warm start and of every GRPO run")
     parser.add_argument("--steps", type=int, default=DEFAULT_STEPS, help="GRPO steps per run")
     parser.add_argument("--configs", nargs="*", default=DEMO_CONFIGS, help="config names under recipes/configs/lab")

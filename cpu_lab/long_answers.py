@@ -328,7 +328,9 @@ def write_report(out: str | Path) -> Path:
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        prog="python -m cpu_lab.long_answers", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     sub = parser.add_subparsers(dest="command", required=True)
     prep = sub.add_parser("prepare", help="the warm start (cached) and the GRPO data under runs/lab_long")
     prep.add_argument("--seed", type=int, default=0)

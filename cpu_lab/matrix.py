@@ -354,7 +354,9 @@ def write_table(out: str | Path, plots: bool = True) -> Path:
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        prog="python -m cpu_lab.matrix", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--configs", nargs="*", default=[], help="config YAML paths")
     parser.add_argument("--losses", nargs="*", default=[], help=f"loss axis, any of {','.join(LOSSES)} (adds configs)")
     parser.add_argument("--seeds", nargs="*", default=["0"], help="seeds: 0 1 2 or 0,1,2")

@@ -302,7 +302,9 @@ def recipe_flags(paths: dict[str, Path], model: str = "model") -> list[str]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        prog="python -m cpu_lab.warmstart", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--seed", type=int, default=WarmStartSettings.seed)
     parser.add_argument("--stop-at-accuracy", type=float, default=WarmStartSettings.stop_at_accuracy)
     parser.add_argument("--max-steps", type=int, default=WarmStartSettings.max_steps)

@@ -196,7 +196,9 @@ def format_matrix(matrix: dict) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        prog="python -m eval.probe_matrix", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--rewards", action="append", help="a reward set name[:weight],...; repeat for several")
     parser.add_argument(
         "--data",

@@ -21,10 +21,6 @@ folder gets:
 ``score_predictions`` does the same for completions produced elsewhere (no model); its ``run_config.json`` records
 the predictions file's hash and the fields read, so scoring the same file again into the folder is allowed and
 anything else refused the same way.
-
-Over 400 lines: the two ways to fill an output folder (``evaluate`` and ``score_predictions``) share its whole life (the
-lock, the fingerprints, resuming, refusing another run's folder, the files written), and a reader of either needs all of
-it.
 """
 
 from __future__ import annotations

@@ -147,7 +147,9 @@ def summary(out: Path, names: list[str]) -> str:
 
 
 def main(argv: list[str] | None = None) -> Path:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        prog="python -m judge_lab.film", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--policy", default=str(ROOT / "runs" / "lab" / "warmstart"), help="the lab's warm start")
     parser.add_argument("--judge", default=str(ROOT / "runs" / "real_model" / "model"), help="SmolLM2 folder")
     parser.add_argument("--heldout", default=str(ROOT / "runs" / "lab" / "data" / "heldout.jsonl"))

@@ -157,7 +157,9 @@ def markdown(result: dict) -> str:
 
 
 def main(argv: list[str] | None = None) -> dict:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        prog="python -m judge_lab.noise", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--judge_backend", default="openai", choices=["openai", "hf"])
     parser.add_argument("--judge_base_url", default=None, help="e.g. http://127.0.0.1:8000/v1 (openai backend)")
     parser.add_argument("--judge_model", required=True, help="model name on the endpoint, or a local path (hf)")

@@ -153,7 +153,9 @@ def write_report(run_dirs: list[str | Path], out_dir: str | Path) -> tuple[Path,
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        prog="python -m judge_lab.report", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("runs", nargs="+", help="output_dir of one or more judge-lab runs (recipes.grpo)")
     parser.add_argument("--out", required=True, help="folder for lab_report.png and lab_report.md")
     args = parser.parse_args(argv)

@@ -7,9 +7,6 @@ list of the wrong length) is not checked again: ``recipes.common.parse_or_explai
 words it anew where the numbers give a better one. A recipe's ``main()`` runs its checks inside ``config_errors()``,
 so that the command line prints a refusal as one line.
 
-Over 400 lines: it is the one list of a run's checks, each short and independent with its doctest; a reader looking
-for why a config was refused finds every rule here.
-
 >>> check_loss("dr_grpo", "none")
 >>> check_loss("drgrpo", "group")
 Traceback (most recent call last):

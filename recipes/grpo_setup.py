@@ -39,9 +39,6 @@ else one with the same settings). Callbacks that the judge lab and the over-opti
 ``reward_model_lab.overoptimisation:leash_curve`` (held-out accuracy, proxy reward and sqrt KL every
 ``monitor_eval_steps``, ``curve.jsonl``).
 
-Over 400 lines: it is every piece of a GRPO run's setup that the other recipes do not share, so that a GRPO run reads
-in four files (``recipes.grpo``, ``recipes.common``, ``recipes.checks`` and this one).
-
 >>> [f.__name__ for f in build_rewards(["gsm8k_correctness", "gsm8k_format"], RewardArguments())]
 ['gsm8k_correctness_reward', 'gsm8k_format_reward']
 >>> build_rewards(["llm_judge"], RewardArguments())

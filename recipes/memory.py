@@ -139,7 +139,9 @@ def gpu_configs(root: Path) -> list[Path]:
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        prog="python -m recipes.memory", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("path", help="a GRPO config, or a folder of them")
     parser.add_argument("--gpu-gb", type=float, default=None, help="default: the GPU the config's header names")
     args = parser.parse_args(argv)

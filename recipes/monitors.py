@@ -24,9 +24,6 @@ writes is ``recipes.common.JsonlLogCallback``):
 The arithmetic lives in small pure functions tested on hand-made groups, without a trainer: the batch metrics are
 ``eval.group_metrics``, the degenerate-group formula and its predictor ``eval.degenerate`` (shared with the rollouts
 filter), the weighted total ``rewards.totals``, as TRL forms it.
-
-Over 400 lines: the reward recorder and the callbacks that read what it records share their state (the pending
-metrics, the top completions), and are read together.
 """
 
 from __future__ import annotations

@@ -138,7 +138,9 @@ def require_real_model(root: str | Path = DEFAULT_ROOT) -> Path:
 
 
 def main(argv: list[str] | None = None) -> Path:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        prog="python -m recipes.real_model", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--root", default=str(DEFAULT_ROOT), help="folder for model/ and tokenizer/")
     parser.add_argument("--no-verify", action="store_true", help="skip the generation check when already converted")
     args = parser.parse_args(argv)

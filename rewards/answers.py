@@ -10,9 +10,6 @@ Anything that does not commit to ONE answer is not an answer: a hedge (``#### 17
 \\boxed{18}``), several markers that disagree, a marker with nothing after it. The whole completion is never
 handed to math-verify: that would credit a restated question or any number in the text.
 
-Over 400 lines: it is the one answer extractor (GSM8K markers, MATH boxes, answer lines) with the normalisation they
-share.
-
 >>> extract_answer("3 + 5 = 8 apples.\\n#### 8").value
 '8'
 >>> extract_answer("#### $1,234.00.").value

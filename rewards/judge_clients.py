@@ -22,9 +22,6 @@ Both read the score one of two ways (``mode``, ``rewards.judge_scores``):
 A reply that holds no score, or a request that still fails after its retries, gives the score None and is counted
 (``client.stats``) and logged; a client never raises on a judge's failure. Whether an endpoint answers or a local
 model can be loaded is checked before any training by the recipe (``recipes.grpo_setup.check_judge``).
-
-Over 400 lines: the two clients share the result records, the counts and the reading of a score (text or log-
-probabilities), and a caller picks one by backend.
 """
 
 from __future__ import annotations

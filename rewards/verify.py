@@ -18,9 +18,6 @@ cached as verdicts. A worker that fails to start or dies is a ``checker_error``,
 is not paid: rewards score it 0 with a logged warning (TRL's contract), eval reports the reason. Nothing here raises
 on model output.
 
-Over 400 lines: the worker pool, the time budget it enforces and the comparisons it bounds are one mechanism; apart, a
-reader of the budget would chase it across files.
-
 What could not finish in any budget (a power tower, a sum of 10^100 terms, a factorial of a billion, brackets nested
 deeper than any answer: ``rewards.cost.too_costly``) is refused before a worker is asked: ``refused``, no verdict
 (``\\prod_{k=1}^{20000} 1`` is 1, but is refused by its number of terms), not paid, and counted as timeouts are

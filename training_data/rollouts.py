@@ -22,9 +22,6 @@ sampled once), ``results.json`` (pass@k, length by correctness) and ``summary.md
 A group of G answers teaches GRPO nothing when all G are right or all wrong; for a problem of pass rate p that
 happens with probability p^G + (1-p)^G, so problems far from 50% mostly waste compute (``filter`` keeps the
 problems within a pass-rate range: ``filter_by_pass_rate``).
-
-Over 400 lines: one command line (sample, filter, reference, pairs) over one file format, ``rollouts.jsonl``, that each
-command writes or reads.
 """
 
 from __future__ import annotations
@@ -280,7 +277,11 @@ def _print_report(title: str, report: dict) -> None:
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        prog="python -m training_data.rollouts",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     commands = parser.add_subparsers(dest="command", required=True)
 
     sample = commands.add_parser("sample", help="sample and score K answers per problem")

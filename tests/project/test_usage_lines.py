@@ -1,0 +1,68 @@
+"""The first lines a user reads: every command's usage line is the command they type (``python -m <module>``), no
+module's docstring (its ``--help``) defends the module's size, and ``make help`` lists the Makefile's targets.
+
+    OMP_NUM_THREADS=1 .venv/bin/python -m pytest -q tests/project/test_usage_lines.py
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+import subprocess
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+PACKAGES = ("rewards", "eval", "training_data", "recipes", "cpu_lab", "judge_lab", "reward_model_lab", "bench")
+SOURCES = sorted(p for package in PACKAGES for p in (ROOT / package).rglob("*.py"))
+
+
+def module_name(path: Path) -> str:
+    parts = path.relative_to(ROOT).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__main__" else parts)
+
+
+def parsers(path: Path) -> list[ast.Call]:
+    """The ``ArgumentParser(...)`` calls of a module."""
+    calls = [node for node in ast.walk(ast.parse(path.read_text())) if isinstance(node, ast.Call)]
+    return [c for c in calls if getattr(c.func, "attr", getattr(c.func, "id", None)) == "ArgumentParser"]
+
+
+PARSERS = [(path, call) for path in SOURCES for call in parsers(path)]
+
+
+@pytest.mark.parametrize("path, call", PARSERS, ids=[f"{p.relative_to(ROOT)}:{c.lineno}" for p, c in PARSERS])
+def test_a_usage_line_names_the_command_a_user_types(path, call):
+    prog = next((k.value for k in call.keywords if k.arg == "prog"), None)
+    if isinstance(prog, ast.Attribute) and prog.attr == "prog":  # a parser shown with another parser's name
+        return
+    expected = f"python -m {module_name(path)}"
+    assert isinstance(prog, ast.Constant) and prog.value == expected, (
+        f"{path.relative_to(ROOT)}:{call.lineno}: ArgumentParser(prog={expected!r}, ...) so that its usage line is "
+        f"the command, not {path.name}"
+    )
+
+
+def test_the_check_finds_the_parsers():
+    assert len(PARSERS) >= 25, len(PARSERS)
+
+
+@pytest.mark.parametrize("path", SOURCES, ids=[str(p.relative_to(ROOT)) for p in SOURCES])
+def test_no_docstring_defends_the_size_of_its_module(path):
+    doc = ast.get_docstring(ast.parse(path.read_text())) or ""
+    defended = [p for p in doc.split("\n\n") if re.match(r"Over [\d,]+ lines", p.strip())]
+    assert not defended, f"{path.relative_to(ROOT)}: {defended[0][:80]!r}"
+
+
+def test_make_help_lists_every_target_with_its_line():
+    makefile = (ROOT / "Makefile").read_text()
+    targets = re.findall(r"^([a-z][\w-]*):(?!=)", makefile, flags=re.MULTILINE)
+    done = subprocess.run(["make", "--no-print-directory", "help"], cwd=ROOT, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    listed = {line.split()[0]: line for line in done.stdout.splitlines() if line.strip()}
+    assert set(targets) <= set(listed), sorted(set(targets) - set(listed))
+    for target in targets:
+        assert len(listed[target].split(None, 1)) == 2, f"make help: {target} has no line"
+    assert "OMP_NUM_THREADS" not in done.stdout  # targets, not the variables
+    assert ".venv/.installed" not in listed and "mutate" in listed
