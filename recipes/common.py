@@ -26,9 +26,6 @@ TRL's trainers load a model named by a string with ``from_pretrained(name, **mod
 with ``revision=model_init_kwargs["revision"]``; ``ModelConfig``'s ``dtype``, ``attn_implementation`` and
 ``model_revision`` reach the model only through these kwargs, so every recipe builds them with ``model_init_kwargs``.
 
-Over 400 lines: it is everything the four recipes share, so that a run reads in four files (its recipe, this module,
-``recipes.checks`` and, for GRPO, ``recipes.grpo_setup``).
-
 >>> redact({"wandb_api_key": "abc", "hub_token": None, "max_new_tokens": 512, "nested": {"my_secret": "s"}})
 {'wandb_api_key': '<redacted>', 'hub_token': None, 'max_new_tokens': 512, 'nested': {'my_secret': '<redacted>'}}
 >>> from trl import ModelConfig
@@ -354,9 +351,12 @@ def short_model_name(path: str) -> str:
     return Path(path.rstrip("/")).name.lower()
 
 
-def run_identity(task: str, model_args, method: str, beta: float, reward_funcs: Sequence[str], seed: int) -> dict:
+def run_identity(
+    task: str, model_args, method: str, beta: float | None, reward_funcs: Sequence[str], seed: int
+) -> dict:
     """W&B run name, group (the same minus the seed, so seeds of one setting group together) and tags; the model and
-    its adapter (``qlora``, ``lora`` or ``full``) come from ``model_args``.
+    its adapter (``qlora``, ``lora`` or ``full``) come from ``model_args``. ``beta`` is None for a method that has
+    none (SFT): the name and tags then leave it out.
 
     >>> from trl import ModelConfig
     >>> model = ModelConfig(model_name_or_path="Qwen/Qwen2.5-0.5B-Instruct", use_peft=True)
@@ -365,13 +365,17 @@ def run_identity(task: str, model_args, method: str, beta: float, reward_funcs: 
     ('gsm8k-qwen2.5-0.5b-instruct-dr_grpo-b0.04-gsm8k_correctness-lora-s1', 'gsm8k-qwen2.5-0.5b-instruct-dr_grpo-b0.04-gsm8k_correctness-lora')
     >>> ident["tags"]
     ['task=gsm8k', 'model=qwen2.5-0.5b-instruct', 'method=dr_grpo', 'beta=0.04', 'rewards=gsm8k_correctness', 'adapter=lora', 'seed=1']
+    >>> run_identity("gsm8k_train", model, "sft", None, ["reference_solutions"], 0)["name"]
+    'gsm8k_train-qwen2.5-0.5b-instruct-sft-reference_solutions-lora-s0'
     """  # noqa: E501
     adapter = "qlora" if model_args.load_in_4bit else "lora" if model_args.use_peft else "full"
     rewards = "+".join(reward_funcs)
-    parts = [task, short_model_name(model_args.model_name_or_path), method, f"b{beta:g}", rewards, adapter]
-    group = "-".join(parts)
-    tags = [f"task={task}", f"model={parts[1]}", f"method={method}", f"beta={beta:g}", f"rewards={rewards}"]
-    return {"name": f"{group}-s{seed}", "group": group, "tags": [*tags, f"adapter={adapter}", f"seed={seed}"]}
+    model = short_model_name(model_args.model_name_or_path)
+    betas = [] if beta is None else [f"{beta:g}"]
+    group = "-".join([task, model, method, *(f"b{b}" for b in betas), rewards, adapter])
+    tags = [f"task={task}", f"model={model}", f"method={method}", *(f"beta={b}" for b in betas)]
+    tags += [f"rewards={rewards}", f"adapter={adapter}", f"seed={seed}"]
+    return {"name": f"{group}-s{seed}", "group": group, "tags": tags}
 
 
 def redact(value):

@@ -106,6 +106,24 @@ class RMKeys(TrainerCallback):
                 logs[new] = logs[key]
 
 
+def dropped_pairs(train: int, heldout: int, trainer, max_length: int | None) -> dict:
+    """The pairs TRL's ``RewardTrainer`` left out (a chosen or rejected answer, with its prompt, longer than
+    ``max_length`` tokens), by split; the main process says so in one line when there are any."""
+    dropped = {
+        "train": train - len(trainer.train_dataset),
+        "heldout": heldout - len(trainer.eval_dataset),
+        "max_length": max_length,
+    }
+    total = dropped["train"] + dropped["heldout"]
+    if total and common.is_main_process(trainer.args):
+        print(
+            f"{total} of {train + heldout} pairs dropped ({dropped['train']} train, {dropped['heldout']} held-out): "
+            f"the chosen or the rejected answer with its prompt is longer than max_length={max_length} tokens; "
+            "raise max_length to keep them"
+        )
+    return dropped
+
+
 def main(script_args, training_args, model_args):
     # Validate everything that can be checked without loading weights: model path, tokenizer, pairs
     args, model_path = script_args, model_args.model_name_or_path
@@ -155,11 +173,12 @@ def main(script_args, training_args, model_args):
         callbacks=callbacks,
     )
     trainer.callback_handler.callbacks.insert(0, RMKeys())
+    dropped = dropped_pairs(len(train), len(heldout), trainer, training_args.max_length)
     report = {
         "run_name": training_args.run_name,
         "output_dir": str(out),
         "pairs": len(train) + len(heldout),
-        "dropped_over_max_length": len(train) + len(heldout) - len(trainer.train_dataset) - len(trainer.eval_dataset),
+        "dropped_over_max_length": dropped,
         "train_pairs": len(trainer.train_dataset),
         "heldout_pairs": len(trainer.eval_dataset),
         "pair_report": pair_report,

@@ -149,7 +149,7 @@ def main(script_args, training_args, model_args):
         checks.check_model(model_args, args.build_tiny_model)  # last: the checks above need no model source
 
     # Run name for W&B grouping, the resolved config (secrets redacted) beside the outputs, the tiny model if asked
-    identity = common.run_identity(task.name, model_args, "sft", 0.0, ["reference_solutions"], training_args.seed)
+    identity = common.run_identity(task.name, model_args, "sft", None, ["reference_solutions"], training_args.seed)
     out, _ = common.start_run(script_args, training_args, model_args, identity)
 
     # Model (+LoRA / QLoRA): TRL loads it from the path; the validation check stops training when it is reached
