@@ -16,11 +16,12 @@ report). ``recipes.sft``, ``recipes.grpo`` (and so the judge lab and the over-op
 
 The command line is TRL's parser (``recipes.parser.RecipeParser``: a YAML ``--config`` sets the options, flags after
 it override them) with what to change added to the errors TRL raises while parsing (``parse_or_explain``) and the
-libraries' noise quieted (``run_cli``). Every process trains, generates and evaluates (ZeRO-3 needs all of them); only
-the main one writes files. A fresh run (no checkpoint to resume, or ``resume: false``) reuses nothing of an earlier
-run in ``output_dir``: ``start_run`` empties its ``eval_before/`` and ``eval_after/`` and ``resume_checkpoint``
-deletes its logs. A resumed run keeps them, and an evaluation there resumes only when the same weights were evaluated
-(``eval.run.weights_fingerprint``).
+libraries' noise quieted (``run_cli``). While it trains, a run prints one line per logged step (``recipes.console``).
+
+Every process trains, generates and evaluates (ZeRO-3 needs all of them); only the main one writes files. A fresh run
+(no checkpoint to resume, or ``resume: false``) reuses nothing of an earlier run in ``output_dir``: ``start_run``
+empties its ``eval_before/`` and ``eval_after/`` and ``resume_checkpoint`` deletes its logs. A resumed run keeps them,
+and an evaluation there resumes only when the same weights were evaluated (``eval.run.weights_fingerprint``).
 
 TRL's trainers load a model named by a string with ``from_pretrained(name, **model_init_kwargs)`` and its tokenizer
 with ``revision=model_init_kwargs["revision"]``; ``ModelConfig``'s ``dtype``, ``attn_implementation`` and
@@ -54,13 +55,12 @@ from dataclasses import dataclass, field
 from io import StringIO
 from pathlib import Path
 
-from transformers import TrainerCallback
 from transformers.trainer_utils import get_last_checkpoint
 
 from eval import run as eval_run  # eval_run.evaluate at the call: a test's stand-in reaches it
-from eval.jsonl import append_jsonl
-from recipes import precision, run_folder
+from recipes import console, precision, run_folder
 from recipes.checks import WANDB_QUIET_MODES, ConfigError, check_deepspeed, check_wandb, config_errors
+from recipes.console import JsonlLogCallback  # noqa: F401 - every recipe's log.jsonl, as common.JsonlLogCallback
 from recipes.parser import RecipeParser, load_config
 from recipes.tiny_model import is_tiny_model_dir, reads_as_hub_id, save_tiny_model
 
@@ -499,41 +499,6 @@ def model_init_kwargs(model_args, existing: dict | None = None) -> dict:
 
 
 # --------------------------------------------------------------------------------------------------- training
-def _jsonable(value):
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    if isinstance(value, int | float | str | bool) or value is None:
-        return value
-    try:
-        return float(value)
-    except (TypeError, ValueError):
-        return str(value)
-
-
-class JsonlLogCallback(TrainerCallback):
-    """Writes every ``on_log`` dict, plus ``step`` and ``epoch``, as one JSON line to ``path`` (main process only).
-
-    Non-finite numbers become ``null``. Every recipe writes ``<output_dir>/log.jsonl`` with it, whatever
-    ``report_to`` says.
-
-    >>> import tempfile, types
-    >>> path = Path(tempfile.mkdtemp()) / "log.jsonl"
-    >>> state = types.SimpleNamespace(global_step=3, epoch=0.5, is_world_process_zero=True)
-    >>> JsonlLogCallback(path).on_log(None, state, None, logs={"loss": 0.25, "kl": float("nan")})
-    >>> path.read_text()
-    '{"loss": 0.25, "kl": null, "step": 3, "epoch": 0.5}\\n'
-    """
-
-    def __init__(self, path: str | Path):
-        self.path = Path(path)
-
-    def on_log(self, args, state, control, logs=None, **kwargs):
-        if not state.is_world_process_zero or not logs:
-            return
-        record = {k: _jsonable(v) for k, v in logs.items()} | {"step": state.global_step, "epoch": state.epoch}
-        append_jsonl(record, self.path)
-
-
 def train_and_report(
     trainer,
     training_args,
@@ -549,7 +514,8 @@ def train_and_report(
 ) -> dict:
     """The end of every recipe: evaluate before, train (resuming after a kill), save, evaluate after, report. Every
     process evaluates (ZeRO-3 needs all of them); one writes. Returns the report. Ctrl-C raises
-    ``run_folder.Interrupted`` (where the run stopped); the output folder's lock is let go however it ends.
+    ``run_folder.Interrupted`` (where the run stopped); the output folder's lock is let go however it ends. While it
+    trains, the console shows one line per logged step (``recipes.console.take_over``), not the trainer's dicts.
 
     Args:
         trainer: the recipe's TRL trainer, built complete.
@@ -566,6 +532,7 @@ def train_and_report(
     """
     out = Path(training_args.output_dir)
     evaluates = bool(held_out and held_out.get("limit"))
+    console.take_over(trainer)
     try:
         if evaluates:
             report["before"] = evaluate_held_out(trainer, training_args, out / "eval_before", held_out)

@@ -100,9 +100,9 @@ def test_a_run_reads_in_four_files_of_recipes(recipe):
 
 def test_the_checks_and_the_shared_module_stay_below_the_recipes():
     assert recipes_modules(ROOT / "recipes" / "checks.py") == set()
-    # the command line's parser, the CPU's precision, the output folder's life and the tiny model are what the shared
-    # module builds on
-    shared = {"checks", "parser", "precision", "run_folder", "tiny_model"}
+    # the command line's parser, the console, the CPU's precision, the output folder's life and the tiny model are what
+    # the shared module builds on
+    shared = {"checks", "console", "parser", "precision", "run_folder", "tiny_model"}
     assert recipes_modules(ROOT / "recipes" / "common.py") <= shared
     assert recipes_modules(ROOT / "recipes" / "run_folder.py") <= {"checks"}
     assert "grpo" not in recipes_modules(ROOT / "recipes" / "grpo_setup.py")
