@@ -28,8 +28,6 @@ from contextlib import contextmanager
 from pathlib import Path
 from urllib.parse import urlsplit
 
-import torch
-
 from eval.generate import vllm_version_problem
 from eval.sources import check_model_source
 from eval.tasks import get_task, load_rows
@@ -279,6 +277,8 @@ def check_vllm(use_vllm: bool, vllm_mode: str = "colocate") -> None:
     problem = vllm_version_problem()
     if problem:
         raise ValueError(f"use_vllm is true but {problem[0].lower()}{problem[1:]}; or set use_vllm: false")
+    import torch  # here, not at the top: a recipe's --help and its refusals of bad options never load torch
+
     if vllm_mode == "colocate" and not torch.cuda.is_available():
         raise ValueError("use_vllm is true but this machine has no CUDA GPU: set use_vllm: false to generate with HF")
 
@@ -441,6 +441,8 @@ def check_quantization(load_in_4bit: bool, load_in_8bit: bool, use_peft: bool) -
         raise ValueError(
             "load_in_4bit/load_in_8bit without use_peft: quantized weights cannot be trained; set use_peft"
         )
+    import torch
+
     if not torch.cuda.is_available():
         warnings.warn("QLoRA on CPU: bitsandbytes runs, but very slowly; use a GPU for real runs", stacklevel=2)
 

@@ -16,7 +16,10 @@ report). ``recipes.sft``, ``recipes.grpo`` (and so the judge lab and the over-op
 
 The command line is TRL's parser (``recipes.parser.RecipeParser``: a YAML ``--config`` sets the options, flags after
 it override them) with what to change added to the errors TRL raises while parsing (``parse_or_explain``) and the
-libraries' noise quieted (``run_cli``). While it trains, a run prints one line per logged step (``recipes.console``).
+libraries' noise quieted (``run_cli``). A recipe module imports no torch, transformers, TRL, peft or datasets: its
+``main()`` and ``make_parser()`` import them where a run starts, and ``run_cli`` answers ``--help`` and refuses a bad
+option from the recipe's saved table of options (``recipes.parser.saved_parser``) before any of them loads. While it
+trains, a run prints one line per logged step (``recipes.console``).
 
 Every process trains, generates and evaluates (ZeRO-3 needs all of them); only the main one writes files. A fresh run
 (no checkpoint to resume, or ``resume: false``) reuses nothing of an earlier run in ``output_dir``: ``start_run``
@@ -55,20 +58,10 @@ from dataclasses import dataclass, field
 from io import StringIO
 from pathlib import Path
 
-from transformers.trainer_utils import get_last_checkpoint
-
 from eval import run as eval_run  # eval_run.evaluate at the call: a test's stand-in reaches it
-from recipes import console, precision, run_folder
+from recipes import run_folder
 from recipes.checks import WANDB_QUIET_MODES, ConfigError, check_deepspeed, check_wandb, config_errors
-from recipes.console import JsonlLogCallback  # noqa: F401 - every recipe's log.jsonl, as common.JsonlLogCallback
-from recipes.parser import RecipeParser, load_config
-from recipes.tiny_model import is_tiny_model_dir, reads_as_hub_id, save_tiny_model
-
-# transformers' reporting integrations (parsing a config imports them) print "[INFO] Running in WANDB offline mode" as
-# they are imported: `make` sets WANDB_MODE=offline for every run, reporting to W&B or not, and a run that does report
-# to W&B gets ``wandb_line`` instead. Imported here, before any parse, with that print swallowed (~3 ms).
-with redirect_stdout(StringIO()):
-    import transformers.integrations.integration_utils  # noqa: F401
+from recipes.parser import RecipeParser, load_config, save_table, saved_parser
 
 logger = logging.getLogger(__name__)
 
@@ -96,19 +89,30 @@ def run_cli(make_parser, main) -> None:
     usage. The libraries' noise that leash causes is silenced first (``quiet_library_noise``), so that leash's lines
     come first: the config and the output folder, then (reporting to W&B offline) where W&B keeps the run. Ctrl-C
     ends in one line, where the run stopped and the command that goes on (``run_folder.Interrupted``), and status
-    130; the output folder's lock is let go however the run ends."""
+    130; the output folder's lock is let go however the run ends.
+
+    Run as ``python -m <recipe>``, the command line is first read with the recipe's saved table of options
+    (``recipes.parser.saved_parser``): ``--help`` is answered and a bad option refused from it, before torch,
+    transformers or TRL load; a command line it lets through is parsed again with TRL's configs. Without a current
+    table (the first command of a recipe, or one of its source files changed), the full parser answers and its table
+    is saved for the next command."""
     quiet_library_noise()
     argv = sys.argv[1:]
+    command = command_module(make_parser)
     parser = None
     try:
         with config_errors():
-            parser = make_parser()
+            saved = saved_parser(command) if command else None
+            parser = saved or full_parser(make_parser, save_as=command)
             if not argv:  # a run of the recipe's defaults is nobody's intent
                 print(f"{parser.format_usage()}\n{parser.description}\n", file=sys.stderr)
                 raise ConfigError(
                     f"no options given: pass --config CONFIG.yaml ({parser.prog} --help lists the options)"
                 )
             args = parse_or_explain(parser)
+            if saved is not None:  # nothing the table can refuse: now TRL's configs, and their own checks
+                parser = full_parser(make_parser)
+                args = parse_or_explain(parser)
         training_args = next(a for a in args if hasattr(a, "report_to"))
         print(f"{parser.prog}: {flag_value(argv, 'config') or 'no --config'} -> {training_args.output_dir}")
         if line := wandb_line(training_args.report_to):
@@ -131,6 +135,24 @@ def run_cli(make_parser, main) -> None:
         run_folder.release()
 
 
+def command_module(make_parser) -> str | None:
+    """The recipe module that ``python -m`` runs (``recipes.sft``) when ``make_parser`` is its own; None when a test or
+    another module calls ``run_cli``."""
+    if make_parser.__module__ != "__main__":
+        return None
+    spec = getattr(sys.modules["__main__"], "__spec__", None)
+    return spec.name if spec is not None else None
+
+
+def full_parser(make_parser, save_as: str | None = None) -> RecipeParser:
+    """``make_parser()``, which imports TRL's configs (and with them torch and transformers); ``save_as`` a recipe
+    module: its table of options saved for the next command (``recipes.parser.save_table``)."""
+    parser = make_parser()
+    if save_as:
+        save_table(save_as, parser)
+    return parser
+
+
 def recipe_parser(
     parts: tuple,
     *,
@@ -144,7 +166,8 @@ def recipe_parser(
     """A recipe's parser (``recipes.parser.RecipeParser``): ``--help`` shows the recipe's own options by group, then
     ``COMMON_OPTIONS`` and the recipe's ``options`` of TRL's config; ``parts`` are the script arguments, TRL's config
     and ``ModelConfig``."""
-    return RecipeParser(
+    quiet_wandb_notice()  # before any parse
+    return RecipeParser.from_dataclasses(
         parts,
         module=module,
         doc=doc,
@@ -160,15 +183,20 @@ def parse_or_explain(parser, args: Sequence[str] | None = None):
     configs (``HINTS``, ``reword_group_error``); a flag given on the command line wins over the config's automatic
     choices (``let_explicit_flags_win``). A run that asks for DeepSpeed where it is not installed stops first, with
     the install command (``check_deepspeed``); one that reports to W&B without a login, with the ways to log in
-    (``check_wandb``)."""
+    (``check_wandb``). A parser built from a saved table runs the same checks, less what needs TRL's configs (the
+    precision chosen for this machine, the errors of the configs' own checks)."""
     argv = sys.argv[1:] if args is None else args
     if (config := flag_value(argv, "config")) and os.path.isfile(config):
         load_config(config)  # a malformed YAML: one line with its place, before anything else reads the file
     check_deepspeed(deepspeed_request(argv))  # before parsing: TrainingArguments itself fails without the package
-    fields = {name for kind in parser.dataclass_types for name in kind.__dataclass_fields__}
-    chosen, why = precision.precision_flags(argv, fields)  # a CPU run's bf16, when neither YAML nor flags set it
-    if why:
-        print(why)  # one line, as grpo_setup prints the generation backend
+    chosen: list[str] = []
+    if parser.dataclass_types is not None:
+        from recipes import precision  # torch: read where the run's own configs are
+
+        fields = {name for kind in parser.dataclass_types for name in kind.__dataclass_fields__}
+        chosen, why = precision.precision_flags(argv, fields)  # a CPU run's bf16, when neither YAML nor flags set it
+        if why:
+            print(why)  # one line, as grpo_setup prints the generation backend
     try:
         parsed = parser.parse_args_and_config([*chosen, *argv])
         let_explicit_flags_win(parsed, argv)
@@ -267,6 +295,15 @@ def deepspeed_request(argv: Sequence[str]) -> str | None:
     if config and os.path.isfile(config) and load_config(config).get("deepspeed"):
         return f"deepspeed: in {config}"
     return None
+
+
+def quiet_wandb_notice() -> None:
+    """transformers' reporting integrations print "[INFO] Running in WANDB offline mode" as they are imported (parsing
+    a config imports them, and so do some of the trainers' modules): `make` sets WANDB_MODE=offline for every run,
+    reporting to W&B or not, and a run that does report to W&B gets ``wandb_line`` instead. Imported here, with that
+    print swallowed; a recipe calls this before it imports them."""
+    with redirect_stdout(StringIO()):
+        import transformers.integrations.integration_utils  # noqa: F401
 
 
 def quiet_library_noise() -> None:
@@ -429,6 +466,8 @@ def build_tiny_model_if_asked(script_args, model_args) -> None:
     path = model_args.model_name_or_path
     if not script_args.build_tiny_model or Path(path).exists():
         return
+    from recipes.tiny_model import is_tiny_model_dir, reads_as_hub_id, save_tiny_model  # torch, transformers
+
     if reads_as_hub_id(path) and not is_tiny_model_dir(path):
         raise ValueError(f"build_tiny_model: true at {path}, which reads as a hub id: write the folder as ./{path}")
     save_tiny_model(path)
@@ -460,6 +499,8 @@ def start_run(script_args, training_args, model_args, identity: dict) -> tuple[P
 
 def last_checkpoint(training_args, resume: bool) -> str | None:
     """The last ``checkpoint-*`` in ``output_dir`` when ``resume`` is on and there is one."""
+    from transformers.trainer_utils import get_last_checkpoint
+
     out = Path(training_args.output_dir)
     return get_last_checkpoint(str(out)) if resume and out.is_dir() else None
 
@@ -499,6 +540,16 @@ def model_init_kwargs(model_args, existing: dict | None = None) -> dict:
 
 
 # --------------------------------------------------------------------------------------------------- training
+def __getattr__(name: str):
+    """``JsonlLogCallback`` is ``recipes.console``'s: a trainer callback, it imports transformers, which a recipe's
+    command line loads only where a run starts."""
+    if name == "JsonlLogCallback":
+        from recipes.console import JsonlLogCallback
+
+        return JsonlLogCallback
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
 def train_and_report(
     trainer,
     training_args,
@@ -530,6 +581,8 @@ def train_and_report(
         results: called after the evaluation after training, in order; what each returns joins the report.
         started: ``time.monotonic()`` when the run began: the report's ``seconds`` (evals, training, saving).
     """
+    from recipes import console
+
     out = Path(training_args.output_dir)
     evaluates = bool(held_out and held_out.get("limit"))
     console.take_over(trainer)

@@ -25,13 +25,8 @@ import logging
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import trl
-from transformers import AutoTokenizer
-from trl import DPOConfig, ModelConfig
-
 from eval.tasks import get_task
 from recipes import checks, common
-from recipes.first_loss import FirstLossCheck, expected_first_loss
 from training_data.pairs import load_pairs
 
 logger = logging.getLogger(__name__)
@@ -48,6 +43,12 @@ class DPOScriptArguments(common.PairArguments):
 
 
 def main(script_args, training_args, model_args):
+    # the libraries load here, where a run starts: --help and a refused option never wait for them
+    import trl
+    from transformers import AutoTokenizer
+
+    from recipes.first_loss import FirstLossCheck, expected_first_loss
+
     # Validate everything that can be checked without a model, data included
     args = script_args
     with checks.config_errors():  # bad input stops here, before any model loads (one line on the CLI)
@@ -134,6 +135,8 @@ def summary(report: dict) -> str:
 
 def make_parser():
     """The recipe's parser: ``--help`` shows the recipe's own options by group and the TRL ones most runs set."""
+    from trl import DPOConfig, ModelConfig
+
     groups = {
         "preference pairs": ["data", "data_split", "max_pairs_per_problem", "length_tolerance"],
         "held-out evaluation": ["eval_task", "eval_data", "eval_limit", "eval_max_new_tokens"],

@@ -20,13 +20,14 @@ import time
 from functools import partial
 from pathlib import Path
 
-from trl import GRPOConfig, ModelConfig
-
-from recipes import checks, common, grpo_setup
+from recipes import checks, common
 
 
 def main(script_args, training_args, model_args):
     started = time.monotonic()
+    # the libraries load here, where a run starts: --help and a refused option never wait for them
+    from recipes import grpo_setup
+
     # Validate everything that can be checked without a model
     args = script_args
     with checks.config_errors():  # bad input stops here, before any model loads (one line on the CLI)
@@ -85,6 +86,8 @@ def main(script_args, training_args, model_args):
 
 def summary(report: dict) -> str:
     """Where things are, and accuracy before -> after."""
+    from recipes import grpo_setup
+
     out = Path(report["output_dir"])
     lines = [f"run {report['run_name']}", *common.held_out_lines(report, out), *grpo_setup.watch_lines(report)]
     lines.append(f"train log (JSON lines): {out / 'log.jsonl'}; top completions: {out / 'top_completions.jsonl'}")
@@ -96,6 +99,11 @@ def summary(report: dict) -> str:
 
 def make_parser():
     """The recipe's parser: ``--help`` shows the recipe's own options by group and the TRL ones most runs set."""
+    from trl import GRPOConfig, ModelConfig
+
+    common.quiet_wandb_notice()  # grpo_setup's trainer modules import transformers' W&B integration
+    from recipes import grpo_setup
+
     groups = {
         "training data": ["task", "data", "train_limit", "question", "gold_answer", "instruction", "curriculum"],
         "rewards": ["reward_funcs", "reward_check", "reward_model_path"],

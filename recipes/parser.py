@@ -1,6 +1,8 @@
-"""A recipe's parser: the help a reader needs first, config keys checked by name, and quiet libraries.
+"""A recipe's parser: the help a reader needs first, config keys checked by name, quiet libraries, and an answer in
+well under two seconds to ``--help`` and to an option it refuses.
 
-``RecipeParser`` is TRL's ``TrlParser`` (a YAML ``--config`` sets the options, flags after it override them) with:
+``RecipeParser`` parses as TRL's ``TrlParser`` does (a YAML ``--config`` sets the options, flags after it override
+them), with:
 
 - ``--help``: what the recipe does, ``--config``, leash's own options in named groups and the TRL options most runs
   set, on one screen; ``--help-all`` adds every option of TRL's config and ``ModelConfig`` (some 250 for GRPO).
@@ -15,6 +17,17 @@
   transformers under their new names ``activation_checkpointing*`` where it has them, so it warns about nothing.
 - ``build_tiny_model: true`` settled against the model path (``recipes.tiny_model.may_build_at``).
 
+It is built in one of two ways. ``RecipeParser.from_dataclasses`` reads TRL's config dataclasses, which subclass
+transformers' ``TrainingArguments``: importing them loads torch, transformers and peft, 5 to 8 s on a busy 2-core
+machine. Its ``table()`` (every option's names, type, default, choices and help, and the help's layout) is saved
+beside the user's other caches (``save_table``: ``~/.cache/leash/options/``; ``$XDG_CACHE_HOME/leash`` when that is
+set, ``$LEASH_CACHE_DIR`` when that is), keyed by the installed TRL and transformers and by the contents of every
+source file the options came from.
+``RecipeParser.from_table`` rebuilds the same parser from it without those libraries (``saved_parser``: None when no
+table is saved or any of its sources changed). ``recipes.common.run_cli`` answers ``--help`` from the saved table and
+checks a command line against it first, so that what the table can refuse is refused before anything loads, in the
+words the full parser uses; what it lets through is parsed again with TRL's configs, whose own checks run then.
+
 Recipes build it through ``recipes.common.recipe_parser`` (the TRL options every recipe shows first) and run it
 through ``recipes.common.run_cli``.
 """
@@ -24,17 +37,23 @@ from __future__ import annotations
 import argparse
 import copy
 import difflib
+import hashlib
+import json
 import os
 import re
 import sys
 import textwrap
-from collections.abc import Sequence
+import types
+from collections.abc import Callable, Sequence
 from dataclasses import fields
+from importlib import metadata
+from pathlib import Path
 
 import yaml
-from trl import TrlParser
 
-from recipes.tiny_model import may_build_at
+ROOT = Path(__file__).resolve().parents[1]
+TABLE_FORMAT = 1  # the layout of a saved table: a table of another layout is not read
+VERSIONED = ("trl", "transformers")  # the libraries whose versions a saved table was made with
 
 RENAMED = {  # TRL's names (TRL 1.16 defaults gradient_checkpointing to True) -> transformers >= 5.2x's
     "gradient_checkpointing": "activation_checkpointing",
@@ -215,11 +234,11 @@ def rename_flags(args: Sequence[str], renamed: dict[str, str]) -> list[str]:
     return out
 
 
-class RecipeParser(TrlParser):
-    """TRL's parser for a recipe (module docstring at the top of its help), with leash's help, errors and renames.
+class RecipeParser(argparse.ArgumentParser):
+    """A recipe's parser (module docstring at the top of its help), with leash's help, errors and renames; built from
+    TRL's configs (``from_dataclasses``) or from a saved table of their options (``from_table``).
 
     Args:
-        dataclass_types: the recipe's script arguments first, then TRL's config and ``ModelConfig``.
         module: the recipe's module (``recipes.grpo``), as a user runs it with ``python -m``.
         doc: the recipe's module docstring.
         groups: titles of the script arguments' option groups, each with its field names, in the order shown (fields
@@ -228,11 +247,12 @@ class RecipeParser(TrlParser):
         folded: titles of groups that ``--help`` names in one paragraph (options few runs set, such as the LLM
             judge's), so that the summary stays on one screen; ``--help-all`` shows them in full.
         docs: the page that explains the options (``docs/grpo.md``).
+        script_fields: the field names of the recipe's script arguments, in order.
+        trl_parts: TRL's dataclasses after them, each as (class name, field names).
     """
 
     def __init__(
         self,
-        dataclass_types,
         *,
         module: str,
         doc: str,
@@ -240,13 +260,16 @@ class RecipeParser(TrlParser):
         common: Sequence[str] = (),
         folded: Sequence[str] = (),
         docs: str = "",
+        script_fields: Sequence[str] = (),
+        trl_parts: Sequence[tuple[str, Sequence[str]]] = (),
     ):
         self.module, self.doc, self.docs = module, doc.strip(), docs
-        self.script_type, *self.trl_types = dataclass_types
         self.groups, self.common, self.folded = dict(groups or {}), tuple(common), tuple(folded)
+        self.script_fields = list(script_fields)
+        self.trl_parts = [(name, list(names)) for name, names in trl_parts]
+        self.dataclass_types: tuple | None = None  # TRL's configs; None when built from a saved table
         prog = f"python -m {module}"
         super().__init__(
-            dataclass_types,
             prog=prog,
             usage=f"{prog} --config CONFIG.yaml [--OPTION VALUE ...]",
             description=docs_summary(doc),
@@ -254,6 +277,49 @@ class RecipeParser(TrlParser):
             allow_abbrev=False,  # --max_step is an unknown option, not --max_steps
         )
         self.add_argument("--help-all", action=HelpAllAction, help="every option, TRL's included")
+
+    @classmethod
+    def from_dataclasses(cls, dataclass_types: Sequence[type], **layout) -> RecipeParser:
+        """The parser of the recipe's script arguments (first), TRL's config and ``ModelConfig``, whose options TRL's
+        own parser makes from their fields; ``layout`` is ``__init__``'s (module, doc, groups...)."""
+        from trl import TrlParser
+
+        script_type, *trl_types = dataclass_types
+        parser = cls(
+            **layout,
+            script_fields=[f.name for f in fields(script_type)],
+            trl_parts=[(t.__name__, [f.name for f in fields(t) if f.init]) for t in trl_types],
+        )
+        for action in TrlParser(list(dataclass_types))._actions:
+            if action.option_strings and not isinstance(action, argparse._HelpAction):
+                parser._add_action(action)
+        parser.dataclass_types = tuple(dataclass_types)
+        return parser
+
+    @classmethod
+    def from_table(cls, table: dict) -> RecipeParser:
+        """The parser ``table()`` describes, without TRL's configs: it prints the same help and refuses the same
+        command lines in the same words; its ``parse_args_and_config`` returns one namespace per dataclass."""
+        parser = cls(**table["layout"])
+        for spec in table["actions"]:
+            parser._add_action(action_from_spec(spec))
+        return parser
+
+    def table(self) -> dict:
+        """Everything ``from_table`` needs, as JSON values; ValueError for an option it could not rebuild."""
+        layout = {
+            "module": self.module,
+            "doc": self.doc,
+            "groups": self.groups,
+            "common": list(self.common),
+            "folded": list(self.folded),
+            "docs": self.docs,
+            "script_fields": self.script_fields,
+            "trl_parts": self.trl_parts,
+        }
+        own = (argparse._HelpAction, HelpAllAction)
+        actions = [action_spec(a) for a in self._actions if a.option_strings and not isinstance(a, own)]
+        return {"format": TABLE_FORMAT, "layout": layout, "actions": actions}
 
     # --- help --------------------------------------------------------------------------------------------------------
 
@@ -276,7 +342,7 @@ class RecipeParser(TrlParser):
     def leash_groups(self) -> list[tuple[str, list[str]]]:
         """The script arguments' fields by group title, in order (``BESIDE``'s after the field they go with);
         unnamed ones last."""
-        names = [f.name for f in fields(self.script_type)]
+        names = self.script_fields
         grouped = [
             (title, [m for n in members if n in names for m in (n, *BESIDE.get(n, ())) if m in names])
             for title, members in self.groups.items()
@@ -308,13 +374,12 @@ class RecipeParser(TrlParser):
             for name in names:
                 for action in self._actions_of(name, short=not full):
                     group._add_action(action)
-        trl_names = [[f.name for f in fields(t) if f.init] for t in self.trl_types]
-        count = sum(len(n) for n in trl_names)
+        count = sum(len(names) for _, names in self.trl_parts)
         pointer = f"{self.prog} --help-all lists all {count} options of {self.trl_title()}"
         pointer += f";\n{self.docs} explains the recipe's own options" if self.docs else ""
         if full:
-            for kind, names in zip(self.trl_types, trl_names, strict=True):
-                group = shown.add_argument_group(f"TRL's {kind.__name__}")
+            for kind, names in self.trl_parts:
+                group = shown.add_argument_group(f"TRL's {kind}")
                 for name in names:
                     for action in self._actions_of(name, short=False):
                         group._add_action(action)
@@ -328,7 +393,7 @@ class RecipeParser(TrlParser):
 
     def trl_title(self) -> str:
         """``TRL's GRPOConfig and ModelConfig``."""
-        return "TRL's " + " and ".join(t.__name__ for t in self.trl_types)
+        return "TRL's " + " and ".join(name for name, _ in self.trl_parts)
 
     def format_help(self) -> str:
         """The one-screen summary ``--help`` prints."""
@@ -352,7 +417,8 @@ class RecipeParser(TrlParser):
         separate_remaining_strings: bool = False,
     ):
         """TRL's ``parse_args_and_config`` (YAML from ``--config``, its ``env:`` exported, flags win), with unknown
-        keys and flags named, the renames of ``RENAMED`` and the tiny model settled. Returns the dataclasses."""
+        keys and flags named, the renames of ``RENAMED`` and the tiny model settled. Returns the dataclasses (built
+        from a saved table: a namespace for each)."""
         args = list(sys.argv[1:] if args is None else args)
         config_path, config = None, {}
         for i, arg in enumerate(args):
@@ -384,8 +450,10 @@ class RecipeParser(TrlParser):
             defaults = {a.dest: a.default for a in self._actions}
             for old, new in renamed.items():
                 config.setdefault(new, defaults[old])
-        self.set_defaults_with_config(**config)
-        *parsed, remaining = self.parse_args_into_dataclasses(args=args, return_remaining_strings=True)
+        for action in self._actions:  # the config's values are the defaults that flags override
+            if action.dest in config:
+                action.default, action.required = config[action.dest], False
+        namespace, remaining = self.parse_known_args(args)
         flags = [a for a in remaining if a.startswith("-")]
         if flags:
             flag = flags[0].lstrip("-").split("=", 1)[0]
@@ -395,9 +463,19 @@ class RecipeParser(TrlParser):
                 f"unexpected value(s) {remaining} on the command line: give each option as --name value "
                 f"({self.prog} --help lists them)"
             )
+        check_max_steps([namespace])
+        parsed = self.parts(vars(namespace))
         self.settle_tiny_model(parsed, args)
-        check_max_steps(parsed)
         return tuple(parsed)
+
+    def parts(self, values: dict) -> list:
+        """The parsed values as TRL's dataclasses (their own checks run here), or one namespace per dataclass when
+        the parser was built from a saved table."""
+        names = [self.script_fields, *(part_names for _, part_names in self.trl_parts)]
+        if self.dataclass_types is None:
+            return [types.SimpleNamespace(**{n: values[n] for n in part if n in values}) for part in names]
+        kinds = self.dataclass_types
+        return [kind(**{f.name: values[f.name] for f in fields(kind) if f.init and f.name in values}) for kind in kinds]
 
     @staticmethod
     def settle_tiny_model(parsed: Sequence, args: Sequence[str]) -> None:
@@ -410,5 +488,206 @@ class RecipeParser(TrlParser):
         path = model.model_name_or_path
         if os.path.exists(path):
             return
+        from recipes.tiny_model import may_build_at  # torch and transformers: only for a tiny model still to build
+
         given = {a[2:].split("=", 1)[0].replace("-", "_") for a in args if a.startswith("--")}
         script.build_tiny_model = may_build_at(path, "build_tiny_model" in given, "model_name_or_path" in given)
+
+
+# --------------------------------------------------------------------------------------------------- the saved table
+def string_to_bool(value):
+    """TRL's reading of a truth value on the command line (``trl.scripts._hf_argparser.string_to_bool``), for a
+    parser built from a saved table; the same words when it refuses one."""
+    if isinstance(value, bool):
+        return value
+    if value.lower() in ("yes", "true", "t", "y", "1"):
+        return True
+    if value.lower() in ("no", "false", "f", "n", "0"):
+        return False
+    raise argparse.ArgumentTypeError(
+        f"Truthy value expected: got {value} but expected one of yes/no, true/false, t/f, y/n, 1/0 (case insensitive)."
+    )
+
+
+def _named(function: Callable, name: str) -> Callable:
+    function.__name__ = name  # argparse names the type in its refusal ("invalid int value"), metavar() reads it
+    return function
+
+
+def _accepting_none(inner: Callable) -> Callable:
+    return _named(lambda value: None if value.lower() in ("none", "null") else inner(value), inner.__name__)
+
+
+def _choosing(choices: Sequence) -> Callable:
+    by_text = {str(choice): choice for choice in choices}
+    return lambda value: by_text.get(value, value)
+
+
+BUILTIN_TYPES = {"int": int, "float": float, "str": str}
+
+
+def type_spec(kind: Callable | None, choices) -> dict | None:
+    """How a TRL option reads its value, as JSON: a built-in type, a truth value, one of its choices, any of these
+    or ``none``, or a type the table cannot rebuild (``opaque``: any text passes here, TRL's configs check it).
+
+    >>> type_spec(int, None), type_spec(string_to_bool, None), type_spec(lambda v: v, ["a", "b"])
+    ({'name': 'int'}, {'name': 'bool'}, {'name': 'choice'})
+    >>> type_spec(dict, None)
+    {'name': 'opaque', 'shown': 'dict'}
+    """
+    if kind is None:
+        return None
+    if kind in BUILTIN_TYPES.values():
+        return {"name": kind.__name__}
+    if kind.__name__ == "string_to_bool":
+        return {"name": "bool"}
+    if choices:
+        return {"name": "choice"}
+    if kind.__qualname__.endswith("_accept_none.<locals>.parse"):  # TRL's reader of ``X | None`` options
+        inner = next((c.cell_contents for c in kind.__closure__ or () if callable(c.cell_contents)), None)
+        if inner in BUILTIN_TYPES.values():
+            return {"name": "none_or", "inner": inner.__name__}
+    return {"name": "opaque", "shown": kind.__name__}
+
+
+def type_from_spec(spec: dict | None, choices) -> Callable | None:
+    if spec is None:
+        return None
+    name = spec["name"]
+    if name in BUILTIN_TYPES:
+        return BUILTIN_TYPES[name]
+    if name == "bool":
+        return string_to_bool
+    if name == "choice":
+        return _choosing(choices)
+    if name == "none_or":
+        return _accepting_none(BUILTIN_TYPES[spec["inner"]])
+    return _named(lambda value: value, spec["shown"])
+
+
+def as_json(value):
+    """``value`` when JSON gives it back as it is; else the text the help shows for it (``str``)."""
+    try:
+        back = json.loads(json.dumps(value))
+    except (TypeError, ValueError):
+        return str(value)
+    return value if type(back) is type(value) and back == value else str(value)
+
+
+STORED = {"store": argparse._StoreAction, "store_true": argparse._StoreTrueAction}
+STORED |= {"store_false": argparse._StoreFalseAction}
+
+
+def action_spec(action: argparse.Action) -> dict:
+    """One option of the parser as JSON values (``action_from_spec`` rebuilds it); ValueError for a kind of option
+    a table does not hold."""
+    kind = next((name for name, cls in STORED.items() if type(action) is cls), None)
+    if kind is None:
+        raise ValueError(f"option {action.option_strings[0]}: a {type(action).__name__} cannot be saved in a table")
+    choices = None if action.choices is None else list(action.choices)
+    if choices is not None and as_json(choices) != choices:
+        raise ValueError(f"option {action.option_strings[0]}: choices {choices} do not survive JSON")
+    spec = {
+        "kind": kind,
+        "option_strings": list(action.option_strings),
+        "dest": action.dest,
+        "default": as_json(action.default),
+        "required": action.required,
+        "help": action.help,
+    }
+    if kind == "store":
+        spec |= {"nargs": action.nargs, "const": as_json(action.const), "choices": choices}
+        spec |= {"type": type_spec(action.type, choices), "metavar": action.metavar}
+    return spec
+
+
+def action_from_spec(spec: dict) -> argparse.Action:
+    """The option ``action_spec`` described."""
+    common = {k: spec[k] for k in ("option_strings", "dest", "default", "required", "help")}
+    if spec["kind"] != "store":
+        return STORED[spec["kind"]](**common)
+    kind = type_from_spec(spec["type"], spec["choices"])
+    return argparse._StoreAction(
+        **common, nargs=spec["nargs"], const=spec["const"], choices=spec["choices"], type=kind, metavar=spec["metavar"]
+    )
+
+
+def table_path(module: str) -> Path:
+    """Where the table of ``module``'s options is saved, for this checkout."""
+    caches = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    leash = Path(os.environ.get("LEASH_CACHE_DIR") or caches / "leash")
+    checkout = hashlib.sha256(str(ROOT).encode()).hexdigest()[:12]
+    return leash / "options" / f"{module}-{checkout}.json"
+
+
+def table_sources(parser: RecipeParser) -> list[Path]:
+    """The files a parser's options come from: every module of this checkout loaded so far (the recipe, its script
+    arguments, the constants their defaults read) and the files of TRL's and transformers' config classes."""
+    import inspect
+
+    found = set()
+    for module in list(sys.modules.values()):
+        path = getattr(module, "__file__", None)
+        if path and Path(path).resolve().is_relative_to(ROOT):
+            relative = Path(path).resolve().relative_to(ROOT)
+            if not relative.parts[0].startswith("."):  # not .venv's libraries
+                found.add(Path(path).resolve())
+    for kind in parser.dataclass_types or ():
+        for base in kind.__mro__[:-1]:
+            with_source = inspect.getsourcefile(base)
+            if with_source:
+                found.add(Path(with_source).resolve())
+    return sorted(found)
+
+
+def _digest(path: Path) -> str | None:
+    try:
+        return hashlib.sha256(path.read_bytes()).hexdigest()
+    except OSError:
+        return None
+
+
+def _versions() -> dict[str, str | None]:
+    found = {}
+    for name in VERSIONED:
+        try:
+            found[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            found[name] = None
+    return found
+
+
+def save_table(module: str, parser: RecipeParser, sources: Sequence[Path] | None = None) -> Path | None:
+    """Save ``parser.table()`` for ``module``, keyed by the Python and library versions and the contents of
+    ``sources`` (default: ``table_sources``). Returns the file; None when the table or the file could not be made,
+    which costs the next command only its speed."""
+    try:
+        table = parser.table()
+    except ValueError:
+        return None
+    files = sources if sources is not None else table_sources(parser)
+    key = {"python": sys.version, "versions": _versions(), "sources": {str(p): _digest(Path(p)) for p in files}}
+    try:
+        path = table_path(module)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        temporary = path.with_suffix(f".{os.getpid()}.tmp")
+        temporary.write_text(json.dumps({"key": key, "table": table}))
+        os.replace(temporary, path)  # whole or not at all, whatever another process writes beside it
+    except (OSError, RuntimeError):  # RuntimeError: no home folder to find
+        return None
+    return path
+
+
+def saved_parser(module: str) -> RecipeParser | None:
+    """The parser of ``module`` from its saved table, when one is saved and still describes this checkout and these
+    libraries (every source file unchanged); else None."""
+    try:
+        saved = json.loads(table_path(module).read_text())
+        key, table = saved["key"], saved["table"]
+        if key["python"] != sys.version or key["versions"] != _versions() or table["format"] != TABLE_FORMAT:
+            return None
+        if any(_digest(Path(path)) != digest for path, digest in key["sources"].items()):
+            return None
+        return RecipeParser.from_table(table)
+    except Exception:  # a table that cannot be read, whatever is wrong with it, costs the command only its speed
+        return None

@@ -25,19 +25,7 @@ import logging
 import math
 from dataclasses import dataclass, field
 
-import torch
-import trl
-from transformers import (
-    AutoConfig,
-    AutoModelForSequenceClassification,
-    AutoTokenizer,
-    TrainerCallback,
-)
-from transformers.modeling_outputs import SequenceClassifierOutput
-from trl import ModelConfig, RewardConfig
-
 from recipes import checks, common
-from recipes.first_loss import REWARD_MODEL_START, FirstLossCheck
 from rewards.reward_model import check_chat_template
 from training_data.pairs import load_pairs, split_by_prompt
 
@@ -65,6 +53,8 @@ class RMScriptArguments(common.PairArguments):
 def check_bt_loss(trainer, margin: float | None) -> dict:
     """TRL's own ``compute_loss`` on fixed scores must give the Bradley-Terry values: difference 1 -> -log sigmoid(1)
     = 0.3133, a tie -> ln 2 (each shifted by the margin). Raises if not; returns what it measured."""
+    import torch
+    from transformers.modeling_outputs import SequenceClassifierOutput
 
     class FixedScores(torch.nn.Module):
         def __init__(self, scores):
@@ -97,13 +87,18 @@ def check_bt_loss(trainer, margin: float | None) -> dict:
     return measured
 
 
-class RMKeys(TrainerCallback):
-    """Copies TRL's reward-model metrics under ``rm/`` (first in the callback list, so W&B sees them)."""
+def rm_keys():
+    """A callback that copies TRL's reward-model metrics under ``rm/`` (first in the callback list, so W&B sees
+    them)."""
+    from transformers import TrainerCallback
 
-    def on_log(self, args, state, control, logs=None, **kwargs):
-        for key, new in RM_KEYS.items():
-            if logs is not None and key in logs:
-                logs[new] = logs[key]
+    class RMKeys(TrainerCallback):
+        def on_log(self, args, state, control, logs=None, **kwargs):
+            for key, new in RM_KEYS.items():
+                if logs is not None and key in logs:
+                    logs[new] = logs[key]
+
+    return RMKeys()
 
 
 def dropped_pairs(train: int, heldout: int, trainer, max_length: int | None) -> dict:
@@ -125,6 +120,14 @@ def dropped_pairs(train: int, heldout: int, trainer, max_length: int | None) -> 
 
 
 def main(script_args, training_args, model_args):
+    # the libraries load here, where a run starts: --help and a refused option never wait for them
+    import torch
+    import trl
+    from transformers import AutoConfig, AutoModelForSequenceClassification, AutoTokenizer
+    from trl.trainer.reward_trainer import suppress_seqcls_warning  # as trl.RewardTrainer loads a classifier
+
+    from recipes.first_loss import REWARD_MODEL_START, FirstLossCheck
+
     # Validate everything that can be checked without loading weights: model path, tokenizer, pairs
     args, model_path = script_args, model_args.model_name_or_path
     common.build_tiny_model_if_asked(args, model_args)  # the checks below read its config and tokenizer
@@ -150,8 +153,6 @@ def main(script_args, training_args, model_args):
     }
     architectures = AutoConfig.from_pretrained(model_path).architectures or []
     new_head = not any(a.endswith("ForSequenceClassification") for a in architectures)  # a causal LM: no head yet
-    from trl.trainer.reward_trainer import suppress_seqcls_warning  # as trl.RewardTrainer: ~1.5 s --help does not need
-
     with suppress_seqcls_warning():
         model = AutoModelForSequenceClassification.from_pretrained(model_path, **kwargs)
     if new_head:
@@ -172,7 +173,7 @@ def main(script_args, training_args, model_args):
         peft_config=trl.get_peft_config(model_args),
         callbacks=callbacks,
     )
-    trainer.callback_handler.callbacks.insert(0, RMKeys())
+    trainer.callback_handler.callbacks.insert(0, rm_keys())
     dropped = dropped_pairs(len(train), len(heldout), trainer, training_args.max_length)
     report = {
         "run_name": training_args.run_name,
@@ -217,6 +218,8 @@ def summary(report: dict) -> str:
 
 def make_parser():
     """The recipe's parser: ``--help`` shows the recipe's own options by group and the TRL ones most runs set."""
+    from trl import ModelConfig, RewardConfig
+
     groups = {
         "preference pairs": ["data", "data_split", "max_pairs_per_problem", "length_tolerance"],
         "held-out pairs and the loss": ["eval_data", "eval_fraction", "margin"],

@@ -33,8 +33,6 @@ from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
 
-from transformers.trainer_utils import get_last_checkpoint
-
 from eval.run import LOCK_FILE, FolderBusyError, discard_run, lock_output_folder
 from recipes.checks import ConfigError
 
@@ -274,6 +272,8 @@ def prepare(
 
 
 def decide(out: Path, config: dict, resume: bool, resume_from: str | None, overwrite: bool, writes: bool) -> RunStart:
+    from transformers.trainer_utils import get_last_checkpoint  # here: a recipe's --help never loads transformers
+
     old, left = read_config(out), markers(out)
     last = get_last_checkpoint(str(out)) if resume and out.is_dir() else None
     checkpoint = resume_from or last

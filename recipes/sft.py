@@ -24,13 +24,9 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import trl
-from trl import ModelConfig, SFTConfig
-
 from eval.run import DEFAULT_BATCH_SIZE
 from eval.tasks import get_task, load_rows, no_progress_bars
 from recipes import checks, common
-from recipes.monitors import TrainSeconds, ValidationStop
 
 CALCULATOR_RE = re.compile(r"<<[^<>]*>>")  # GSM8K's calculator annotations: "48/2 = <<48/2=24>>24"
 
@@ -130,6 +126,11 @@ def sft_rows(task, rows, solution_field: str | None = None):
 
 
 def main(script_args, training_args, model_args):
+    # the libraries load here, where a run starts: --help and a refused option never wait for them
+    import trl
+
+    from recipes.monitors import TrainSeconds, ValidationStop
+
     # Validate everything that can be checked without a model, data included
     args = script_args
     with checks.config_errors():  # bad input stops here, before any model loads (one line on the CLI)
@@ -218,6 +219,8 @@ def summary(report: dict) -> str:
 
 def make_parser():
     """The recipe's parser: ``--help`` shows the recipe's own options by group and the TRL ones most runs set."""
+    from trl import ModelConfig, SFTConfig
+
     groups = {
         "training data": ["task", "data", "solution_field", "train_limit"],
         "held-out evaluation": ["eval_task", "eval_data", "eval_limit", "eval_max_new_tokens", "eval_batch_size"],

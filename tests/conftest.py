@@ -21,6 +21,15 @@ ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT / "tests" / "data"  # small copies and subsets, each with its source and license (tests/data/README.md)
 
 
+@pytest.fixture(scope="session", autouse=True)
+def leash_cache(tmp_path_factory):
+    """leash's own cache (the recipes' saved tables of options, ``recipes.parser.table_path``) in a folder of the
+    session, for this process and the commands it starts: no test reads or writes ~/.cache."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("LEASH_CACHE_DIR", str(tmp_path_factory.mktemp("leash_cache")))
+        yield
+
+
 @pytest.fixture(autouse=True)
 def fresh_verdict_memory(monkeypatch):
     """Every test starts with no math-verify verdict or give-up remembered from another test: a stand-in pool or a
