@@ -26,6 +26,7 @@ handed to math-verify: that would credit a restated question or any number in th
 
 from __future__ import annotations
 
+import functools
 import re
 import unicodedata
 from dataclasses import dataclass, replace
@@ -197,6 +198,220 @@ LATEX_EMPHASIS_RE = re.compile(r"\\(?:textbf|textit|emph|underline|boldsymbol|bm
 _STRAY = r"(?:\s|\*|_|</?(?:b|strong|em)\s*>)+"
 STRAY_EMPHASIS_RE = re.compile(rf"^{_STRAY}|{_STRAY}$", re.IGNORECASE)
 
+# How strip_emphasis stays linear in the text. ``re.sub`` with the first two regexes tries every "*" or "<b>" against
+# the rest of the line or text when nothing closes it: quadratic in a box of thousands of them. ``_markdown_matches``
+# and ``_html_matches`` find the same matches, and try an opener (with the regex itself) only where a closer of its
+# kind follows it: the last closer of each kind is found by searching the reversed text, from its end. And nested
+# emphasis unwraps one layer a pass: where a pass only takes delimiters off runs of them ("*****", "<b><b><b>",
+# "\\textbf{\\textbf{"), the passes that follow do the same to the same runs, and are made at once.
+_MARKDOWN_OPENER_RE = re.compile(r"(?<![\w*])(?:\*++|_++)")  # a whole run that may open emphasis
+# the same for the other delimiter than the one given
+_MARKDOWN_OPENER_OF = {"_": re.compile(r"(?<![\w*])\*++"), "*": re.compile(r"(?<![\w*])_++")}
+_MARKDOWN_OF_WIDTH = {  # MARKDOWN_EMPHASIS_RE with a delimiter of exactly 1, 2 or 3 characters
+    width: re.compile(rf"(?<![\w*])(\*{{{width}}}|_{{{width}}})(?=\S)(.+?)(?<=\S)\1(?![\w*])") for width in (1, 2, 3)
+}
+# A closer reversed: the end of a run (no word character or "*" after it), preceded by a non-space.
+_MARKDOWN_CLOSER_REVERSED_RE = {
+    (char, width): re.compile(rf"(?<![\w*]){re.escape(char)}{{{width}}}(?=\S)") for char in "*_" for width in (1, 2, 3)
+}
+_DELIMITER_RUN_RE = {"*": re.compile(r"\*+"), "_": re.compile(r"_+")}
+# A markdown pass over runs of delimiters this long or longer depends on where the runs are, not on their length.
+RUN_STEADY_CHARS = 7
+_HTML_OPENER_RE = re.compile(r"<(b|strong|em|i|u|mark)\s*>", re.IGNORECASE)
+
+
+def _markdown_matches(text: str) -> list[re.Match]:
+    """The matches ``MARKDOWN_EMPHASIS_RE.sub`` replaces."""
+    if "*" not in text and "_" not in text:
+        return []
+    n = len(text)
+    matches: list[re.Match] = []
+    pos = 0
+    line_start = line_end = -1
+    reversed_text = ""
+    last_closer: dict[tuple[str, int], int] = {}  # on the current line: where its last closer of each kind starts
+    done_chars = ""  # delimiters no opener of which can match in the rest of the current line
+
+    def last(char: str, width: int) -> int:
+        if (char, width) not in last_closer:
+            found = _MARKDOWN_CLOSER_REVERSED_RE[char, width].search(reversed_text, n - line_end, n - line_start)
+            last_closer[char, width] = -1 if found is None else n - found.end()
+        return last_closer[char, width]
+
+    while pos < n:
+        if done_chars:  # the rest of the line for the other delimiter only
+            opener = None if len(done_chars) == 2 else _MARKDOWN_OPENER_OF[done_chars].search(text, pos, line_end)
+            if opener is None:
+                pos, done_chars = line_end, ""
+                continue
+        elif (opener := _MARKDOWN_OPENER_RE.search(text, pos)) is None:
+            break
+        start, pos = opener.span()
+        if start >= line_end:
+            line_start, line_end = text.rfind("\n", 0, start) + 1, text.find("\n", start)
+            line_end = n if line_end == -1 else line_end
+            last_closer.clear()
+            reversed_text = reversed_text or text[::-1]
+        char = text[start]
+        for width in range(min(3, pos - start), 0, -1):  # as the regex backtracks: the widest delimiter first
+            inner = start + width
+            if inner >= n or text[inner].isspace() or last(char, width) <= inner:
+                continue
+            match = _MARKDOWN_OF_WIDTH[width].match(text, start)
+            if match is not None:
+                matches.append(match)
+                pos = match.end()
+                break
+        else:
+            if max(last(char, width) for width in (1, 2, 3)) <= pos + 1:  # nothing left to close this delimiter
+                done_chars += char
+    return matches
+
+
+def _markdown_repeats(text: str, matches: list[re.Match]) -> int:
+    """How many passes after this one take the same delimiters off the same runs (when nothing else changes): a pass
+    is the same while every run it shortens is ``RUN_STEADY_CHARS`` long or longer."""
+    reversed_text = text[::-1]
+    repeats = len(text)
+    for match in matches:
+        delimiter = match.group(1)
+        run = _DELIMITER_RUN_RE[delimiter[0]]
+        opener_run = run.match(text, match.start()).end() - match.start()
+        if match.start() + opener_run == match.end():  # the same run opens and closes
+            shortened = [(opener_run, 2 * len(delimiter))]
+        else:
+            closer_run = run.match(reversed_text, len(text) - match.end()).end() - (len(text) - match.end())
+            shortened = [(opener_run, len(delimiter)), (closer_run, len(delimiter))]
+        for length, step in shortened:
+            if length < RUN_STEADY_CHARS:
+                return 0
+            repeats = min(repeats, (length - RUN_STEADY_CHARS) // step)
+    return repeats
+
+
+def _tag_key(name: str) -> str:
+    """Tag names that close each other under IGNORECASE (the regex engine's per-character lower case)."""
+    return name.replace("\u0130", "i").lower()
+
+
+@functools.cache
+def _closer_reversed_re(key: str) -> re.Pattern:
+    """The closing tag of a key (``_tag_key``), reversed."""
+    letters = {"i": "[iI\u0130]", "k": "[kK\u212a]"}
+    name = "".join(letters.get(c, f"[{c}{c.upper()}]" if c.isascii() else c) for c in reversed(key))
+    return re.compile(rf">\s*{name}/<")
+
+
+def _html_matches(text: str) -> list[re.Match]:
+    """The matches ``HTML_EMPHASIS_RE.sub`` replaces."""
+    if "<" not in text:
+        return []
+    matches: list[re.Match] = []
+    pos = 0
+    reversed_text = ""
+    last_closer: dict[str, int] = {}  # where the text's last closing tag of each key ends
+    while (opener := _HTML_OPENER_RE.search(text, pos)) is not None:
+        start, pos = opener.span()
+        key = _tag_key(opener.group(1))
+        if key not in last_closer:
+            reversed_text = reversed_text or text[::-1]
+            found = _closer_reversed_re(key).search(reversed_text)
+            last_closer[key] = -1 if found is None else len(text) - found.start()
+        if last_closer[key] <= pos:
+            continue
+        match = HTML_EMPHASIS_RE.match(text, start)
+        if match is not None:
+            matches.append(match)
+            pos = match.end()
+    return matches
+
+
+def _copies(text: str, token: str, start: int, most: int, backwards: bool = False) -> int:
+    """How many copies of ``token`` follow one another from ``start`` on (or end at it), counting up to ``most``."""
+    step = -len(token) if backwards else len(token)
+    pos, count = start + step if backwards else start, 0
+    while count < most and pos >= 0 and text.startswith(token, pos):
+        pos, count = pos + step, count + 1
+    return count
+
+
+def _fewest_copies(count) -> int:
+    """The smallest of ``count(most)`` over the matches, counting no further than needed (doubling ``most``)."""
+    most = 4
+    while (fewest := count(most)) >= most:
+        most *= 2
+    return fewest
+
+
+def _html_repeats(text: str, matches: list[re.Match]) -> int:
+    """How many passes after this one pair the next copies of the same tags (when nothing else changes): an opening
+    tag pairs with the nearest closing one, so ``<b><b><b>x</b></b></b>`` loses its first ``<b>`` and its first
+    ``</b>`` a pass. Two copies of each are left to a pass of its own, after which the text may change otherwise."""
+
+    def count(most: int) -> int:
+        return min(
+            min(
+                _copies(text, text[m.start() : m.start(2)], m.start(), most),
+                _copies(text, text[m.end(2) : m.end()], m.end(2), most),
+            )
+            for m in matches
+        )
+
+    return max(_fewest_copies(count) - 2, 0)
+
+
+def _latex_repeats(text: str, matches: list[re.Match]) -> int:
+    """How many passes after this one unwrap the next copies of the same commands (when nothing else changes): the
+    innermost group goes first, so ``\\textbf{\\textbf{x}}`` loses its last ``\\textbf{`` and first ``}`` a pass."""
+
+    def count(most: int) -> int:
+        return min(
+            min(
+                _copies(text, text[m.start() : m.start(1)], m.start(1), most, backwards=True),
+                _copies(text, "}", m.end(1), most),
+            )
+            for m in matches
+        )
+
+    return max(_fewest_copies(count) - 1, 0)
+
+
+def _unwrap(text: str, pieces: list[tuple[int, int, int, int]]) -> str:
+    """``text`` with each piece ``(cut, keep_start, keep_end, resume)`` replaced: ``text[cut:resume]`` by
+    ``text[keep_start:keep_end]``."""
+    out, done = [], 0
+    for cut, keep_start, keep_end, resume in pieces:
+        out += (text[done:cut], text[keep_start:keep_end])
+        done = resume
+    return "".join(out) + text[done:] if out else text
+
+
+def _markdown_pass(text: str, matches: list[re.Match], repeats: int = 0) -> str:
+    """``MARKDOWN_EMPHASIS_RE.sub(r"\\2", text)`` given its matches; and ``repeats`` more passes like it."""
+    pieces = []
+    for m in matches:
+        width = len(m.group(1)) * repeats
+        pieces.append((m.start(), m.start(2) + width, m.end(2) - width, m.end()))
+    return _unwrap(text, pieces)
+
+
+def _html_pass(text: str, matches: list[re.Match], repeats: int = 0) -> str:
+    """``HTML_EMPHASIS_RE.sub(r"\\2", text)`` given its matches; and ``repeats`` more passes like it."""
+    pieces = []
+    for m in matches:
+        opener, closer = m.start(2) - m.start(), m.end() - m.end(2)
+        pieces.append((m.start(), m.start(2) + repeats * opener, m.end(2), m.end() + repeats * closer))
+    return _unwrap(text, pieces)
+
+
+def _latex_pass(text: str, matches: list[re.Match], repeats: int = 0) -> str:
+    """``LATEX_EMPHASIS_RE.sub(r"\\1", text)`` given its matches; and ``repeats`` more passes like it."""
+    pieces = []
+    for m in matches:
+        opener = m.start(1) - m.start()
+        pieces.append((m.start() - repeats * opener, m.start(1), m.end(1), m.end() + repeats))
+    return _unwrap(text, pieces)
+
 
 def strip_emphasis(text: str) -> str:
     """The text without emphasis markup around its parts.
@@ -207,9 +422,20 @@ def strip_emphasis(text: str) -> str:
     previous = None
     while previous != text:  # nested emphasis ("**<b>73</b>**") unwraps layer by layer
         previous = text
-        text = MARKDOWN_EMPHASIS_RE.sub(r"\2", text)
-        text = HTML_EMPHASIS_RE.sub(r"\2", text)
-        text = LATEX_EMPHASIS_RE.sub(r"\1", text)
+        markdown = _markdown_matches(text)
+        text = _markdown_pass(text, markdown)
+        html = _html_matches(text)
+        text = _html_pass(text, html)
+        latex = list(LATEX_EMPHASIS_RE.finditer(text)) if "\\" in text else []
+        text = _latex_pass(text, latex)
+        # A pass that unwrapped only one kind of emphasis: the passes that follow unwrap the next layers of the same
+        # runs of it, the same way, as long as the runs last; they are made at once.
+        if markdown and not html and not latex and (repeats := _markdown_repeats(previous, markdown)):
+            text = _markdown_pass(previous, markdown, repeats)
+        elif html and not markdown and not latex and (repeats := _html_repeats(previous, html)):
+            text = _html_pass(previous, html, repeats)
+        elif latex and not markdown and not html and (repeats := _latex_repeats(previous, latex)):
+            text = _latex_pass(previous, latex, repeats)
     return text
 
 
@@ -238,23 +464,25 @@ def _extract_gsm8k(text: str) -> Answer:
     positions = [m.start() for m in re.finditer(re.escape(GSM8K_MARKER), text)]
     if not positions:
         return Answer(None, "no_marker")
-    values = []
-    last_end, segment = -1, ""
+    segments = []
     for pos in positions:
         start = pos + len(GSM8K_MARKER)
         line_end = text.find("\n", start, start + MAX_SEGMENT_CHARS)
         line_end = min(len(text), start + MAX_SEGMENT_CHARS) if line_end == -1 else line_end
         next_marker = text.find(GSM8K_MARKER, start, line_end)
         line_end = line_end if next_marker == -1 else next_marker
-        segment = text[start:line_end]
         # "#### 18 dollars" is fine; only the first line after the marker counts.
-        values.append(_single_number(segment))
-        last_end = line_end
-    value, reason = values[-1]
+        segments.append(text[start:line_end])
+    last_end, segment = line_end, segments[-1]
+    value, reason = _single_number(segment)
     if value is not None:
-        committed = {v for v, _ in values if v is not None}
-        if len(committed) > 1:
-            return Answer(None, "conflicting_markers", GSM8K_MARKER, len(positions), last_end, segment.strip())
+        # Every marker that commits to a number must commit to this one. A thousand "#### 18" lines are read once.
+        read = {segment}
+        for other in reversed(segments):
+            if other not in read:
+                read.add(other)
+                if _single_number(other)[0] not in (None, value):
+                    return Answer(None, "conflicting_markers", GSM8K_MARKER, len(positions), last_end, segment.strip())
     return Answer(value, reason, GSM8K_MARKER, len(positions), last_end, segment.strip())
 
 
@@ -264,6 +492,26 @@ def find_boxed(text: str) -> list[tuple[str, int, int]]:
     >>> [c for c, _, _ in find_boxed("\\\\boxed{\\\\frac{1}{2}} and \\\\fbox{3} and \\\\boxed{4")]
     ['\\\\frac{1}{2}', '3']
     """
+    return [(_box_content(text, box), box.start, box.end) for box in _box_spans(text)]
+
+
+@dataclass(frozen=True)
+class _Box:
+    """Where a box is: ``text[start:end]`` is all of it, ``text[inner:inner_end]`` its content (before ``strip``)."""
+
+    start: int
+    end: int
+    inner: int
+    inner_end: int
+
+
+_BOX_TOKEN_RE = re.compile(r"[^\s$]+")
+_WHITESPACE_RE = re.compile(r"\s*")
+
+
+def _box_spans(text: str) -> list[_Box]:
+    """``find_boxed`` as positions: a box's content is sliced only when it is read (nested boxes would copy the text
+    once per level)."""
     closing = _matching_braces(text)
     found = []
     for command in BOX_COMMANDS:
@@ -276,12 +524,16 @@ def find_boxed(text: str) -> list[tuple[str, int, int]]:
             if i < len(text) and text[i] == "{":
                 j = closing.get(i, -1)
                 if j != -1:
-                    found.append((text[i + 1 : j].strip(), pos, j + 1))
+                    found.append(_Box(pos, j + 1, i + 1, j))
             elif i > pos + len(command) and i < len(text):  # "\boxed 5": one token after a space
-                m = re.match(r"[^\s$]+", text[i : i + MAX_SEGMENT_CHARS])
+                m = _BOX_TOKEN_RE.match(text, i, i + MAX_SEGMENT_CHARS)
                 if m:
-                    found.append((m.group(0), pos, i + m.end()))
-    return sorted(found, key=lambda f: f[1])
+                    found.append(_Box(pos, m.end(), i, m.end()))
+    return sorted(found, key=lambda box: box.start)
+
+
+def _box_content(text: str, box: _Box) -> str:
+    return text[box.inner : box.inner_end].strip()
 
 
 def _matching_braces(text: str) -> dict[int, int]:
@@ -306,6 +558,9 @@ MAX_DISTINCT_BOXES = 2  # more different boxes than this are not compared with m
 
 
 PLACEHOLDER_RE = re.compile(r"\\phantom\{[^{}]*\}|\\(?:h|v)space\{[^{}]*\}|\\(?:q?quad|square|Box)\b|\\[,;:! ]|[~_\s]")
+# Placeholders one after another, as PLACEHOLDER_RE.sub finds them (each the first alternative that matches, never
+# taken back): its end is where the first character that is no placeholder stands.
+_PLACEHOLDERS_RE = re.compile(rf"(?:{PLACEHOLDER_RE.pattern})*+")
 
 
 def _is_placeholder(content: str) -> bool:
@@ -315,6 +570,21 @@ def _is_placeholder(content: str) -> bool:
     (True, True, False)
     """
     return not PLACEHOLDER_RE.sub("", content)
+
+
+def _is_filled(text: str, box: _Box) -> bool:
+    """``c and not _is_placeholder(c)`` for the box's content ``c``, reading no further than its first character that
+    is no placeholder (a box around nested boxes stops at the first "\\boxed")."""
+    start = _WHITESPACE_RE.match(text, box.inner, box.inner_end).end()  # what .strip() keeps starts here
+    if start == box.inner_end:
+        return False  # empty
+    if _PLACEHOLDERS_RE.match(text, start, box.inner_end).end() < box.inner_end:
+        return True  # a character that is no placeholder, before the whitespace .strip() drops
+    end = box.inner_end
+    while text[end - 1].isspace():
+        end -= 1
+    # all placeholders up to the box's end: so is the stripped content, unless .strip() cut a "\\ " in two
+    return text[end - 1] == "\\"
 
 
 def _is_hedge(content: str) -> bool:
@@ -344,52 +614,87 @@ PART_JOINER_RE = re.compile(
 MAX_PARTS = 6  # more boxes than this in one answer are not a multi-part answer
 
 
-def _final_parts(text: str, boxes: list[tuple[str, int, int]]) -> list[int]:
+def _final_parts(text: str, boxes: list[_Box]) -> list[int]:
     """Indices of the boxes that end the completion joined as parts of one answer (at least the last box)."""
     chain = [len(boxes) - 1]
     for i in range(len(boxes) - 2, -1, -1):
-        if boxes[i][2] > boxes[i + 1][1]:  # a box inside a box is not a second part
+        if boxes[i].end > boxes[i + 1].start:  # a box inside a box is not a second part
             break
-        between = text[boxes[i][2] : boxes[i + 1][1]]
-        if len(between) > HEDGE_GAP_CHARS or not PART_JOINER_RE.fullmatch(between):
+        if boxes[i + 1].start - boxes[i].end > HEDGE_GAP_CHARS:
             break
-        chain.insert(0, i)
-    return chain
+        if not PART_JOINER_RE.fullmatch(text[boxes[i].end : boxes[i + 1].start]):  # a slice: "\\b" at its edges
+            break
+        chain.append(i)
+    return chain[::-1]
 
 
 def _extract_math(text: str, compare_boxes: bool = True) -> Answer:
-    found = find_boxed(text)
-    if not found:
+    spans = _box_spans(text)
+    if not spans:
         return Answer(None, "no_marker")
     # An empty box or a blank to fill in is no answer (a model echoing "...within \\boxed{}"): a filled one before is.
-    boxes = [(_box_answer(c), start, end) for c, start, end in found if c and not _is_placeholder(c)]
+    boxes = [box for box in spans if _is_filled(text, box)]
     if not boxes:
-        return Answer(None, "empty", "boxed", len(found), found[-1][2], found[-1][0])
-    content, start, end = boxes[-1]
+        return Answer(None, "empty", "boxed", len(spans), spans[-1].end, _box_content(text, spans[-1]))
+    # A box's answer is read only when a verdict needs it: boxes nested a thousand deep hold the text a thousand times.
+    read: dict[int, tuple[str, str]] = {}  # box -> (answer, canonical answer)
+    by_content: dict[str, tuple[str, str]] = {}  # a thousand boxes around one content are read once
+
+    def read_box(i: int) -> tuple[str, str]:
+        if i not in read:
+            content = _box_content(text, boxes[i])
+            if content not in by_content:
+                answer = _box_answer(content)
+                by_content[content] = (answer, _canonical_box(answer))
+            read[i] = by_content[content]
+        return read[i]
+
+    def answer(i: int) -> str:
+        return read_box(i)[0]
+
+    def canonical_answer(i: int) -> str:
+        return read_box(i)[1]
+
+    last = len(boxes) - 1
+    content, start, end = answer(last), boxes[last].start, boxes[last].end
     if not content:
         return Answer(None, "empty", "boxed", len(boxes), end, content)
     if _is_hedge(content):
         return Answer(None, "hedge", "boxed", len(boxes), end, content)
     chain = _final_parts(text, boxes)
-    parts = list(dict.fromkeys(_canonical_box(boxes[i][0]) for i in chain))
-    if len(parts) > 1:
+    parts: dict[str, None] = {}
+    for i in reversed(chain):  # more different parts than MAX_PARTS are no multi-part answer: no need to read on
+        parts[canonical_answer(i)] = None
+        if len(parts) > MAX_PARTS:
+            break
+    if 1 < len(parts) <= MAX_PARTS:
         # Several different boxes joined as parts of one answer: a multi-part answer, which only a gold of that many
         # parts can equal (``rewards.verify.check``). Every earlier box must be one of the parts.
-        earlier = {_canonical_box(c) for c, _, _ in boxes[: chain[0]]}
-        values = tuple(dict.fromkeys(boxes[i][0] for i in chain))
-        if earlier <= set(parts) and len(values) <= MAX_PARTS and not any(_is_hedge(v) for v in values):
+        values = tuple(dict.fromkeys(answer(i) for i in chain))
+        if (
+            len(values) <= MAX_PARTS
+            and not any(_is_hedge(v) for v in values)
+            and all(canonical_answer(i) in parts for i in range(chain[0]))
+        ):
             return Answer(None, "multi_part", "boxed", len(boxes), end, ", ".join(values), parts=values)
     # Every box must hold the same answer, as every "####" must in GSM8K: "\boxed{17} or \boxed{18}", or a box
     # around the gold in the reasoning and another around a different final answer, commit to no one answer. The
     # same answer written two ways ("\boxed{15\frac{39}{40}}, or \boxed{\frac{639}{40}}", as a MATH reference
-    # solution does) is one answer.
-    others = {_canonical_box(c) for c, _, _ in boxes[:-1]} - {_canonical_box(content)}
+    # solution does) is one answer. Read from the last box back, and only until the verdict is known.
+    most = MAX_DISTINCT_BOXES if compare_boxes else 0  # more different boxes than this: a hedge or a conflict
+    others: set[str] = set()
+    for i in range(last - 1, -1, -1):
+        if canonical_answer(i) != canonical_answer(last):
+            others.add(canonical_answer(i))
+            if len(others) > most:
+                break
     if others:
-        reason = "hedge" if start - boxes[-2][2] <= HEDGE_GAP_CHARS else "conflicting_markers"
-        if len(others) > MAX_DISTINCT_BOXES or not compare_boxes:
+        reason = "hedge" if start - boxes[last - 1].end <= HEDGE_GAP_CHARS else "conflicting_markers"
+        if len(others) > most:
             return Answer(None, reason, "boxed", len(boxes), end, content)
         from rewards.verify import NO_VERDICT_REASONS, TIME_BUDGET_S, Verdict, compare_answers  # verify imports us
 
+        others = {canonical_answer(i) for i in range(last)} - {canonical_answer(last)}  # built in the box order
         budget = TIME_BUDGET_S / len(others)  # the whole completion stays within one comparison's budget
         for other in others:
             verdict = compare_answers(other, content, task="math", timeout=budget)

@@ -17,7 +17,7 @@ def numbers_in(text: str) -> set[Fraction]:
     True
     """
     text = normalize_text(text)
-    values = {Fraction(v) for v in map(normalize_number, NUMBER_RE.findall(text)) if v is not None}
+    values = {Fraction(v) for v in map(normalize_number, set(NUMBER_RE.findall(text))) if v is not None}  # each once
     for m in FRACTION_RE.finditer(text):
         values.add(fraction_value(m))
         num, den = m.group("num") or m.group("fnum"), m.group("den") or m.group("fden")
