@@ -32,13 +32,16 @@ import unicodedata
 from dataclasses import dataclass, replace
 from decimal import Decimal, InvalidOperation
 from fractions import Fraction
+from typing import NamedTuple
 
 GSM8K_MARKER = "####"
 MAX_SEGMENT_CHARS = 500  # what follows a marker on its line; more is prose, and scanning it all is quadratic
 MAX_NUMBER_CHARS = 100  # longer digit strings are not answers (and overflow Decimal arithmetic)
 BOX_COMMANDS = ("\\boxed", "\\fbox")
 # A number as models write it: sign, thousands separators, decimals (".5" is 0.5), optional currency sign.
-NUMBER_RE = re.compile(r"-?\$?\s?-?(?:(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?|\.\d+)")
+# (Each of the regexes a whole completion is searched with starts with a lookahead of the characters a match can start
+# with: it finds the same matches, 2-3x faster, since a position that cannot start one fails at once.)
+NUMBER_RE = re.compile(r"(?=[-$\s\d.])-?\$?\s?-?(?:(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?|\.\d+)")
 # The same after a final-answer marker, where a space may also group thousands as SI writes them ("#### 1 000"). Not in
 # running text: "99 100" there is two numbers.
 ANSWER_NUMBER_RE = re.compile(r"-?\$?\s?-?(?:(?:\d{1,3}(?:,\d{3})+|\d{1,3}(?: \d{3})+(?!\d)|\d+)(?:\.\d+)?|\.\d+)")
@@ -51,7 +54,7 @@ ANSWER_LINE_RE = re.compile(
 )
 # Words that turn an answer into a list of candidates.
 # (Not "\\pm": "1 \\pm \\sqrt{19}" is one answer, written that way by MATH's own reference solutions.)
-HEDGE_RE = re.compile(r"(?:\bor\b|\\lor\b|\bmaybe\b|\bperhaps\b|\beither\b|\?)", re.IGNORECASE)
+HEDGE_RE = re.compile(r"(?=[ompe\\?])(?:\bor\b|\\lor\b|\bmaybe\b|\bperhaps\b|\beither\b|\?)", re.IGNORECASE)
 # Plus-or-minus: two values. A GSM8K number after it ("#### \\pm 18") is a hedge; a MATH answer with it compares
 # only with a gold that has it too (rewards.verify), since math-verify reads "18 \\pm" as 18.
 PLUS_MINUS_RE = re.compile(r"\\pm(?![a-zA-Z])|\\mp(?![a-zA-Z])|[±∓]")
@@ -59,8 +62,8 @@ PLUS_MINUS_RE = re.compile(r"\\pm(?![a-zA-Z])|\\mp(?![a-zA-Z])|[±∓]")
 # number "1 1/2" is one and a half, "\\frac{3}{4}" is 0.75. Whole numerator and denominator only: "1.5/2", "1,000/4" and
 # "1/2/3" stay arithmetic (EXPRESSION_RE), which is not an answer.
 FRACTION_RE = re.compile(
-    r"(?<![\d.,/])(?P<sign>-?)\s?\$?(?:(?P<whole>\d+)\s+)?(?P<num>\d+)\s*/\s*(?P<den>\d+)(?![\d.,]|\s*/)"
-    r"|(?P<fsign>-?)\s?\\[dt]?frac\{\s*(?P<fnum>\d+)\s*\}\{\s*(?P<fden>\d+)\s*\}"
+    r"(?=[-\s$\d\\])(?:(?<![\d.,/])(?P<sign>-?)\s?\$?(?:(?P<whole>\d+)\s+)?(?P<num>\d+)\s*/\s*(?P<den>\d+)(?![\d.,]|\s*/)"
+    r"|(?P<fsign>-?)\s?\\[dt]?frac\{\s*(?P<fnum>\d+)\s*\}\{\s*(?P<fden>\d+)\s*\})"
 )
 # A fraction as the extractor writes one ("1/3", "-2/7").
 FRACTION_TEXT_RE = re.compile(rf"\s*(-?)\s*(\d{{1,{MAX_NUMBER_CHARS}}})\s*/\s*(\d{{1,{MAX_NUMBER_CHARS}}})\s*")
@@ -495,8 +498,7 @@ def find_boxed(text: str) -> list[tuple[str, int, int]]:
     return [(_box_content(text, box), box.start, box.end) for box in _box_spans(text)]
 
 
-@dataclass(frozen=True)
-class _Box:
+class _Box(NamedTuple):
     """Where a box is: ``text[start:end]`` is all of it, ``text[inner:inner_end]`` its content (before ``strip``)."""
 
     start: int
@@ -512,10 +514,13 @@ _WHITESPACE_RE = re.compile(r"\s*")
 def _box_spans(text: str) -> list[_Box]:
     """``find_boxed`` as positions: a box's content is sliced only when it is read (nested boxes would copy the text
     once per level)."""
-    closing = _matching_braces(text)
+    first = min((pos for pos in map(text.find, BOX_COMMANDS) if pos != -1), default=-1)
+    if first == -1:
+        return []
+    closing = _matching_braces(text, first)  # the braces before the first box match none of a box's
     found = []
     for command in BOX_COMMANDS:
-        start = 0
+        start = first
         while (pos := text.find(command, start)) != -1:
             i = pos + len(command)
             start = i
@@ -529,21 +534,25 @@ def _box_spans(text: str) -> list[_Box]:
                 m = _BOX_TOKEN_RE.match(text, i, i + MAX_SEGMENT_CHARS)
                 if m:
                     found.append(_Box(pos, m.end(), i, m.end()))
-    return sorted(found, key=lambda box: box.start)
+    return sorted(found)  # by where they start
 
 
 def _box_content(text: str, box: _Box) -> str:
     return text[box.inner : box.inner_end].strip()
 
 
-def _matching_braces(text: str) -> dict[int, int]:
-    """Index of each ``{`` -> index of its matching ``}``, in one pass (unmatched ones are absent)."""
+_BRACE_RE = re.compile(r"[{}]")
+
+
+def _matching_braces(text: str, start: int = 0) -> dict[int, int]:
+    """Index of each ``{`` from ``start`` on -> index of its matching ``}``, in one pass (unmatched ones are absent)."""
     stack, closing = [], {}
-    for match in re.finditer(r"[{}]", text):
-        if match.group() == "{":
-            stack.append(match.start())
+    for match in _BRACE_RE.finditer(text, start):
+        pos = match.start()
+        if text[pos] == "{":
+            stack.append(pos)
         elif stack:
-            closing[stack.pop()] = match.start()
+            closing[stack.pop()] = pos
     return closing
 
 
