@@ -1,6 +1,6 @@
 """How long do hostile completions take through the five answer rewards, and does the load change any verdict?
 
-    OMP_NUM_THREADS=1 .venv/bin/python -m bench.rewards_fuzz                 # 10,000 completions
+    OMP_NUM_THREADS=1 .venv/bin/python -m bench.rewards_fuzz                 # 10,000 completions of each set
     OMP_NUM_THREADS=1 .venv/bin/python -m bench.rewards_fuzz --n 2000 --save /tmp/idle.json
     OMP_NUM_THREADS=1 .venv/bin/python -m bench.rewards_fuzz --compare /tmp/idle.json   # e.g. beside a CPU hog
     # in another checkout, on the completions that run drew:
@@ -10,13 +10,16 @@ The completions are those of ``tests/rewards/test_fuzz_rewards.py`` (mixed unico
 power towers, ``\\pm``, ``\\sqrt(``, newlines inside boxes), drawn with a fixed seed so that every run of one checkout
 scores the same list (Hypothesis also draws from the literals of the project's own modules, so another version of the
 code draws other completions: ``--items`` scores those a saved run drew); they are drawn first and the clock covers
-only the scoring. Each completion is scored by
+only the scoring. The second set, ``--shapes``, is ``tests/rewards/test_hostile_shapes.py``'s hostile shapes at a
+completion's full length (4-16 KB each: nested, repeated and unclosed boxes, braces, ``$``, ``\\[``, ``\\frac``,
+``\\text{}``, backslashes, ``####`` lines, emphasis), the shapes in turn with a fixed seed: what a batch from a policy
+that repeats itself until its token limit costs. Each completion is scored by
 ``gsm8k_correctness``, ``math_correctness``, ``gsm8k_format``, ``math_format`` and ``number_anywhere`` (one batch
 of ``--batch`` completions per reward call, as a trainer calls them), from a cold start: empty verdict cache, fresh
 workers. Prints the time, the seconds spent in each reward, the number of comparisons given up as timeouts, the
-slowest batch, and a digest of every score: two runs with the same digest gave the same verdict on every completion.
-``--save`` writes the scores, ``--compare`` lists the completions whose scores differ from a saved run (exit status 1
-when any does).
+slowest batch, and a digest of every score, for each set: two runs with the same digest gave the same verdict on every
+completion. ``--save`` writes the scores, ``--compare`` lists the completions whose scores differ from a saved run (exit
+status 1 when any does).
 """
 
 from __future__ import annotations
@@ -34,6 +37,7 @@ from hypothesis import strategies as st
 
 from rewards import get_reward, verify
 from tests.rewards.test_fuzz_rewards import GOLDS, hostile
+from tests.rewards.test_hostile_shapes import hostile_completions
 
 REWARDS = ["gsm8k_correctness", "math_correctness", "gsm8k_format", "math_format", "number_anywhere"]
 
@@ -90,11 +94,38 @@ def digest(scores: list) -> str:
     return hashlib.sha256(json.dumps(scores).encode()).hexdigest()[:16]
 
 
+def report(
+    title: str, batch: int, scores: list, seconds: tuple[float, float, float], timeouts: int, per_reward
+) -> None:
+    """The two lines a set prints: its time, timeouts and digest; the seconds spent in each reward."""
+    drawn_s, elapsed, slowest = seconds
+    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
+    print(
+        f"{len(scores)} {title} x {len(REWARDS)} rewards, batches of {batch}: {elapsed:.1f} s "
+        f"(drawn in {drawn_s:.1f} s, not timed); slowest batch {slowest:.2f} s; {timeouts} comparisons given up "
+        f"as timeouts; score digest {digest(scores)}; load average {load:.2f}"
+    )
+    print("seconds per reward: " + ", ".join(f"{name} {seconds:.1f}" for name, seconds in per_reward.items()))
+
+
+def differ_from(saved: dict, items: list, scores: list, path: Path, title: str) -> int:
+    """Print the completions whose scores differ from ``saved``; their number (1 when the completions differ)."""
+    if [list(i) for i in saved["items"]] != [list(i) for i in items]:
+        print(f"{path} holds other {title}: not comparable")
+        return 1
+    differ = [i for i, (a, b) in enumerate(zip(saved["scores"], scores, strict=True)) if a != b]
+    print(f"{len(differ)} {title} score differently from {path} (digest {digest(saved['scores'])})")
+    for i in differ[:20]:
+        print(f"  {i}: {items[i][0][:80]!r} vs gold {items[i][1]!r}: {saved['scores'][i]} -> {scores[i]}")
+    return len(differ)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m bench.rewards_fuzz", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--n", type=int, default=10_000, help="fuzzed completions")
+    parser.add_argument("--shapes", type=int, default=10_000, help="hostile-shape completions, 4-16 KB each (0: none)")
     parser.add_argument("--batch", type=int, default=64, help="completions per reward call")
     parser.add_argument("--save", type=Path, help="write the scores to this JSON file")
     parser.add_argument("--compare", type=Path, help="list the completions whose scores differ from a saved run")
@@ -102,31 +133,37 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     logging.disable(logging.WARNING)  # timeouts and skipped answers are counted here, not logged one by one
 
+    saved_items = json.loads(args.items.read_text()) if args.items else None
     t0 = time.perf_counter()
-    if args.items:
-        items = [tuple(item) for item in json.loads(args.items.read_text())["items"]]
+    if saved_items:
+        items = [tuple(item) for item in saved_items["items"]]
     else:
         items = fuzzed_completions(args.n)
     drawn_s = time.perf_counter() - t0
     scores, elapsed, slowest, timeouts, per_reward = score_all(items, args.batch)
-    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
-    print(
-        f"{len(items)} fuzzed completions x {len(REWARDS)} rewards, batches of {args.batch}: {elapsed:.1f} s "
-        f"(drawn in {drawn_s:.1f} s, not timed); slowest batch {slowest:.2f} s; {timeouts} comparisons given up "
-        f"as timeouts; score digest {digest(scores)}; load average {load:.2f}"
-    )
-    print("seconds per reward: " + ", ".join(f"{name} {seconds:.1f}" for name, seconds in per_reward.items()))
+    report("fuzzed completions", args.batch, scores, (drawn_s, elapsed, slowest), timeouts, per_reward)
+    run = {"items": items, "scores": scores}
+
+    shape_items: list = []
+    t0 = time.perf_counter()
+    if saved_items and "shapes" in saved_items:
+        shape_items = [tuple(item) for item in saved_items["shapes"]["items"]]
+    elif args.shapes and not saved_items:
+        shape_items = hostile_completions(args.shapes)
+    if shape_items:
+        drawn_s = time.perf_counter() - t0
+        shape_scores, elapsed, slowest, timeouts, per_reward = score_all(shape_items, args.batch)
+        seconds = (drawn_s, elapsed, slowest)
+        report("hostile-shape completions", args.batch, shape_scores, seconds, timeouts, per_reward)
+        run["shapes"] = {"items": shape_items, "scores": shape_scores}
+
     if args.save:
-        args.save.write_text(json.dumps({"items": items, "scores": scores}))
+        args.save.write_text(json.dumps(run))
     if args.compare:
         saved = json.loads(args.compare.read_text())
-        if [list(i) for i in saved["items"]] != [list(i) for i in items]:
-            print(f"{args.compare} holds other completions: not comparable")
-            return 1
-        differ = [i for i, (a, b) in enumerate(zip(saved["scores"], scores, strict=True)) if a != b]
-        print(f"{len(differ)} completions score differently from {args.compare} (digest {digest(saved['scores'])})")
-        for i in differ[:20]:
-            print(f"  {i}: {items[i][0][:80]!r} vs gold {items[i][1]!r}: {saved['scores'][i]} -> {scores[i]}")
+        differ = differ_from(saved, items, scores, args.compare, "completions")
+        if "shapes" in run and "shapes" in saved:
+            differ += differ_from(saved["shapes"], shape_items, run["shapes"]["scores"], args.compare, "hostile shapes")
         return 1 if differ else 0
     return 0
 
