@@ -7,7 +7,8 @@
    monitors and JSON-lines log, two at a time (``cpu_lab.matrix`` with ``--jobs 2``: two processes, one thread each on
    2 cores: at 120 steps 21% faster than two runs in turn with two threads, ``bench/matrix_jobs.py``):
    - ``grpo_lab_default``: correctness + a small format bonus. Held-out accuracy should rise clearly.
-   - ``grpo_lab_random``: a reward that pays at random. Accuracy must not rise (the gain is the signal's).
+   - ``grpo_lab_random``: a reward that pays at random. Accuracy must not move by more than ±3 points (the gain is
+     the signal's); the report says when it does.
    - ``grpo_lab_format_only``: a hackable reward. Reward goes up while accuracy stays flat or falls; the hack
      probes name what the reward pays for.
    - ``grpo_lab_dr_grpo``: Dr. GRPO with the default rewards: accuracy and wrong-answer length next to grpo's.
