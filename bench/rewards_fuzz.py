@@ -132,7 +132,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--items", type=Path, help="score the completions a saved run drew instead of drawing them")
     args = parser.parse_args(argv)
     logging.disable(logging.WARNING)  # timeouts and skipped answers are counted here, not logged one by one
+    try:
+        return fuzz(args)
+    finally:
+        logging.disable(logging.NOTSET)  # a caller in the same process (a test) logs as before
 
+
+def fuzz(args) -> int:
+    """Score both sets, print them, save and compare as ``args`` asks; 1 when a compared score differs."""
     saved_items = json.loads(args.items.read_text()) if args.items else None
     t0 = time.perf_counter()
     if saved_items:

@@ -25,3 +25,6 @@ def test_both_sets_are_scored_saved_and_compared(tmp_path, capsys):
     assert rewards_fuzz.main(["--items", str(saved), "--compare", str(saved)]) == 0
     out = capsys.readouterr().out
     assert "0 completions score differently" in out and "0 hostile shapes score differently" in out
+    import logging
+
+    assert logging.root.manager.disable == logging.NOTSET  # the bench leaves logging on for the tests after it
