@@ -205,18 +205,18 @@ def extra_evals(model: Path, base: Path | None, data: Path, args) -> None:
     ``--forgetting-data`` and a ``base`` (the model's start), ``eval forgetting``. Each in the model's folder, once."""
     jobs = []
     if args.ood_limit:
-        jobs.append(("eval_ood", ["run", "--data", str(data / "ood.jsonl"), "--limit", str(args.ood_limit)]))
-        jobs[-1][1].extend(["--max-new-tokens", str(OOD_MAX_NEW_TOKENS)])
+        greedy = ["run", "--data", str(data / "ood.jsonl"), "--limit", str(args.ood_limit)]
+        jobs.append(("eval_ood", [*greedy, "--max-new-tokens", str(OOD_MAX_NEW_TOKENS)]))
     if args.passk:
         grpo = default_arm_config()
         sampled = ["run", "--data", str(data / "test.jsonl"), "--limit", str(args.passk_limit)]
         sampled += ["--num-samples", str(args.passk), "--temperature", str(grpo["temperature"])]
         jobs.append((f"eval_pass{args.passk}", [*sampled, "--max-new-tokens", str(grpo["eval_max_new_tokens"])]))
+    lora = base is not None and (model / "adapter_config.json").exists()  # a LoRA arm: its start + adapter
+    weights = ["--model", str(base), "--adapter", str(model)] if lora else ["--model", str(model)]
     for name, cmd in jobs:
         if not (model / name / "results.json").exists():
-            lora = base is not None and (model / "adapter_config.json").exists()  # a LoRA arm: its start + adapter
-            cmd += ["--model", str(base), "--adapter", str(model)] if lora else ["--model", str(model)]
-            _eval([*cmd, "--task", "lab", "--out", str(model / name)], model / f"{name}.log")
+            _eval([*cmd, *weights, "--task", "lab", "--out", str(model / name)], model / f"{name}.log")
     if args.forgetting_data and base is not None and not (model / "forgetting" / "forgetting.json").exists():
         cmd = ["forgetting", "--base", str(base), "--model", str(model), "--data", args.forgetting_data]
         cmd += [

@@ -110,9 +110,9 @@ def _ood_text(gains_by_seed: list[dict[str, dict]]) -> str:
     return "; ".join(parts)
 
 
-def answers(out: Path, start: str) -> list[str]:
+def answers(out: Path, start: str, ood_rows: list[dict]) -> list[str]:
     """The report's lead for one start: the three questions, then the controls and forgetting."""
-    start_out, ood_rows = out / start, _ood_rows(out)
+    start_out = out / start
     sft_dirs = sorted((out / "sft").glob(f"sft_smollm2{'' if start == 'early' else '_plateau'}/seed*"))
     grpo, more = _runs(start_out, DEFAULT_ARM), _runs(start_out, MORE_SFT)
     head = f"### From the {start} SFT start"
@@ -174,13 +174,12 @@ def _coverage(sft: Path, grpo: list[Path]) -> str:
         return "Not measured (run the lab with --passk K)."
     base = _samples(sft / name)
     k = len(pass_at_k_curve(base))
-    parts = []
-    for folder in grpo:
-        runs = _samples(folder / name)
-        one, top = compare_pass_at_k(base, runs, 1), compare_pass_at_k(base, runs, k)
-        parts.append(f"seed {_seed(folder)}: pass@1 {gain_points(one)}, pass@{k} {gain_points(top)}")
-    one = [_points(compare_pass_at_k(base, _samples(f / name), 1))[0] for f in grpo]
-    top = [_points(compare_pass_at_k(base, _samples(f / name), k))[0] for f in grpo]
+    gains = {folder: [compare_pass_at_k(base, _samples(folder / name), j) for j in (1, k)] for folder in grpo}
+    parts = [
+        f"seed {_seed(f)}: pass@1 {gain_points(one)}, pass@{k} {gain_points(top)}" for f, (one, top) in gains.items()
+    ]
+    one = [_points(g[0])[0] for g in gains.values()]
+    top = [_points(g[1])[0] for g in gains.values()]
     mean_one, mean_top = sum(one) / len(one), sum(top) / len(top)
     if mean_one > 0 and mean_top <= 0:
         verdict = f"sharpening: pass@1 rose {mean_one:+.1f}, pass@{k} did not ({mean_top:+.1f})"
@@ -382,7 +381,7 @@ def write_report(out: Path, seconds: dict) -> Path:
     lines = ["# Real-model lab: what GRPO adds after SFT (SmolLM2-135M-Instruct, 2 CPU cores)", ""]
     for start in STARTS:
         if (out / start).exists():
-            lines += answers(out, start)
+            lines += answers(out, start, ood_rows)
     lines.append("## The SFT starts")
     lines.append("")
     for sft_dir in sft_dirs:
