@@ -42,10 +42,9 @@ import yaml
 
 from cpu_lab import matrix
 from cpu_lab.problems import OOD_SIZE, check_disjoint, write_lab_data
-from cpu_lab.real_report import run_summary, train_seconds, write_report
+from cpu_lab.real_report import STARTS, run_summary, train_seconds, write_report
 
 CONFIG_DIR = Path("recipes/configs/real_lab")
-STARTS = {"early": "sft_smollm2", "plateau": "sft_smollm2_plateau"}  # start name -> its SFT config
 SFT_CONFIG = CONFIG_DIR / "sft_smollm2.yaml"
 MORE_SFT_CONFIG = CONFIG_DIR / "sft_smollm2_more.yaml"
 DEFAULT_ARM = "grpo_real_default"

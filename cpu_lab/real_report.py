@@ -30,7 +30,7 @@ from eval.metrics import compare_pass_at_k, compare_records, pass_at_k_curve
 
 DEFAULT_ARM, RANDOM_ARM, FORMAT_ARM = "grpo_real_default", "grpo_real_random", "grpo_real_format_only"
 MORE_SFT = "sft_smollm2_more"
-STARTS = ("early", "plateau")
+STARTS = {"early": "sft_smollm2", "plateau": "sft_smollm2_plateau"}  # start name -> its SFT config
 CURVES = [  # (log key, title) of the curves drawn per arm: the monitors' view of each run
     ("monitor/correct_rate", "correct answers (monitors' checker)"),
     ("rewards/gsm8k_format_reward/mean", "format reward (0.1 = formatted)"),
@@ -113,7 +113,7 @@ def _ood_text(gains_by_seed: list[dict[str, dict]]) -> str:
 def answers(out: Path, start: str, ood_rows: list[dict]) -> list[str]:
     """The report's lead for one start: the three questions, then the controls and forgetting."""
     start_out = out / start
-    sft_dirs = sorted((out / "sft").glob(f"sft_smollm2{'' if start == 'early' else '_plateau'}/seed*"))
+    sft_dirs = sorted((out / "sft" / STARTS[start]).glob("seed*"))
     grpo, more = _runs(start_out, DEFAULT_ARM), _runs(start_out, MORE_SFT)
     head = f"### From the {start} SFT start"
     if not sft_dirs or not grpo:
