@@ -29,7 +29,7 @@ from dataclasses import asdict, dataclass, replace
 from functools import lru_cache
 from pathlib import Path
 
-from eval.jsonl import write_jsonl
+from eval.jsonl import read_jsonl, write_jsonl
 
 TASK = "lab"  # GSM8K-shaped answers (same rewards and extractor as the benchmark), a short instruction
 TEST_SEED = 1_000_003  # the test set's own seed, never used for training data
@@ -330,8 +330,6 @@ def write_lab_data(
 def check_disjoint(paths: dict[str, str | Path]) -> None:
     """Raise if a dev, test or OOD file of ``paths`` (split name -> .jsonl) shares a worked solution with the
     ``train`` file: a data folder written by an older rule, or by hand, is refused before anything trains on it."""
-    from eval.jsonl import read_jsonl
-
     train = {solution(p) for p in read_jsonl(paths["train"])}
     for name, path in paths.items():
         if name == "train":
