@@ -40,6 +40,7 @@ from pathlib import Path
 from cpu_lab.report import mean_by_step, mean_std, mean_std_text, number, pyplot, save_figure, table, write_markdown
 from cpu_lab.runner import Run, output_to, recipe_for, run_at_once, run_one
 from eval.jsonl import read_jsonl
+from recipes.parser import load_config
 
 END_FRACTION = 0.25  # "end of training" = the last quarter of the logged steps
 LOSS_CONFIG = "recipes/configs/lab/grpo_lab_loss_{}.yaml"  # the loss axis: one config per TRL loss variant
@@ -116,14 +117,31 @@ SETTINGS_FILE = "matrix_run.json"  # what a run was started with: a finished run
 
 
 def run_settings(config: str | Path, seed: int, extra_args) -> dict:
-    """What makes two runs of the matrix the same run: the config's path and text, the seed and the extra flags."""
-    text = Path(config).read_bytes()
+    """What makes two runs of the matrix the same run: the config's path and settings (its options as the recipe
+    reads them: a comment or a reordering changes nothing), the seed and the extra flags."""
     return {
         "config": str(config),
-        "config_sha256": hashlib.sha256(text).hexdigest(),
+        "config_settings": load_config(str(config)),
         "seed": seed,
         "extra_args": [str(a) for a in extra_args],
     }
+
+
+def _recorded_matches_text(recorded: dict, config: str) -> bool:
+    """A record written before runs recorded their config's settings holds the sha256 of its text instead."""
+    return recorded.get("config_sha256") == hashlib.sha256(Path(config).read_bytes()).hexdigest()
+
+
+def _change(key: str, then, now) -> str:
+    """One changed setting in words; for the config's settings, only the options that differ.
+
+    >>> _change("config_settings", {"max_steps": 30, "seed": 0}, {"max_steps": 80, "seed": 0})
+    'config option max_steps: 30 then, 80 now'
+    """
+    if key == "config_settings" and isinstance(then, dict):
+        options = sorted(k for k in then.keys() | now.keys() if then.get(k) != now.get(k))
+        return "; ".join(f"config option {k}: {then.get(k)!r} then, {now.get(k)!r} now" for k in options)
+    return f"{key}: {then!r} then, {now!r} now"
 
 
 def check_finished(folder: Path, settings: dict) -> None:
@@ -134,9 +152,12 @@ def check_finished(folder: Path, settings: dict) -> None:
         print(f"[matrix] {folder}: finished earlier, skipped (made before runs recorded their settings: not checked)")
         return
     recorded = json.loads(path.read_text())
+    if "config_settings" not in recorded:  # recorded before the settings were: the sha256 of the config's text
+        same_text = _recorded_matches_text(recorded, settings["config"])
+        recorded["config_settings"] = settings["config_settings"] if same_text else "(a config text since changed)"
     changed = sorted(k for k in settings if recorded.get(k) != settings[k])
     if changed:
-        diff = "; ".join(f"{k}: {recorded.get(k)!r} then, {settings[k]!r} now" for k in changed)
+        diff = "; ".join(_change(k, recorded.get(k), settings[k]) for k in changed)
         raise ValueError(
             f"{folder} finished with other settings ({diff}): pass another --out, or delete that folder to run it again"
         )

@@ -3,6 +3,7 @@
 OMP_NUM_THREADS=1 .venv/bin/python -m pytest -q tests/labs/test_cpu_lab_matrix.py
 """
 
+import hashlib
 import json
 import os
 import statistics
@@ -241,8 +242,8 @@ def test_bad_loss_axis_arguments_fail_before_any_run(tmp_path, capsys, argv, mes
 
 
 def test_a_finished_run_is_reused_only_with_the_settings_it_was_made_with(tmp_path, monkeypatch, capsys):
-    """A rerun into the same folder skips a finished run only if its config text, seed and extra flags are the ones it
-    was started with; otherwise it refuses before any run starts and names what changed (a config taken from 30
+    """A rerun into the same folder skips a finished run only if its config settings, seed and extra flags are the ones
+    it was started with; otherwise it refuses before any run starts and names what changed (a config taken from 30
     to 80 steps: the 30-step runs must not fill the 80-step table)."""
     config = tmp_path / "grpo_lab_x.yaml"
     config.write_text("max_steps: 30\n")
@@ -259,10 +260,26 @@ def test_a_finished_run_is_reused_only_with_the_settings_it_was_made_with(tmp_pa
     assert len(started) == 2 and capsys.readouterr().out.count("with the same settings, skipped") == 2
     with pytest.raises(ValueError, match=r"seed0 finished with other settings \(extra_args: .*'30'.*'80'.*--out"):
         matrix.run_matrix([str(config)], [0, 1], out, ["--max_steps", "80"])
-    config.write_text("max_steps: 80\n")  # the config's text changed, not its name
-    with pytest.raises(ValueError, match="config_sha256"):
+    config.write_text("max_steps: 80\n")  # the config's settings changed, not its name
+    with pytest.raises(ValueError, match="config option max_steps: 30 then, 80 now"):
         matrix.run_matrix([str(config)], [0, 1], out, ["--max_steps", "30"])
     assert len(started) == 2  # nothing ran after a refusal
+    config.write_text("# thirty steps\nmax_steps:   30  # a comment changes no setting\n")
+    matrix.run_matrix([str(config)], [0, 1], out, ["--max_steps", "30"])  # reused: the same settings
+    assert len(started) == 2 and capsys.readouterr().out.count("with the same settings, skipped") == 2
+    # a record of the config's text (made before settings were recorded): reused while the text is the same
+    record = out / "grpo_lab_x" / "seed0" / matrix.SETTINGS_FILE
+    current = record.read_text()
+    old = json.loads(current)
+    del old["config_settings"]
+    old["config_sha256"] = hashlib.sha256(config.read_bytes()).hexdigest()
+    record.write_text(json.dumps(old))
+    matrix.run_matrix([str(config)], [0], out, ["--max_steps", "30"])
+    config.write_text("max_steps: 30\n")
+    with pytest.raises(ValueError, match="a config text since changed"):
+        matrix.run_matrix([str(config)], [0], out, ["--max_steps", "30"])
+    assert len(started) == 2
+    record.write_text(current)
     # a run folder from before the settings were recorded is still skipped, and says it was not checked
     (out / "grpo_lab_x" / "seed1" / matrix.SETTINGS_FILE).unlink()
     config.write_text("max_steps: 30\n")

@@ -40,7 +40,7 @@ def _run(folder: Path, before: list[bool], after: list[bool], config: str, log: 
     report = {"before": _result(before, 0.5), "after": _result(after, 0.9), "steps": len(log), "seconds": 12.0}
     (folder / "report.json").write_text(json.dumps(report))
     write_jsonl(log, folder / "log.jsonl")
-    settings = {"config": config, "config_sha256": "x", "seed": 0, "extra_args": ["--max_steps", "3"]}
+    settings = {"config": config, "config_settings": {}, "seed": 0, "extra_args": ["--max_steps", "3"]}
     (folder / "matrix_run.json").write_text(json.dumps(settings))
 
 
