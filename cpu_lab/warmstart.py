@@ -266,8 +266,9 @@ def prepare_lab(
     settings: WarmStartSettings = WarmStartSettings(), cache_root: str | Path = DEFAULT_CACHE_ROOT, root=LAB_ROOT
 ) -> dict[str, Path]:
     """The warm start (trained or reused), linked at ``<root>/warmstart``, and the GRPO data the lab configs read:
-    ``<root>/data/train.jsonl`` (fresh problems, seed + 1, none in the held-out or validation set) and
-    ``<root>/data/heldout.jsonl`` (the fixed held-out set).
+    ``<root>/data/train.jsonl`` (fresh problems, seed + 1, none sharing a worked solution with the held-out or dev
+    set), ``<root>/data/dev.jsonl`` (the warm start's validation problems: what the runs' in-training checks read)
+    and ``<root>/data/heldout.jsonl`` (the fixed held-out set, read before and after a run only).
     """
     model_dir = warm_start(settings, cache_root)
     root = Path(root)
@@ -277,6 +278,7 @@ def prepare_lab(
         link.unlink()
     link.symlink_to(model_dir.resolve(), target_is_directory=True)
     heldout = heldout_problems(settings.difficulty, settings.heldout_n)
+    dev = dev_problems(settings.difficulty, settings.validation_n, settings.heldout_n)
     train = train_problems(
         GRPO_TRAIN_SIZE, settings.seed + 1, settings.difficulty, settings.heldout_n, settings.validation_n
     )
@@ -284,13 +286,15 @@ def prepare_lab(
         "model": model_dir,
         "link": link,
         "train": write_jsonl(train, root / "data" / "train.jsonl"),
+        "dev": write_jsonl(dev, root / "data" / "dev.jsonl"),
         "heldout": write_jsonl(heldout, root / "data" / "heldout.jsonl"),
     }
 
 
 def recipe_flags(paths: dict[str, Path], model: str = "model") -> list[str]:
     """The GRPO recipe's flags that point a run at a prepared lab (``prepare_lab``): ``paths[model]`` as the policy
-    (the cached warm start, or its ``link``), the lab's training problems and its held-out set."""
+    (the cached warm start, or its ``link``), the lab's training problems, its held-out set (before and after) and
+    its dev set (the in-training checks)."""
     return [
         "--model_name_or_path",
         str(paths[model]),
@@ -298,6 +302,8 @@ def recipe_flags(paths: dict[str, Path], model: str = "model") -> list[str]:
         str(paths["train"]),
         "--eval_data",
         str(paths["heldout"]),
+        "--monitor_eval_data",
+        str(paths["dev"]),
     ]
 
 

@@ -219,3 +219,19 @@ def test_cache_key_changes_with_the_splits(monkeypatch, seed_name):
 
 def test_cache_key_changes_with_the_validation_size():
     assert WarmStartSettings(validation_n=100).key() != WarmStartSettings().key()
+
+
+def test_prepared_lab_has_a_dev_set_apart_from_training_that_the_in_training_checks_read(tmp_path):
+    """The lab's GRPO runs check themselves during training on dev, not on the held-out set they are reported on, and
+    no dev or held-out problem shares its worked solution with a training problem."""
+    from cpu_lab.problems import check_disjoint
+    from cpu_lab.warmstart import prepare_lab, recipe_flags
+    from eval.jsonl import read_jsonl
+
+    settings = WarmStartSettings(**TINY, max_steps=2, eval_every=2, validation_n=20, heldout_n=30, stop_at_accuracy=1.0)
+    paths = prepare_lab(settings, tmp_path / "cache", root=tmp_path / "lab")
+    assert len(read_jsonl(paths["dev"])) == 20 and len(read_jsonl(paths["heldout"])) == 30
+    check_disjoint({"train": paths["train"], "dev": paths["dev"], "test": paths["heldout"]})
+    flags = recipe_flags(paths)
+    assert flags[flags.index("--monitor_eval_data") + 1] == str(paths["dev"])
+    assert flags[flags.index("--eval_data") + 1] == str(paths["heldout"])
