@@ -20,7 +20,8 @@ The two arms, each called once per batch of ``--prompts-per-batch`` prompts' com
 - leash: ``gsm8k_correctness`` / ``math_correctness``, as a trainer calls them. A GSM8K answer is the number after the
   last ``####``, compared as a decimal: it never reaches math-verify. A MATH answer is the last ``\\boxed{}``: equal
   strings and plain numbers are settled without math-verify, an answer no checker could compare in time is refused
-  from its text (``rewards.cost``), the rest go to math-verify in worker processes, up to the pool's size at a time.
+  from its text (``rewards.cost``), the rest go to math-verify in ``--workers`` worker processes (default 1: one
+  comparison at a time, like for like with bare math-verify; a trainer's pool has up to 4, one per core).
 - bare math-verify: what many recipes do, ``verify(parse(gold), parse(completion))`` on the whole completion, one
   completion at a time in the main thread, with math-verify's own (SIGALRM) timeouts; for both tasks.
 
@@ -58,6 +59,7 @@ from eval.jsonl import read_jsonl
 from rewards import get_reward
 from rewards import verify as verify_module
 from rewards._verify_worker import WARM_UP
+from rewards.answers import extract_answer
 
 ROOT = Path(__file__).resolve().parents[1]
 GSM8K_GROUPS = ROOT / "tests" / "data" / "model_outputs" / "gsm8k_train_smollm2_135m_g8.jsonl"
@@ -113,14 +115,17 @@ class Leash:
 
     name = OURS
 
-    def __init__(self, task: str):
+    def __init__(self, task: str, workers: int = 1):
         self.reward = get_reward(f"{task}_correctness")
+        self.workers = workers
 
     def reset(self) -> None:
-        """No cached verdict and no pair given up; fresh math-verify workers, which make ``WARM_UP`` as they start."""
+        """No cached verdict and no pair given up; ``workers`` fresh math-verify workers, which make ``WARM_UP`` as
+        they start."""
         verify_module._CACHE.clear()
         verify_module._GIVEN_UP.clear()
         verify_module._POOL.close()
+        verify_module._POOL._size = self.workers  # a batch is scored up to this many comparisons at a time
         clear_cache()
         verify_module.warm_up()
 
@@ -146,6 +151,15 @@ class BareMathVerify:
 
     def score(self, batch: list[Pair]) -> list[bool]:
         return [self.verify(c, g) for c, g in batch]
+
+
+def answered(task: str, batches: list[list[Pair]]) -> int:
+    """How many completions state an answer the task's extractor finds (the ones a checker has to compare).
+
+    >>> answered("gsm8k", [[("so #### 12", "12"), ("no answer here", "3")]])
+    1
+    """
+    return sum(extract_answer(completion, task).ok for batch in batches for completion, _ in batch)
 
 
 @dataclass
@@ -267,10 +281,12 @@ def with_pathological_share(batches: list[list[Pair]], share: float, rng: random
     return out
 
 
-def pathological_shares(warmup: list[Pair], batches: list[list[Pair]], repeats: int, seed: int) -> None:
+def pathological_shares(
+    warmup: list[Pair], batches: list[list[Pair]], repeats: int, seed: int, workers: int = 1
+) -> None:
     """Leash alone: the median seconds per MATH batch when 0%, 5% and 20% of each batch is pathological."""
     rng = random.Random(seed)
-    leash = Leash("math")
+    leash = Leash("math", workers)
     print(f"\nleash alone, {len(batches)} MATH batches, a share of each made pathological ({repeats} repeats)")
     print(f"{'pathological share':>18s} {'s per batch':>12s} {'vs ordinary':>12s} {'timeouts':>9s}")
     base = None
@@ -295,12 +311,18 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--pathological", type=int, default=N_KINDS, help="pathological completions (0: skip them)")
     parser.add_argument("--pathological-repeats", type=int, default=3, help="bare math-verify spends seconds on each")
     parser.add_argument("--seed", type=int, default=0, help="draws the pathological answers")
+    parser.add_argument(
+        "--workers",
+        type=int,
+        default=1,
+        help="leash's math-verify workers (1: one comparison at a time, as bare math-verify's one thread)",
+    )
     args = parser.parse_args(argv)
 
     def fail(message: str):
         parser.exit(2, f"error: {message}\n")
 
-    for flag in ("prompts_per_batch", "repeats", "pathological_repeats"):
+    for flag in ("prompts_per_batch", "repeats", "pathological_repeats", "workers"):
         if getattr(args, flag) < 1:
             fail(f"--{flag.replace('_', '-')} must be at least 1")
     data = {}
@@ -320,20 +342,23 @@ def main(argv: list[str] | None = None) -> dict:
         warmups[task] = [pair for batch in batches_of(groups[: args.warmup_prompts], 1) for pair in batch]
         batches[task] = batches_of(groups[args.warmup_prompts :], args.prompts_per_batch)
         sizes = sorted({len(g.completions) for g in groups})
-        passes = compare_arms([Leash(task), BareMathVerify()], warmups[task], batches[task], args.repeats)
-        results[task] = summary(passes)
+        arms = [Leash(task, args.workers), BareMathVerify()]
+        results[task] = summary(compare_arms(arms, warmups[task], batches[task], args.repeats))
+        results[task]["answered"] = answered(task, batches[task])
         n_prompts = len(groups) - args.warmup_prompts
         title = f"{task}: {path.name}, {n_prompts} prompts x G={'/'.join(map(str, sizes))}"
         title += f" in {len(batches[task])} batches of {args.prompts_per_batch} prompts"
-        print_summary(f"{title} (warm-up: {args.warmup_prompts} other prompt(s))", results[task])
+        title += f" (warm-up: {args.warmup_prompts} other prompt(s)); leash's workers: {args.workers}"
+        print_summary(title, results[task])
+        print(f"completions that state an answer: {results[task]['answered']}/{results[task]['n']}")
     if args.pathological:
         golds = [g.gold for g in data["math"][args.warmup_prompts :]]
         items = pathological_set(args.pathological, golds, args.seed)
-        arms = [Leash("math"), BareMathVerify()]
+        arms = [Leash("math", args.workers), BareMathVerify()]
         results["pathological"] = summary(compare_arms(arms, warmups["math"], [items], args.pathological_repeats))
         title = f"pathological set: {len(items)} MATH completions in one call, one of each kind in turn"
         print_summary(title, results["pathological"])
-        pathological_shares(warmups["math"], batches["math"], args.pathological_repeats, args.seed)
+        pathological_shares(warmups["math"], batches["math"], args.pathological_repeats, args.seed, args.workers)
     return results
 
 

@@ -232,8 +232,13 @@ def test_rewards_speed_real_arms_reset_alike(monkeypatch):
     started = []
     monkeypatch.setattr(rewards_speed.verify_module, "warm_up", lambda: started.append("fresh workers"))
     monkeypatch.setitem(rewards_speed.verify_module._CACHE, ("1", "1"), rewards_speed.verify_module.Verdict.EQUAL)
+    pool = rewards_speed.verify_module._POOL
+    monkeypatch.setattr(pool, "_size", pool._size)  # put back after the test
     rewards_speed.Leash("math").reset()
     assert started == ["fresh workers"] and not rewards_speed.verify_module._CACHE  # its new workers make WARM_UP
+    assert pool._size == 1  # by default one comparison at a time, as bare math-verify's one thread: like for like
+    rewards_speed.Leash("math", workers=3).reset()
+    assert pool._size == 3
 
 
 def test_rewards_speed_ordinary_batches_are_the_sampled_groups_and_nothing_else(monkeypatch, capsys):
