@@ -14,7 +14,7 @@ Neither changes a number the trainer computes; both remove work TRL 1.16 does on
 
 ``fast_cpu_trainer(GRPOTrainer)`` is the trainer with both; ``recipes.grpo_setup`` uses it on a CPU run with
 ``bf16`` (where the speed was measured: ``python -m bench.real_step --arms fp32_t2 autocast_t2
-autocast_head_cache_t2``, docs/results.md); float32 runs and GPU runs get TRL's trainer unchanged.
+autocast_head_cache_t2``, docs/LOG.md); float32 runs and GPU runs get TRL's trainer unchanged.
 """
 
 from __future__ import annotations

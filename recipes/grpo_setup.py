@@ -571,7 +571,7 @@ def grpo_trainer(
     """TRL's ``GRPOTrainer`` with the monitors' log (``recipes.monitors.make_monitored_trainer_class``): the trainer
     every GRPO run of this project trains with; ``kwargs`` are GRPOTrainer's. With ``cpu_speedups``, a run on a CPU
     under bf16 autocast gets ``recipes.cpu_speed``'s trainer (the same numbers, ~1.6x faster a step on a CPU with
-    bf16 units: docs/results.md). With ``dynamic_sampling_max_rounds`` above 0, generation batches train only on
+    bf16 units: docs/LOG.md). With ``dynamic_sampling_max_rounds`` above 0, generation batches train only on
     groups with reward variance, refilled in at most that many extra rounds (``recipes.dynamic_sampling``); 0: TRL's
     batches as they are."""
     base = trl.GRPOTrainer
