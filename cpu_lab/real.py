@@ -10,7 +10,11 @@
    - ``sft_smollm2_more``: SFT continued from the start for the optimizer-step seconds the default arm took on that
      seed, with as many threads as a GRPO arm had;
    - ``grpo_real_random``: a coin-flip reward (accuracy must not move by more than ``CONTROL_BAND``);
-   - ``grpo_real_format_only``: the hackable format bonus alone.
+   - ``grpo_real_format_only``: the hackable format bonus alone;
+   - with ``--sampling-arms``, on the first seed: ``grpo_real_dynamic`` (online dynamic sampling: groups whose
+     answers all score alike are replaced by fresh prompts) and ``grpo_real_filtered`` (the training pool filtered
+     offline to the problems the start solves sometimes but not always, from ``FILTER_K`` answers to each of
+     ``--filter-problems`` problems): two answers to a start whose groups are mostly all right.
 4. Every model (the starts and the arms) on the OOD set, greedy, each shift on its own; with ``--passk K``, K samples
    per test problem at temperature 1 (pass@1..K: sharpening or new coverage?); with ``--forgetting-data``, how far
    each arm moved from its start on text outside the task (``eval forgetting``).
@@ -24,6 +28,7 @@ Finished stages are reused when their settings match (a killed lab continues whe
     make real-model && OMP_NUM_THREADS=2 python -m cpu_lab.real       # the default lab (docs/real_model_lab.md)
     python -m cpu_lab.real --steps 1 --sft-steps 2 --eval-limit 4 --out /tmp/real   # its mechanics in minutes
     python -m cpu_lab.real --seeds 0,1,2 --passk 64                 # three seeds, pass@1..64 on the test set
+    python -m cpu_lab.real --starts plateau --sampling-arms dynamic,filtered   # online against offline filtering
     python -m cpu_lab.real --report-only --out runs/real_lab        # rewrite the report
     python -m cpu_lab.real --summarize runs/real_lab/early/grpo/grpo_real_default/seed0   # one run's monitors
 """
@@ -43,12 +48,18 @@ import yaml
 from cpu_lab import matrix
 from cpu_lab.problems import OOD_SIZE, check_disjoint, write_lab_data
 from cpu_lab.real_report import STARTS, run_summary, train_seconds, write_report
+from eval.jsonl import write_jsonl
 
 CONFIG_DIR = Path("recipes/configs/real_lab")
 SFT_CONFIG = CONFIG_DIR / "sft_smollm2.yaml"
 MORE_SFT_CONFIG = CONFIG_DIR / "sft_smollm2_more.yaml"
 DEFAULT_ARM = "grpo_real_default"
 CONTROLS = ["grpo_real_random", "grpo_real_format_only"]
+SAMPLING_ARMS = {  # --sampling-arms: GRPO arms that keep the groups informative where most are all right or all wrong
+    "dynamic": "grpo_real_dynamic",  # online: DAPO's dynamic sampling (recipes/dynamic_sampling.py)
+    "filtered": "grpo_real_filtered",  # offline: the training pool filtered by the start's pass rate
+}
+FILTER_K = 8  # answers the start samples to each training problem before the filtered arm (its pass rate)
 DPO_CONFIG = CONFIG_DIR / "dpo_real.yaml"
 ROLLOUT_PROBLEMS, ROLLOUT_K = 128, 4  # 512 sampled answers: a ninth of a GRPO arm's 4,608 (72 steps x 64)
 DEV_SIZE = 200
@@ -80,6 +91,15 @@ def main(argv: list[str] | None = None) -> Path:
     )
     parser.add_argument("--forgetting-field", default=FORGETTING_DATA[1], help="its text field")
     parser.add_argument("--forgetting-limit", type=int, default=100, help="documents of it")
+    parser.add_argument(
+        "--sampling-arms",
+        default="",
+        help="also, from each start on the first seed: dynamic (online dynamic sampling), filtered (the training pool "
+        "filtered offline by the start's pass rate), or both: dynamic,filtered",
+    )
+    parser.add_argument(
+        "--filter-problems", type=int, default=512, help=f"training problems the start samples {FILTER_K} answers to"
+    )
     parser.add_argument("--jobs", type=int, default=2, help="runs at once (1: in turn, in this process)")
     parser.add_argument("--dpo", action="store_true", help="also DPO on the early start's verified rollouts")
     parser.add_argument("--summarize", metavar="RUN_DIR", help="print a GRPO run's monitors at the start and the end")
@@ -92,9 +112,14 @@ def main(argv: list[str] | None = None) -> Path:
     starts = matrix.split_list([args.starts])
     if unknown := [s for s in starts if s not in STARTS]:
         parser.error(f"--starts {','.join(unknown)}: give one or more of {','.join(STARTS)}")
+    sampling_arms = matrix.split_list([args.sampling_arms])
+    if unknown := [a for a in sampling_arms if a not in SAMPLING_ARMS]:
+        parser.error(f"--sampling-arms {','.join(unknown)}: give one or more of {','.join(SAMPLING_ARMS)}")
     for name in ("steps", "sft_steps", "eval_limit"):
         if getattr(args, name) is not None and getattr(args, name) < 1:
             parser.error(f"--{name.replace('_', '-')} must be >= 1, got {getattr(args, name)}")
+    if args.filter_problems < 1:
+        parser.error(f"--filter-problems must be >= 1, got {args.filter_problems}")
     for name in ("ood_limit", "passk", "passk_limit", "forgetting_limit"):
         if getattr(args, name) < 0 or (name in ("passk_limit", "forgetting_limit") and getattr(args, name) < 1):
             parser.error(f"--{name.replace('_', '-')} must be >= {0 if name in ('ood_limit', 'passk') else 1}")
@@ -149,7 +174,15 @@ def main(argv: list[str] | None = None) -> Path:
         grpo_flags += [] if args.steps is None else ["--max_steps", str(args.steps)]
         runs = [(str(CONFIG_DIR / f"{DEFAULT_ARM}.yaml"), seed) for seed in seeds]
         runs[1:1] = [(str(CONFIG_DIR / f"{c}.yaml"), args.control_seed) for c in CONTROLS]
+        if "dynamic" in sampling_arms:
+            runs.append((str(CONFIG_DIR / f"{SAMPLING_ARMS['dynamic']}.yaml"), seeds[0]))
         matrix.run_pairs(runs, out / name / "grpo", grpo_flags, jobs=args.jobs, run_logs=True, progress=True)
+        if "filtered" in sampling_arms:  # the start's pass rates first, then GRPO on the problems it sometimes solves
+            pool = filtered_pool(start, data, out / name / "filtered", args.filter_problems)
+            if pool is not None:
+                flags = [*grpo_flags, "--data", str(pool)]  # the last --data wins
+                config = str(CONFIG_DIR / f"{SAMPLING_ARMS['filtered']}.yaml")
+                matrix.run_matrix([config], seeds[:1], out / name / "grpo", flags, jobs=1, run_logs=True)
         more = [
             (seed, train_seconds(out / name / "grpo" / DEFAULT_ARM / f"seed{seed}"))
             for seed in seeds  # the budget differs by seed: one more-SFT run each, in turn
@@ -234,6 +267,39 @@ def _eval(cmd: list[str], log: Path) -> None:
     (log.with_suffix(".command.txt")).write_text(shlex.join(["python", "-m", "eval", *cmd]) + "\n")
     with open(log, "w") as f:
         subprocess.run([sys.executable, "-m", "eval", *cmd], stdout=f, stderr=subprocess.STDOUT, check=True)
+
+
+def filtered_pool(start: Path, data: Path, out: Path, problems: int) -> Path | None:
+    """``<out>/train.jsonl``: the first ``problems`` training problems that the start, sampling ``FILTER_K`` answers
+    to each at the GRPO arms' temperature and length, solves sometimes but not always (``training_data.rollouts``
+    sample, then ``filter_by_pass_rate``); ``<out>/filter.json`` holds the counts and the sampling's seconds. None
+    when no problem is left (the arm does not run). Once."""
+    from training_data.rollouts import filter_by_pass_rate, grpo_rows, read_rollouts
+
+    pool, record = out / "train.jsonl", out / "filter.json"
+    if record.exists():
+        print(f"[real] filtered pool: {record} exists, reused")
+        return pool if pool.exists() else None
+    grpo = default_arm_config()
+    cmd = [sys.executable, "-m", "training_data.rollouts", "sample", "--model", str(start), "--task", "lab"]
+    cmd += ["--data", str(data / "train.jsonl"), "--limit", str(problems), "--k", str(FILTER_K)]
+    cmd += ["--temperature", str(grpo["temperature"]), "--max-new-tokens", str(grpo["max_completion_length"])]
+    cmd += ["--out", str(out / "rollouts")]
+    out.mkdir(parents=True, exist_ok=True)
+    print(f"[real] filtered pool: {problems} problems x {FILTER_K} answers (log: {out}/sample.log)", flush=True)
+    (out / "sample.command.txt").write_text(shlex.join(["python", *cmd[1:]]) + "\n")  # for the report's commands
+    t0 = time.monotonic()
+    with open(out / "sample.log", "w") as log:
+        subprocess.run(cmd, stdout=log, stderr=subprocess.STDOUT, check=True)
+    seconds = time.monotonic() - t0
+    margin = 0.5 / FILTER_K  # keep 1..K-1 right of K: a pass rate strictly between 0 and 1
+    kept, report = filter_by_pass_rate(read_rollouts(out / "rollouts"), margin, 1 - margin, grpo["num_generations"])
+    record.write_text(json.dumps(report | {"k": FILTER_K, "sampling_seconds": round(seconds, 1)}, indent=1))
+    if not kept:
+        print(f"[real] the start solves each of the {problems} problems always or never: no filtered arm", flush=True)
+        return None
+    write_jsonl(grpo_rows(kept, "lab"), pool)
+    return pool
 
 
 def sample_rollouts(model: Path, data: Path, out: Path, limit: int | None) -> Path:

@@ -29,6 +29,7 @@ from eval.jsonl import read_jsonl
 from eval.metrics import compare_pass_at_k, compare_records, pass_at_k_curve
 
 DEFAULT_ARM, RANDOM_ARM, FORMAT_ARM = "grpo_real_default", "grpo_real_random", "grpo_real_format_only"
+DYNAMIC_ARM, FILTERED_ARM = "grpo_real_dynamic", "grpo_real_filtered"  # cpu_lab.real --sampling-arms
 MORE_SFT = "sft_smollm2_more"
 STARTS = {"early": "sft_smollm2", "plateau": "sft_smollm2_plateau"}  # start name -> its SFT config
 CURVES = [  # (log key, title) of the curves drawn per arm: the monitors' view of each run
@@ -143,6 +144,9 @@ def answers(out: Path, start: str, ood_rows: list[dict]) -> list[str]:
     lines.append(f"3. **Sharpening or new coverage?** {_coverage(sft, list(grpo.values()))}")
     lines.append("")
     lines.append(_controls(start_out, sft, ood_rows))
+    sampling = _sampling(start_out, grpo)
+    if sampling:
+        lines += ["", sampling]
     forgetting = _forgetting([*grpo.values(), *more.values()])
     if forgetting:
         lines += ["", forgetting]
@@ -210,6 +214,50 @@ def _controls(start_out: Path, sft: Path, ood_rows: list[dict]) -> str:
         rise = "" if start is None or end is None else f", its reward {start:.3f} → {end:.3f} (first → last quarter)"
         parts.append(f"the format-only reward moved it {gain_points(gain)} points{rise}")
     return "Controls: " + ("; ".join(parts) if parts else "not run yet") + "."
+
+
+def _sampling(start_out: Path, default: dict[int, Path]) -> str:
+    """Groups that teach nothing: the default arm's degenerate share, and the arms that avoid them (online dynamic
+    sampling, the offline-filtered pool), each against the start and against the default arm of its seed."""
+    arms = {DYNAMIC_ARM: _runs(start_out, DYNAMIC_ARM), FILTERED_ARM: _runs(start_out, FILTERED_ARM)}
+    if not any(arms.values()):
+        return ""
+    parts = []
+    for seed, folder in sorted(default.items()):
+        rows = matrix.read_log(folder / "log.jsonl")
+        share = matrix.window(rows, "monitor/degenerate_share", start=True)
+        parts.append(f"the default arm (seed {seed}) trained on {number(share, '.0%')} degenerate groups at its start")
+    for seed, folder in sorted(arms[DYNAMIC_ARM].items()):
+        rows = matrix.read_log(folder / "log.jsonl")
+        dropped = matrix.window(rows, "dynamic_sampling/dropped_share", start=True)
+        key = "dynamic_sampling/extra_rounds"
+        logged = [r[key] for r in rows if r.get(key) is not None]
+        rounds = sum(logged) / len(logged) if logged else None
+        parts.append(
+            f"online dynamic sampling (seed {seed}) dropped {number(dropped, '.0%')} of the groups it generated at "
+            f"its start, {number(rounds, '.2f')} extra rounds a step: {_against(folder, default.get(seed))}"
+        )
+    for seed, folder in sorted(arms[FILTERED_ARM].items()):
+        record = start_out / "filtered" / "filter.json"
+        pool = json.loads(record.read_text()) if record.exists() else {}
+        parts.append(
+            f"the offline-filtered pool (seed {seed}; {pool.get('kept', '–')} of {pool.get('problems', '–')} "
+            f"problems kept, expected degenerate share {number(pool.get('degenerate_share_before'), '.0%')} → "
+            f"{number(pool.get('degenerate_share_after'), '.0%')}, {number(pool.get('sampling_seconds'), '.0f')} s "
+            f"of sampling): {_against(folder, default.get(seed))}"
+        )
+    return "Groups that teach nothing: " + "; ".join(parts) + "."
+
+
+def _against(folder: Path, default: Path | None) -> str:
+    """A sampling arm's test gain over its start and over the default arm of its seed, with both train seconds."""
+    text = f"test {gain_points(paired_gain(folder))} points against the start"
+    if default is not None:
+        text += (
+            f", {gain_points(arm_gain(default, folder))} against the default arm "
+            f"({number(train_seconds(folder), '.0f')} s of training against {number(train_seconds(default), '.0f')} s)"
+        )
+    return text
 
 
 def _forgetting(folders: list[Path]) -> str:
@@ -435,5 +483,6 @@ def write_report(out: Path, seconds: dict) -> Path:
         commands += [p.read_text().strip() for p in sorted(folder.glob("*.command.txt"))]
     rollouts_cmd = out / "rollouts" / "command.txt"
     commands += [rollouts_cmd.read_text().strip()] if rollouts_cmd.exists() else []
+    commands += [p.read_text().strip() for p in sorted(out.glob("*/filtered/sample.command.txt"))]
     lines += ["", *reproduce(commands), "", f"Command line of this report: `{command_line()}`."]
     return write_markdown(out / "report.md", lines)

@@ -217,6 +217,53 @@ def test_the_lab_queues_every_grpo_run_at_once_so_both_cores_stay_busy(tmp_path,
     assert splits["solution_overlap_with_train"]["solution_rule"] == {"dev": 0, "test": 0, "ood": 0}
 
 
+def test_sampling_arms_join_each_start_on_the_first_seed_the_filtered_one_on_its_own_pool(tmp_path, monkeypatch):
+    model = tmp_path / "model"
+    model.mkdir()
+    (model / "config.json").write_text("{}")
+    out, queued, filtered, pools = tmp_path / "lab", [], [], []
+
+    def fake_matrix(configs, seeds, folder, flags, **kw):
+        made = []
+        for config in configs:
+            run = Path(folder) / Path(config).stem / f"seed{seeds[0]}"
+            if "filtered" in config:
+                filtered.append((Path(folder).parent.name, seeds, flags[flags.index("--model_name_or_path") + 1]))
+                filtered[-1] += (flags[len(flags) - 1 - flags[::-1].index("--data") + 1],)  # the last --data
+            log = [{"step": 1, "loss": 1.0, "train_seconds": 5.0}]
+            _run(run, SOLVED_10, SOLVED_10, config, log) if not run.exists() else None
+            made.append(run)
+        return made
+
+    def fake_pairs(pairs, folder, flags, **kw):
+        queued.append([(Path(config).stem, seed) for config, seed in pairs])
+        for config, seed in pairs:
+            log = [{"step": 1, "train_seconds": 5.0}]
+            _run(Path(folder) / Path(config).stem / f"seed{seed}", SOLVED_10, SOLVED_10, config, log)
+
+    def fake_pool(start, data, folder, problems):
+        pools.append((start.parts[-3:], problems))
+        return None if "plateau" in str(start) else folder / "train.jsonl"  # the plateau start leaves no problem
+
+    monkeypatch.setattr(real.matrix, "run_matrix", fake_matrix)
+    monkeypatch.setattr(real.matrix, "run_pairs", fake_pairs)
+    monkeypatch.setattr(real, "extra_evals", lambda *a, **k: None)
+    monkeypatch.setattr(real, "filtered_pool", fake_pool)
+    real.main(["--model", str(model), "--out", str(out), "--seeds", "3,4", "--sampling-arms", "dynamic,filtered"])
+    assert queued[0][-1] == ("grpo_real_dynamic", 3) and queued[0].count(("grpo_real_dynamic", 3)) == 1
+    assert queued[1] == queued[0]  # the same queue from the plateau start
+    assert pools == [(("sft", "sft_smollm2", "seed3"), 512), (("sft", "sft_smollm2_plateau", "seed3"), 512)]
+    early_start = str(out / "sft" / "sft_smollm2" / "seed3")  # the starts take the first seed
+    assert filtered == [("early", [3], early_start, str(out / "early" / "filtered" / "train.jsonl"))]
+
+
+@pytest.mark.parametrize("flags, message", [(["--sampling-arms", "online"], "give one or more of dynamic,filtered")])
+def test_unknown_sampling_arm_is_one_clear_error(tmp_path, capsys, flags, message):
+    with pytest.raises(SystemExit) as err:
+        real.main([*flags, "--out", str(tmp_path / "lab")])
+    assert err.value.code == 2 and message in capsys.readouterr().err
+
+
 def test_a_data_folder_split_on_questions_is_refused(tmp_path, capsys):
     model = tmp_path / "model"
     model.mkdir()
@@ -263,6 +310,7 @@ def test_real_lab_mechanics_on_smollm2(tmp_path):
     cmd = [sys.executable, "-m", "cpu_lab.real", "--model", str(model), "--out", str(out)]
     cmd += ["--seeds", "0,1", "--steps", "1", "--sft-steps", "2", "--eval-limit", "4", "--ood-limit", "6"]
     cmd += ["--passk", "2", "--passk-limit", "3", "--forgetting-limit", "2"]
+    cmd += ["--sampling-arms", "dynamic,filtered", "--filter-problems", "16"]
     env = os.environ | {"OMP_NUM_THREADS": "2"}
     done = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=2400)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
@@ -286,6 +334,13 @@ def test_real_lab_mechanics_on_smollm2(tmp_path):
         for seed in (0, 1):
             more = json.loads((out / start / "sft_smollm2_more" / f"seed{seed}" / "report.json").read_text())
             assert more["stopped_on_seconds"] and more["train_seconds"] > 0
+        dynamic = out / start / "grpo" / "grpo_real_dynamic" / "seed0"
+        rows = [json.loads(line) for line in (dynamic / "log.jsonl").read_text().splitlines()]
+        assert any("dynamic_sampling/dropped_share" in r for r in rows)
+        pool = json.loads((out / start / "filtered" / "filter.json").read_text())
+        assert pool["problems"] == 16 and pool["k"] == real.FILTER_K and pool["sampling_seconds"] > 0
+        filtered = out / start / "grpo" / "grpo_real_filtered" / "seed0"
+        assert (filtered / "report.json").exists() == (pool["kept"] > 0)  # no pool, no arm
     text = (out / "report.md").read_text()
     assert (
         text.count("1. **Does GRPO beat its start?**") == 2 and "Sharpening or new coverage?** Not measured" not in text
@@ -302,3 +357,57 @@ def test_summary_gives_first_and_last_quarter_of_the_monitors(tmp_path):
     assert "| rewards/gsm8k_format_reward/mean | 0.015 | 0.075 |" in text  # steps 1-2 and 7-8 of 8
     assert "| monitor/degenerate_all_wrong_share | 1.000 | 0.500 |" in text
     assert "0.000 [" in text and "-> 0.250 [" in text
+
+
+def test_report_sets_online_dynamic_sampling_and_the_offline_filtered_pool_against_the_default_arm(tmp_path):
+    _lab(tmp_path, SOLVED_18, SOLVED_10)
+    log = [
+        {"step": s, "reward": 0.5, "monitor/degenerate_share": 0.75, "train_seconds": 30.0 * s} for s in (1, 2, 3, 4)
+    ]
+    default = tmp_path / "early" / "grpo" / "grpo_real_default" / "seed0"
+    write_jsonl(log, default / "log.jsonl")
+    dynamic = tmp_path / "early" / "grpo" / "grpo_real_dynamic" / "seed0"
+    dynamic_log = [
+        r
+        | {"dynamic_sampling/dropped_share": 0.5, "dynamic_sampling/extra_rounds": e, "train_seconds": 50.0 * r["step"]}
+        for r, e in zip(log, (1, 2, 1, 0), strict=True)
+    ]
+    _run(
+        dynamic,
+        SOLVED_10,
+        [i < 22 for i in range(N_PROBLEMS)],
+        "recipes/configs/real_lab/grpo_real_dynamic.yaml",
+        dynamic_log,
+    )
+    filtered = tmp_path / "early" / "grpo" / "grpo_real_filtered" / "seed0"
+    _run(
+        filtered,
+        SOLVED_10,
+        [i < 14 for i in range(N_PROBLEMS)],
+        "recipes/configs/real_lab/grpo_real_filtered.yaml",
+        log,
+    )
+    pool = {"problems": 64, "kept": 20, "degenerate_share_before": 0.7, "degenerate_share_after": 0.2}
+    (tmp_path / "early" / "filtered").mkdir(parents=True)
+    (tmp_path / "early" / "filtered" / "filter.json").write_text(json.dumps(pool | {"sampling_seconds": 95.0}))
+    (tmp_path / "early" / "filtered" / "sample.command.txt").write_text("python -m training_data.rollouts sample\n")
+    text = real.write_report(tmp_path, {}).read_text()
+    lead = text.split("### From the early SFT start")[1].split("## The SFT starts")[0]
+    line = next(line for line in lead.splitlines() if line.startswith("Groups that teach nothing"))
+    assert "the default arm (seed 0) trained on 75% degenerate groups at its start" in line
+    # dynamic: 22/40 against the start's 10/40 (+30), against the default arm's 18/40 (+10); 200 s against 120 s
+    assert "online dynamic sampling (seed 0) dropped 50% of the groups it generated at its start, 1.00 extra" in line
+    dynamic_part = line.split("online dynamic sampling")[1].split("; the offline")[0]
+    assert (
+        "test +30.0 [" in dynamic_part and ", +10.0 [" in dynamic_part and "(200 s of training against 120 s)" in line
+    )
+    # filtered: 14/40 (+10 against the start, -10 against the default arm), its pool's counts and sampling seconds
+    assert "(seed 0; 20 of 64 problems kept, expected degenerate share 70% → 20%, 95 s of sampling)" in line
+    assert "test +10.0 [" in line.split("offline-filtered pool")[1] and "-10.0 [" in line.split("offline-filtered")[1]
+    assert "python -m training_data.rollouts sample" in text  # the pool's command among the ones that reproduce
+    assert "| grpo_real_dynamic |" in text and "| grpo_real_filtered |" in text  # in the table of every run
+
+
+def test_report_says_nothing_of_sampling_arms_that_did_not_run(tmp_path):
+    _lab(tmp_path, SOLVED_18, SOLVED_10)
+    assert "Groups that teach nothing" not in real.write_report(tmp_path, {}).read_text()
