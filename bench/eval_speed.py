@@ -26,6 +26,7 @@ import time
 from pathlib import Path
 
 from eval.generate import generate
+from eval.report import table
 from eval.run import load_problems
 from eval.tasks import get_task
 
@@ -91,11 +92,12 @@ def main() -> None:
     scoring = time_scoring(args.data)
     total_n, total_s = sum(r["n"] for r in scoring), sum(r["seconds"] for r in scoring)
     print("## eval score on reference solutions (fresh process each, imports included)\n")
-    print("| task | solutions | accuracy | seconds | samples/s |\n|---|---|---|---|---|")
-    for r in scoring:
-        rate = r["n"] / r["seconds"]
-        print(f"| {r['task']} | {r['n']} | {100 * r['accuracy']:.1f}% | {r['seconds']:.2f} | {rate:.0f} |")
-    print(f"| total | {total_n} | | {total_s:.2f} | {total_n / total_s:.0f} |")
+    rows = [
+        [r["task"], r["n"], f"{100 * r['accuracy']:.1f}%", f"{r['seconds']:.2f}", f"{r['n'] / r['seconds']:.0f}"]
+        for r in scoring
+    ]
+    rows.append(["total", total_n, "", f"{total_s:.2f}", f"{total_n / total_s:.0f}"])
+    print(table(["task", "solutions", "accuracy", "seconds", "samples/s"], rows))
     print(f"\ntarget: {total_n} solutions in < 10 s: {'met' if total_s < 10 else 'NOT met'}\n")
 
     if not args.skip_generation:
@@ -104,9 +106,8 @@ def main() -> None:
             f"## HF generate on the tiny model: {args.n_prompts} GSM8K prompts, {args.max_new_tokens} new tokens "
             f"each, greedy, {info['threads']} torch thread(s)\n"
         )
-        print("| batch size | seconds | tokens | tokens/s |\n|---|---|---|---|")
-        for r in gen:
-            print(f"| {r['batch_size']} | {r['seconds']:.2f} | {r['tokens']} | {r['tokens_per_s']:.0f} |")
+        rows = [[r["batch_size"], f"{r['seconds']:.2f}", r["tokens"], f"{r['tokens_per_s']:.0f}"] for r in gen]
+        print(table(["batch size", "seconds", "tokens", "tokens/s"], rows))
         print(f"\nbatched / one-at-a-time throughput: {gen[1]['tokens_per_s'] / gen[0]['tokens_per_s']:.1f}x")
 
 

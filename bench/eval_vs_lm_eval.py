@@ -45,6 +45,7 @@ from pathlib import Path
 
 import yaml
 
+from eval.report import table
 from eval.run import load_problems, score_sample
 from eval.scoring import LM_EVAL_FLEXIBLE_RE
 from eval.tasks import get_task
@@ -341,21 +342,21 @@ def markdown(report: dict) -> str:
         f"identical prompts (chat template applied): {report.get('identical_prompts', 'n/a')}/{n}; identical "
         f"completions: {report['identical_completions']}/{n}",
         "",
-        "| leash rule | lm-eval filter | leash right | lm-eval right | same verdict | same verdict, lm-eval's text "
-        "| same answer read | same verdict, gold := lm-eval's answer |",
-        "|---|---|---|---|---|---|---|---|",
     ]
 
     def share(k, total):
         return f"{k}/{total} ({100 * k / total:.1f}%)" if total else "n/a"
 
+    rows = []
     for rule, filter_name in FILTERS.items():
         r = report[rule]
-        lines.append(
-            f"| {rule} | {filter_name} | {r['leash']}/{n} | {r['lm_eval']}/{n} | {share(r['agree'], n)} | "
-            f"{share(r['same_text_agree'], n)} | {share(r['read_agree'], n)} | "
-            f"{share(r['planted_agree'], r['planted_n'])} |"
+        rows.append(
+            [rule, filter_name, f"{r['leash']}/{n}", f"{r['lm_eval']}/{n}", share(r["agree"], n)]
+            + [share(r["same_text_agree"], n), share(r["read_agree"], n), share(r["planted_agree"], r["planted_n"])]
         )
+    header = ["leash rule", "lm-eval filter", "leash right", "lm-eval right", "same verdict"]
+    header += ["same verdict, lm-eval's text", "same answer read", "same verdict, gold := lm-eval's answer"]
+    lines.append(table(header, rows))
     goal = all(report[rule]["share"] >= 0.99 for rule in FILTERS)
     lines += ["", f"goal (>= 99% same verdict on each rule): {'met' if goal else 'NOT met'}", ""]
     for d in report["disagreements"]:
@@ -369,16 +370,13 @@ def markdown(report: dict) -> str:
     if not report["disagreements"]:
         lines.append("no difference in any verdict or answer read")
     if "runs" in report:
-        lines += [
-            "",
-            "| run | wall s (fresh process: imports, model load, generation, scoring) | CPU s | load before / after |",
-            "|---|---|---|---|",
+        header = ["run", "wall s (fresh process: imports, model load, generation, scoring)", "CPU s"]
+        runs = [
+            [f"{run['harness']} #{run['repeat']}", f"{run['seconds']:.1f}", f"{run['cpu_seconds']:.1f}"]
+            + [f"{run['load_before']:.2f} / {run['load_after']:.2f}"]
+            for run in report["runs"]
         ]
-        for run in report["runs"]:
-            lines.append(
-                f"| {run['harness']} #{run['repeat']} | {run['seconds']:.1f} | {run['cpu_seconds']:.1f} | "
-                f"{run['load_before']:.2f} / {run['load_after']:.2f} |"
-            )
+        lines += ["", table([*header, "load before / after"], runs)]
         t, cpu = report["wall_s"], report["cpu_s"]
         lines += [
             "",

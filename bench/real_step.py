@@ -75,6 +75,7 @@ from transformers import AutoModelForCausalLM, AutoTokenizer, TrainerCallback
 
 from bench.grpo_overhead import trl_trainer_replaced_by
 from eval.jsonl import read_jsonl
+from eval.report import table as markdown_table
 from eval.tasks import get_task
 from recipes import grpo, precision
 from recipes.common import parse_or_explain
@@ -312,12 +313,7 @@ def table(results: dict[str, dict], warmup: int, timeout: float | None = None) -
         }
     first = next(iter(medians))
     reference = medians[first]["wall"] if medians[first] else None
-    lines = [
-        f"| arm | threads | precision | steps timed | seconds per step | speed vs {first} | "
-        + " | ".join(PHASES)
-        + " |",
-        "|" + "---|" * (6 + len(PHASES)),
-    ]
+    rows = []
     for name, m in medians.items():
         result = results[name]
         kind = "bf16 autocast" if result.get("bf16") else "float32" if "bf16" in result else "?"
@@ -328,15 +324,13 @@ def table(results: dict[str, dict], warmup: int, timeout: float | None = None) -
                 cells = [stopped_step(result), slower]
             else:
                 cells = ["(no step after the warm-up)", ""]
-            lines.append(f"| {name} | {ARMS[name].threads} | {kind} | 0 | " + " | ".join(cells) + " |" * len(PHASES))
+            rows.append([name, ARMS[name].threads, kind, 0, *cells, *[""] * len(PHASES)])
             continue
         speed = f"{reference / m['wall']:.2f}x" if reference else "n/a"
-        lines.append(
-            f"| {name} | {ARMS[name].threads} | {kind} | {m['n']} | {m['wall']:.2f} | {speed} | "
-            + " | ".join(f"{m[p]:.3f} ({m[p] / m['wall']:.1%})" for p in PHASES)
-            + " |"
-        )
-    return "\n".join(lines)
+        shares = [f"{m[p]:.3f} ({m[p] / m['wall']:.1%})" for p in PHASES]
+        rows.append([name, ARMS[name].threads, kind, m["n"], f"{m['wall']:.2f}", speed, *shares])
+    header = ["arm", "threads", "precision", "steps timed", "seconds per step", f"speed vs {first}", *PHASES]
+    return markdown_table(header, rows)
 
 
 def pair(name: str, model: str, data: str, steps: int, tmp: Path, isa: str | None, timeout: float | None) -> str:

@@ -3,7 +3,8 @@ paired gain of a run, the "Reproduce" block of commands, figures and the report 
 
 The labs (``cpu_lab.demo``, ``real``, ``long_answers``, ``matrix``, ``judge_lab.film`` and ``report``,
 ``reward_model_lab``) each say what their report holds; how a number, a table or a command is written is said once,
-here, so that the same figure reads the same in every report.
+here, so that the same figure reads the same in every report (a table by ``eval.report.table``, which the labs take
+from here and the benchmarks and evaluation's own reports share).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import matplotlib
 from cpu_lab.runner import recipe_for
 from eval.jsonl import read_jsonl
 from eval.metrics import compare_records
+from eval.report import table  # noqa: F401 (the labs' reports take their tables from here)
 
 MISSING = "–"  # a number a report has no value for (the judge lab's tables write "-")
 # points: a random-reward control whose held-out accuracy moves further, up or down, is moved by the step size alone,
@@ -95,20 +97,6 @@ def gain_points(gain: dict | None) -> str:
     if not gain:
         return MISSING
     return interval(gain["difference"] * 100, [bound * 100 for bound in gain["ci"]], "+.1f")
-
-
-def table(header: Sequence[str], rows: Iterable[Sequence[object]]) -> str:
-    """A markdown table.
-
-    >>> print(table(["run", "accuracy"], [["a", "0.5"], ["b", ""]]))
-    | run | accuracy |
-    |---|---|
-    | a | 0.5 |
-    | b |  |
-    """
-    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    lines += ["| " + " | ".join(str(cell) for cell in row) + " |" for row in rows]
-    return "\n".join(lines)
 
 
 def mean_by_step(per_seed: Iterable[Iterable[tuple[int, float]]]) -> tuple[list[int], list[float]]:

@@ -24,7 +24,7 @@ from eval.metrics import (
     pass_at_k_curve,
     sample_list,
 )
-from eval.report import format_ci, format_pct
+from eval.report import format_ci, format_pct, table
 
 
 def parse_ks(text: str) -> list[int]:
@@ -92,7 +92,7 @@ def passk_markdown(runs: dict[str, list[dict]], ks: list[int] | None = None, lev
     base = names[0]
     header = [f"{letters[i]}: {name}" for i, name in enumerate(names)]
     header += [f"{letters[i]} - A, {level_label(level)} CI" for i in range(1, len(names))]
-    lines = ["| k | " + " | ".join(header) + " |", "|---" * (len(header) + 1) + "|"]
+    rows = []
     for k in ks:
         cells = [format_pct(curves[name][k - 1]) if k <= k_of[name] else "n/a" for name in names]
         for name in names[1:]:
@@ -101,9 +101,10 @@ def passk_markdown(runs: dict[str, list[dict]], ks: list[int] | None = None, lev
                 continue
             diff = compare_pass_at_k(runs[base], runs[name], k, level=level)
             cells.append(f"{100 * diff['difference']:+.1f} points {format_ci(diff['ci'])}")
-        lines.append(f"| {k} | " + " | ".join(cells) + " |")
+        rows.append([k, *cells])
     counts = ", ".join(f"{letters[i]} {k_of[name]}" for i, name in enumerate(names))
-    lines += [
+    lines = [
+        table(["k", *header], rows),
         "",
         f"pass@k over the same {len(runs[base])} problems (unbiased estimator; n/a: k above the folder's samples per "
         f"problem). Samples per problem: {counts}.",

@@ -1,4 +1,5 @@
-"""Human-readable results: a markdown summary, a before/after comparison, and a PNG of lengths by correctness.
+"""Human-readable results: a markdown summary, a before/after comparison, and a PNG of lengths by correctness; and
+``table``, the one way leash writes a markdown table (every report and benchmark writes its tables with it).
 
 >>> print(format_pct(0.5), format_ci([0.25, 0.75]))
 50.0% [25.0, 75.0]
@@ -6,6 +7,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -13,6 +15,20 @@ import numpy as np
 from eval.metrics import level_label, sample_list
 
 MAX_LISTED_TIMEOUTS = 20  # summary.md lists this many timed-out samples; results.json holds them all
+
+
+def table(header: Sequence[str], rows: Iterable[Sequence[object]]) -> str:
+    """A markdown table.
+
+    >>> print(table(["run", "accuracy"], [["a", "0.5"], ["b", ""]]))
+    | run | accuracy |
+    |---|---|
+    | a | 0.5 |
+    | b |  |
+    """
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    lines += ["| " + " | ".join(str(cell) for cell in row) + " |" for row in rows]
+    return "\n".join(lines)
 
 
 def format_pct(x: float | None) -> str:
@@ -55,64 +71,60 @@ def format_points(x: float | None) -> str:
     return "n/a" if x is None else f"{100 * x:+.1f} points"
 
 
-def lenient_rows(results: dict) -> list[str]:
+def lenient_rows(results: dict) -> list[list[str]]:
     """The lenient accuracy and the gap lenient - strict, as summary.md rows (none for results without them)."""
     if results.get("lenient_accuracy") is None:
         return []
     rule = results.get("lenient_rule") or "lenient rule"
     rows = [
-        f"| lenient accuracy: {rule} | {format_pct(results['lenient_accuracy'])} "
-        f"{format_ci(results['lenient_ci'])} {ci_label(results)} |",
-        f"| lenient - strict gap | {format_points(results['lenient_gap'])} (right only by the lenient rule: "
-        f"{results['lenient_only_correct']}; only by the strict one: {results['strict_only_correct']}) |",
+        [
+            f"lenient accuracy: {rule}",
+            f"{format_pct(results['lenient_accuracy'])} {format_ci(results['lenient_ci'])} {ci_label(results)}",
+        ],
+        [
+            "lenient - strict gap",
+            f"{format_points(results['lenient_gap'])} (right only by the lenient rule: "
+            f"{results['lenient_only_correct']}; only by the strict one: {results['strict_only_correct']})",
+        ],
     ]
     if results.get("lenient_from"):
-        found = ", ".join(f"{k}: {v}" for k, v in results["lenient_from"].items())
-        rows.append(f"| lenient answer read from | {found} |")
+        rows.append(["lenient answer read from", ", ".join(f"{k}: {v}" for k, v in results["lenient_from"].items())])
     if results.get("lenient_timeout_rate"):
-        rows.append(f"| lenient scoring timeout rate (wrong) | {format_pct(results['lenient_timeout_rate'])} |")
+        rows.append(["lenient scoring timeout rate (wrong)", format_pct(results["lenient_timeout_rate"])])
     return rows
 
 
 def summary_markdown(results: dict) -> str:
     """A short markdown report of one results.json dict."""
-    lines = [
-        f"# {results['task']}: {format_pct(results['accuracy'])} correct",
-        "",
-        "| metric | value |",
-        "|---|---|",
-        f"| accuracy | {format_pct(results['accuracy'])} {format_ci(results['ci'])} "
-        f"{ci_label(results)} ({results['ci_method']}) |",
-        f"| problems (n) / samples | {results['n']} / {results['n_samples']} |",
-        f"| n_correct | {results['n_correct']} |",
+    lengths, accuracy = results["length_tokens"], format_pct(results["accuracy"])
+    rows = [
+        ["accuracy", f"{accuracy} {format_ci(results['ci'])} {ci_label(results)} ({results['ci_method']})"],
+        ["problems (n) / samples", f"{results['n']} / {results['n_samples']}"],
+        ["n_correct", results["n_correct"]],
         *lenient_rows(results),
-    ]
-    for k, v in results.get("pass_at_k", {}).items():
-        lines.append(f"| pass@{k} | {format_pct(v)} |")
-    lengths = results["length_tokens"]
-    lines += [
-        f"| tokens, correct (mean / median) | {_length_cell(lengths['correct'])} |",
-        f"| tokens, wrong (mean / median) | {_length_cell(lengths['wrong'])} |",
-        f"| truncated share, correct / wrong | {format_pct(results['truncated_share']['correct'])} / "
-        f"{format_pct(results['truncated_share']['wrong'])} |",
-        f"| format rate (one final answer found) | {format_pct(results['format_rate'])} |",
-        f"| empty-answer rate | {format_pct(results['empty_rate'])} |",
-        f"| truncation rate (no EOS within budget) | {format_pct(results['truncation_rate'])} |",
-        f"| answer extraction | {', '.join(f'{k}: {v}' for k, v in results['reasons'].items())} |",
+        *([f"pass@{k}", format_pct(v)] for k, v in results.get("pass_at_k", {}).items()),
+        ["tokens, correct (mean / median)", _length_cell(lengths["correct"])],
+        ["tokens, wrong (mean / median)", _length_cell(lengths["wrong"])],
+        [
+            "truncated share, correct / wrong",
+            f"{format_pct(results['truncated_share']['correct'])} / {format_pct(results['truncated_share']['wrong'])}",
+        ],
+        ["format rate (one final answer found)", format_pct(results["format_rate"])],
+        ["empty-answer rate", format_pct(results["empty_rate"])],
+        ["truncation rate (no EOS within budget)", format_pct(results["truncation_rate"])],
+        ["answer extraction", ", ".join(f"{k}: {v}" for k, v in results["reasons"].items())],
     ]
     if results.get("timeout_rate"):
-        lines += [
-            f"| scoring timeout rate (scored as wrong) | {format_pct(results['timeout_rate'])} |",
-            f"| timed out (problem/sample) | {format_timeouts(results['timeouts'])} |",
+        rows += [
+            ["scoring timeout rate (scored as wrong)", format_pct(results["timeout_rate"])],
+            ["timed out (problem/sample)", format_timeouts(results["timeouts"])],
         ]
+    lines = [f"# {results['task']}: {accuracy} correct", "", table(["metric", "value"], rows)]
     for field in ("subject", "level"):
         groups = results.get(f"by_{field}")
         if groups:
-            lines += ["", f"| {field} | n | accuracy | {ci_label(results)} |", "|---|---|---|---|"]
-            lines += [
-                f"| {name} | {g['n']} | {format_pct(g['accuracy'])} | {format_ci(g['ci'])} |"
-                for name, g in groups.items()
-            ]
+            by_group = ([name, g["n"], format_pct(g["accuracy"]), format_ci(g["ci"])] for name, g in groups.items())
+            lines += ["", table([field, "n", "accuracy", ci_label(results)], by_group)]
     settings = {k: results.get(k) for k in ("model", "adapter", "data", "max_new_tokens", "temperature", "seed")}
     known = [f"{k}={v}" for k, v in settings.items() if v is not None]
     if known:  # an `eval score` has none of them
@@ -128,7 +140,7 @@ def compare_markdown(
     ``lenient_diff`` (``compare_records(..., key="lenient_correct")``) is given."""
 
     def row(label, a, b, fmt=format_pct):
-        return f"| {label} | {fmt(a)} | {fmt(b)} |"
+        return [label, fmt(a), fmt(b)]
 
     def mean_len(results, group):
         stats = results["length_tokens"][group]
@@ -138,9 +150,7 @@ def compare_markdown(
         return "n/a" if x is None else f"{x:.0f}"
 
     d = diff["difference"]
-    lines = [
-        f"| metric | A: {name_a} | B: {name_b} |",
-        "|---|---|---|",
+    rows = [
         row("accuracy", results_a["accuracy"], results_b["accuracy"]),
         row("lenient accuracy", results_a.get("lenient_accuracy"), results_b.get("lenient_accuracy")),
         row("lenient - strict gap", results_a.get("lenient_gap"), results_b.get("lenient_gap"), format_points),
@@ -151,6 +161,9 @@ def compare_markdown(
         row("empty-answer rate", results_a["empty_rate"], results_b["empty_rate"]),
         row("truncation rate", results_a["truncation_rate"], results_b["truncation_rate"]),
         row("scoring timeout rate", results_a.get("timeout_rate"), results_b.get("timeout_rate")),
+    ]
+    lines = [
+        table(["metric", f"A: {name_a}", f"B: {name_b}"], rows),
         "",
         f"B - A accuracy: {100 * d:+.1f} points, {ci_label(diff)} {format_ci(diff['ci'])} ({diff['ci_method']}"
         + (f", {diff['n_shared']} shared problems" if diff["n_shared"] else "")

@@ -24,6 +24,7 @@ from collections import Counter
 from pathlib import Path
 
 from eval.jsonl import iter_jsonl, read_jsonl
+from eval.report import table
 from rewards.judge import judge_messages, make_judge_reward
 
 LAB_QUESTION = "Priya buys four boxes of six muffins and gives away seven. How many muffins does she have left?"
@@ -111,7 +112,11 @@ def _fmt(score: float | None) -> str:
 
 
 def markdown(result: dict) -> str:
-    rep, tw = result["repeat"], result["twice"]
+    rep, tw, probs = result["repeat"], result["twice"], result.get("score_probs")
+    twice = [
+        [f"`{row['answer'][:50].replace(chr(10), ' ').replace('|', '/')}`", _fmt(row["first"]), _fmt(row["second"])]
+        for row in result["twice_scores"]
+    ]
     lines = [
         "# Judge noise",
         "",
@@ -121,23 +126,18 @@ def markdown(result: dict) -> str:
         "",
         f"Answer: `{result['answer'][:80]}`",
         "",
-        "| score | count |",
-        "|---|---|",
-        *[f"| {score} | {count} |" for score, count in rep["distribution"].items()],
-        f"| no score | {rep['n_unscored']} |",
+        table(["score", "count"], [*rep["distribution"].items(), ["no score", rep["n_unscored"]]]),
         "",
         f"mean {rep['mean']}, min {_fmt(rep['min'])}, max {_fmt(rep['max'])}",
         "",
         *(
             [
-                f"Score-token probabilities (mass {sum(result['score_probs']):.3f}):",
+                f"Score-token probabilities (mass {sum(probs):.3f}):",
                 "",
-                "| " + " | ".join(str(k) for k in range(len(result["score_probs"]))) + " |",
-                "|" + "---|" * len(result["score_probs"]),
-                "| " + " | ".join(f"{p:.3f}" for p in result["score_probs"]) + " |",
+                table([str(k) for k in range(len(probs))], [[f"{p:.3f}" for p in probs]]),
                 "",
             ]
-            if result.get("score_probs")
+            if probs
             else []
         ),
         f"## {tw['n_answers']} answers scored twice",
@@ -145,13 +145,7 @@ def markdown(result: dict) -> str:
         f"{tw['n_changed']} of {tw['n_answers']} changed score (mean absolute change {tw['mean_abs_change']}); "
         f"{tw['n_unscored_pairs']} got no score either time.",
         "",
-        "| answer | first | second |",
-        "|---|---|---|",
-        *[
-            f"| `{row['answer'][:50].replace(chr(10), ' ').replace('|', '/')}` | {_fmt(row['first'])} | "
-            f"{_fmt(row['second'])} |"
-            for row in result["twice_scores"]
-        ],
+        table(["answer", "first", "second"], twice),
     ]
     return "\n".join(lines) + "\n"
 
