@@ -5,7 +5,7 @@ export TOKENIZERS_PARALLELISM := false
 export WANDB_MODE ?= offline
 export HF_HUB_OFFLINE := 1
 
-.PHONY: venv venv-gpu test test-slow test-data lint demo bench real-model data clean help
+.PHONY: venv venv-gpu test test-quick test-slow test-data lint demo bench real-model data clean help
 
 # .venv holds the CPU set (requirements.txt) or, once `make venv-gpu` has marked it with .venv/.gpu, the GPU set
 # (requirements-gpu.txt); the targets below keep whichever set it holds
@@ -29,6 +29,9 @@ venv-gpu:  # .venv from requirements-gpu.txt: CUDA torch, vLLM, DeepSpeed (a CUD
 
 test: venv  # the fast tier: no GPU, no network (CONTRIBUTING.md)
 	$(PY) -m pytest -q tests rewards eval training_data recipes cpu_lab judge_lab reward_model_lab
+
+test-quick: venv  # the fast tier less the tests that build a model, train or start a process (marked heavy)
+	$(PY) -m pytest -q --quick tests rewards eval training_data recipes cpu_lab judge_lab reward_model_lab
 
 test-slow: venv real-model  # the slow tier includes the real-model tests
 	$(PY) -m pytest -q -m slow tests

@@ -1,10 +1,12 @@
 """Shared fixtures: a tiny local model (built once per session, never downloaded), the offline data, and a judge
-server on 127.0.0.1 with the log it writes.
+server on 127.0.0.1 with the log it writes; the rule of the quick tier (`--quick`) and its guard.
 
-Run the fast suite with `make test` (OMP_NUM_THREADS=1: two threads on a busy 2-core box are ~30x slower).
+Run the default tier with `make test` (OMP_NUM_THREADS=1: two threads on a busy 2-core box are ~30x slower), the quick
+tier (no model, no process) with `make test-quick`.
 """
 
 import os
+import sys
 from collections import OrderedDict
 from pathlib import Path
 
@@ -55,12 +57,109 @@ def full_data() -> Path:
     return Path(folder)
 
 
-def pytest_collection_modifyitems(items):
-    # `-m full_data` selects the tests that read the full files (make test-data)
+def pytest_addoption(parser):
+    parser.addoption(
+        "--quick",
+        action="store_true",
+        help="the quick tier (make test-quick): leave out the tests marked heavy, and fail any other test that "
+        "builds a torch model or starts a process",
+    )
+
+
+# --- the quick tier ---
+# A test is heavy when it builds or loads a torch model (transformers and TRL models are torch modules), trains, or
+# starts a process. The rule marks heavy the tests that use a fixture of HEAVY_FIXTURES (directly or through another
+# fixture) and the integration tests; a test the rule cannot see through carries @pytest.mark.heavy itself. `--quick`
+# leaves the heavy tests out and guards the rest: a test that builds a torch module or starts a process other than a
+# math-verify worker (rewards.verify's pool: the library's own, started once and shared) fails and says to mark it, so
+# a new heavy test cannot slip into the quick tier unmarked.
+HEAVY_FIXTURES = {"tiny_model_dir"}  # each builds or loads a model
+MODEL_BUILDERS = ("build_model(", "save_tiny_model(", "from_pretrained(")  # a doctest that calls one is heavy
+PROCESS_EVENTS = {"subprocess.Popen", "os.system", "os.fork", "os.forkpty", "os.posix_spawn", "os.spawn", "os.exec"}
+_VERIFY_WORKER = verify._WORKER_SCRIPT  # read now: a test may point rewards.verify at another script
+_GUARD = {"installed": False, "on": False}
+
+
+def is_heavy(item) -> bool:
+    """Whether the quick tier leaves ``item`` out: marked heavy or integration, using a fixture of HEAVY_FIXTURES, or
+    a doctest that calls one of MODEL_BUILDERS."""
+    if item.get_closest_marker("heavy") or item.get_closest_marker("integration"):
+        return True
+    examples = getattr(getattr(item, "dtest", None), "examples", ())
+    if any(call in example.source for example in examples for call in MODEL_BUILDERS):
+        return True
+    return not HEAVY_FIXTURES.isdisjoint(getattr(item, "fixturenames", ()))
+
+
+def pytest_collection_modifyitems(config, items):
     for item in items:
+        # `-m full_data` selects the tests that read the full files (make test-data)
         params = getattr(getattr(item, "callspec", None), "params", {})
         if "full_data" in getattr(item, "fixturenames", ()) or "full_data" in params.values():
             item.add_marker(pytest.mark.full_data)
+        if is_heavy(item):
+            item.add_marker(pytest.mark.heavy)  # `-m 'not heavy'` selects as --quick does, without the guard
+    if config.getoption("quick"):
+        heavy = [item for item in items if item.get_closest_marker("heavy")]
+        if heavy:
+            config.hook.pytest_deselected(items=heavy)
+            items[:] = [item for item in items if not item.get_closest_marker("heavy")]
+
+
+def _refuse(what: str) -> None:
+    """Fails the quick-tier test that is running (pytest.fail is a BaseException: `except Exception` cannot hide it)."""
+    pytest.fail(f"{what}: a heavy test, which the quick tier leaves out; mark it @pytest.mark.heavy")
+
+
+def _audit(event: str, args: tuple) -> None:
+    if not _GUARD["on"] or event not in PROCESS_EVENTS:
+        return
+    argv = args[1] if event == "subprocess.Popen" else args
+    if event == "subprocess.Popen" and _VERIFY_WORKER in [str(arg) for arg in argv or ()]:
+        return  # a math-verify worker of rewards.verify's pool
+    _refuse(f"starts a process ({event}: {argv!r:.200})")
+
+
+def pytest_configure(config):
+    if not config.getoption("quick", False):
+        return
+    import multiprocessing.process
+    import platform
+
+    import torch
+
+    platform.processor()  # runs `uname -p` once a process (the OpenAI client asks): now, not in a test
+    if not _GUARD["installed"]:  # an audit hook stays for the life of the process: one, switched by _GUARD["on"]
+        sys.addaudithook(_audit)
+        _GUARD["installed"] = True
+    module_init, process_start = torch.nn.Module.__init__, multiprocessing.process.BaseProcess.start
+
+    def guarded_module_init(self, *args, **kwargs):
+        if _GUARD["on"]:
+            _refuse(f"builds a torch model ({type(self).__name__})")
+        module_init(self, *args, **kwargs)
+
+    def guarded_process_start(self):
+        if _GUARD["on"]:
+            _refuse(f"starts a process ({type(self).__name__})")
+        process_start(self)
+
+    torch.nn.Module.__init__ = guarded_module_init
+    multiprocessing.process.BaseProcess.start = guarded_process_start
+    config.add_cleanup(lambda: setattr(torch.nn.Module, "__init__", module_init))
+    config.add_cleanup(lambda: setattr(multiprocessing.process.BaseProcess, "start", process_start))
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_protocol(item, nextitem):
+    # the guard covers a test's set-up (its fixtures, a session one's first use included), call and teardown
+    if not item.config.getoption("quick", False):
+        return (yield)
+    was_on, _GUARD["on"] = _GUARD["on"], True
+    try:
+        return (yield)
+    finally:
+        _GUARD["on"] = was_on
 
 
 @pytest.fixture(scope="session")

@@ -44,6 +44,7 @@ def run_without(blocked: tuple[str, ...], module: str, argv: list[str]) -> subpr
     return subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
 
 
+@pytest.mark.heavy  # builds a model
 def test_gpu_bench_model_has_the_tokenizers_vocabulary(tmp_path):
     # the defect: a 151,936-row model decoded by a 400-token tokenizer, so sampled ids decoded to nothing
     import torch
@@ -302,6 +303,7 @@ def test_rewards_speed_scores_real_batches_with_both_arms(tmp_path):
     assert all(len(r["ratios"]) == 1 and r["ratios"][0] > 0 for r in results.values())
 
 
+@pytest.mark.heavy  # starts a process
 def test_rewards_speed_names_a_missing_or_unreadable_file_in_one_line(tmp_path):
     (tmp_path / "bad.jsonl").write_text('{"question": "no completions"}\n')
     for argv, words in (
@@ -315,6 +317,7 @@ def test_rewards_speed_names_a_missing_or_unreadable_file_in_one_line(tmp_path):
         assert done.stderr.count("\n") == 1
 
 
+@pytest.mark.heavy  # starts a process
 def test_bench_data_flags_name_a_missing_folder_in_one_line(tmp_path):
     for module in ("bench.eval_speed",):
         done = subprocess.run(

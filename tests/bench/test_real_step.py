@@ -9,9 +9,12 @@ import subprocess
 import sys
 import time
 
+import pytest
+
 from bench import real_step
 
 
+@pytest.mark.heavy  # starts a process
 def test_a_stopped_arm_reports_how_long_its_unfinished_step_had_run(tmp_path):
     # a stand-in arm: one finished step, then a step that never ends (as an emulated-bf16 step under the timeout)
     out_json = tmp_path / "arm.json"

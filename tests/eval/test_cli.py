@@ -158,6 +158,7 @@ def test_an_empty_data_file_is_one_line(content, tiny_model_dir, tmp_path, no_mo
     assert not (tmp_path / "o").exists()
 
 
+@pytest.mark.heavy  # starts a process
 @pytest.mark.parametrize("argv", [["--help"], ["run", "--help"], ["merge", "--help"], ["score", "--help"]])
 def test_help_imports_no_model_library(argv):
     env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT)}

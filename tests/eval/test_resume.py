@@ -365,6 +365,7 @@ def temps(folder: Path) -> list[Path]:
     return sorted(folder.glob(f".{SAMPLES_FILE}.*.tmp"))
 
 
+@pytest.mark.heavy  # starts a process
 def test_a_killed_score_leaves_a_temporary_file_that_the_rerun_removes(tmp_path):
     out = tmp_path / "out"
     out.mkdir()
@@ -379,6 +380,7 @@ def test_a_killed_score_leaves_a_temporary_file_that_the_rerun_removes(tmp_path)
     assert temps(out) == [] and len(read_jsonl(out / SAMPLES_FILE)) == 1
 
 
+@pytest.mark.heavy  # starts a process
 def test_a_live_writers_temporary_file_is_left_alone(tmp_path):
     path = tmp_path / SAMPLES_FILE
     writer = start_slow_writer(path)

@@ -204,6 +204,7 @@ def test_a_second_run_into_a_busy_folder_is_refused_before_its_model_loads(
     assert "10 shared problems" in capsys.readouterr().out
 
 
+@pytest.mark.heavy  # starts a process
 def test_the_lock_is_per_process_and_released_when_its_holder_is_done(tmp_path):
     out = tmp_path / "run"
     try_lock = "import sys\nfrom eval.run import lock_output_folder\nwith lock_output_folder(sys.argv[1]):\n    pass"

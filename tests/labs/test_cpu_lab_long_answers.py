@@ -96,6 +96,7 @@ def test_bad_difficulty_is_refused_with_the_fix(kwargs, message):
         LongDifficulty(**kwargs)
 
 
+@pytest.mark.heavy  # builds a model
 def test_two_steps_of_each_config_write_the_length_keys_the_report_plots(tmp_path, monkeypatch):
     from cpu_lab.matrix import run_matrix
     from cpu_lab.warmstart import prepare_lab, recipe_flags

@@ -34,6 +34,7 @@ TINY = dict(
 )
 
 
+@pytest.mark.heavy  # builds a model
 def test_few_sft_steps_train_save_and_cache(tmp_path, monkeypatch):
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
@@ -78,6 +79,7 @@ def test_few_sft_steps_train_save_and_cache(tmp_path, monkeypatch):
     assert warm_start(settings, tmp_path) == out  # reused from the cache: no training, no evaluation
 
 
+@pytest.mark.heavy  # builds a model
 def test_stops_on_validation_and_reads_heldout_only_before_and_after(tmp_path, monkeypatch):
     # validation checks at steps 1, 2, 3...: the threshold 0.4 is crossed at step 2. The held-out set scores 0.95
     # whenever it is read, so a rule that looked at it would stop at step 1.
@@ -123,6 +125,7 @@ def test_the_flags_carry_every_setting_onto_the_config():
         assert args["logging_steps"] == settings.eval_every
 
 
+@pytest.mark.heavy  # builds a model
 def test_inputs_are_the_untrained_model_and_the_three_splits(tmp_path):
     settings = WarmStartSettings(**TINY, validation_n=5, heldout_n=4)
     inputs = write_inputs(settings, tmp_path)
@@ -221,6 +224,7 @@ def test_cache_key_changes_with_the_validation_size():
     assert WarmStartSettings(validation_n=100).key() != WarmStartSettings().key()
 
 
+@pytest.mark.heavy  # builds a model
 def test_prepared_lab_has_a_dev_set_apart_from_training_that_the_in_training_checks_read(tmp_path):
     """The lab's GRPO runs check themselves during training on dev, not on the held-out set they are reported on, and
     no dev or held-out problem shares its worked solution with a training problem."""

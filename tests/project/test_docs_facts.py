@@ -60,6 +60,7 @@ def citations(text, commits=frozenset()):
     return found
 
 
+@pytest.mark.heavy  # starts a process
 def test_no_page_cites_a_commit():
     texts = {page: page.read_text(encoding="utf-8") for page in PAGES}
     commits = commits_among(t.group() for text in texts.values() for t in HEX.finditer(text) if hash_like(t.group()))
@@ -87,6 +88,7 @@ def test_the_detector_finds_a_citation_by_its_words(line):
     assert citations("intro\n" + line) == [(2, HEX.search(line).group())]
 
 
+@pytest.mark.heavy  # starts a process
 def test_the_detector_finds_a_commit_of_this_checkout_without_a_citing_word():
     if shutil.which("git") is None or not (ROOT / ".git").exists():
         pytest.skip("not a git checkout: only the citing words can tell a commit")

@@ -231,6 +231,7 @@ def fill(argv: list[str], tmp_path: Path, **values: str) -> list[str]:
     return filled
 
 
+@pytest.mark.heavy  # starts a process
 @pytest.mark.parametrize("module, argv, named", HUB_DATA_CASES, ids=lambda v: v if isinstance(v, str) else None)
 def test_hub_data_offline_is_one_line(
     module, argv, named, offline, fake_model, pairs, tmp_path, no_model_load, capsys, monkeypatch, request
@@ -437,6 +438,7 @@ def test_judge_lab_with_no_server_at_the_url_is_one_line(closed_port, fake_model
     assert SECRET not in line
 
 
+@pytest.mark.heavy  # starts a process
 def test_judge_lab_with_a_server_that_answers_goes_on_to_the_next_check(
     models_server, tmp_path, capsys, monkeypatch, no_model_load
 ):
@@ -553,6 +555,7 @@ def test_eval_data_source_with_other_fields_is_refused(tmp_path, monkeypatch, ca
 # --- as a user runs them: fresh processes, offline --------------------------------------------------------------
 
 
+@pytest.mark.heavy  # starts a process
 @pytest.mark.parametrize(
     "argv, named",
     [

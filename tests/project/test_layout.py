@@ -191,6 +191,7 @@ def test_the_callback_check_sees_imports_and_subclasses(tmp_path):
     ]
 
 
+@pytest.mark.heavy  # starts a process
 def test_the_monitors_arithmetic_imports_without_transformers():
     """The group arithmetic and the degenerate-group formula load without a trainer library (the rollouts filter and
     the tests of the monitors' numbers need no transformers)."""

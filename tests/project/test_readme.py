@@ -172,6 +172,7 @@ def test_the_readme_has_commands_to_check():
     assert len(MODULE_CALLS) >= 8 and len(MAKE_CALLS) >= 4, (MODULE_CALLS, MAKE_CALLS)
 
 
+@pytest.mark.heavy  # starts a process
 @pytest.mark.parametrize("command, call", MODULE_CALLS, ids=[" ".join(c)[:80] for c, _ in MODULE_CALLS])
 def test_a_python_command_runs_as_written(command, call, help_texts):
     module, args = call
@@ -195,6 +196,7 @@ def test_a_python_command_runs_as_written(command, call, help_texts):
             )
 
 
+@pytest.mark.heavy  # starts a process
 @pytest.mark.parametrize("command", MAKE_CALLS, ids=[" ".join(c)[:80] for c in MAKE_CALLS])
 def test_a_make_command_names_a_target_of_the_makefile(command):
     targets = [t for t in command[1:] if not t.startswith("-") and "=" not in t]

@@ -55,6 +55,7 @@ def test_no_docstring_defends_the_size_of_its_module(path):
     assert not defended, f"{path.relative_to(ROOT)}: {defended[0][:80]!r}"
 
 
+@pytest.mark.heavy  # starts a process
 def test_make_help_lists_every_target_with_its_line():
     makefile = (ROOT / "Makefile").read_text()
     targets = re.findall(r"^([a-z][\w-]*):(?!=)", makefile, flags=re.MULTILINE)

@@ -126,6 +126,7 @@ def env_without_deepspeed(tmp_path):
     return os.environ | {"PYTHONPATH": os.pathsep.join([str(tmp_path / "site"), str(ROOT)]), "OMP_NUM_THREADS": "1"}
 
 
+@pytest.mark.heavy  # starts a process
 def test_the_recipe_cli_asked_for_deepspeed_without_it_exits_with_one_line(env_without_deepspeed):
     command = [sys.executable, "-m", "recipes.grpo", "--config", "recipes/configs/tiny/grpo_cpu.yaml"]
     command += ["--deepspeed", "ds_config.json"]
@@ -135,6 +136,7 @@ def test_the_recipe_cli_asked_for_deepspeed_without_it_exits_with_one_line(env_w
     assert len(errors) == 1 and "make venv-gpu" in errors[0], result.stderr[-3000:]
 
 
+@pytest.mark.heavy  # starts a process
 @pytest.mark.parametrize("path", ZERO_CONFIGS, ids=lambda p: p.name)
 def test_accelerate_launch_with_a_zero_config_stops_at_once_without_deepspeed(path, env_without_deepspeed):
     """What the ZeRO configs' headers say: the launcher refuses before the recipe (or any model) starts."""

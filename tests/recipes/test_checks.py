@@ -135,6 +135,7 @@ def test_redaction_of_secrets_in_the_resolved_config(tmp_path):
     assert config["max_completion_length"] == 16  # numbers under *token*-like keys are not secrets
 
 
+@pytest.mark.heavy  # starts a process
 @pytest.mark.parametrize(
     "recipe, flags, message",
     [

@@ -46,6 +46,7 @@ def run(argv: list[str], home: Path, *python_flags: str) -> tuple[subprocess.Com
     return done, time.monotonic() - start
 
 
+@pytest.mark.heavy  # starts a process
 def test_importing_a_recipe_loads_no_library():
     code = f"import sys, {', '.join(RECIPES)}; print(sorted(set({LIBRARIES!r}) & set(sys.modules)))"
     done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
@@ -63,6 +64,7 @@ def first_help(tmp_path_factory):
     return home, done.stdout
 
 
+@pytest.mark.heavy  # starts a process
 def test_help_from_the_saved_table_loads_no_library_and_says_the_same(first_help):
     home, expected = first_help
     done, seconds = run(["recipes.sft", "--help"], home, "-X", "importtime")
@@ -72,6 +74,7 @@ def test_help_from_the_saved_table_loads_no_library_and_says_the_same(first_help
     assert not imported(done.stderr) & set(LIBRARIES), sorted(imported(done.stderr) & set(LIBRARIES))
 
 
+@pytest.mark.heavy  # starts a process
 def test_a_refused_option_loads_no_library_and_says_what_the_configs_say(first_help, monkeypatch, capsys):
     home, _ = first_help
     argv = ["--config", SFT_CONFIG, "--max_steps", "-3"]

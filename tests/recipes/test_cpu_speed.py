@@ -1,5 +1,6 @@
 """recipes.cpu_speed: the two CPU speed-ups change no number, and do remove the work they claim to."""
 
+import pytest
 import torch
 import trl
 import trl.trainer.utils as trl_utils
@@ -32,6 +33,7 @@ def scored(model, ids, labels):
     return out, rows
 
 
+@pytest.mark.heavy  # builds a model
 def test_completion_positions_only_scores_the_same_tokens_with_fewer_rows():
     _, model = tiny()
     trl_utils.add_fused_lm_head(model, temperature=1.0, outputs=("log_probs", "entropy"))
@@ -90,6 +92,7 @@ def test_fast_cpu_trainer_generates_in_one_autocast_region_only_under_bf16():
     assert off.calls == [("generate", False), ("score", True)]
 
 
+@pytest.mark.heavy  # builds a model
 def test_generation_inside_one_autocast_region_gives_the_same_tokens():
     """torch keeps autocast's casts inside an outer region: the same bf16 weights, so the same greedy tokens."""
     tokenizer, model = tiny(seed=1)

@@ -126,6 +126,7 @@ def test_full_finetuning_in_bf16_is_refused_before_any_model_loads(monkeypatch):
     check_args(*parsed)
 
 
+@pytest.mark.heavy  # builds a model
 def test_qlora_adapters_move_at_the_configs_learning_rate():
     """TRL casts a quantized model's adapters to bf16; at the QLoRA config's learning rate AdamW must still move
     nearly every lora_A entry (at the old 5e-6, 93% of them never changed in 10 steps)."""
@@ -164,6 +165,7 @@ def tiny(tmp_path_factory):
     return AutoModelForCausalLM.from_pretrained(folder), AutoTokenizer.from_pretrained(folder)
 
 
+@pytest.mark.heavy  # builds a model
 def test_an_eval_leaves_the_trainers_random_stream_alone(tiny, data_dir):
     from eval.run import evaluate
 
@@ -212,6 +214,7 @@ class RecordingLLM:
         ]
 
 
+@pytest.mark.heavy  # builds a model
 def test_both_backends_send_the_same_ids_with_one_bos(tiny, pretend_vllm_gpu, monkeypatch):
     from eval.generate import encode_prompts, generate
 
@@ -237,6 +240,7 @@ def test_both_backends_send_the_same_ids_with_one_bos(tiny, pretend_vllm_gpu, mo
     assert seen["hf"] == ids == vllm_prompt["prompt_token_ids"]  # token ids, so vLLM adds no second BOS
 
 
+@pytest.mark.heavy  # builds a model
 def test_vllm_gets_all_pending_prompts_in_one_call_and_a_resume_is_exact(tiny, pretend_vllm_gpu, data_dir, tmp_path):
     from eval.run import SAMPLES_FILE, evaluate
 
@@ -278,6 +282,7 @@ class TrainerBuilt(Exception):
     """Raised by the stand-in trainer: the recipe got as far as building it."""
 
 
+@pytest.mark.heavy  # builds a model
 @pytest.mark.parametrize(
     "module_name, config",
     [
@@ -326,6 +331,7 @@ def test_recipes_pass_attention_and_revision_to_model_loading(module_name, confi
     assert kwargs["dtype"] == "float32"
 
 
+@pytest.mark.heavy  # builds a model
 def test_merge_drift_bench_tells_bf16_from_float32():
     """bench/lora_merge_drift.py's measurement on the tiny model: bf16 merge/unmerge cycles move the base, float32
     ones (almost) do not. The GPU run of the bench cannot be debugged there, so its measuring code is run here."""

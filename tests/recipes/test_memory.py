@@ -51,6 +51,7 @@ def _without_params(peak: dict) -> int:
     return sum(v for k, v in peak.items() if k != "Total" and getattr(k, "name", "") not in ("PARAM", "BUFFER"))
 
 
+@pytest.mark.heavy  # builds a model
 @pytest.mark.parametrize(
     "shape, batch, prompt, completion",
     [

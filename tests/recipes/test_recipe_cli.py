@@ -237,6 +237,7 @@ def recipe_env(tmp_path: Path) -> dict[str, str]:
     return env
 
 
+@pytest.mark.heavy  # starts a process
 def test_wandb_without_a_login_stops_before_the_model_with_one_line(tmp_path):
     model = tmp_path / "tiny"
     argv = ["--config", str(TINY / "grpo_cpu.yaml"), "--report_to", "wandb", "--output_dir", str(tmp_path / "out")]
@@ -256,6 +257,7 @@ def test_wandb_without_a_login_stops_before_the_model_with_one_line(tmp_path):
     assert not model.exists() and not (tmp_path / "out" / "log.jsonl").exists()
 
 
+@pytest.mark.heavy  # starts a process
 def test_a_run_prints_leashs_line_first_and_no_library_warnings(tmp_path):
     argv = ["--config", str(TINY / "sft_cpu.yaml"), "--max_steps", "1", "--eval_limit", "0", "--validation_limit", "0"]
     argv += ["--model_name_or_path", str(tmp_path / "tiny"), "--build_tiny_model", "true"]

@@ -107,6 +107,7 @@ class _Trainer:
         self.args = type("Args", (), {"center_rewards_coefficient": None})()
 
 
+@pytest.mark.heavy  # builds a model
 def test_bt_check_fails_on_a_loss_that_is_not_bradley_terry():
     def hinge(model, inputs):  # max(0, 1 - (r_c - r_r)): 0 at difference 1, not 0.3133
         chosen, rejected = model(**inputs).logits.squeeze(-1).chunk(2)

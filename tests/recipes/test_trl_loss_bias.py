@@ -24,6 +24,8 @@ import torch
 from recipes.grpo_setup import grpo_trainer
 from recipes.tiny_model import build_model, build_tokenizer
 
+pytestmark = pytest.mark.heavy  # every test builds the tiny model and its trainer
+
 SHORT, LONG = 2, 16  # tokens in the short and the long wrong answer
 
 

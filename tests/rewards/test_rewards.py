@@ -203,6 +203,7 @@ def test_many_threads_agree_with_one():
     assert serial == threaded == [True] * 40
 
 
+@pytest.mark.heavy  # starts a process
 def test_works_when_main_is_stdin():
     # multiprocessing's spawn re-imports __main__ and breaks for stdin scripts and notebooks; our worker does not
     script = "from rewards.verify import is_correct\nprint(is_correct('\\\\boxed{\\\\frac{1}{2}}', '0.5', 'math'))\n"
@@ -463,6 +464,7 @@ def test_budget_counts_starting_a_worker():
         pool.close()
 
 
+@pytest.mark.heavy  # starts a process
 def test_worker_that_fails_to_start_is_a_checker_error(tmp_path, monkeypatch, caplog):
     import rewards.verify as verify
 
