@@ -21,8 +21,10 @@ import json
 import os
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable, Sequence
+from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
 from pathlib import Path
 from typing import NamedTuple
 
@@ -180,25 +182,27 @@ def logged_step(folder: Path) -> int:
 
 class Progress:
     """The runner's lines, and on a terminal a bar of the steps done across the runs (read from their logs) that
-    stays below them; elsewhere (a pipe, a CI log) only the lines."""
+    stays below them; elsewhere (a pipe, a CI log) only the lines. The runs' threads write to it at once."""
 
     def __init__(self, total: int | None, enabled: bool = True):
-        self.bar = None
+        self.bar, self.lock = None, threading.Lock()
         if enabled and sys.stdout.isatty():
             self.bar = tqdm(
                 total=total, desc="GRPO steps", unit="step", leave=False, file=sys.stdout, dynamic_ncols=True
             )
 
     def line(self, text: str) -> None:
-        if self.bar is None:
-            print(text, flush=True)
-        else:
-            self.bar.write(text, file=sys.stdout)
+        with self.lock:
+            if self.bar is None:
+                print(text, flush=True)
+            else:
+                self.bar.write(text, file=sys.stdout)
 
     def update(self, done: int) -> None:
-        if self.bar is not None and done != self.bar.n:
-            self.bar.n = done
-            self.bar.refresh()
+        with self.lock:
+            if self.bar is not None and done != self.bar.n:
+                self.bar.n = done
+                self.bar.refresh()
 
     def close(self) -> None:
         if self.bar is not None:
@@ -222,43 +226,59 @@ def run_at_once(
     describe: Callable[[Path], str] | None = None,
     progress: bool = True,
 ) -> None:
-    """Run ``runs`` in order, up to ``jobs`` at once, each as its own process (``run_subprocess``) with ``threads``
-    torch threads (default ``cpu_count // jobs``); each run's output goes to its ``run.log``. The terminal gets a line
-    as each run starts and ends (``[label] ...``; ``describe(out_dir)`` adds what a finished run measured) and, with
-    ``progress`` while stdout is a terminal, a bar of the steps done. A failed run does not stop the others: once all
-    have ended, a RuntimeError names each failed run's log. Any other error, or Ctrl-C, stops the runs still going.
+    """Run ``runs`` in order, up to ``jobs`` at once (a pool of ``jobs`` threads), each as its own process
+    (``run_subprocess``) with ``threads`` torch threads (default ``cpu_count // jobs``); each run's output goes to its
+    ``run.log``. The terminal gets a line as each run starts and ends (``[label] ...``; ``describe(out_dir)`` adds what
+    a finished run measured) and, with ``progress`` while stdout is a terminal, a bar of the steps done. A failed run
+    does not stop the others: once all have ended, a RuntimeError names each failed run's log. Any other error, or
+    Ctrl-C, stops the runs still going and starts no more.
     """
     if jobs < 1:
         raise ValueError(f"jobs must be >= 1, got {jobs}")
     threads = threads or max(1, (os.cpu_count() or 1) // jobs)
-    todo = list(runs)
-    planned = {run.out_dir: planned_steps(run.config, run.extra_args) for run in todo}
-    bar = Progress(None if None in planned.values() else sum(planned.values()), enabled=progress and bool(todo))
-    running, failed, done, last_read = [], [], {}, 0.0
+    planned = {run.out_dir: planned_steps(run.config, run.extra_args) for run in runs}
+    bar = Progress(None if None in planned.values() else sum(planned.values()), enabled=progress and bool(runs))
+    live, done, failed = {}, {}, []  # output folder -> process of a run going on / steps of a finished run; failures
+    lock, stopping = threading.Lock(), threading.Event()  # the lock: no run starts while the runs are being stopped
+
+    def launch(run: Run) -> None:
+        folder = run.out_dir
+        with lock:
+            if stopping.is_set():
+                return
+            bar.line(f"[{label}] starting {run.config} seed {run.seed} ({threads} thread(s); log: {folder}/run.log)")
+            proc = live[folder] = run_subprocess(run.config, run.seed, folder, run.extra_args, threads)
+        started = time.monotonic()
+        code = proc.wait()
+        with lock:
+            del live[folder]
+        if stopping.is_set():  # stopped by the runner: neither finished nor failed
+            return
+        if code != 0:
+            failed.append(f"{folder} (exit {code}; see {folder}/run.log)")
+            bar.line(f"[{label}] FAILED {folder}: exit {code}, see {folder}/run.log")
+        else:
+            done[folder] = planned[folder] or logged_step(folder)
+            measured = f": {describe(folder)}" if describe else ""
+            bar.line(f"[{label}] finished {folder} in {time.monotonic() - started:.0f} s{measured}")
+
+    pool = ThreadPoolExecutor(max_workers=jobs)
+    pending = [pool.submit(launch, run) for run in runs]
     try:
-        while todo or running:
-            while todo and len(running) < jobs:
-                run = todo.pop(0)
-                where = f"{threads} thread(s); log: {run.out_dir}/run.log"
-                bar.line(f"[{label}] starting {run.config} seed {run.seed} ({where})")
-                proc = run_subprocess(run.config, run.seed, run.out_dir, run.extra_args, threads)
-                running.append((proc, run.out_dir, time.monotonic()))
-            time.sleep(0.5)
-            for proc, folder, started in [r for r in running if r[0].poll() is not None]:
-                running.remove((proc, folder, started))
-                if proc.returncode != 0:
-                    failed.append(f"{folder} (exit {proc.returncode}; see {folder}/run.log)")
-                    bar.line(f"[{label}] FAILED {folder}: exit {proc.returncode}, see {folder}/run.log")
-                else:
-                    done[folder] = planned[folder] or logged_step(folder)
-                    measured = f": {describe(folder)}" if describe else ""
-                    bar.line(f"[{label}] finished {folder} in {time.monotonic() - started:.0f} s{measured}")
-            if bar.bar is not None and time.monotonic() - last_read > 2:
-                last_read = time.monotonic()
-                bar.update(sum(done.values()) + sum(logged_step(folder) for _, folder, _ in running))
-    finally:  # an error or Ctrl-C here must not leave runs going on in the background
+        while pending:
+            finished, pending = wait(pending, timeout=2, return_when=FIRST_EXCEPTION)
+            for future in finished:
+                future.result()  # an error of the runner's own (not a failed run) stops the rest
+            if bar.bar is not None:
+                with lock:
+                    going = list(live)
+                bar.update(sum(done.values()) + sum(logged_step(folder) for folder in going))
+    finally:  # an error or Ctrl-C here must not leave runs going on in the background, nor start new ones
+        with lock:
+            stopping.set()
+            for proc in live.values():
+                proc.terminate()
+        pool.shutdown(wait=False, cancel_futures=True)
         bar.close()
-        for proc, _, _ in running:
-            proc.terminate()
     if failed:
         raise RuntimeError(f"{len(failed)} run(s) failed: {', '.join(failed)}")

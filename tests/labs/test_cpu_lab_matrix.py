@@ -7,6 +7,7 @@ import hashlib
 import json
 import os
 import statistics
+import threading
 from pathlib import Path
 
 import pytest
@@ -151,18 +152,27 @@ def test_jobs_must_be_positive(tmp_path):
 
 
 def test_an_error_while_jobs_run_stops_the_runs_still_going(tmp_path, monkeypatch):
-    class FakeRun:  # a subprocess.Popen stand-in: the first finishes at once, the second never does
+    class FakeRun:  # a subprocess.Popen stand-in: the first finishes once the second has started, which never does
         def __init__(self, done):
-            self.returncode, self.terminated = (0 if done else None), False
+            self.done, self.terminated, self.stopped = done, False, threading.Event()
 
-        def poll(self):
-            return self.returncode
+        def wait(self):
+            (both_started if self.done else self.stopped).wait(timeout=60)
+            return 0 if self.done else -15
 
         def terminate(self):
             self.terminated = True
+            self.stopped.set()
 
-    started = []
-    monkeypatch.setattr(runner, "run_subprocess", lambda *a: started.append(FakeRun(done=not started)) or started[-1])
+    started, both_started = [], threading.Event()
+
+    def start(*args):
+        started.append(FakeRun(done=not started))
+        if len(started) == 2:
+            both_started.set()
+        return started[-1]
+
+    monkeypatch.setattr(runner, "run_subprocess", start)
     monkeypatch.setattr(matrix, "summarize_run", lambda folder: 1 / 0)  # reading the finished run fails
     configs = ["recipes/configs/tiny/grpo_cpu.yaml", "recipes/configs/tiny/grpo_cpu_lora_drgrpo.yaml"]
     with pytest.raises(ZeroDivisionError):
