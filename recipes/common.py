@@ -18,7 +18,7 @@ The command line is TRL's parser (``recipes.parser.RecipeParser``: a YAML ``--co
 it override them) with what to change added to the errors TRL raises while parsing (``parse_or_explain``) and the
 libraries' noise quieted (``run_cli``). A recipe module imports no torch, transformers, TRL, peft or datasets: its
 ``main()`` and ``make_parser()`` import them where a run starts, and ``run_cli`` answers ``--help`` and refuses a bad
-option from the recipe's saved table of options (``recipes.parser.saved_parser``) before any of them loads. While it
+option from a table of the recipe's options (``recipes.parser.table_parser``) before any of them loads. While it
 trains, a run prints one line per logged step (``recipes.console``).
 
 Every process trains, generates and evaluates (ZeRO-3 needs all of them); only the main one writes files. A fresh run
@@ -61,7 +61,7 @@ from pathlib import Path
 from eval import run as eval_run  # eval_run.evaluate at the call: a test's stand-in reaches it
 from recipes import run_folder
 from recipes.checks import WANDB_QUIET_MODES, ConfigError, check_deepspeed, check_wandb, config_errors
-from recipes.parser import RecipeParser, load_config, save_table, saved_parser
+from recipes.parser import RecipeParser, load_config, save_table, table_parser
 
 logger = logging.getLogger(__name__)
 
@@ -91,18 +91,19 @@ def run_cli(make_parser, main) -> None:
     ends in one line, where the run stopped and the command that goes on (``run_folder.Interrupted``), and status
     130; the output folder's lock is let go however the run ends.
 
-    Run as ``python -m <recipe>``, the command line is first read with the recipe's saved table of options
-    (``recipes.parser.saved_parser``): ``--help`` is answered and a bad option refused from it, before torch,
-    transformers or TRL load; a command line it lets through is parsed again with TRL's configs. Without a current
-    table (the first command of a recipe, or one of its source files changed), the full parser answers and its table
-    is saved for the next command."""
+    Run as ``python -m <recipe>``, the command line is first read with a table of the recipe's options
+    (``recipes.parser.table_parser``: the one an earlier command saved in the cache, else the one leash ships in
+    recipes/options/): ``--help`` is answered and a bad option refused from it, before torch, transformers or TRL
+    load; a command line it lets through is parsed again with TRL's configs. Without a table that still describes the
+    checkout and its libraries (a source file of the options changed, or other versions of the libraries), the full
+    parser answers and its table is saved in the cache for the next command."""
     quiet_library_noise()
     argv = sys.argv[1:]
     command = command_module(make_parser)
     parser = None
     try:
         with config_errors():
-            saved = saved_parser(command) if command else None
+            saved = table_parser(command) if command else None
             parser = saved or full_parser(make_parser, save_as=command)
             if not argv:  # a run of the recipe's defaults is nobody's intent
                 print(f"{parser.format_usage()}\n{parser.description}\n", file=sys.stderr)

@@ -18,15 +18,25 @@ them), with:
 - ``build_tiny_model: true`` settled against the model path (``recipes.tiny_model.may_build_at``).
 
 It is built in one of two ways. ``RecipeParser.from_dataclasses`` reads TRL's config dataclasses, which subclass
-transformers' ``TrainingArguments``: importing them loads torch, transformers and peft, 5 to 8 s on a busy 2-core
-machine. Its ``table()`` (every option's names, type, default, choices and help, and the help's layout) is saved
-beside the user's other caches (``save_table``: ``~/.cache/leash/options/``; ``$XDG_CACHE_HOME/leash`` when that is
-set, ``$LEASH_CACHE_DIR`` when that is), keyed by the installed TRL and transformers and by the contents of every
-source file the options came from.
-``RecipeParser.from_table`` rebuilds the same parser from it without those libraries (``saved_parser``: None when no
-table is saved or any of its sources changed). ``recipes.common.run_cli`` answers ``--help`` from the saved table and
-checks a command line against it first, so that what the table can refuse is refused before anything loads, in the
-words the full parser uses; what it lets through is parsed again with TRL's configs, whose own checks run then.
+transformers' ``TrainingArguments``: importing them loads torch, transformers and peft, several seconds.
+``RecipeParser.from_table`` rebuilds the same parser from its ``table()`` (every option's names, type, default, choices
+and help, and the help's layout) without those libraries. ``recipes.common.run_cli`` answers ``--help`` from a table
+and checks a command line against it first, so that what the table can refuse is refused before anything loads, in
+the words the full parser uses; what it lets through is parsed again with TRL's configs, whose own checks run then.
+The table is the first of these that still describes the checkout and its libraries (``table_parser``):
+
+- the one the full parser saved in the cache (``save_table``: ``~/.cache/leash/options/``; ``$XDG_CACHE_HOME/leash``
+  when that is set, ``$LEASH_CACHE_DIR`` when that is), keyed by the Python, the versions of the libraries of
+  ``VERSIONED`` and the contents of every source file the options came from (``saved_parser``);
+- the one leash ships, ``recipes/options/<recipe>.json``, which answers the first command of a fresh clone: keyed by
+  the Python's version (``3.11``: the options are made from the configs' type hints, which Python reads), the versions
+  of ``VERSIONED`` (TRL, transformers, torch and accelerate) and the contents of the same source files, leash's by
+  their path in the checkout and the libraries' by their path in the library, so that the key holds wherever the clone
+  is (``shipped_parser``). ``python -m recipes.parser --write-tables`` writes them again, with the versions
+  requirements.txt pins; ``tests/recipes/test_option_tables.py`` fails while one is stale (a change to any module a
+  recipe loads makes it so).
+
+Without either, the full parser answers, and its table is saved in the cache for the next command.
 
 Recipes build it through ``recipes.common.recipe_parser`` (the TRL options every recipe shows first) and run it
 through ``recipes.common.run_cli``.
@@ -38,9 +48,11 @@ import argparse
 import copy
 import difflib
 import hashlib
+import importlib
 import json
 import os
 import re
+import subprocess
 import sys
 import textwrap
 import types
@@ -53,7 +65,13 @@ import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
 TABLE_FORMAT = 1  # the layout of a saved table: a table of another layout is not read
-VERSIONED = ("trl", "transformers")  # the libraries whose versions a saved table was made with
+# the libraries whose versions a table was made with: TRL's and transformers' configs, and the two their options read
+# when the configs are defined (transformers' default optim is adamw_torch_fused from torch 2.8 on, its
+# parallelism_config takes accelerate's ParallelismConfig from accelerate 1.10.1 on)
+VERSIONED = ("trl", "transformers", "torch", "accelerate")
+RECIPES = ("recipes.dpo", "recipes.grpo", "recipes.reward_model", "recipes.sft")  # the modules that run run_cli
+SHIPPED = ROOT / "recipes" / "options"  # the tables leash ships, one a recipe
+WRITE_TABLES = "python -m recipes.parser --write-tables"  # writes them
 
 RENAMED = {  # TRL's names (TRL 1.16 defaults gradient_checkpointing to True) -> transformers >= 5.2x's
     "gradient_checkpointing": "activation_checkpointing",
@@ -612,12 +630,24 @@ def action_from_spec(spec: dict) -> argparse.Action:
     )
 
 
+PYTHON = f"{sys.version_info[0]}.{sys.version_info[1]}"  # a shipped table's Python
+
+
 def table_path(module: str) -> Path:
     """Where the table of ``module``'s options is saved, for this checkout."""
     caches = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
     leash = Path(os.environ.get("LEASH_CACHE_DIR") or caches / "leash")
     checkout = hashlib.sha256(str(ROOT).encode()).hexdigest()[:12]
     return leash / "options" / f"{module}-{checkout}.json"
+
+
+def _own(path: Path) -> bool:
+    """Whether ``path`` (resolved) is a file of leash's: in this checkout, not in a hidden folder (.venv) nor in an
+    environment's site-packages."""
+    if not path.is_relative_to(ROOT):
+        return False
+    relative = path.relative_to(ROOT)
+    return not relative.parts[0].startswith(".") and "site-packages" not in relative.parts
 
 
 def table_sources(parser: RecipeParser) -> list[Path]:
@@ -628,10 +658,8 @@ def table_sources(parser: RecipeParser) -> list[Path]:
     found = set()
     for module in list(sys.modules.values()):
         path = getattr(module, "__file__", None)
-        if path and Path(path).resolve().is_relative_to(ROOT):
-            relative = Path(path).resolve().relative_to(ROOT)
-            if not relative.parts[0].startswith("."):  # not .venv's libraries
-                found.add(Path(path).resolve())
+        if path and os.path.isabs(path) and _own(Path(path).resolve()):  # torch.ops names its file "_ops.py"
+            found.add(Path(path).resolve())
     for kind in parser.dataclass_types or ():
         for base in kind.__mro__[:-1]:
             with_source = inspect.getsourcefile(base)
@@ -647,14 +675,21 @@ def _digest(path: Path) -> str | None:
         return None
 
 
-def _versions() -> dict[str, str | None]:
+def _distributions() -> dict[str, metadata.Distribution | None]:
     found = {}
     for name in VERSIONED:
         try:
-            found[name] = metadata.version(name)
+            found[name] = metadata.distribution(name)
         except metadata.PackageNotFoundError:
             found[name] = None
     return found
+
+
+def _versions(distributions: dict[str, metadata.Distribution | None] | None = None) -> dict[str, str | None]:
+    """The installed versions of ``VERSIONED`` without a build's local label (torch ``2.13.0+cpu`` is ``2.13.0``: the
+    CPU and CUDA builds define the same options)."""
+    distributions = _distributions() if distributions is None else distributions
+    return {name: found.version.split("+")[0] if found else None for name, found in distributions.items()}
 
 
 def save_table(module: str, parser: RecipeParser, sources: Sequence[Path] | None = None) -> Path | None:
@@ -679,8 +714,8 @@ def save_table(module: str, parser: RecipeParser, sources: Sequence[Path] | None
 
 
 def saved_parser(module: str) -> RecipeParser | None:
-    """The parser of ``module`` from its saved table, when one is saved and still describes this checkout and these
-    libraries (every source file unchanged); else None."""
+    """The parser of ``module`` from the table saved in the cache, when one is saved and still describes this
+    checkout and these libraries (every source file unchanged); else None."""
     try:
         saved = json.loads(table_path(module).read_text())
         key, table = saved["key"], saved["table"]
@@ -691,3 +726,141 @@ def saved_parser(module: str) -> RecipeParser | None:
         return RecipeParser.from_table(table)
     except Exception:  # a table that cannot be read, whatever is wrong with it, costs the command only its speed
         return None
+
+
+def table_parser(module: str) -> RecipeParser | None:
+    """The parser of ``module`` from a table of its options that still describes this checkout and these libraries:
+    the one saved in the cache (``saved_parser``), else the one leash ships (``shipped_parser``); None when neither
+    does."""
+    saved = saved_parser(module)
+    return saved if saved is not None else shipped_parser(module)
+
+
+# ------------------------------------------------------------------------------------------------ the shipped tables
+def shipped_table_path(module: str) -> Path:
+    """The table of ``module``'s options that leash ships (``write_tables`` writes it)."""
+    return SHIPPED / f"{module}.json"
+
+
+def pinned_versions() -> dict[str, str | None]:
+    """The versions of ``VERSIONED`` that requirements.txt pins: those the shipped tables are made with."""
+    pins = {}
+    for line in (ROOT / "requirements.txt").read_text().splitlines():
+        name, _, version = line.split("#")[0].partition("==")
+        pins[name.strip().lower()] = version.strip()
+    return {name: pins.get(name) for name in VERSIONED}
+
+
+def _library_file(path: Path, distributions: dict) -> tuple[str, str]:
+    """The library of ``VERSIONED`` that installed ``path``, and the path of the file inside its installation."""
+    for name, found in distributions.items():
+        base = Path(found.locate_file("")).resolve() if found else None
+        if base and path.is_relative_to(base) and path.relative_to(base).as_posix() in map(str, found.files or ()):
+            return name, path.relative_to(base).as_posix()
+    raise ValueError(f"{path}: a source of the options from a library other than {', '.join(VERSIONED)}: add it there")
+
+
+def shipped_key(sources: Sequence[Path]) -> dict:
+    """A shipped table's key: the Python (``3.11``; the options are made from the configs' type hints, which Python
+    reads), the versions of ``VERSIONED`` and the digest of every file of ``sources``, leash's by their path in the
+    checkout and the libraries' by their path in the library's installation, so that the key holds wherever leash and
+    its libraries are installed."""
+    distributions = _distributions()
+    own, libraries = {}, {}
+    for path in sorted(Path(p).resolve() for p in sources):
+        if _own(path):
+            own[path.relative_to(ROOT).as_posix()] = _digest(path)
+        else:
+            name, inside = _library_file(path, distributions)
+            libraries.setdefault(name, {})[inside] = _digest(path)
+    return {"python": PYTHON, "versions": _versions(distributions), "sources": own, "libraries": libraries}
+
+
+def changed_sources(key: dict) -> list[str]:
+    """The files of leash in a shipped table's ``key`` whose contents changed since the table was written."""
+    return [path for path, digest in key["sources"].items() if _digest(ROOT / path) != digest]
+
+
+def stale_parts(key: dict) -> list[str]:
+    """What no longer holds of a shipped table's ``key``, one phrase each (``recipes/grpo.py changed``, ``made with
+    transformers 5.24.0, not 5.17.0``); empty when the table describes this checkout, this Python and these libraries.
+    """
+    distributions = _distributions()
+    versions = _versions(distributions)
+    stale = [] if key["python"] == PYTHON else [f"made with Python {key['python']}, not {PYTHON}"]
+    made = key["versions"]
+    stale += [
+        f"made with {name} {made.get(name)}, not {versions[name]}"
+        for name in VERSIONED
+        if made.get(name) != versions[name]
+    ]
+    stale += [f"{path} changed" for path in changed_sources(key)]
+    for name, files in key["libraries"].items():
+        found = distributions.get(name)
+        for inside, digest in files.items():
+            if found is None or _digest(Path(found.locate_file(inside))) != digest:
+                stale.append(f"{name}'s {inside} changed")
+    return stale
+
+
+def shipped_parser(module: str) -> RecipeParser | None:
+    """The parser of ``module`` from the table leash ships, when it still describes this checkout, this Python and
+    these libraries (``stale_parts`` finds nothing); else None."""
+    try:
+        shipped = json.loads(shipped_table_path(module).read_text())
+        if shipped["table"]["format"] != TABLE_FORMAT or stale_parts(shipped["key"]):
+            return None
+        return RecipeParser.from_table(shipped["table"])
+    except Exception:  # a table that cannot be read, whatever is wrong with it, costs the command only its speed
+        return None
+
+
+def write_table(module: str, folder: Path | str = SHIPPED) -> Path:
+    """Write the table of recipe ``module``'s options, with its shipped key, into ``folder``. Run it in a process that
+    has imported nothing else of leash (``write_tables`` starts one a recipe), so that the key names the files the
+    recipe's own command loads."""
+    made = importlib.import_module(module).make_parser()
+    key, path = shipped_key(table_sources(made)), Path(folder) / f"{module}.json"
+    path.write_text(json.dumps({"key": key, "table": made.table()}, indent=1) + "\n")
+    if stale_parts(key):  # a file changed while the table was made
+        raise RuntimeError(f"{path}: {', '.join(stale_parts(key))} while it was written: run {WRITE_TABLES} again")
+    return path
+
+
+def write_tables(folder: Path | str = SHIPPED, modules: Sequence[str] = RECIPES) -> list[Path]:
+    """Write the tables of ``modules`` into ``folder`` (default: those leash ships), each in a process of its own.
+    The libraries must be the versions requirements.txt pins, which ``make venv`` installs and the tables are for."""
+    pins, installed = pinned_versions(), _versions()
+    if installed != pins:
+        raise ValueError(f"the shipped tables are made with requirements.txt's versions {pins}, not {installed}")
+    Path(folder).mkdir(parents=True, exist_ok=True)
+    for module in modules:
+        code = f"from recipes.parser import write_table; write_table({module!r}, {str(folder)!r})"
+        subprocess.run([sys.executable, "-c", code], cwd=ROOT, check=True)
+    return [Path(folder) / f"{module}.json" for module in modules]
+
+
+def main() -> None:
+    cli = argparse.ArgumentParser(
+        prog="python -m recipes.parser",
+        description="The tables of the recipes' options that leash ships: --help and the options a recipe's parser "
+        "refuses are answered from them before torch, transformers or TRL load.",
+    )
+    cli.add_argument(
+        "--write-tables",
+        action="store_true",
+        help=f"write recipes/options/<recipe>.json for {', '.join(RECIPES)} from TRL's configs and this checkout "
+        "(with the library versions requirements.txt pins)",
+    )
+    if not cli.parse_args().write_tables:
+        cli.error("nothing to do: --write-tables writes the tables")
+    try:
+        written = write_tables()
+    except (ValueError, subprocess.CalledProcessError) as error:
+        sys.exit(f"error: {error}")
+    for path in written:
+        print(f"wrote {path.relative_to(ROOT)}")
+
+
+if __name__ == "__main__":
+    main()

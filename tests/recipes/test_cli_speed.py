@@ -1,11 +1,12 @@
 """``--help`` and a refused option answer before any library loads: a recipe module imports no torch, transformers,
-TRL, peft or datasets, and a command line is first checked against the recipe's table of options saved by an earlier
-run (``recipes.parser.saved_parser``), which says the same as TRL's configs would, in the same words.
+TRL, peft or datasets, and a command line is first checked against a table of the recipe's options
+(``recipes.parser.table_parser``: one an earlier command saved, else the one leash ships), which says the same as TRL's
+configs would, in the same words.
 
-    OMP_NUM_THREADS=1 .venv/bin/python -m pytest -q -s tests/recipes/test_cli_speed.py  # -s shows the timings
+    OMP_NUM_THREADS=1 .venv/bin/python -m pytest -q tests/recipes/test_cli_speed.py
 
-The subprocesses run with a fresh HOME, so the first command of a recipe builds and saves its table (the libraries
-load, as a run's do) and the next ones read it.
+Here, in this process: a table against TRL's configs, and a saved table retired by a change. The commands themselves,
+timed from an empty cache, and a clone whose sources changed: tests/recipes/test_option_tables.py.
 """
 
 from __future__ import annotations
@@ -15,7 +16,6 @@ import json
 import os
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -26,24 +26,7 @@ from recipes import common, parser
 ROOT = Path(__file__).resolve().parents[2]
 LIBRARIES = ("torch", "transformers", "trl", "peft", "datasets")  # loaded only where a run starts
 RECIPES = ["recipes.grpo", "recipes.sft", "recipes.dpo", "recipes.reward_model"]
-SFT_CONFIG = "recipes/configs/tiny/sft_cpu.yaml"
 CONFIGS = sorted((ROOT / "recipes" / "configs").rglob("*.yaml"))
-
-
-def imported(importtime: str) -> set[str]:
-    """The top-level packages in the ``-X importtime`` lines of stderr."""
-    lines = [line.split("|")[-1].strip() for line in importtime.splitlines() if line.startswith("import time:")]
-    return {name.split(".")[0] for name in lines}
-
-
-def run(argv: list[str], home: Path, *python_flags: str) -> tuple[subprocess.CompletedProcess, float]:
-    env = {k: v for k, v in os.environ.items() if k not in ("XDG_CACHE_HOME", "HOME", "LEASH_CACHE_DIR")}
-    env |= {"HOME": str(home), "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1"}
-    start = time.monotonic()
-    done = subprocess.run(
-        [sys.executable, *python_flags, "-m", *argv], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300
-    )
-    return done, time.monotonic() - start
 
 
 @pytest.mark.heavy  # starts a process
@@ -52,43 +35,6 @@ def test_importing_a_recipe_loads_no_library():
     done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr[-3000:]
     assert done.stdout.strip() == "[]"
-
-
-@pytest.fixture(scope="module")
-def first_help(tmp_path_factory):
-    """``python -m recipes.sft --help`` in a fresh HOME: what it prints, and how long it took while saving the table."""
-    home = tmp_path_factory.mktemp("home")
-    done, seconds = run(["recipes.sft", "--help"], home)
-    assert done.returncode == 0, done.stderr[-3000:]
-    print(f"\npython -m recipes.sft --help, first (builds the table of options): {seconds:.1f} s")
-    return home, done.stdout
-
-
-@pytest.mark.heavy  # starts a process
-def test_help_from_the_saved_table_loads_no_library_and_says_the_same(first_help):
-    home, expected = first_help
-    done, seconds = run(["recipes.sft", "--help"], home, "-X", "importtime")
-    print(f"\npython -m recipes.sft --help, from the saved table: {seconds:.1f} s (with -X importtime)")
-    assert done.returncode == 0, done.stderr[-3000:]
-    assert done.stdout == expected
-    assert not imported(done.stderr) & set(LIBRARIES), sorted(imported(done.stderr) & set(LIBRARIES))
-
-
-@pytest.mark.heavy  # starts a process
-def test_a_refused_option_loads_no_library_and_says_what_the_configs_say(first_help, monkeypatch, capsys):
-    home, _ = first_help
-    argv = ["--config", SFT_CONFIG, "--max_steps", "-3"]
-    done, seconds = run(["recipes.sft", *argv], home, "-X", "importtime")
-    with capsys.disabled():
-        print(f"\npython -m recipes.sft {' '.join(argv)}, from the saved table: {seconds:.1f} s (with -X importtime)")
-    errors = [line for line in done.stderr.splitlines() if not line.startswith("import time:")]
-    assert done.returncode == 2 and len(errors) == 1 and errors[0].startswith("error: max_steps -3"), errors
-    assert not imported(done.stderr) & set(LIBRARIES), sorted(imported(done.stderr) & set(LIBRARIES))
-    # in this process, with TRL's configs: the same line
-    monkeypatch.setattr(sys, "argv", ["recipes.sft", *argv])
-    with pytest.raises(SystemExit):
-        common.run_cli(importlib.import_module("recipes.sft").make_parser, lambda *args: None)
-    assert capsys.readouterr().err.strip() == errors[0]
 
 
 # --- the table against TRL's configs, in this process ---------------------------------------------------------------
