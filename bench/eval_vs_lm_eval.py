@@ -46,7 +46,8 @@ from pathlib import Path
 import yaml
 
 from eval.report import table
-from eval.run import load_problems, score_sample
+from eval.run import load_problems
+from eval.samples import score_sample
 from eval.scoring import LM_EVAL_FLEXIBLE_RE
 from eval.tasks import get_task
 from rewards.answers import normalize_number

@@ -31,6 +31,17 @@ from pathlib import Path
 
 from safetensors import safe_open
 
+from eval.fingerprint import source_fingerprint
+from eval.folder import (
+    LENGTHS_FILE,
+    RESULTS_FILE,
+    SAMPLES_FILE,
+    SUMMARY_FILE,
+    check_not_training_run,
+    lock_output_folder,
+    prepare_folder,
+    read_run,
+)
 from eval.forgetting import DEFAULT_BATCH_SIZE as FORGETTING_BATCH_SIZE
 from eval.forgetting import (
     DEFAULT_MAX_LENGTH,
@@ -47,27 +58,9 @@ from eval.jsonl import read_jsonl
 from eval.merge import MERGE_DTYPES, check_merge, merge_adapter
 from eval.metrics import compare_records, has_lenient, normal_quantile
 from eval.passk import check_same_problems, parse_ks, passk_markdown, plot_pass_at_k, samples_per_problem
+from eval.predictions import read_predictions, score_predictions, score_settings
 from eval.report import compare_markdown
-from eval.run import (
-    DEFAULT_BATCH_SIZE,
-    LENGTHS_FILE,
-    RESULTS_FILE,
-    SAMPLES_FILE,
-    SUMMARY_FILE,
-    check_not_training_run,
-    default_max_new_tokens,
-    evaluate,
-    load_problems,
-    lock_output_folder,
-    log_to_wandb,
-    prepare_folder,
-    read_predictions,
-    read_run,
-    run_settings,
-    score_predictions,
-    score_settings,
-    source_fingerprint,
-)
+from eval.run import DEFAULT_BATCH_SIZE, default_max_new_tokens, evaluate, load_problems, log_to_wandb, run_settings
 from eval.sources import check_model_source
 from eval.tasks import TASKS, get_task
 

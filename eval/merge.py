@@ -19,8 +19,9 @@ import shutil
 import tempfile
 from pathlib import Path
 
+from eval.fingerprint import MODEL_FILE_PATTERNS
+from eval.folder import training_run_marker
 from eval.jsonl import new_file_mode
-from eval.run import MODEL_FILE_PATTERNS, training_run_marker
 from eval.sources import _looks_like_path, check_model_source
 
 logger = logging.getLogger(__name__)

@@ -3,7 +3,7 @@ over or is refused, and the folder is locked while the run lives. ``recipes.comm
 before any model loads; ``release`` ends the lock (``train_and_report`` and the command line call it, however the run
 ends).
 
-- The lock is ``eval run``'s (``eval.run.lock_output_folder``: the OS's ``flock`` on ``output_dir/.lock``): a second
+- The lock is ``eval run``'s (``eval.folder.lock_output_folder``: the OS's ``flock`` on ``output_dir/.lock``): a second
   run into a folder that a live process writes is refused, naming that process. The OS drops the lock when its process
   ends, however it ends, so a killed run leaves nothing that blocks its rerun.
 - ``resolved_config.json`` says which run the folder holds. A run whose settings differ in any option outside
@@ -18,7 +18,7 @@ ends).
   ``--overwrite``.
 
 Starting over clears what training writes (``RUN_OUTPUTS``, and the evaluations in ``eval_before/`` and
-``eval_after/`` through ``eval.run.discard_run``) before anything new is written, and keeps the rest: the lock, a
+``eval_after/`` through ``eval.folder.discard_run``) before anything new is written, and keeps the rest: the lock, a
 launcher's log beside the run, and any path the new run reads.
 """
 
@@ -33,7 +33,7 @@ from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
 
-from eval.run import LOCK_FILE, FolderBusyError, discard_run, lock_output_folder
+from eval.folder import LOCK_FILE, FolderBusyError, discard_run, lock_output_folder
 from recipes.checks import ConfigError
 
 CONFIG_FILE = "resolved_config.json"

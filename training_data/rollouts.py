@@ -33,18 +33,12 @@ from pathlib import Path
 
 from eval import __main__ as eval_cli
 from eval.degenerate import expected_degenerate_share
+from eval.fingerprint import source_fingerprint
+from eval.folder import SAMPLES_FILE, FolderBusyError, lock_output_folder, read_samples
 from eval.generate import check_backend
 from eval.jsonl import iter_jsonl, write_jsonl
 from eval.metrics import sample_list
-from eval.run import (
-    SAMPLES_FILE,
-    FolderBusyError,
-    evaluate,
-    load_problems,
-    lock_output_folder,
-    read_samples,
-    source_fingerprint,
-)
+from eval.run import evaluate, load_problems
 from eval.scoring import score_completion
 from eval.sources import check_model_source
 from eval.tasks import get_task, load_rows
@@ -127,7 +121,7 @@ def grpo_rows(records: list[dict], task_name: str) -> list[dict]:
 
 
 def rollout_records(samples: list[dict], task_name: str) -> list[dict]:
-    """Rollout records from ``eval.run`` sample records (K > 1 keeps ``samples``; K = 1 is flat).
+    """Rollout records from ``samples.jsonl`` records (``eval.samples``; K > 1 keeps ``samples``; K = 1 is flat).
 
     >>> sample = {"completion": "#### 5", "correct": True, "extracted": "5", "reason": "ok", "n_tokens": 4,
     ...           "truncated": False}

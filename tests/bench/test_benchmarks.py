@@ -353,7 +353,7 @@ def test_lm_eval_comparison_names_each_disagreement_and_its_cause(tmp_path):
     # stored per-sample files in each harness's format: leash's samples.jsonl (eval score) and lm-eval's log
     from bench import eval_vs_lm_eval
     from eval.jsonl import write_jsonl
-    from eval.run import score_predictions
+    from eval.predictions import score_predictions
 
     cases = [  # leash's completion, gold, lm-eval's completion, lm-eval's (read, verdict) per filter
         ("3 + 5 = 8\n#### 8", "8", None, ("8", True), ("8", True)),  # all agree

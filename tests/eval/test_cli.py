@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 import eval.__main__ as cli
+from eval.folder import LOCK_FILE, SAMPLES_FILE
 from eval.jsonl import write_jsonl
-from eval.run import LOCK_FILE, SAMPLES_FILE
 
 ROOT = Path(__file__).resolve().parents[2]
 GSM8K = ROOT / "tests" / "data" / "gsm8k" / "test.jsonl"

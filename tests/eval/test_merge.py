@@ -14,8 +14,8 @@ from safetensors import safe_open
 
 import eval.__main__ as cli
 import eval.merge
+from eval.folder import SAMPLES_FILE
 from eval.jsonl import new_file_mode, read_jsonl
-from eval.run import SAMPLES_FILE
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "gsm8k" / "test.jsonl"
 

@@ -13,8 +13,8 @@ import pytest
 
 import eval.__main__ as cli
 from eval.metrics import bootstrap_ci, compare_pass_at_k, compare_records, pass_at_k_curve, summarize
+from eval.predictions import score_predictions
 from eval.report import format_ci
-from eval.run import score_predictions
 
 
 def problem(index: int, n_correct: int, k: int) -> dict:

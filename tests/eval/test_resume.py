@@ -22,17 +22,10 @@ import yaml
 
 import eval.__main__ as cli
 import eval.run
+from eval.fingerprint import source_fingerprint, weights_fingerprint
+from eval.folder import CONFIG_FILE, LENGTHS_FILE, RESULTS_FILE, SAMPLES_FILE, FolderHoldsAnotherRun
 from eval.jsonl import read_jsonl, remove_stale_temps, write_jsonl
-from eval.run import (
-    CONFIG_FILE,
-    LENGTHS_FILE,
-    RESULTS_FILE,
-    SAMPLES_FILE,
-    FolderHoldsAnotherRun,
-    evaluate,
-    source_fingerprint,
-    weights_fingerprint,
-)
+from eval.run import evaluate
 from recipes import common, sft
 from tests.helpers import parse_recipe_config
 

@@ -18,21 +18,22 @@ from pathlib import Path
 import pytest
 
 import eval.__main__ as cli
-import eval.run
-from eval.jsonl import read_jsonl, write_jsonl
-from eval.run import (
+import eval.folder
+import eval.samples
+from eval.fingerprint import source_fingerprint
+from eval.folder import (
     CONFIG_FILE,
     LOCK_FILE,
     RESULTS_FILE,
     RESUME_KEYS,
     SAMPLES_FILE,
     FolderBusyError,
-    evaluate,
     prepare_folder,
     read_samples,
-    score_predictions,
-    source_fingerprint,
 )
+from eval.jsonl import read_jsonl, write_jsonl
+from eval.predictions import score_predictions
+from eval.run import evaluate
 from recipes.tiny_model import save_tiny_model
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -150,7 +151,7 @@ def test_kill_9_then_rerun_continues(tiny_model_dir, data_dir, tmp_path):
 def folder_locked_by_another_process(folder: Path):
     """A live process holding eval's lock on ``folder`` (flock is per open file, so only another process tests it
     for real); yields the process, killed with SIGKILL at the end if it is still alive."""
-    hold = "import sys, time\nfrom eval.run import lock_output_folder\nwith lock_output_folder(sys.argv[1]):\n"
+    hold = "import sys, time\nfrom eval.folder import lock_output_folder\nwith lock_output_folder(sys.argv[1]):\n"
     hold += "    print('held', flush=True)\n    time.sleep(300)\n"
     env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT)}
     holder = subprocess.Popen([sys.executable, "-c", hold, str(folder)], cwd=ROOT, env=env, stdout=subprocess.PIPE)
@@ -207,15 +208,15 @@ def test_a_second_run_into_a_busy_folder_is_refused_before_its_model_loads(
 @pytest.mark.heavy  # starts a process
 def test_the_lock_is_per_process_and_released_when_its_holder_is_done(tmp_path):
     out = tmp_path / "run"
-    try_lock = "import sys\nfrom eval.run import lock_output_folder\nwith lock_output_folder(sys.argv[1]):\n    pass"
+    try_lock = "import sys\nfrom eval.folder import lock_output_folder\nwith lock_output_folder(sys.argv[1]):\n    pass"
     env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT)}
 
     def another_process_locks() -> subprocess.CompletedProcess:
         command = [sys.executable, "-c", try_lock, str(out)]
         return subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
 
-    with eval.run.lock_output_folder(out):
-        with eval.run.lock_output_folder(out):  # nested in one process (the CLI, then evaluate): allowed
+    with eval.folder.lock_output_folder(out):
+        with eval.folder.lock_output_folder(out):  # nested in one process (the CLI, then evaluate): allowed
             pass
         other = another_process_locks()  # the inner exit did not release it
         assert other.returncode == 1 and f"FolderBusyError: {out} is being written" in other.stderr
@@ -227,7 +228,7 @@ def test_a_lock_file_removed_between_open_and_lock_is_opened_again(tmp_path, mon
     # The holder that ends removes the lock file; a process that opened it just before must not lock the removed
     # file (a third process would then lock a new one beside it): it finds the path names another file and retries.
     out = tmp_path / "run"
-    real_flock, calls = eval.run.fcntl.flock, []
+    real_flock, calls = eval.folder.fcntl.flock, []
 
     def flock_after_the_holder_removed_it(fd, operation):
         calls.append(fd)
@@ -235,8 +236,8 @@ def test_a_lock_file_removed_between_open_and_lock_is_opened_again(tmp_path, mon
             (out / LOCK_FILE).unlink()
         return real_flock(fd, operation)
 
-    monkeypatch.setattr(eval.run.fcntl, "flock", flock_after_the_holder_removed_it)
-    with eval.run.lock_output_folder(out):
+    monkeypatch.setattr(eval.folder.fcntl, "flock", flock_after_the_holder_removed_it)
+    with eval.folder.lock_output_folder(out):
         assert len(calls) == 2  # the first file was let go
         assert (out / LOCK_FILE).read_text() == f"{os.getpid()}\n"
     assert not (out / LOCK_FILE).exists()
@@ -373,7 +374,7 @@ def test_score_lists_timeouts_and_two_scorings_differ_only_there(tmp_path, monke
     write_jsonl(rows, path)
     runs = []
     for name, timing_out in (("first", {"#### 11"}), ("second", {"so #### 4"})):
-        real = eval.run.score_completion
+        real = eval.samples.score_completion
 
         def score(completion, gold, task_name, timing_out=timing_out, real=real):
             result = real(completion, gold, task_name)
@@ -381,7 +382,7 @@ def test_score_lists_timeouts_and_two_scorings_differ_only_there(tmp_path, monke
                 return {**result, "correct": False, "reason": "timeout", "timeout": True}
             return {**result, "timeout": False}
 
-        monkeypatch.setattr(eval.run, "score_completion", score)
+        monkeypatch.setattr(eval.samples, "score_completion", score)
         results = score_predictions("gsm8k", path, tmp_path / name)
         monkeypatch.undo()
         runs.append((results, read_jsonl(tmp_path / name / SAMPLES_FILE)))

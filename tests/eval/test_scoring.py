@@ -8,7 +8,7 @@ import json
 import pytest
 
 from eval.jsonl import read_jsonl
-from eval.run import score_predictions
+from eval.predictions import score_predictions
 from eval.scoring import score_completion
 
 RUNAWAY = "Let me compute 18 again. " * 2000 + "18"

@@ -242,7 +242,8 @@ def test_both_backends_send_the_same_ids_with_one_bos(tiny, pretend_vllm_gpu, mo
 
 @pytest.mark.heavy  # builds a model
 def test_vllm_gets_all_pending_prompts_in_one_call_and_a_resume_is_exact(tiny, pretend_vllm_gpu, data_dir, tmp_path):
-    from eval.run import SAMPLES_FILE, evaluate
+    from eval.folder import SAMPLES_FILE
+    from eval.run import evaluate
 
     _, tokenizer = tiny
     data = str(data_dir / "gsm8k" / "test.jsonl")

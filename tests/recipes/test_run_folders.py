@@ -182,7 +182,7 @@ def test_the_allow_list_names_only_options_of_the_recipes():
 
 # --- one run at a time in a folder ------------------------------------------------------------------------------------
 
-HOLD = "import sys, time\nfrom eval.run import lock_output_folder\nwith lock_output_folder(sys.argv[1]):\n"
+HOLD = "import sys, time\nfrom eval.folder import lock_output_folder\nwith lock_output_folder(sys.argv[1]):\n"
 HOLD += "    print('held', flush=True)\n    time.sleep(120)\n"
 
 
