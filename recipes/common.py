@@ -24,7 +24,7 @@ trains, a run prints one line per logged step (``recipes.console``).
 Every process trains, generates and evaluates (ZeRO-3 needs all of them); only the main one writes files. A fresh run
 (no checkpoint to resume, or ``resume: false``) reuses nothing of an earlier run in ``output_dir``: ``start_run``
 empties its ``eval_before/`` and ``eval_after/`` and ``resume_checkpoint`` deletes its logs. A resumed run keeps them,
-and an evaluation there resumes only when the same weights were evaluated (``eval.run.weights_fingerprint``).
+and an evaluation there resumes only when the same weights were evaluated (``eval.fingerprint.weights_fingerprint``).
 
 TRL's trainers load a model named by a string with ``from_pretrained(name, **model_init_kwargs)`` and its tokenizer
 with ``revision=model_init_kwargs["revision"]``; ``ModelConfig``'s ``dtype``, ``attn_implementation`` and
