@@ -98,7 +98,7 @@ def pytest_collection_modifyitems(config, items):
         if "full_data" in getattr(item, "fixturenames", ()) or "full_data" in params.values():
             item.add_marker(pytest.mark.full_data)
         if is_heavy(item):
-            item.add_marker(pytest.mark.heavy)  # `-m 'not heavy'` selects as --quick does, without the guard
+            item.add_marker(pytest.mark.heavy)  # so that `-m heavy` lists them
     if config.getoption("quick"):
         heavy = [item for item in items if item.get_closest_marker("heavy")]
         if heavy:
