@@ -650,20 +650,22 @@ def _own(path: Path) -> bool:
     return not relative.parts[0].startswith(".") and "site-packages" not in relative.parts
 
 
-def table_sources(parser: RecipeParser) -> list[Path]:
-    """The files a parser's options come from: every module of this checkout loaded so far (the recipe, its script
-    arguments, the constants their defaults read) and the files of TRL's and transformers' config classes."""
+def table_sources(parser: RecipeParser, module: str | None = None) -> list[Path]:
+    """The files a parser's options are written in: the recipe ``module`` (its description and help), this module and
+    ``recipes/common.py`` (the groups and the help's layout), and every file of the config dataclasses' classes,
+    leash's (the recipes' own options) and TRL's and transformers' (theirs). A default read from a constant elsewhere
+    is not followed: ``tests/recipes/test_option_tables.py`` compares each shipped table with the one TRL's configs
+    give, so a change there fails the tests, not a user's command."""
     import inspect
 
-    found = set()
-    for module in list(sys.modules.values()):
-        path = getattr(module, "__file__", None)
-        if path and os.path.isabs(path) and _own(Path(path).resolve()):  # torch.ops names its file "_ops.py"
-            found.add(Path(path).resolve())
+    found = {Path(__file__).resolve(), (ROOT / "recipes" / "common.py").resolve()}
+    recipe = sys.modules.get(module) if module else None
+    if recipe is not None and getattr(recipe, "__file__", None):
+        found.add(Path(recipe.__file__).resolve())
     for kind in parser.dataclass_types or ():
         for base in kind.__mro__[:-1]:
             with_source = inspect.getsourcefile(base)
-            if with_source:
+            if with_source and os.path.isabs(with_source):
                 found.add(Path(with_source).resolve())
     return sorted(found)
 
@@ -700,7 +702,7 @@ def save_table(module: str, parser: RecipeParser, sources: Sequence[Path] | None
         table = parser.table()
     except ValueError:
         return None
-    files = sources if sources is not None else table_sources(parser)
+    files = sources if sources is not None else table_sources(parser, module)
     key = {"python": sys.version, "versions": _versions(), "sources": {str(p): _digest(Path(p)) for p in files}}
     try:
         path = table_path(module)
@@ -820,7 +822,7 @@ def write_table(module: str, folder: Path | str = SHIPPED) -> Path:
     has imported nothing else of leash (``write_tables`` starts one a recipe), so that the key names the files the
     recipe's own command loads."""
     made = importlib.import_module(module).make_parser()
-    key, path = shipped_key(table_sources(made)), Path(folder) / f"{module}.json"
+    key, path = shipped_key(table_sources(made, module)), Path(folder) / f"{module}.json"
     path.write_text(json.dumps({"key": key, "table": made.table()}, indent=1) + "\n")
     if stale_parts(key):  # a file changed while the table was made
         raise RuntimeError(f"{path}: {', '.join(stale_parts(key))} while it was written: run {WRITE_TABLES} again")
