@@ -70,9 +70,9 @@ def pytest_addoption(parser):
 # A test is heavy when it builds or loads a torch model (transformers and TRL models are torch modules), trains, or
 # starts a process. The rule marks heavy the tests that use a fixture of HEAVY_FIXTURES (directly or through another
 # fixture) and the integration tests; a test the rule cannot see through carries @pytest.mark.heavy itself. `--quick`
-# leaves the heavy tests out and guards the rest: a test that builds a torch module or starts a process other than a
-# math-verify worker (rewards.verify's pool: the library's own, started once and shared) fails and says to mark it, so
-# a new heavy test cannot slip into the quick tier unmarked.
+# leaves the heavy tests out and guards the rest: a test that builds a torch module (outside an import) or starts a
+# process other than a math-verify worker (rewards.verify's pool: the library's own, started once and shared) fails and
+# says to mark it, so a new heavy test cannot slip into the quick tier unmarked.
 HEAVY_FIXTURES = {"tiny_model_dir"}  # each builds or loads a model
 MODEL_BUILDERS = ("build_model(", "save_tiny_model(", "from_pretrained(")  # a doctest that calls one is heavy
 PROCESS_EVENTS = {"subprocess.Popen", "os.system", "os.fork", "os.forkpty", "os.posix_spawn", "os.spawn", "os.exec"}
@@ -120,6 +120,17 @@ def _audit(event: str, args: tuple) -> None:
     _refuse(f"starts a process ({event}: {argv!r:.200})")
 
 
+def _importing() -> bool:
+    """Whether an import is under way: a library that builds torch modules as it loads (transformers.activations builds
+    its activation functions) builds no model, and the test that happens to load it first is not heavy for it."""
+    frame = sys._getframe(1)
+    while frame is not None:
+        if frame.f_code.co_filename == "<frozen importlib._bootstrap>":
+            return True
+        frame = frame.f_back
+    return False
+
+
 def pytest_configure(config):
     if not config.getoption("quick", False):
         return
@@ -135,7 +146,7 @@ def pytest_configure(config):
     module_init, process_start = torch.nn.Module.__init__, multiprocessing.process.BaseProcess.start
 
     def guarded_module_init(self, *args, **kwargs):
-        if _GUARD["on"]:
+        if _GUARD["on"] and not _importing():
             _refuse(f"builds a torch model ({type(self).__name__})")
         module_init(self, *args, **kwargs)
 

@@ -41,6 +41,10 @@ def test_a_math_verify_comparison():  # the library's own worker pool may start 
     assert answers_match("\\\\dfrac{2}{4}", "\\\\frac{1}{2}", task="math")
 
 
+def test_loads_a_library_that_builds_torch_modules_as_it_loads():
+    import tier_sample_activations  # noqa: F401
+
+
 def test_uses_the_model_fixture(tiny_model_dir):
     pass
 
@@ -99,7 +103,12 @@ HEAVY = {
     "tier_sample_lib.tiny",  # a doctest that builds a model
 }
 UNMARKED = {"test_builds_a_torch_module", "test_starts_a_process", "test_hides_the_process_behind_except_exception"}
-LIGHT = {"test_pure", "test_a_math_verify_comparison", "tier_sample_lib.plain"}
+LIGHT = {
+    "test_pure",
+    "test_a_math_verify_comparison",
+    "test_loads_a_library_that_builds_torch_modules_as_it_loads",
+    "tier_sample_lib.plain",
+}
 
 
 @pytest.fixture
@@ -107,11 +116,16 @@ def sample(pytester):
     pytester.makeconftest("from tests.conftest import *  # noqa: F403\n")  # the real hooks and fixtures
     pytester.makeini("[pytest]\nmarkers =\n    heavy\n    integration\n")
     pytester.makepyfile(test_tier_sample=SAMPLE, tier_sample_lib=DOCTESTS)
+    activations = "import torch\n\nGELU = torch.nn.GELU()  # as transformers.activations builds its own\n"
+    pytester.makepyfile(tier_sample_activations=activations)
+    pytester.syspathinsert()
     return pytester
 
 
 def run(pytester, *args):
-    return pytester.runpytest_inprocess("-p", "no:cacheprovider", "--import-mode=importlib", *args)
+    # the library is not collected: its import happens in the test, with the guard on
+    ignore = "--ignore=tier_sample_activations.py"
+    return pytester.runpytest_inprocess("-p", "no:cacheprovider", "--import-mode=importlib", ignore, *args)
 
 
 def selected(result) -> set[str]:
@@ -140,5 +154,5 @@ def test_the_quick_tier_leaves_the_heavy_tests_out_and_fails_the_unmarked_ones(s
 
 def test_a_quick_session_puts_back_what_it_guarded(sample):
     guarded = torch.nn.Module.__init__, multiprocessing.process.BaseProcess.start
-    run(sample, "--quick", "-k", "pure").assert_outcomes(passed=1, deselected=8)
+    run(sample, "--quick", "-k", "pure").assert_outcomes(passed=1, deselected=9)
     assert (torch.nn.Module.__init__, multiprocessing.process.BaseProcess.start) == guarded
