@@ -6,8 +6,10 @@
 
 A GRPO step scores G completions to each of P prompts in one call of the reward. The inputs are such batches as a
 model sampled them, grouped by prompt; nothing is generated, edited or added to them here:
-- GSM8K (``--gsm8k``, default ``tests/data/model_outputs/gsm8k_train_smollm2_135m_g8.jsonl``): SmolLM2-135M-Instruct
-  (``make real-model``), 8 completions at temperature 1 to each of the first 16 GSM8K train problems;
+- GSM8K format (``--gsm8k``, default ``tests/data/model_outputs/lab_train_smollm2_sft_g8.jsonl``): SmolLM2-135M-Instruct
+  after the real-model lab's SFT, 8 completions at temperature 1 to each of 16 of the lab's training problems, every one
+  with a ``#### N`` answer and a quarter of them right, as in a GRPO batch after SFT
+  (``gsm8k_train_smollm2_135m_g8.jsonl``, the base model on GSM8K, is a batch that seldom answers);
 - MATH (``--math``, default ``tests/data/model_outputs/math_train_smollm2_135m_g8.jsonl``): the same model on the first
   16 MATH train problems. The Qwen2.5-Math samples (``model_outputs/math_cot_100_qwen25math_samples.jsonl``: 100
   MATH test problems x 8 chain-of-thought samples; not shipped, tests/data/README.md) are a file of the same kind:
@@ -62,7 +64,7 @@ from rewards._verify_worker import WARM_UP
 from rewards.answers import extract_answer
 
 ROOT = Path(__file__).resolve().parents[1]
-GSM8K_GROUPS = ROOT / "tests" / "data" / "model_outputs" / "gsm8k_train_smollm2_135m_g8.jsonl"
+GSM8K_GROUPS = ROOT / "tests" / "data" / "model_outputs" / "lab_train_smollm2_sft_g8.jsonl"
 MATH_GROUPS = ROOT / "tests" / "data" / "model_outputs" / "math_train_smollm2_135m_g8.jsonl"
 N_KINDS = 7  # of pathological answers (pathological_answer)
 
