@@ -245,15 +245,8 @@ class ScriptedPool:
 
 @pytest.fixture
 def scripted_pool(monkeypatch):
-    """``scripted_pool(*verdicts)`` installs a ``ScriptedPool`` as rewards.verify's pool, with an empty verdict cache
-    and memo of pairs given up (the script answers, not an earlier test's verdict or give-up; mutmut runs a test twice
-    in one process)."""
-    from collections import OrderedDict
-
-    import rewards.verify as verify
-
-    monkeypatch.setattr(verify, "_CACHE", OrderedDict())
-    monkeypatch.setattr(verify, "_GIVEN_UP", {})
+    """``scripted_pool(*verdicts)`` installs a ``ScriptedPool`` as rewards.verify's pool and returns it; the verdict
+    cache and the memo of pairs given up start empty (``fresh_verdict_memory``), so the script answers."""
 
     def install(*verdicts) -> ScriptedPool:
         pool = ScriptedPool(verdicts)

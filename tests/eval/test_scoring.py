@@ -150,16 +150,12 @@ def test_every_sample_says_whether_it_timed_out():
         (["checker_error", "checker_error"], "checker_error", False),  # a worker failed: not a timeout
     ],
 )
-def test_a_comparison_without_verdict_is_reported_not_scored_wrong(monkeypatch, verdicts, reason, timeout):
+def test_a_comparison_without_verdict_is_reported_not_scored_wrong(
+    scripted_pool, monkeypatch, verdicts, reason, timeout
+):
     import rewards.verify as verify
 
-    remaining = list(verdicts)  # a copy: the parameter list is shared by every run of the test in one process
-
-    class Pool:
-        def compare(self, gold, pred, budget):
-            return verify.Verdict(remaining.pop(0))
-
-    monkeypatch.setattr(verify, "_POOL", Pool())
+    scripted_pool(*map(verify.Verdict, verdicts))
     monkeypatch.setattr(verify, "TIMEOUT_MEMO_S", 0.0)  # each case asks the pool, whatever an earlier one gave up
     s = score_completion("so \\boxed{\\frac{15}{4}}", "\\frac{30}{8}", "math500")
     assert (s["correct"], s["reason"], s["timeout"]) == (False, reason, timeout)

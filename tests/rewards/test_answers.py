@@ -4,7 +4,6 @@ Run: OMP_NUM_THREADS=1 .venv/bin/python -m pytest -q tests/rewards/test_answers.
 """
 
 import time
-from collections import OrderedDict
 
 import pytest
 from hypothesis import given, settings
@@ -207,17 +206,10 @@ def test_extractor_never_raises_on_arbitrary_text(text):
         assert (answer.value is None) == (answer.reason != "ok")
 
 
-def test_boxes_that_cannot_be_compared_in_time_are_a_timeout(monkeypatch):
+def test_boxes_that_cannot_be_compared_in_time_are_a_timeout(scripted_pool, monkeypatch):
     # two different-looking boxes far apart are compared; a comparison without verdict is said, not called a hedge
-    import rewards.verify as verify
-
-    class Pool:
-        def compare(self, gold, pred, budget):
-            return verify.Verdict.TIMEOUT
-
-    monkeypatch.setattr(verify, "_POOL", Pool())
+    scripted_pool(verify.Verdict.TIMEOUT, verify.Verdict.TIMEOUT)  # out of time, and again on the retry
     monkeypatch.setattr(verify, "TIMEOUT_MEMO_S", 0.0)
-    monkeypatch.setattr(verify, "_CACHE", type(verify._CACHE)())  # a verdict cached by an earlier test would answer
     text = "First \\boxed{\\frac{3}{4}}." + " Checking it again." * 5 + " So \\boxed{0.75}."
     answer = extract_answer(text, task="math")
     assert (answer.value, answer.reason) == (None, "timeout")
@@ -581,16 +573,8 @@ def test_two_other_boxes_are_still_compared_and_may_be_the_same_answer():
     assert extract_answer(text, task="math") == Answer("0.5", "ok", "boxed", 3, len(text), "0.5")
 
 
-def test_comparing_the_other_boxes_shares_one_comparisons_budget(monkeypatch):
-    budgets = []
-
-    class Pool:  # says "equal" and records the time it was given
-        def compare(self, gold, pred, budget):
-            budgets.append(budget)
-            return verify.Verdict.EQUAL
-
-    monkeypatch.setattr(verify, "_POOL", Pool())
-    monkeypatch.setattr(verify, "_CACHE", OrderedDict())
+def test_comparing_the_other_boxes_shares_one_comparisons_budget(scripted_pool):
+    pool = scripted_pool(verify.Verdict.EQUAL, verify.Verdict.EQUAL)
     text = "\\boxed{\\sqrt{4}}" + GAP + "\\boxed{4^{1}}" + GAP + "so \\boxed{2^{2}}"
     assert extract_answer(text, task="math").value == "2^{2}"
-    assert budgets == [pytest.approx(verify.TIME_BUDGET_S / 2)] * 2  # two other boxes: half the budget each
+    assert pool.budgets == [pytest.approx(verify.TIME_BUDGET_S / 2)] * 2  # two other boxes: half the budget each

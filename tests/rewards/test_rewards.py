@@ -9,7 +9,6 @@ import pickle
 import subprocess
 import sys
 import time
-from collections import OrderedDict
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from types import SimpleNamespace
@@ -562,14 +561,9 @@ def test_is_correct_asks_for_the_tasks_own_marker_unless_told_otherwise():
 # --- the checker: answers decided without math-verify, a pair given up and its retry ---
 
 
-def test_answers_equal_up_to_spacing_and_dfrac_never_wait_for_the_checker(monkeypatch):
+def test_answers_equal_up_to_spacing_and_dfrac_never_wait_for_the_checker(scripted_pool):
     # on a loaded machine math-verify can time out: an answer written as the gold is, up to spaces and \dfrac, must not
-    class NoChecker:
-        def compare(self, gold, pred, budget):
-            raise AssertionError(f"math-verify was asked about {pred!r} vs {gold!r}")
-
-    monkeypatch.setattr(verify, "_POOL", NoChecker())
-    monkeypatch.setattr(verify, "_CACHE", OrderedDict())  # no verdict remembered from an earlier test
+    scripted_pool()  # any question to math-verify fails the test
     assert verify.compare_answers("\\dfrac{3}{ 4 }", "\\frac{3}{4}", task="math") is verify.Verdict.EQUAL
     assert verify.compare_answers("x \\, + \\; 1", "x+1", task="math") is verify.Verdict.EQUAL
     two_boxes = "so \\boxed{\\tfrac{5}{8}} and again \\boxed{\\frac{5}{8}}"
@@ -577,17 +571,11 @@ def test_answers_equal_up_to_spacing_and_dfrac_never_wait_for_the_checker(monkey
     assert extract_answer(two_boxes, task="math") == expected
 
 
-def test_a_pair_given_up_is_not_asked_again_for_a_while_and_the_retry_asks_the_same_pair(monkeypatch, caplog):
-    calls = []
-
-    class SlowPool:  # every comparison runs out of time
-        def compare(self, gold, pred, budget):
-            calls.append((gold, pred, budget))
-            return verify.Verdict.TIMEOUT
-
-    monkeypatch.setattr(verify, "_POOL", SlowPool())
-    monkeypatch.setattr(verify, "_CACHE", OrderedDict())
-    monkeypatch.setattr(verify, "_GIVEN_UP", {})
+def test_a_pair_given_up_is_not_asked_again_for_a_while_and_the_retry_asks_the_same_pair(
+    scripted_pool, monkeypatch, caplog
+):
+    pool = scripted_pool(*[verify.Verdict.TIMEOUT] * 4)  # every comparison runs out of time
+    calls = pool.asked
     monkeypatch.setattr(verify, "TIMEOUT_MEMO_S", 600.0)
     before = verify.timeout_count()
     with caplog.at_level(logging.WARNING, logger="rewards.verify"):

@@ -370,10 +370,8 @@ class GatedPool:
 
 @pytest.fixture
 def gated(monkeypatch):
-    from collections import OrderedDict
-
-    monkeypatch.setattr(verify, "_CACHE", OrderedDict())
-    monkeypatch.setattr(verify, "_GIVEN_UP", {})
+    """``gated(size, held)`` installs a ``GatedPool`` as rewards.verify's pool and returns it (like ``scripted_pool``,
+    with no verdict or give-up remembered: ``fresh_verdict_memory``)."""
 
     def install(size: int, held=()) -> GatedPool:
         pool = GatedPool(size, held)
