@@ -43,12 +43,11 @@ import sys
 import time
 from pathlib import Path
 
-import yaml
-
 from cpu_lab import matrix
 from cpu_lab.problems import OOD_SIZE, check_disjoint, write_lab_data
 from cpu_lab.real_report import STARTS, run_summary, train_seconds, write_report
 from eval.jsonl import write_jsonl
+from recipes.parser import load_config
 
 CONFIG_DIR = Path("recipes/configs/real_lab")
 SFT_CONFIG = CONFIG_DIR / "sft_smollm2.yaml"
@@ -221,7 +220,7 @@ def _acc(result: dict | None) -> str:
 
 def default_arm_config() -> dict:
     """The default GRPO arm's config: the test set's size and the rollouts' temperature and length follow it."""
-    return yaml.safe_load((CONFIG_DIR / f"{DEFAULT_ARM}.yaml").read_text())
+    return load_config(CONFIG_DIR / f"{DEFAULT_ARM}.yaml")
 
 
 def arm_folders(start_out: Path) -> list[Path]:

@@ -28,8 +28,9 @@ from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
 from pathlib import Path
 from typing import NamedTuple
 
-import yaml
 from tqdm import tqdm
+
+from recipes.parser import load_config
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -159,7 +160,7 @@ def planned_steps(config: str | Path, extra_args) -> int | None:
     value = flag_value([str(a) for a in extra_args], "max_steps")
     if value is not None:
         return int(value) if value.isdigit() else None
-    steps = (yaml.safe_load(Path(config).read_text()) or {}).get("max_steps")
+    steps = load_config(config).get("max_steps")
     return steps if isinstance(steps, int) else None
 
 

@@ -32,13 +32,13 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-import yaml
 from safetensors import safe_open
 
 from cpu_lab import matrix, problems
 from cpu_lab.problems import TASK, Difficulty, dev_problems, heldout_problems, train_problems
 from eval.jsonl import write_jsonl
 from eval.tasks import get_task
+from recipes.parser import load_config
 
 logger = logging.getLogger(__name__)
 
@@ -55,7 +55,7 @@ LAB_ROOT = Path("runs/lab")  # where the lab configs look: runs/lab/warmstart (l
 GRPO_TRAIN_SIZE = 2000  # prompts for GRPO (8 per step): far more than a lab run uses
 SFT_CONFIG_NAME = "recipes/configs/lab/sft_lab_warmstart.yaml"  # the warm start's SFT recipe config
 SFT_CONFIG = Path(__file__).resolve().parents[1] / SFT_CONFIG_NAME
-_SFT = yaml.safe_load(SFT_CONFIG.read_text())
+_SFT = load_config(SFT_CONFIG)
 # WarmStartSettings field -> the SFT recipe's flag that carries it (the config's value is the field's default)
 RECIPE_FLAGS = {
     "seed": "seed",

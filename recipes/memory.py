@@ -31,7 +31,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-import yaml
+from recipes.parser import is_base_config, load_config
 
 GB = 1024**3
 ACT_PER_HIDDEN, ACT_PER_MLP = 14, 4  # saved elements per token per layer (counted for a Qwen2/Llama decoder layer)
@@ -135,7 +135,7 @@ def gpu_configs(root: Path) -> list[Path]:
     """Every GRPO-trained config (``grpo_*``, ``judge_lab_*``) under ``root`` for a model in ``SHAPES``: the GPU
     configs."""
     paths = sorted([*root.rglob("grpo_*.yaml"), *root.rglob("judge_lab_*.yaml")]) if root.is_dir() else [root]
-    return [p for p in paths if yaml.safe_load(p.read_text()).get("model_name_or_path") in SHAPES]
+    return [p for p in paths if not is_base_config(p) and load_config(p).get("model_name_or_path") in SHAPES]
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -150,7 +150,7 @@ def main(argv: list[str] | None = None) -> None:
         gpu = args.gpu_gb or (stated[0] if stated else None)
         if gpu is None:
             sys.exit(f"{path}: its header names no GPU ('# Sized for a N GB GPU: ...'): pass --gpu-gb")
-        terms = estimate(yaml.safe_load(path.read_text()), gpu)
+        terms = estimate(load_config(path), gpu)
         parts = ", ".join(f"{k} {v}" for k, v in terms.items() if k != "total")
         print(f"{path}: {terms['total']} GB of {gpu:g} GB ({parts})")
 

@@ -11,6 +11,9 @@ them), with:
   (``--learning_rate fast``, or ``max_steps: two`` in the config, named with its file) is one line too, not a usage
   block of 300 options; so is a config that is not valid YAML (its file, line and column: ``load_config``). A flag is
   never read as the option it begins (argparse's ``allow_abbrev``: ``--max_step`` is refused, not ``--max_steps``).
+- ``base: other.yaml`` in a config: its options start from that config's (a path relative to its folder, a chain
+  allowed) and its own keys replace them (``load_config``, which every reader of a config goes through); an unknown or
+  unreadable key is named with the file that sets it.
 - ``max_steps``: a number of optimizer steps, or -1 to train ``num_train_epochs`` (transformers reads every value
   below 1 as -1; ``check_max_steps`` refuses the others).
 - ``gradient_checkpointing`` and ``gradient_checkpointing_kwargs`` (TRL's names, in the configs) passed to
@@ -164,9 +167,60 @@ def unknown_option_message(name: str, known: Sequence[str], where: str, module: 
     return f"unknown option {name} {where}: {guess} (python -m {module} --help-all lists every option)"
 
 
-def load_config(path: str) -> dict:
-    """The options of the YAML file ``path``; a file that is not YAML, or not ``option: value`` lines, is one
-    ValueError naming the file, line and column.
+BASE_KEY = "base"  # a config's key that names the config it starts from (never an option of a recipe)
+
+
+def is_base_config(path: str | Path) -> bool:
+    """A ``_*.yaml`` file holds what some configs of its folder share, for their ``base:``; no recipe runs it alone.
+
+    >>> is_base_config("recipes/configs/lab/_base.yaml"), is_base_config("recipes/configs/lab/grpo_lab_default.yaml")
+    (True, False)
+    """
+    return Path(path).name.startswith("_")
+
+
+def recipe_configs(root: str | Path = ROOT / "recipes" / "configs") -> list[Path]:
+    """Every config a recipe runs under ``root`` (``*.yaml`` and ``*.yml``, recursively), without the bases."""
+    found = [*Path(root).rglob("*.yaml"), *Path(root).rglob("*.yml")]
+    return sorted(p for p in found if not is_base_config(p))
+
+
+def read_yaml_options(path: str, base_of: str | None = None) -> dict:
+    """The ``option: value`` lines of one YAML file, as written (a ``base:`` key included); a file that is not YAML,
+    or not such lines, is one ValueError naming the file (and, for a base, the config whose ``base:`` names it)."""
+    of = f" (the base of {base_of})" if base_of else ""
+    try:
+        with open(path) as file:
+            config = yaml.safe_load(file)
+    except yaml.YAMLError as error:
+        mark = getattr(error, "problem_mark", None) or getattr(error, "context_mark", None)
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        what = " ".join(str(getattr(error, "problem", None) or error).split())
+        context, opened = getattr(error, "context", None), getattr(error, "context_mark", None)
+        if context and opened and opened is not mark:
+            what += f" ({context} opened at line {opened.line + 1}, column {opened.column + 1})"
+        raise ValueError(f"config file {path}{of} is not valid YAML{where}: {what}: fix the file") from None
+    if config is None:
+        return {}
+    if not isinstance(config, dict):
+        kind = type(config).__name__
+        if base_of:
+            raise ValueError(
+                f"config file {base_of}: its base {path} holds a {kind}, not option: value lines: point base: at a "
+                "config file"
+            )
+        raise ValueError(f"config file {path} must hold option: value lines, not {kind}")
+    return config
+
+
+def load_config(path: str | Path) -> dict:
+    """The options of the YAML config ``path``: those of the config its ``base:`` names (a path relative to this
+    file's folder; a base may have a base of its own), with this file's keys in their place. Nothing merges deeper: a
+    list or a mapping of the file replaces the base's whole. ``base`` itself is not an option. Every reader of a
+    recipe config reads it through this function.
+
+    A file that is not YAML, or not ``option: value`` lines, is one ValueError naming the file, line and column; so is
+    a ``base:`` that names no file, makes a cycle, or names a file that is not ``option: value`` lines.
 
     >>> import tempfile
     >>> with tempfile.NamedTemporaryFile("w", suffix=".yaml", delete=False) as f:
@@ -176,20 +230,33 @@ def load_config(path: str) -> dict:
     ...
     ValueError: config file ... is not valid YAML at line 3, column 5: expected ',' or ']', but got ':' (while parsing a flow sequence opened at line 2, column 15): fix the file
     """  # noqa: E501
-    try:
-        with open(path) as file:
-            config = yaml.safe_load(file) or {}
-    except yaml.YAMLError as error:
-        mark = getattr(error, "problem_mark", None) or getattr(error, "context_mark", None)
-        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
-        what = " ".join(str(getattr(error, "problem", None) or error).split())
-        context, opened = getattr(error, "context", None), getattr(error, "context_mark", None)
-        if context and opened and opened is not mark:
-            what += f" ({context} opened at line {opened.line + 1}, column {opened.column + 1})"
-        raise ValueError(f"config file {path} is not valid YAML{where}: {what}: fix the file") from None
-    if not isinstance(config, dict):
-        raise ValueError(f"config file {path} must hold option: value lines, not {type(config).__name__}")
-    return config
+    return config_sources(path)[0]
+
+
+def config_sources(path: str | Path, _chain: tuple[str, ...] = ()) -> tuple[dict, dict]:
+    """``load_config(path)``, and for each option the file that sets it (``path`` or a base of it)."""
+    path = str(path)
+    config = read_yaml_options(path, base_of=_chain[-1] if _chain else None)
+    if BASE_KEY not in config:
+        return config, dict.fromkeys(config, path)
+    base = config.pop(BASE_KEY)
+    folder = os.path.dirname(path) or "."
+    if not isinstance(base, str) or not base.strip():
+        raise ValueError(
+            f"config file {path}: base: must name a config file by its path relative to {folder}/, not {base!r}"
+        )
+    base_path = os.path.normpath(os.path.join(folder, base))
+    chain = (*_chain, path)
+    if os.path.realpath(base_path) in {os.path.realpath(p) for p in chain}:
+        loop = " -> ".join([*chain, base_path])
+        raise ValueError(f"config file {path}: base: {base} makes a cycle ({loop}): remove one of these base: lines")
+    if not os.path.isfile(base_path):
+        raise ValueError(
+            f"config file {path}: base: {base} names no file ({base_path} does not exist): give the path of a config "
+            f"relative to {folder}/"
+        )
+    options, sources = config_sources(base_path, chain)
+    return {**options, **config}, {**sources, **dict.fromkeys(config, path)}
 
 
 def check_config_value(key: str, value, action: argparse.Action, path: str) -> None:
@@ -438,7 +505,7 @@ class RecipeParser(argparse.ArgumentParser):
         keys and flags named, the renames of ``RENAMED`` and the tiny model settled. Returns the dataclasses (built
         from a saved table: a namespace for each)."""
         args = list(sys.argv[1:] if args is None else args)
-        config_path, config = None, {}
+        config_path, config, sources = None, {}, {}
         for i, arg in enumerate(args):
             if arg == "--config" and (i + 1 == len(args) or args[i + 1].startswith("--")):
                 raise ValueError(f"--config needs the path of a YAML file, e.g. {self.prog} --config CONFIG.yaml")
@@ -451,14 +518,14 @@ class RecipeParser(argparse.ArgumentParser):
                 raise FileNotFoundError(
                     f"config file {config_path} does not exist: pass a YAML of options (recipes/configs/ holds them)"
                 )
-            config = load_config(config_path)
+            config, sources = config_sources(config_path)  # sources: the file (the config or a base) of each key
         known = [a.dest for a in self._actions if a.option_strings and a.dest != argparse.SUPPRESS]
         actions = {a.dest: a for a in self._actions if a.option_strings}
         for key, value in config.items():
             if key != "env" and key not in known:
-                raise ValueError(unknown_option_message(str(key), known, f"in {config_path}", self.module))
+                raise ValueError(unknown_option_message(str(key), known, f"in {sources[key]}", self.module))
             if key != "env":
-                check_config_value(key, value, actions[key], config_path)
+                check_config_value(key, value, actions[key], sources[key])
         for key, value in (config.pop("env", None) or {}).items():
             os.environ[key] = str(value)
         renamed = {old: new for old, new in RENAMED.items() if old in known and new in known}

@@ -26,7 +26,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import torch
-import yaml
+
+from recipes.parser import load_config
 
 logger = logging.getLogger(__name__)
 
@@ -112,13 +113,11 @@ def _cli_value(argv: Sequence[str], name: str) -> str | None:
 
 
 def _config_file(argv: Sequence[str]) -> dict:
-    """The ``--config`` YAML's top-level keys ({} when there is none or it is not a mapping)."""
+    """The ``--config`` YAML's options, its ``base:`` resolved ({} when there is none)."""
     path = _cli_value(argv, "config")
     if not path or not os.path.isfile(path):
         return {}
-    with open(path) as file:
-        loaded = yaml.safe_load(file)
-    return loaded if isinstance(loaded, dict) else {}
+    return load_config(path)
 
 
 def accelerator_available() -> bool:

@@ -18,7 +18,6 @@ from pathlib import Path
 
 import pytest
 import torch
-import yaml
 
 import eval.__main__ as cli
 import eval.run
@@ -27,6 +26,7 @@ from eval.folder import CONFIG_FILE, LENGTHS_FILE, RESULTS_FILE, SAMPLES_FILE, F
 from eval.jsonl import read_jsonl, remove_stale_temps, write_jsonl
 from eval.run import evaluate
 from recipes import common, sft
+from recipes.parser import load_config, recipe_configs
 from tests.helpers import parse_recipe_config
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -414,8 +414,8 @@ def test_every_eval_option_has_help():
 def lora_output_dirs() -> set[str]:
     """The folders the shipped LoRA configs save their adapter to (the recipes save to output_dir)."""
     dirs = set()
-    for path in (ROOT / "recipes" / "configs").rglob("*.yaml"):
-        config = yaml.safe_load(path.read_text())
+    for path in recipe_configs(ROOT / "recipes" / "configs"):
+        config = load_config(path)
         if config.get("use_peft") and config.get("output_dir"):
             dirs.add(config["output_dir"])
     return dirs

@@ -153,14 +153,13 @@ def test_cache_key_changes_with_the_configs_other_settings(monkeypatch):
 
 
 def test_lab_configs_prompt_as_the_warm_start_was_trained():
-    import yaml
-
     from cpu_lab.warmstart import TASK
+    from recipes.parser import load_config
 
     configs = sorted((Path(__file__).resolve().parents[2] / "recipes" / "configs" / "lab").glob("grpo_lab_*.yaml"))
     assert configs, "no GRPO lab config found"
     for config in configs:
-        values = yaml.safe_load(config.read_text())
+        values = load_config(config)
         assert (values["task"], values["eval_task"]) == (TASK, TASK), config
 
 

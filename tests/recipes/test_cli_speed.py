@@ -26,7 +26,7 @@ from recipes import common, parser
 ROOT = Path(__file__).resolve().parents[2]
 LIBRARIES = ("torch", "transformers", "trl", "peft", "datasets")  # loaded only where a run starts
 RECIPES = ["recipes.grpo", "recipes.sft", "recipes.dpo", "recipes.reward_model"]
-CONFIGS = sorted((ROOT / "recipes" / "configs").rglob("*.yaml"))
+CONFIGS = parser.recipe_configs(ROOT / "recipes" / "configs")
 
 
 @pytest.mark.heavy  # starts a process

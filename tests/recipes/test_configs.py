@@ -1,6 +1,7 @@
-"""Every YAML under recipes/configs (recursively) resolves to the recipe its file-name prefix names
-(``cpu_lab.runner.recipe_for``, the map every lab launches through), parses with that recipe through its own checks and
-names only known rewards; GRPO configs also pass the recipe's pre-model checks and carry their exact launch command.
+"""Every config under recipes/configs (recursively; a base, ``_*.yaml``, through the configs that name it) resolves to
+the recipe its file-name prefix names (``cpu_lab.runner.recipe_for``, the map every lab launches through), parses with
+that recipe through its own checks and names only known rewards; GRPO configs also pass the recipe's pre-model checks
+and carry their exact launch command.
 
     OMP_NUM_THREADS=1 .venv/bin/python -m pytest -q tests/recipes/test_configs.py
 
@@ -13,14 +14,14 @@ import importlib.util
 from pathlib import Path
 
 import pytest
-import yaml
 
 from cpu_lab import runner
 from recipes import checks, grpo_setup
+from recipes.parser import load_config, recipe_configs
 from rewards import get_reward
 
 ROOT = Path(__file__).resolve().parents[2]
-CONFIGS = sorted((ROOT / "recipes" / "configs").rglob("*.yaml")) + sorted((ROOT / "recipes" / "configs").rglob("*.yml"))
+CONFIGS = recipe_configs(ROOT / "recipes" / "configs")  # every config a recipe runs (the bases, _*.yaml, aside)
 MATRIX_KEYS = {"loss_type", "beta", "scale_rewards", "output_dir"}  # what may differ inside the GSM8K matrix
 
 
@@ -74,15 +75,11 @@ def test_a_config_whose_recipe_is_missing_fails_with_the_map_named(monkeypatch):
         parse(ROOT / "recipes" / "configs" / "tiny" / "grpo_cpu.yaml")
 
 
-def load(path: Path) -> dict:
-    return yaml.safe_load(path.read_text())
-
-
 @pytest.mark.parametrize("model", ["qwen2.5-0.5b-instruct", "qwen2.5-1.5b-instruct"])
 def test_gsm8k_matrix_differs_only_in_loss_and_beta(model):
     folder = ROOT / "recipes" / "configs" / "gsm8k" / model
     runs = {
-        name: load(folder / f"{name}.yaml")
+        name: load_config(folder / f"{name}.yaml")
         for name in (
             "grpo_lora_b0.04",
             "grpo_lora_b0",
@@ -105,7 +102,7 @@ def test_gsm8k_matrix_differs_only_in_loss_and_beta(model):
 def test_lora_configs_that_sync_vllm_keep_a_float32_base(path):
     """TRL merges the LoRA into the base and unmerges it at every vLLM sync; in bf16 that moved 24.9% of the base
     weights in 400 cycles (docs/gpu.md, bench/lora_merge_drift.py), so such configs load the base in float32."""
-    config = load(path)
+    config = load_config(path)
     syncs_vllm = config.get("use_vllm") or config.get("use_vllm_if_available")
     if config.get("use_peft") and syncs_vllm and not (config.get("load_in_4bit") or config.get("load_in_8bit")):
         assert config.get("dtype") == "float32", f"{path.name}: dtype {config.get('dtype')!r}, use float32 (bf16: true)"

@@ -14,11 +14,11 @@ from types import SimpleNamespace
 import pytest
 import torch
 import trl.trainer.grpo_trainer  # noqa: F401 - imported for real, before any test pretends vLLM is installed
-import yaml
 
 from eval.jsonl import read_jsonl
 from recipes import checks, grpo
 from recipes.grpo_setup import check_args
+from recipes.parser import load_config
 from recipes.tiny_model import build_model, build_tokenizer, save_tiny_model
 from tests.helpers import parse_recipe_config
 
@@ -132,7 +132,7 @@ def test_qlora_adapters_move_at_the_configs_learning_rate():
     nearly every lora_A entry (at the old 5e-6, 93% of them never changed in 10 steps)."""
     from peft import LoraConfig, get_peft_model
 
-    config = yaml.safe_load(QLORA.read_text())
+    config = load_config(QLORA)
     shares = {}
     for lr in (5e-6, config["learning_rate"]):
         torch.manual_seed(0)

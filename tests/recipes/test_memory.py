@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 import torch
-import yaml
 
 from recipes import memory
+from recipes.parser import load_config
 
 ROOT = Path(__file__).resolve().parents[2]
 GPU_CONFIGS = memory.gpu_configs(ROOT / "recipes" / "configs")
@@ -86,13 +86,13 @@ def test_gpu_config_fits_the_gpu_its_header_names(path):
     stated = memory.sized_for(path)
     assert stated, f"{path.name}: the header must say '# Sized for a N GB GPU: estimated peak X GB'"
     gpu, stated_estimate = stated
-    terms = memory.estimate(yaml.safe_load(path.read_text()), gpu)
+    terms = memory.estimate(load_config(path), gpu)
     assert stated_estimate == terms["total"], f"header says {stated_estimate} GB, the estimate is now {terms}"
     assert terms["total"] <= MARGIN * gpu, f"{terms['total']} GB on a {gpu} GB GPU leaves no margin: {terms}"
 
 
 def test_16_sequences_of_700_tokens_without_checkpointing_do_not_fit_24_gb():
     """The 0.5B config at 16 sequences of ~700 tokens per forward, without checkpointing, overflows a 24 GB GPU."""
-    config = yaml.safe_load((ROOT / "recipes/configs/gsm8k/qwen2.5-0.5b-instruct/grpo_lora_b0.yaml").read_text())
+    config = load_config(ROOT / "recipes/configs/gsm8k/qwen2.5-0.5b-instruct/grpo_lora_b0.yaml")
     config |= {"per_device_train_batch_size": 16, "gradient_accumulation_steps": 4, "dtype": "bfloat16"}
     assert memory.estimate(config, 24)["total"] > 24

@@ -16,6 +16,7 @@ import yaml
 from cpu_lab import matrix
 from cpu_lab.runner import recipe_module
 from recipes import common, grpo, precision
+from recipes.parser import load_config, recipe_configs
 from tests.helpers import parse_recipe_config
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -81,7 +82,7 @@ def test_the_new_onednn_variable_wins_over_the_old_one(cpu, monkeypatch):
 
 def config_without_precision(tmp_path, source: Path, **extra) -> Path:
     """A copy of ``source`` with its ``bf16``/``fp16`` keys dropped and ``extra`` keys set."""
-    values = {k: v for k, v in yaml.safe_load(source.read_text()).items() if k not in ("bf16", "fp16")}
+    values = {k: v for k, v in load_config(source).items() if k not in ("bf16", "fp16")}
     path = tmp_path / source.name
     path.write_text(yaml.safe_dump({**values, **extra}))
     return path
@@ -151,8 +152,8 @@ def test_cpu_flags_read_the_first_flags_line(tmp_path):
     assert precision.cpu_flags(cpuinfo) == {"sse2", "avx512_bf16"}
 
 
-CPU_CONFIGS = sorted(p for p in CONFIGS.rglob("*.yaml") if yaml.safe_load(p.read_text()).get("use_cpu"))
-AUTOMATIC = [p for p in CPU_CONFIGS if "bf16" not in yaml.safe_load(p.read_text())]
+CPU_CONFIGS = [p for p in recipe_configs(CONFIGS) if load_config(p).get("use_cpu")]
+AUTOMATIC = [p for p in CPU_CONFIGS if "bf16" not in load_config(p)]
 
 
 # No CPU config fixes bf16: true (autocast even on a CPU without bf16 units, ~8x slower a matmul on an AVX2 CPU):
@@ -161,7 +162,7 @@ FIXED_AUTOCAST = set()
 
 
 def test_a_cpu_config_fixes_float32_or_leaves_bf16_to_the_cpu():
-    fixed = {p.relative_to(CONFIGS).as_posix(): yaml.safe_load(p.read_text()).get("bf16") for p in CPU_CONFIGS}
+    fixed = {p.relative_to(CONFIGS).as_posix(): load_config(p).get("bf16") for p in CPU_CONFIGS}
     assert {name for name, bf16 in fixed.items() if bf16 not in (None, False)} == FIXED_AUTOCAST
 
 

@@ -20,13 +20,14 @@ from pathlib import Path
 import pytest
 
 from eval.jsonl import read_jsonl, write_jsonl
+from recipes.parser import recipe_configs
 from tests.helpers import parse_recipe_config
 
 ROOT = Path(__file__).resolve().parents[2]
 CONFIGS = ROOT / "recipes" / "configs"
 CPU_FOLDERS = {"tiny", "lab", "lab_rm", "real_lab"}  # tested elsewhere (test_grpo, test_dpo, test_judge_lab,
 # test_reward_model_lab, test_cpu_lab_real)
-GPU_CONFIGS = sorted(p for p in CONFIGS.rglob("*.yaml") if not CPU_FOLDERS & set(p.relative_to(CONFIGS).parts))
+GPU_CONFIGS = [p for p in recipe_configs(CONFIGS) if not CPU_FOLDERS & set(p.relative_to(CONFIGS).parts)]
 SKIPPED_ON_CPU = {
     # what a GPU config asks for that this test turns off, and why
     "use_vllm_if_available / vllm_mode colocate": "vLLM needs a CUDA GPU (and is not installed here): HF generate",
