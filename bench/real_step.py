@@ -68,18 +68,13 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import torch
-import trl
-import trl.trainer.utils as trl_utils
-from transformers import AutoModelForCausalLM, AutoTokenizer, TrainerCallback
-
-from bench.grpo_overhead import trl_trainer_replaced_by
 from eval.jsonl import read_jsonl
 from eval.report import table as markdown_table
 from eval.tasks import get_task
-from recipes import grpo, precision
-from recipes.common import parse_or_explain
-from recipes.cpu_speed import completion_positions_only
+
+# torch, transformers and TRL (and recipes.precision, which loads torch) are imported in the functions that use them,
+# after the arguments are parsed: --help and a wrong flag answer without them. Each arm's process runs
+# bench.real_step_arm's worker.
 
 CONFIG = "recipes/configs/real_lab/grpo_real_default.yaml"
 LORA = ["--use_peft", "true", "--lora_r", "16", "--lora_alpha", "32", "--lora_target_modules", "all-linear"]
@@ -108,92 +103,6 @@ DEFAULT_ARMS = ["fp32_t2", "autocast_t2", "autocast_head_t2", "autocast_head_cac
 PHASES = ["generation", "reward", "monitors", "old/ref log-probabilities", "loss and backward", "optimizer and rest"]
 
 
-class StepClock(TrainerCallback):
-    """Per optimizer step: its wall time and the seconds inside each timed method (``add``); each finished step is
-    written to ``out_json`` at once, so an arm stopped by ``--arm-timeout`` keeps the steps it made."""
-
-    def __init__(self, out_json: Path | None = None):
-        self.steps: list[dict] = []
-        self.current: dict = {}
-        self.started = 0.0
-        self.out_json = out_json
-
-    def add(self, key: str, seconds: float) -> None:
-        self.current[key] = self.current.get(key, 0.0) + seconds
-
-    def on_step_begin(self, args, state, control, **kwargs):
-        self.current, self.started = {}, time.perf_counter()
-        self.save(bf16=bool(args.bf16), running_since=time.time())  # a stopped arm: how long this step had run
-
-    def on_step_end(self, args, state, control, **kwargs):
-        self.current["wall"] = time.perf_counter() - self.started
-        self.steps.append(self.current)
-        self.save(bf16=bool(args.bf16))
-
-    def save(self, **extra) -> None:
-        if self.out_json is not None:
-            record = {"steps": self.steps, "threads": os.environ.get("OMP_NUM_THREADS"), **extra}
-            self.out_json.write_text(json.dumps(record))
-
-
-def timed(method, clock: StepClock, key: str):
-    """``method`` (a function taking ``self`` first, or a bound method) with its seconds added to ``clock[key]``."""
-
-    def wrapper(*args, **kwargs):
-        start = time.perf_counter()
-        try:
-            return method(*args, **kwargs)
-        finally:
-            clock.add(key, time.perf_counter() - start)
-
-    return wrapper
-
-
-def clocked_trainer_class(base, clock: StepClock):
-    """``base`` with clocks around the methods each phase is made of."""
-
-    class Clocked(base):
-        def __init__(self, *args, callbacks=None, **kwargs):
-            super().__init__(*args, callbacks=[*(callbacks or []), clock], **kwargs)
-
-        _generate = timed(base._generate, clock, "generate")
-        _calculate_rewards = timed(base._calculate_rewards, clock, "rewards")
-        _prepare_inputs = timed(base._prepare_inputs, clock, "prepare_inputs")
-        training_step = timed(base.training_step, clock, "training_step")
-
-        def _get_per_token_logps_and_entropies(self, *args, **kwargs):
-            start = time.perf_counter()
-            try:
-                return super()._get_per_token_logps_and_entropies(*args, **kwargs)
-            finally:
-                if not getattr(self, "_in_loss", False):  # the policy's own forward is part of the loss
-                    clock.add("scoring_logps", time.perf_counter() - start)
-
-        def compute_loss(self, *args, **kwargs):
-            self._in_loss = True
-            try:
-                return super().compute_loss(*args, **kwargs)
-            finally:
-                self._in_loss = False
-
-    Clocked.__name__ = base.__name__
-    return Clocked
-
-
-class MonitorClock(TrainerCallback):
-    """The monitors' reward-wrapper seconds, read per step from the recipe's reward monitor."""
-
-    def __init__(self, clock: StepClock, trainer_ref: list):
-        self.clock, self.trainer_ref, self.seen = clock, trainer_ref, 0.0
-
-    def on_step_end(self, args, state, control, **kwargs):
-        callback = getattr(self.trainer_ref[0], "monitor_callback", None) if self.trainer_ref else None
-        if callback is not None:
-            total = callback.monitor.seconds
-            self.clock.add("monitor_wrappers", total - self.seen)
-            self.seen = total
-
-
 def phases(step: dict) -> dict[str, float]:
     """One step's seconds by phase. The monitors' callbacks run at the log after the step (outside its wall time):
     their seconds are added to it; the rest is the wall time minus the named parts inside it."""
@@ -208,36 +117,6 @@ def phases(step: dict) -> dict[str, float]:
     out["optimizer and rest"] = step["wall"] - sum(out.values()) + callbacks
     out["total"] = step["wall"] + callbacks
     return out
-
-
-def worker(model: str, data: str, steps: int, arm: Arm, out_json: Path) -> None:
-    """One arm, in this process: the recipe with clocked trainer, its per-step seconds to ``out_json``."""
-
-    clock, trainer_ref = StepClock(out_json), []
-    base = clocked_trainer_class(trl.GRPOTrainer, clock)
-    if "completion_head" in arm.patches:
-        completion_positions_only().__enter__()  # for the whole process: this arm's every scoring
-
-    class WithMonitorClock(base):
-        def __init__(self, *args, callbacks=None, **kwargs):
-            monitor_clock = MonitorClock(clock, trainer_ref)
-            super().__init__(*args, callbacks=[*(callbacks or []), monitor_clock], **kwargs)
-            trainer_ref.append(self)
-            for cb in self.callback_handler.callbacks:  # the recipe's own callbacks, timed at each log
-                if type(cb).__module__ in ("recipes.common", "recipes.monitors") and hasattr(cb, "on_log"):
-                    cb.on_log = timed(cb.on_log, clock, "monitor_callbacks")
-
-    WithMonitorClock.__name__ = base.__name__
-    with tempfile.TemporaryDirectory() as tmp:
-        argv = [
-            *("--config", CONFIG, "--model_name_or_path", model, "--data", data, "--output_dir", tmp),
-            *("--max_steps", str(steps), "--eval_limit", "0", "--monitor_eval_steps", "0", "--probe_problems", "0"),
-            *("--logging_steps", "1", *arm.flags),
-        ]
-        parsed = parse_or_explain(grpo.make_parser(), argv)
-        with trl_trainer_replaced_by(WithMonitorClock):
-            grpo.main(*parsed[:3])
-    clock.save(bf16=bool(parsed[1].bf16))
 
 
 def start_arm(name: str, model: str, data: str, steps: int, tmp: Path, isa: str | None, threads: int | None = None):
@@ -366,6 +245,8 @@ def matmul(rounds: int = 5) -> str:
     576 -> 1536 projection over 256 token rows (a micro-batch's worth of positions), alternated round by round so
     that a changing load falls on both. It says in seconds whether this CPU computes bf16 fast; the step arms take
     minutes to say the same."""
+    import torch
+
     torch.manual_seed(0)
     x, w = torch.randn(256, 576), torch.randn(1536, 576)
 
@@ -394,6 +275,12 @@ def agreement(model_path: str, data: str, seed: int = 0) -> str:
     LM head as the trainer adds it (log-probabilities and entropy). For each precision: the largest change of a
     completion token's log-probability and the cosine of the policy gradient (all parameters) with float32's, and
     the seconds of each forward and backward (the same micro-batch, one after the other in one process)."""
+    import torch
+    import trl.trainer.utils as trl_utils
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from recipes.cpu_speed import completion_positions_only
+
     torch.manual_seed(seed)
     tokenizer = AutoTokenizer.from_pretrained(model_path, padding_side="left")
     model = AutoModelForCausalLM.from_pretrained(model_path, dtype=torch.float32)
@@ -464,10 +351,14 @@ def main(argv: list[str] | None = None) -> str:
     parser.add_argument("--worker", choices=list(ARMS), help=argparse.SUPPRESS)
     parser.add_argument("--worker-out", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    from recipes import precision
+
     if args.arms is None:
         args.arms = [] if args.pair or args.agreement else DEFAULT_ARMS
     if args.worker:
-        worker(args.model, args.data, args.steps, ARMS[args.worker], Path(args.worker_out))
+        from bench.real_step_arm import worker
+
+        worker(CONFIG, args.model, args.data, args.steps, ARMS[args.worker], Path(args.worker_out))
         return ""
     if args.matmul:  # no model, no data: seconds, on any CPU
         bf16, why = precision.cpu_bf16_choice(precision.cpu_flags(), precision.onednn_isa_cap())

@@ -18,10 +18,8 @@ import json
 import re
 from pathlib import Path
 
-import torch
-from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers, trainers
-from transformers import PreTrainedTokenizerFast, Qwen2Config, Qwen2ForCausalLM
-from transformers.utils import logging as transformers_logging
+# torch, tokenizers and transformers are imported in the builders: --help, and the checks that read may_build_at,
+# load none of them.
 
 # Qwen2.5's chat template, reduced to what leash uses (system/user/assistant turns, generation prompt).
 CHAT_TEMPLATE = (
@@ -66,6 +64,9 @@ def default_corpus() -> list[str]:
 
 def build_tokenizer(vocab_size: int = 400, corpus: list[str] | None = None, chat_template: str = CHAT_TEMPLATE):
     """A byte-level BPE tokenizer with Qwen-style special tokens and chat template."""
+    from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers, trainers
+    from transformers import PreTrainedTokenizerFast
+
     tok = Tokenizer(models.BPE())
     tok.pre_tokenizer = pre_tokenizers.Sequence(
         [
@@ -92,6 +93,9 @@ def build_tokenizer(vocab_size: int = 400, corpus: list[str] | None = None, chat
 
 def build_model(tokenizer, hidden_size: int = 64, num_layers: int = 2, seed: int = 0, **overrides):
     """A randomly initialised Qwen2ForCausalLM sized to the tokenizer (~100k parameters at the defaults)."""
+    import torch
+    from transformers import Qwen2Config, Qwen2ForCausalLM
+
     torch.manual_seed(seed)
     config = Qwen2Config(
         vocab_size=len(tokenizer),
@@ -177,6 +181,8 @@ def save_tiny_model(
     corpus: list[str] | None = None,
 ) -> Path:
     """Build, save and return the folder of a tiny model + tokenizer that `from_pretrained` loads."""
+    from transformers.utils import logging as transformers_logging
+
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     tokenizer = build_tokenizer(vocab_size, corpus)

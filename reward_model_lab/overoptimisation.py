@@ -44,21 +44,28 @@ import time
 from dataclasses import asdict, fields
 from pathlib import Path
 
-import torch
-from transformers import AutoModelForCausalLM, AutoTokenizer
-
 from cpu_lab.runner import Run, parse, run_at_once, run_one
 from cpu_lab.warmstart import prepare_lab
 from eval.jsonl import write_jsonl
 from recipes.checks import check_wandb
-
-# the GRPO recipe's callback hook, by the name the lab's configs give it (recipes/configs/lab_rm/grpo_lab_rm*.yaml)
-from reward_model_lab.kl import leash_curve  # noqa: F401
-from reward_model_lab.report import write_report
 from reward_model_lab.settings import CHECKER, Settings, arms
 from training_data.rollouts import reference_rollouts, sample_rollouts
 
+# torch, transformers and the leash curve's module (reward_model_lab.kl, which the report reads too) are imported in
+# the functions that use them, after the arguments are parsed: --help and a wrong flag answer without them.
+
 logger = logging.getLogger(__name__)
+
+
+def __getattr__(name: str):
+    """``leash_curve``: the GRPO recipe's callback hook, by the name the lab's configs give it
+    (``recipes/configs/lab_rm/grpo_lab_rm*.yaml``), imported from ``reward_model_lab.kl`` when the recipe asks for it:
+    torch and transformers load with it, not with this command's ``--help``."""
+    if name == "leash_curve":
+        from reward_model_lab.kl import leash_curve
+
+        return leash_curve
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def arm_run(arm: str, beta: float, seed: int, paths: dict, settings: Settings, out: Path):
@@ -85,6 +92,8 @@ def run_arms(settings: Settings, paths: dict, out: Path) -> list[Path]:
         for arm, beta in arms(settings)
     ]
     if settings.jobs == 1:
+        import torch
+
         torch.set_num_threads(max(1, os.cpu_count() or 1))
         for _, _, job in jobs:
             run_one(*job)
@@ -138,6 +147,8 @@ def prepare(settings: Settings, out: Path) -> dict:
             reference_rollouts("lab", str(paths["train"]), limit=settings.pair_problems), rollouts / "rollouts.jsonl"
         )
     else:
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+
         model = AutoModelForCausalLM.from_pretrained(paths["policy"])
         tokenizer = AutoTokenizer.from_pretrained(paths["policy"])
         sample_rollouts(
@@ -158,6 +169,8 @@ def prepare(settings: Settings, out: Path) -> dict:
 
 def run(settings: Settings, out: Path) -> Path:
     """The whole experiment; returns the report's path."""
+    from reward_model_lab.report import write_report
+
     started = time.monotonic()
     out.mkdir(parents=True, exist_ok=True)
     os.environ.setdefault("WANDB_RUN_GROUP", f"overoptimisation-{out.name}")  # read by wandb.init in every run
@@ -229,6 +242,8 @@ def main(argv: list[str] | None = None) -> Path:
     except ValueError as error:
         parser.error(str(error).replace("report_to includes wandb", "--report-to wandb"))
     if args.report_only:
+        from reward_model_lab.report import write_report
+
         out = Path(args.out)
         known = {f.name for f in fields(Settings)}
         settings = Settings(**{k: v for k, v in json.loads((out / "settings.json").read_text()).items() if k in known})
