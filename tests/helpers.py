@@ -6,6 +6,17 @@ import importlib
 from pathlib import Path
 from types import ModuleType
 
+# a short GRPO run of a tiny config: two steps of 8-token completions, no evaluation before and after, the held-out
+# monitor on 2 problems and the hack probes on 1 (recipes/configs/tiny/grpo_cpu.yaml sets the rest)
+TINY_RUN = {
+    "max_steps": 2,
+    "eval_limit": 0,
+    "monitor_eval_limit": 2,
+    "probe_problems": 1,
+    "max_completion_length": 8,
+    "eval_max_new_tokens": 8,
+}
+
 
 def parse_recipe_config(recipe: ModuleType | str, config: str | Path, *overrides: str, as_run: bool = False):
     """The argument dataclasses (script, training, model) that a recipe gets from ``--config config`` followed by
@@ -23,3 +34,26 @@ def parse_recipe_config(recipe: ModuleType | str, config: str | Path, *overrides
 
         return common.parse_or_explain(module.make_parser(), argv)
     return module.make_parser().parse_args_and_config(argv)
+
+
+def tiny_run_flags(**overrides: object) -> list[str]:
+    """The command-line flags of TINY_RUN, each of ``overrides`` in place of its value or added after them.
+
+    >>> tiny_run_flags(max_steps=3, beta=0.04, use_peft=True)[:2], tiny_run_flags(beta=0.04, use_peft=True)[-4:]
+    (['--max_steps', '3'], ['--beta', '0.04', '--use_peft', 'true'])
+    """
+    flags = []
+    for name, value in (TINY_RUN | overrides).items():
+        flags += [f"--{name}", str(value).lower() if isinstance(value, bool) else str(value)]
+    return flags
+
+
+def write_reference_pairs(data_dir: Path, folder: Path, limit: int) -> str:
+    """Rollouts of the first ``limit`` GSM8K training problems, each answered by its reference solution (correct) and
+    by the same with the final answer raised by one (wrong): ``limit`` preference pairs for DPO and the reward model.
+    Written to ``folder/rollouts.jsonl``; returns its path."""
+    from eval.jsonl import write_jsonl
+    from training_data.rollouts import reference_rollouts
+
+    records = reference_rollouts("gsm8k_train", str(data_dir / "gsm8k" / "train.jsonl"), limit=limit)
+    return str(write_jsonl(records, Path(folder) / "rollouts.jsonl"))

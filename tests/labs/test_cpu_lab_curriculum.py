@@ -12,7 +12,7 @@ from cpu_lab.curriculum import LADDER, PASS_RATE_KEY, START_LEVEL, CurriculumCon
 from cpu_lab.problems import Difficulty, dev_problems, heldout_problems, kept_out_solutions, ood_problems, solution
 from eval.jsonl import read_jsonl, write_jsonl
 from recipes import checks, grpo
-from tests.helpers import parse_recipe_config
+from tests.helpers import parse_recipe_config, tiny_run_flags
 
 
 def levels(controller, rates):
@@ -166,18 +166,7 @@ def test_recipe_run_moves_and_logs_the_difficulty(tiny_model_dir, tmp_path):
         str(train),
         "--eval_data",
         str(heldout),
-        "--max_steps",
-        "6",
-        "--eval_limit",
-        "0",
-        "--monitor_eval_steps",
-        "0",
-        "--probe_problems",
-        "0",
-        "--max_completion_length",
-        "8",
-        "--per_device_train_batch_size",
-        "16",
+        *tiny_run_flags(max_steps=6, monitor_eval_steps=0, probe_problems=0, per_device_train_batch_size=16),
     ]
     grpo.main(*parse_recipe_config(grpo, "recipes/configs/lab/grpo_lab_default.yaml", *args))
     steps = [r for r in read_jsonl(out / "log.jsonl") if "loss" in r]

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from cpu_lab import matrix, runner
+from tests.helpers import tiny_run_flags
 
 
 def fake_run(root, config, seed, before, after, rewards, gaps, degenerate, length_correct=12.0, length_wrong=20.0):
@@ -114,18 +115,8 @@ def test_jobs_run_at_once_in_their_own_processes_and_a_failure_names_its_log(
         Path("recipes/configs/tiny/grpo_cpu.yaml").read_text().replace("num_generations: 4", "num_generations: 3")
     )
     configs = ["recipes/configs/tiny/grpo_cpu.yaml", "recipes/configs/tiny/grpo_cpu_lora_drgrpo.yaml", str(bad)]
-    extra = [
-        "--model_name_or_path",
-        str(tiny_model_dir),
-        "--max_steps",
-        "1",
-        "--eval_limit",
-        "2",
-        "--monitor_eval_steps",
-        "0",
-        "--probe_problems",
-        "0",
-    ]
+    extra = ["--model_name_or_path", str(tiny_model_dir)]
+    extra += tiny_run_flags(max_steps=1, eval_limit=2, monitor_eval_steps=0, probe_problems=0)
     out = tmp_path / "m"
     with pytest.raises(RuntimeError, match=r"1 run\(s\) failed: .*grpo_bad/seed0 \(exit 2; see .*run.log\)"):
         matrix.run_matrix(configs, [0], out, extra, jobs=2)
@@ -195,23 +186,9 @@ def test_loss_axis_runs_every_variant_with_its_trl_parameters(tmp_path, tiny_mod
         str(train),
         "--eval_data",
         str(heldout),
-        "--max_steps",
-        "2",
-        "--logging_steps",
-        "1",
-        "--eval_limit",
-        "2",
-        "--monitor_eval_steps",
-        "0",
-        "--probe_problems",
-        "0",
-        "--max_completion_length",
-        "8",
-        "--eval_max_new_tokens",
-        "8",
-        "--per_device_train_batch_size",
-        "8",
-    ]  # 1 prompt x G=8 per step: seconds, not minutes
+        *tiny_run_flags(eval_limit=2, monitor_eval_steps=0, probe_problems=0, logging_steps=1),
+        *("--per_device_train_batch_size", "8"),  # 1 prompt x G=8 per step: seconds, not minutes
+    ]
     out = tmp_path / "losses"
     matrix.main(["--losses", ",".join(matrix.LOSSES), "--seeds", "0", "--out", str(out), "--", *extra])
     expected = {  # what each variant's config must hand to TRL (the rest is shared)

@@ -19,6 +19,7 @@ import yaml
 
 from eval.jsonl import read_jsonl
 from recipes import checks, common
+from tests.helpers import tiny_run_flags
 
 ROOT = Path(__file__).resolve().parents[2]
 ACCELERATE_CONFIGS = sorted((ROOT / "recipes" / "accelerate").glob("*.yaml"))
@@ -49,8 +50,7 @@ def test_two_process_launch_on_cpu(tiny_model_dir, data_dir, tmp_path):
     command += ["--config", "recipes/configs/tiny/grpo_cpu.yaml", "--model_name_or_path", str(tiny_model_dir)]
     command += ["--output_dir", str(out), "--data", str(data_dir / "gsm8k" / "train.jsonl")]
     command += ["--eval_data", str(data_dir / "gsm8k" / "test.jsonl"), "--build_tiny_model", "false"]
-    command += ["--max_steps", "2", "--eval_limit", "2", "--monitor_eval_limit", "2", "--max_completion_length", "8"]
-    command += ["--eval_max_new_tokens", "8", "--probe_problems", "1"]
+    command += tiny_run_flags(eval_limit=2)  # an evaluation after training: its accuracy is printed once
     env = os.environ | {"OMP_NUM_THREADS": "1"}
     result = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=240)
     assert result.returncode == 0, result.stderr[-3000:]

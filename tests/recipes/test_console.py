@@ -15,7 +15,7 @@ import pytest
 
 from eval.jsonl import read_jsonl
 from recipes import console, grpo, sft
-from tests.helpers import parse_recipe_config
+from tests.helpers import parse_recipe_config, tiny_run_flags
 
 GRPO_LOGS = {  # what TRL and the monitors log at one GRPO step (a few of some 60 keys)
     "loss": 0.0123,
@@ -145,8 +145,7 @@ def test_a_grpo_run_prints_one_line_a_step_and_the_probes_once(tiny_model_dir, d
     out = tmp_path / "run"
     args = ["--model_name_or_path", str(tiny_model_dir), "--output_dir", str(out), "--build_tiny_model", "false"]
     args += ["--data", str(data_dir / "gsm8k" / "train.jsonl"), "--eval_data", str(data_dir / "gsm8k" / "test.jsonl")]
-    args += ["--max_steps", "2", "--eval_limit", "0", "--monitor_eval_limit", "2", "--probe_problems", "1"]
-    args += ["--max_completion_length", "8", "--eval_max_new_tokens", "8", "--beta", "0.04"]  # beta > 0: kl shows
+    args += tiny_run_flags(beta=0.04)  # beta > 0: kl shows
     grpo.main(*parse_recipe_config(grpo, "recipes/configs/tiny/grpo_cpu.yaml", *args))
     printed = capsys.readouterr()
     steps = printed_steps(printed.out)

@@ -17,8 +17,7 @@ from transformers import TrainerControl
 from eval.jsonl import read_jsonl, write_jsonl
 from recipes.dpo import main
 from recipes.first_loss import FirstLossCheck, expected_first_loss
-from tests.helpers import parse_recipe_config
-from training_data.rollouts import reference_rollouts
+from tests.helpers import parse_recipe_config, write_reference_pairs
 
 CONFIG = "recipes/configs/tiny/dpo_cpu.yaml"
 LORA_CONFIG = "recipes/configs/tiny/dpo_cpu_lora.yaml"
@@ -27,9 +26,8 @@ GSM8K_CONFIGS = sorted(str(p) for p in Path("recipes/configs/gsm8k").glob("**/dp
 
 @pytest.fixture(scope="module")
 def reference_pairs(data_dir, tmp_path_factory):
-    """Rollouts from 4 GSM8K reference solutions (correct) and the same with a wrong final answer: 4 pairs."""
-    records = reference_rollouts("gsm8k_train", str(data_dir / "gsm8k" / "train.jsonl"), limit=4)
-    return str(write_jsonl(records, tmp_path_factory.mktemp("rollouts") / "rollouts.jsonl"))
+    """4 pairs: GSM8K reference solutions (correct) and the same with a wrong final answer."""
+    return write_reference_pairs(data_dir, tmp_path_factory.mktemp("rollouts"), limit=4)
 
 
 def run_args(model_dir, data, out, *extra, config=CONFIG):

@@ -21,7 +21,7 @@ from recipes.checks import ConfigError
 from recipes.dynamic_sampling import check_dynamic_sampling, dynamic_sampling_trainer, take_groups
 from rewards import registry
 from rewards.completions import completion_text
-from tests.helpers import parse_recipe_config
+from tests.helpers import parse_recipe_config, tiny_run_flags
 
 ROOT = Path(__file__).resolve().parents[2]
 TINY_CONFIG = ROOT / "recipes" / "configs" / "tiny" / "grpo_cpu.yaml"
@@ -249,8 +249,8 @@ def run_recipe(tiny_model_dir, data_dir, out: Path, monkeypatch, reward, *overri
     monkeypatch.setitem(registry.REGISTRY, "toy_reward", registry.RewardInfo(reward, "correctness", 1.0))
     args = ["--model_name_or_path", str(tiny_model_dir), "--output_dir", str(out), "--build_tiny_model", "false"]
     args += ["--data", str(data_dir / "gsm8k" / "train.jsonl"), "--eval_data", str(data_dir / "gsm8k" / "test.jsonl")]
-    args += ["--eval_limit", "0", "--monitor_eval_steps", "0", "--probe_problems", "0"]
-    args += ["--max_completion_length", "8", "--reward_funcs", "toy_reward", "--reward_weights", "1.0"]
+    args += [*tiny_run_flags(monitor_eval_steps=0, probe_problems=0), "--reward_funcs", "toy_reward"]
+    args += ["--reward_weights", "1.0"]
     grpo.main(*parse_recipe_config(grpo, TINY_CONFIG, *args, *overrides))
     return [r for r in read_jsonl(out / "log.jsonl") if "loss" in r]
 

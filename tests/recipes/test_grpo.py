@@ -23,7 +23,7 @@ from eval.jsonl import read_jsonl, write_jsonl
 from recipes import grpo, grpo_setup
 from rewards import registry
 from rewards.completions import completion_text
-from tests.helpers import parse_recipe_config
+from tests.helpers import parse_recipe_config, tiny_run_flags
 
 ROOT = Path(__file__).resolve().parents[2]
 TINY_CONFIG = ROOT / "recipes" / "configs" / "tiny" / "grpo_cpu.yaml"
@@ -53,16 +53,9 @@ def toy_reward(monkeypatch):
 
 
 def run_recipe(tiny_model_dir, data_dir, out: Path, *overrides: str):
-    args = ["--model_name_or_path", str(tiny_model_dir), "--output_dir", str(out)]
-    args += [
-        "--data",
-        str(data_dir / "gsm8k" / "train.jsonl"),
-        "--eval_data",
-        str(data_dir / "gsm8k" / "test.jsonl"),
-    ]
-    args += ["--max_steps", "2", "--eval_limit", "0", "--monitor_eval_limit", "2", "--probe_problems", "1"]
-    args += ["--max_completion_length", "8", "--eval_max_new_tokens", "8", "--build_tiny_model", "false"]
-    return grpo.main(*parse_recipe_config(grpo, TINY_CONFIG, *args, *overrides))
+    args = ["--model_name_or_path", str(tiny_model_dir), "--build_tiny_model", "false", "--output_dir", str(out)]
+    args += ["--data", str(data_dir / "gsm8k" / "train.jsonl"), "--eval_data", str(data_dir / "gsm8k" / "test.jsonl")]
+    return grpo.main(*parse_recipe_config(grpo, TINY_CONFIG, *args, *tiny_run_flags(), *overrides))
 
 
 def read_log(out: Path) -> list[dict]:

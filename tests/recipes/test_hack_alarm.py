@@ -42,7 +42,7 @@ from recipes.hack_alarm import (
     hack_signature,
     reward_trend,
 )
-from tests.helpers import parse_recipe_config
+from tests.helpers import parse_recipe_config, tiny_run_flags
 
 ROOT = Path(__file__).resolve().parents[2]
 LAB_LOGS = ROOT / "tests" / "data" / "hack_alarm"
@@ -447,10 +447,9 @@ def test_watch_lines_say_what_fired_and_where_the_best_is():
 @pytest.mark.integration
 def test_recipe_keeps_the_best_adapter_and_reports_the_alarm(tiny_model_dir, data_dir, tmp_path, capsys):
     out = tmp_path / "run"
-    argv = recipe_args(tiny_model_dir, data_dir, out, "--max_steps", "3", "--monitor_eval_steps", "1")
-    argv += ["--monitor_eval_limit", "2", "--eval_limit", "0", "--probe_problems", "0", "--use_peft", "true"]
-    argv += ["--lora_r", "4", "--max_completion_length", "8", "--eval_max_new_tokens", "8"]
-    argv += ["--keep_best_checkpoint", "true", "--hack_alarm_checks", "1"]
+    flags = tiny_run_flags(max_steps=3, monitor_eval_steps=1, probe_problems=0)  # a held-out check on 2 every step
+    flags += ["--use_peft", "true", "--lora_r", "4", "--keep_best_checkpoint", "true", "--hack_alarm_checks", "1"]
+    argv = recipe_args(tiny_model_dir, data_dir, out, *flags)
     grpo.main(*parse_recipe_config(grpo, TINY_CONFIG, *argv))
 
     checks = [line for line in read_jsonl(out / "log.jsonl") if "eval/accuracy" in line]

@@ -16,7 +16,7 @@ from eval.jsonl import read_jsonl
 from recipes import grpo
 from recipes.checks import ConfigError
 from recipes.common import run_cli
-from tests.helpers import parse_recipe_config
+from tests.helpers import parse_recipe_config, tiny_run_flags
 
 ROOT = Path(__file__).resolve().parents[2]
 TINY_CONFIG = ROOT / "recipes" / "configs" / "tiny" / "grpo_cpu.yaml"
@@ -64,8 +64,7 @@ def parse(tmp_path, *overrides: str, model: str | None = None):
 @pytest.mark.integration
 def test_a_hook_is_called_with_the_context_and_its_callback_logs_into_the_run(tiny_model_dir, tmp_path):
     SEEN.clear()
-    overrides = ["--callbacks", "tests.recipes.test_hooks:counting_hook", "--max_steps", "2", "--eval_limit", "0"]
-    overrides += ["--train_limit", "6", "--max_completion_length", "8", "--eval_max_new_tokens", "8"]
+    overrides = ["--callbacks", "tests.recipes.test_hooks:counting_hook", *tiny_run_flags(train_limit=6)]
     grpo.main(*parse(tmp_path, *overrides, model=str(tiny_model_dir)))
     assert SEEN["rows"] == 6 and SEEN["out"] == tmp_path / "run"
     assert SEEN["rewards"] == ["gsm8k_correctness_reward", "gsm8k_format_reward"]  # the run's own, in order

@@ -22,18 +22,16 @@ from recipes.first_loss import REWARD_MODEL_START, FirstLossCheck
 from recipes.reward_model import check_bt_loss, main
 from rewards import check_reward_weights, get_reward, reward_info
 from rewards.reward_model import RewardModelReward, check_reward_model
-from tests.helpers import parse_recipe_config
+from tests.helpers import parse_recipe_config, write_reference_pairs
 from training_data.pairs import split_by_prompt
-from training_data.rollouts import reference_rollouts
 
 CONFIG = "recipes/configs/tiny/reward_model_cpu.yaml"
 
 
 @pytest.fixture(scope="module")
 def reference_pairs(data_dir, tmp_path_factory):
-    """Rollouts of 24 GSM8K reference solutions (correct) and the same with the final answer + 1 (wrong)."""
-    records = reference_rollouts("gsm8k_train", str(data_dir / "gsm8k" / "train.jsonl"), limit=24)
-    return str(write_jsonl(records, tmp_path_factory.mktemp("rollouts") / "rollouts.jsonl"))
+    """24 pairs: GSM8K reference solutions (correct) and the same with the final answer + 1 (wrong)."""
+    return write_reference_pairs(data_dir, tmp_path_factory.mktemp("rollouts"), limit=24)
 
 
 # the recipe's config and the given flags, parsed as a run parses them

@@ -24,15 +24,13 @@ from transformers import PreTrainedModel
 from eval.jsonl import read_jsonl
 from recipes import common, grpo, run_folder
 from recipes.checks import ConfigError
-from tests.helpers import parse_recipe_config
+from tests.helpers import parse_recipe_config, tiny_run_flags
 
 ROOT = Path(__file__).resolve().parents[2]
 GRPO = ROOT / "recipes" / "configs" / "tiny" / "grpo_cpu.yaml"
 SFT = ROOT / "recipes" / "configs" / "tiny" / "sft_cpu.yaml"
-FAST = [  # two short steps, no held-out evaluation: the folder's life is what is tested
-    *("--max_steps", "2", "--eval_limit", "0", "--monitor_eval_steps", "0", "--probe_problems", "1"),
-    *("--max_completion_length", "8", "--build_tiny_model", "false"),
-]
+# two short steps, no held-out evaluation: the folder's life is what is tested
+FAST = [*tiny_run_flags(monitor_eval_steps=0), "--build_tiny_model", "false"]
 EVERY_STEP = ("--save_strategy", "steps", "--save_steps", "1")  # a checkpoint after each step
 
 

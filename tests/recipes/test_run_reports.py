@@ -12,10 +12,8 @@ import json
 import pytest
 from trl import ModelConfig
 
-from eval.jsonl import write_jsonl
 from recipes import common, reward_model, sft
-from tests.helpers import parse_recipe_config
-from training_data.rollouts import reference_rollouts
+from tests.helpers import parse_recipe_config, write_reference_pairs
 
 
 class Named(Exception):
@@ -43,8 +41,7 @@ def test_a_method_with_a_beta_keeps_it_in_the_name():
 
 @pytest.fixture(scope="module")
 def pairs(data_dir, tmp_path_factory):
-    records = reference_rollouts("gsm8k_train", str(data_dir / "gsm8k" / "train.jsonl"), limit=24)
-    return str(write_jsonl(records, tmp_path_factory.mktemp("rollouts") / "rollouts.jsonl"))
+    return write_reference_pairs(data_dir, tmp_path_factory.mktemp("rollouts"), limit=24)
 
 
 @pytest.mark.integration
