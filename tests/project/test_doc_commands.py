@@ -12,6 +12,13 @@ the whole flag), that the subcommand exists, and that every file of the reposito
 get the flag check only. Each ``make TARGET`` names a target of the Makefile, each ``bash FILE`` an existing script,
 and a ``python -m`` of another project a module installed here or pinned in a requirements file. The parsers' help
 has no doctest lines. The checks read the parsers' actions, not their help text.
+
+The README, the page a user copies from first, is held to more: each module it runs answers ``python -m X --help``
+(and ``X SUBCOMMAND --help``) with status 0 in a fresh process, whose help names every ``--flag`` the README passes;
+each ``make T`` it shows dry-runs (``make -n T``); every repository path it names, in a command or in prose, exists,
+and none climbs out of the checkout. Every Markdown link in README.md, CONTRIBUTING.md, CHANGELOG.md and docs/*.md
+resolves, anchors included. The ``--help`` calls run in one subprocess (``runpy``, each module once), so TRL is
+imported once.
 """
 
 from __future__ import annotations
@@ -21,8 +28,10 @@ import ast
 import functools
 import importlib
 import importlib.util
+import json
 import re
 import shlex
+import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -412,6 +421,7 @@ def test_the_docs_have_commands_from_every_kind_of_source():
     assert any(w.startswith("recipes/configs/") for w in wheres), "no config header command found"
     assert any(w.endswith(".py") for w in wheres), "no docstring command found"
     assert len(MODULE_CALLS) > 100 and len(MAKE_CALLS) >= 5, (len(MODULE_CALLS), len(MAKE_CALLS))
+    assert len(README_CALLS) >= 8 and len(README_MAKE_CALLS) >= 4, (README_CALLS, README_MAKE_CALLS)
 
 
 @pytest.mark.parametrize("command, call", MODULE_CALLS, ids=[str(c)[:120] for c, _ in MODULE_CALLS])
@@ -483,6 +493,174 @@ def test_the_docs_count_the_gpu_configs_the_slow_tier_runs():
     assert all(count == n_gpu_configs for _, count in claims), (n_gpu_configs, claims)
 
 
+# The README: its modules answer --help in a fresh process, its make targets dry-run, the paths it names exist; the
+# docs' Markdown links resolve
+
+README = ROOT / "README.md"
+LINKED_PAGES = [README, ROOT / "CONTRIBUTING.md", ROOT / "CHANGELOG.md", *sorted((ROOT / "docs").glob("*.md"))]
+REPO_DIRS = (*PACKAGES, "docs", "tests", ".ci")
+TOP_FILES = re.compile(r"(requirements[\w-]*\.txt|pyproject\.toml|Makefile|LICENSE|CHANGELOG\.md|CONTRIBUTING\.md)")
+README_COMMANDS = [c for c in COMMANDS if c.where.startswith("README.md:")]
+README_CALLS = [(c, call) for c, call in CALLS if c.where.startswith("README.md:")]
+README_MAKE_CALLS = [c for c in MAKE_CALLS if c.where.startswith("README.md:")]
+
+
+def subcommand(args: list[str]) -> list[str]:
+    """The candidate subcommands: a bare first word (`run`, or `run¦score¦compare`)."""
+    if args and re.fullmatch(rf"[a-z_]+(?:{ALTERNATIVES}[a-z_]+)*", args[0]):
+        return args[0].split(ALTERNATIVES)
+    return []
+
+
+def flags(args: list[str]) -> set[str]:
+    """The --flags passed, up to a bare `--` (what follows goes to another program)."""
+    found = set()
+    for arg in args:
+        if arg == "--":
+            break
+        if arg.startswith("--"):
+            found.add(arg.split("=", 1)[0])
+    return found
+
+
+HELP_RUNNER = r"""
+import contextlib, importlib, io, json, runpy, sys
+results = []
+for module, argv in json.loads(sys.argv[1]):
+    out, code = io.StringIO(), "returned without exiting: does it parse its arguments?"
+    sys.argv = [module, *argv]
+    try:
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(out):
+            runpy.run_module(module, run_name="__main__", alter_sys=True)
+    except SystemExit as exit:
+        code = exit.code if isinstance(exit.code, int) else (0 if exit.code is None else str(exit.code))
+    except BaseException as error:
+        code = f"{type(error).__name__}: {error}"
+    takes_config = False  # TRL's parser reads --config itself, so its help does not list it
+    with contextlib.suppress(Exception), contextlib.redirect_stdout(out), contextlib.redirect_stderr(out):
+        factory, trl = getattr(importlib.import_module(module), "make_parser", None), sys.modules.get("trl")
+        takes_config = bool(factory and trl and isinstance(factory(), trl.TrlParser))
+    results.append([module, argv, code, out.getvalue(), takes_config])
+sys.__stdout__.write("\nREADME-HELP " + json.dumps(results) + "\n")
+"""
+
+
+@pytest.fixture(scope="module")
+def help_texts() -> dict[tuple[str, ...], tuple[object, str, bool]]:
+    """`--help` of every module (and subcommand) the README calls, each once, in one subprocess."""
+    wanted = []
+    for _, (module, args) in README_CALLS:
+        wanted.append((module, ["--help"]))
+        wanted += [(module, [sub, "--help"]) for sub in subcommand(args)]
+    wanted = [list(w) for w in dict.fromkeys((m, tuple(a)) for m, a in wanted)]
+    proc = subprocess.run(
+        [sys.executable, "-c", HELP_RUNNER, json.dumps(wanted)], cwd=ROOT, capture_output=True, text=True, timeout=300
+    )
+    line = next((x for x in proc.stdout.splitlines() if x.startswith("README-HELP ")), None)
+    assert line, f"the --help runner failed:\n{proc.stdout[-2000:]}\n{proc.stderr[-2000:]}"
+    results = json.loads(line[len("README-HELP ") :])
+    return {(module, *argv): (code, text, takes_config) for module, argv, code, text, takes_config in results}
+
+
+@pytest.mark.heavy  # starts a process
+@pytest.mark.parametrize("command, call", README_CALLS, ids=[str(c)[:120] for c, _ in README_CALLS])
+def test_a_readme_module_answers_help_that_names_its_flags(command, call, help_texts):
+    module, args = call
+    code, text, takes_config = help_texts[(module, "--help")]
+    assert code == 0, f"`python -m {module} --help` failed ({code}):\n{text[-1500:]}"
+    subs = subcommand(args)
+    choices = re.search(r"\{([\w,]+)\}", text)
+    helps = [text]
+    if subs and choices and subs[0] in choices.group(1).split(","):
+        helps = []
+        for sub in subs:
+            sub_code, sub_text, _ = help_texts[(module, sub, "--help")]
+            assert sub_code == 0, f"`python -m {module} {sub} --help` failed ({sub_code}):\n{sub_text[-1500:]}"
+            helps.append(sub_text)
+    elif subs and choices:
+        pytest.fail(f"`python -m {module}` has no subcommand {subs[0]!r}: it knows {{{choices.group(1)}}}")
+    for flag in sorted(flags(args) - ({"--config"} if takes_config else set())):
+        for help_text in helps:
+            assert re.search(rf"(?<![\w-]){re.escape(flag)}(?![\w-])", help_text), (
+                f"`python -m {module}` does not know {flag} ({command})"
+            )
+
+
+@pytest.mark.heavy  # starts a process
+@pytest.mark.parametrize("command", README_MAKE_CALLS, ids=[str(c)[:120] for c in README_MAKE_CALLS])
+def test_a_readme_make_command_dry_runs(command):
+    words = without_prefix(command.tokens)[1:]
+    targets = [w for w in words if not w.startswith("-") and "=" not in w]
+    assignments = [w for w in words if "=" in w]
+    for target in targets:
+        proc = subprocess.run(["make", "-n", target, *assignments], cwd=ROOT, capture_output=True, text=True)
+        assert proc.returncode == 0, f"`make {target}`: {proc.stderr.strip()[-500:]}"
+
+
+def is_repo_path(word: str) -> bool:
+    if any(char in word for char in "<>*{}$\u2039"):
+        return False
+    return word.split("/")[0] in REPO_DIRS and "/" in word or bool(TOP_FILES.fullmatch(word))
+
+
+def repo_paths(tokens: tuple[str, ...]) -> list[str]:
+    """Tokens (and the words of VAR=value assignments) that name a file or folder of the repository."""
+    words = []
+    for token in tokens:
+        value = token.split("=", 1)[1] if re.fullmatch(r"[A-Z_]+=.*", token) else token
+        words += value.split()
+    return [w for w in words if is_repo_path(w)]
+
+
+def readme_named_paths() -> list[str]:
+    text = README.read_text(encoding="utf-8")
+    paths = [p for c in README_COMMANDS for p in repo_paths(c.tokens)]
+    paths += [span for span in re.findall(r"`([^`\s]+)`", text) if is_repo_path(span)]
+    return sorted(set(paths))
+
+
+@pytest.mark.parametrize("path", readme_named_paths())
+def test_a_path_the_readme_names_exists(path):
+    assert (ROOT / path).exists(), f"README.md names {path}, which does not exist"
+
+
+def test_the_readme_names_no_path_outside_the_repository():
+    # a path that climbs out of the checkout ("../data", "../x/y") exists on no user's machine
+    outside = re.findall(r"(?<![\w.])\.\./[\w.-]+", README.read_text(encoding="utf-8"))
+    assert outside == []
+
+
+def slugs(page: Path) -> set[str]:
+    """GitHub's heading anchors of a Markdown page."""
+    text = re.sub(r"^```.*?^```", "", page.read_text(encoding="utf-8"), flags=re.S | re.M)
+    found, seen = set(), {}
+    for heading in re.findall(r"^#{1,6} +(.+?) *#*$", text, flags=re.M):
+        slug = re.sub(r"[^\w\- ]", "", heading.lower()).replace(" ", "-")
+        found.add(f"{slug}-{seen[slug]}" if slug in seen else slug)
+        seen[slug] = seen.get(slug, 0) + 1
+    return found
+
+
+def links() -> list[tuple[str, str]]:
+    found = []
+    for page in LINKED_PAGES:
+        text = re.sub(r"^```.*?^```", "", page.read_text(encoding="utf-8"), flags=re.S | re.M)
+        text = re.sub(r"`[^`]*`", "", text)
+        for target in re.findall(r"\]\(([^)\s]+)\)", text):
+            if not re.match(r"[a-z]+:", target):
+                found.append((str(page.relative_to(ROOT)), target))
+    return found
+
+
+@pytest.mark.parametrize("page, target", links(), ids=[f"{p}->{t}" for p, t in links()])
+def test_a_markdown_link_resolves(page, target):
+    path, _, anchor = target.partition("#")
+    resolved = (ROOT / page).parent / path if path else ROOT / page
+    assert resolved.exists(), f"{page} links to {target}: {resolved.relative_to(ROOT)} does not exist"
+    if anchor and resolved.suffix == ".md":
+        assert anchor in slugs(resolved), f"{page} links to {target}: no heading with anchor #{anchor}"
+
+
 # The reader itself, on examples
 
 
@@ -502,6 +680,12 @@ def test_the_reader_joins_continued_lines_and_splits_a_line_into_its_commands():
         ("python", "-m", "recipes.memory", "recipes/configs/y.yaml"),
     ]
     assert [c.where for c in commands_in_lines(text, 10, "f")][:2] == ["f:10", "f:12"]
+    quoted = ['A=1 python -m x --y "#### 42" a#b  # note', "make t && make u"]  # a quoted or inner `#`: no comment
+    assert [c.tokens for c in commands_in_lines(quoted, 1, "f")] == [
+        ("A=1", "python", "-m", "x", "--y", "#### 42", "a#b"),
+        ("make", "t"),
+        ("make", "u"),
+    ]
 
 
 def test_the_reader_finds_inline_code_commands_and_table_alternatives():
@@ -527,6 +711,12 @@ def test_the_flag_check_follows_subcommands_values_and_trl_config():
     assert (
         unknown_flags(parser, ["--top", "-1", "run", "--seeds", "-1", "--model", "-"]) == []
     )  # numbers and `-` are values
+
+
+def test_a_call_gives_its_module_flags_and_subcommands():
+    assert module_call(("accelerate", "launch", "--config_file", "c.yaml", "-m", "m", "--k")) == ("m", ["--k"])
+    assert flags(["--a=1", "--b", "x", "--", "--c"]) == {"--a", "--b"}
+    assert subcommand([f"run{ALTERNATIVES}score", "--x"]) == ["run", "score"]
 
 
 def test_the_flags_after_a_matrix_double_dash_are_checked_against_the_recipe():
