@@ -100,7 +100,7 @@ def main(argv: list[str] | None = None) -> Path:
         "--filter-problems", type=int, default=512, help=f"training problems the start samples {FILTER_K} answers to"
     )
     parser.add_argument("--jobs", type=int, default=2, help="runs at once (1: in turn, in this process)")
-    parser.add_argument("--dpo", action="store_true", help="also DPO on the early start's verified rollouts")
+    parser.add_argument("--dpo", action="store_true", help="also DPO from each start on its own verified rollouts")
     parser.add_argument("--summarize", metavar="RUN_DIR", help="print a GRPO run's monitors at the start and the end")
     parser.add_argument("--report-only", action="store_true", help="only (re)write the report of finished runs")
     args = parser.parse_args(argv)
@@ -191,13 +191,13 @@ def main(argv: list[str] | None = None) -> Path:
             matrix.run_matrix([str(MORE_SFT_CONFIG)], [seed], out / name, flags, jobs=args.jobs, run_logs=True)
         seconds[f"arms from {name}"] = time.monotonic() - t0
 
-    # 4. DPO on pairs from the early start's own verified rollouts (the earlier lab's arm), on the same test problems
-    if args.dpo and "early" in start_dirs:
+    # 4. DPO from each start on pairs from its own verified rollouts, on the same test problems
+    for name, start in start_dirs.items() if args.dpo else ():
         t0 = time.monotonic()
-        rollouts = sample_rollouts(start_dirs["early"], data, out / "rollouts", args.eval_limit)
-        flags = [*inputs, "--model_name_or_path", str(start_dirs["early"]), "--data", str(rollouts)]
-        matrix.run_matrix([str(DPO_CONFIG)], seeds[:1], out / "early" / "dpo", flags, run_logs=True)
-        seconds["DPO (rollouts and training)"] = time.monotonic() - t0
+        rollouts = sample_rollouts(start, data, out / name / "rollouts", args.eval_limit)
+        flags = [*inputs, "--model_name_or_path", str(start), "--data", str(rollouts)]
+        matrix.run_matrix([str(DPO_CONFIG)], seeds[:1], out / name / "dpo", flags, run_logs=True)
+        seconds[f"DPO from {name} (rollouts and training)"] = time.monotonic() - t0
 
     # 5. Every model on the OOD set; pass@k and forgetting where asked
     t0 = time.monotonic()

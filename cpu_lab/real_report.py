@@ -481,8 +481,7 @@ def write_report(out: Path, seconds: dict) -> Path:
             s = json.loads(settings_path.read_text())
             commands.append(recipe_command(s["config"], s["seed"], folder, s["extra_args"]))
         commands += [p.read_text().strip() for p in sorted(folder.glob("*.command.txt"))]
-    rollouts_cmd = out / "rollouts" / "command.txt"
-    commands += [rollouts_cmd.read_text().strip()] if rollouts_cmd.exists() else []
+    commands += [p.read_text().strip() for p in sorted(out.glob("*/rollouts/command.txt"))]
     commands += [p.read_text().strip() for p in sorted(out.glob("*/filtered/sample.command.txt"))]
     lines += ["", *reproduce(commands), "", f"Command line of this report: `{command_line()}`."]
     return write_markdown(out / "report.md", lines)

@@ -257,6 +257,54 @@ def test_sampling_arms_join_each_start_on_the_first_seed_the_filtered_one_on_its
     assert filtered == [("early", [3], early_start, str(out / "early" / "filtered" / "train.jsonl"))]
 
 
+def test_dpo_runs_from_each_start_on_its_own_rollouts(tmp_path, monkeypatch):
+    model = tmp_path / "model"
+    model.mkdir()
+    (model / "config.json").write_text("{}")
+    out, sampled, dpo = tmp_path / "lab", [], []
+
+    def fake_matrix(configs, seeds, folder, flags, **kw):
+        made = []
+        for config in configs:
+            run = Path(folder) / Path(config).stem / f"seed{seeds[0]}"
+            if "dpo" in config:
+                model_flag = flags[len(flags) - 1 - flags[::-1].index("--model_name_or_path") + 1]
+                dpo.append(
+                    (Path(folder).relative_to(out), model_flag, flags[len(flags) - 1 - flags[::-1].index("--data") + 1])
+                )
+            _run(run, SOLVED_10, SOLVED_10, config, [{"step": 1, "train_seconds": 5.0}]) if not run.exists() else None
+            made.append(run)
+        return made
+
+    def fake_pairs(pairs, folder, flags, **kw):
+        for config, seed in pairs:
+            log = [{"step": 1, "train_seconds": 5.0}]
+            _run(Path(folder) / Path(config).stem / f"seed{seed}", SOLVED_10, SOLVED_10, config, log)
+
+    def fake_rollouts(start, data, folder, limit):
+        sampled.append((start.parent.name, folder.relative_to(out)))
+        return folder / "rollouts.jsonl"
+
+    monkeypatch.setattr(real.matrix, "run_matrix", fake_matrix)
+    monkeypatch.setattr(real.matrix, "run_pairs", fake_pairs)
+    monkeypatch.setattr(real, "extra_evals", lambda *a, **k: None)
+    monkeypatch.setattr(real, "sample_rollouts", fake_rollouts)
+    real.main(["--model", str(model), "--out", str(out), "--dpo"])
+    assert sampled == [("sft_smollm2", Path("early/rollouts")), ("sft_smollm2_plateau", Path("plateau/rollouts"))]
+    assert dpo == [
+        (
+            Path("early/dpo"),
+            str(out / "sft" / "sft_smollm2" / "seed0"),
+            str(out / "early" / "rollouts" / "rollouts.jsonl"),
+        ),
+        (
+            Path("plateau/dpo"),
+            str(out / "sft" / "sft_smollm2_plateau" / "seed0"),
+            str(out / "plateau" / "rollouts" / "rollouts.jsonl"),
+        ),
+    ]
+
+
 @pytest.mark.parametrize("flags, message", [(["--sampling-arms", "online"], "give one or more of dynamic,filtered")])
 def test_unknown_sampling_arm_is_one_clear_error(tmp_path, capsys, flags, message):
     with pytest.raises(SystemExit) as err:
