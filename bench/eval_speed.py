@@ -9,9 +9,10 @@ whole, all this benchmark reads; ``python -m eval.data --out DIR`` writes the sa
 
 1. ``python -m eval score`` as a user runs it (a fresh process: imports included) on the 1,319 GSM8K and 500
    MATH-500 reference solutions, each scored against its own gold answer; target: all 1,819 in under 10 s.
-2. HF ``generate`` on the tiny local model: the same prompts with ``batch_size`` 1 and ``--batch-size``, reported
-   as generated tokens per second and as the ratio of the two from this one run (absolute numbers depend on the
-   machine's load; the ratio is what to compare).
+2. HF ``generate`` on the tiny local model (or ``--model DIR``, e.g. the real-model lab's SFT start on ``--task lab
+   --prompts runs/real_lab/data/dev.jsonl``): the same prompts at each of ``--batch-sizes`` (default 1 and 16), reported
+   as generated tokens per second and as the ratio to the first size, from this one run (absolute numbers depend on
+   the machine's load; the ratio is what to compare).
 """
 
 from __future__ import annotations
@@ -53,17 +54,33 @@ def time_scoring(data_dir: Path) -> list[dict]:
     return rows
 
 
-def time_generation(data_dir: Path, n_prompts: int, max_new_tokens: int, batch_size: int) -> list[dict]:
+def time_generation(
+    data_dir: Path,
+    n_prompts: int,
+    max_new_tokens: int,
+    batch_sizes: list[int],
+    model_dir: str | None = None,
+    task: str = "gsm8k",
+    prompts_file: str | None = None,
+) -> list[dict]:
     import torch  # torch, transformers: ~3 s that --help and --skip-generation do not pay
 
-    from recipes.tiny_model import build_model, build_tokenizer  # as torch
+    task_obj = get_task(task)
+    path = prompts_file or str(data_dir / "gsm8k/test.jsonl")
+    prompts = [p["prompt"] for p in load_problems(task_obj, path, n_prompts)]
+    if model_dir is None:
+        from recipes.tiny_model import build_model, build_tokenizer  # as torch
 
-    prompts = [p["prompt"] for p in load_problems(get_task("gsm8k"), str(data_dir / "gsm8k/test.jsonl"), n_prompts)]
-    tokenizer = build_tokenizer()
-    model = build_model(tokenizer)
+        tokenizer = build_tokenizer()
+        model = build_model(tokenizer)
+    else:
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+
+        tokenizer = AutoTokenizer.from_pretrained(model_dir)
+        model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32).eval()
     generate(model, tokenizer, prompts[:2], max_new_tokens=4)  # warm-up
     rows = []
-    for size in (1, batch_size):
+    for size in batch_sizes:
         start = time.perf_counter()
         gens = generate(model, tokenizer, prompts, max_new_tokens=max_new_tokens, batch_size=size)
         seconds = time.perf_counter() - start
@@ -82,9 +99,20 @@ def main() -> None:
     )
     parser.add_argument("--n-prompts", type=int, default=64)
     parser.add_argument("--max-new-tokens", type=int, default=64)
-    parser.add_argument("--batch-size", type=int, default=16)
+    parser.add_argument(
+        "--batch-sizes", default="1,16", help="prompts per generate call, timed in turn on the same prompts, e.g. 16,64"
+    )
+    parser.add_argument("--model", default=None, help="a local model folder to generate with (default: the tiny model)")
+    parser.add_argument("--task", default="gsm8k", help="the task whose prompts are timed (eval.tasks), e.g. lab")
+    parser.add_argument("--prompts", default=None, help="a .jsonl of the task's problems (default: GSM8K test)")
     parser.add_argument("--skip-generation", action="store_true")
     args = parser.parse_args()
+    try:
+        batch_sizes = [int(b) for b in args.batch_sizes.split(",") if b]
+    except ValueError:
+        batch_sizes = []
+    if not batch_sizes or min(batch_sizes) < 1:
+        parser.exit(2, f"error: --batch-sizes {args.batch_sizes!r}: give whole numbers >= 1, e.g. 16,64\n")
     missing = [path for _, path, _ in REFERENCE_SETS if not (args.data / path).exists()]
     if missing:
         parser.exit(2, f"error: --data {args.data} has no {missing}: pass a folder laid out as tests/data\n")
@@ -101,14 +129,19 @@ def main() -> None:
     print(f"\ntarget: {total_n} solutions in < 10 s: {'met' if total_s < 10 else 'NOT met'}\n")
 
     if not args.skip_generation:
-        *gen, info = time_generation(args.data, args.n_prompts, args.max_new_tokens, args.batch_size)
+        *gen, info = time_generation(
+            args.data, args.n_prompts, args.max_new_tokens, batch_sizes, args.model, args.task, args.prompts
+        )
+        model = args.model or "the tiny model"
         print(
-            f"## HF generate on the tiny model: {args.n_prompts} GSM8K prompts, {args.max_new_tokens} new tokens "
-            f"each, greedy, {info['threads']} torch thread(s)\n"
+            f"## HF generate on {model}: {args.n_prompts} {args.task} prompts, at most {args.max_new_tokens} new "
+            f"tokens each, greedy, {info['threads']} torch thread(s)\n"
         )
         rows = [[r["batch_size"], f"{r['seconds']:.2f}", r["tokens"], f"{r['tokens_per_s']:.0f}"] for r in gen]
         print(table(["batch size", "seconds", "tokens", "tokens/s"], rows))
-        print(f"\nbatched / one-at-a-time throughput: {gen[1]['tokens_per_s'] / gen[0]['tokens_per_s']:.1f}x")
+        for r in gen[1:]:
+            ratio = r["tokens_per_s"] / gen[0]["tokens_per_s"]
+            print(f"\nbatch {r['batch_size']} / batch {gen[0]['batch_size']} throughput: {ratio:.1f}x")
 
 
 if __name__ == "__main__":
