@@ -431,3 +431,27 @@ def test_lm_eval_bench_on_the_tiny_model_agrees_on_identical_text(tiny_model_dir
     assert report["wall_s"]["leash"] > 0 and report["wall_ratio"] > 0
     assert report["lm_eval_regexes"]["flexible-extract"] == ["(-?[$0-9.,]{2,})|(-?[0-9]+)", -1]
     assert json.loads((tmp_path / "report.json").read_text())["n"] == 3
+
+
+def test_eval_speed_times_a_saved_model_at_each_batch_size_on_the_same_prompts(tiny_model_dir):
+    from bench import eval_speed
+
+    rows = eval_speed.time_generation(
+        eval_speed.DATA, n_prompts=6, max_new_tokens=5, batch_sizes=[1, 3, 6], model_dir=str(tiny_model_dir)
+    )
+    *timed, info = rows
+    assert [r["batch_size"] for r in timed] == [1, 3, 6] and info["threads"] >= 1
+    assert len({r["tokens"] for r in timed}) == 1  # greedy: the same tokens whatever the batch
+    assert all(r["tokens_per_s"] > 0 for r in timed)
+
+
+@pytest.mark.heavy  # starts a process
+def test_eval_speed_refuses_batch_sizes_that_are_not_whole_numbers():
+    done = subprocess.run(
+        [sys.executable, "-m", "bench.eval_speed", "--batch-sizes", "16,x"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 2 and "--batch-sizes '16,x'" in done.stderr and done.stderr.count("\n") == 1
