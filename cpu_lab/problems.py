@@ -25,10 +25,11 @@ from __future__ import annotations
 import argparse
 import json
 import random
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass, field, replace
 from functools import lru_cache
 from pathlib import Path
 
+from cpu_lab.dataclass_flags import add_fields, from_args
 from eval.jsonl import read_jsonl, write_jsonl
 
 TASK = "lab"  # GSM8K-shaped answers (same rewards and extractor as the benchmark), a short instruction
@@ -62,9 +63,11 @@ class Difficulty:
     ValueError: Difficulty needs 1 <= min_steps <= max_steps, got min_steps=1, max_steps=0: raise max_steps
     """
 
-    min_steps: int = 1  # operations per problem, drawn uniformly from [min_steps, max_steps]
-    max_steps: int = 2
-    max_number: int = 50  # every number in the question is in [min_number, max_number]
+    # operations per problem, drawn uniformly from [min_steps, max_steps]
+    min_steps: int = field(default=1, metadata={"help": "fewest operations per problem"})
+    max_steps: int = field(default=2, metadata={"help": "most operations per problem"})
+    # every number in the question is in [min_number, max_number]
+    max_number: int = field(default=50, metadata={"help": "largest number in a question"})
     min_number: int = 1
     words: str = "train"  # "train": the training stories' names, items and verbs; "new": words training never uses
 
@@ -349,15 +352,13 @@ def main() -> None:
     parser.add_argument("out_dir")
     parser.add_argument("--n-train", type=int, default=5000)
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--min-steps", type=int, default=1)
-    parser.add_argument("--max-steps", type=int, default=2)
-    parser.add_argument("--max-number", type=int, default=50)
+    add_fields(parser, Difficulty, ["min_steps", "max_steps", "max_number"])
     parser.add_argument("--test", type=int, default=TEST_SIZE, help="test problems (their own seed)")
     parser.add_argument("--dev", type=int, default=DEV_SIZE, help="dev problems (their own seed)")
     parser.add_argument("--ood", type=int, default=OOD_SIZE, help="out-of-distribution problems per shift (0: none)")
     args = parser.parse_args()
     try:
-        difficulty = Difficulty(args.min_steps, args.max_steps, args.max_number)
+        difficulty = from_args(Difficulty, args)
         paths = write_lab_data(args.out_dir, args.n_train, args.seed, difficulty, args.test, args.dev, args.ood)
     except ValueError as e:
         parser.error(str(e))

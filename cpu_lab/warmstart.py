@@ -35,6 +35,7 @@ from pathlib import Path
 from safetensors import safe_open
 
 from cpu_lab import matrix, problems
+from cpu_lab.dataclass_flags import add_fields, from_args
 from cpu_lab.problems import TASK, Difficulty, dev_problems, heldout_problems, train_problems
 from eval.jsonl import write_jsonl
 from eval.tasks import get_task
@@ -77,7 +78,7 @@ class WarmStartSettings:
     """Everything that determines the warm start (its hash names the cache folder). The SFT settings default to
     ``recipes/configs/lab/sft_lab_warmstart.yaml``'s values, where their reasons are."""
 
-    seed: int = _SFT["seed"]
+    seed: int = field(default=_SFT["seed"], metadata={"help": "seed of the untrained model, the problems and SFT"})
     difficulty: Difficulty = field(default_factory=Difficulty)
     # tokenizer and model: 1.41M parameters learn the task in 700-1,200 SFT steps (docs/cpu_lab.md)
     vocab_size: int = 600  # merges the names and items of the problems: ~20% shorter sequences than 400
@@ -91,12 +92,16 @@ class WarmStartSettings:
     batch_size: int = _SFT["per_device_train_batch_size"]
     learning_rate: float = _SFT["learning_rate"]
     warmup_steps: int = _SFT["warmup_steps"]
-    max_steps: int = _SFT["max_steps"]
+    max_steps: int = field(
+        default=_SFT["max_steps"], metadata={"help": "most SFT steps, if the accuracy is not reached"}
+    )
     # stopping rule: on the validation set; the held-out set plays no part in it
     eval_every: int = _SFT["validation_steps"]
     validation_n: int = _SFT["validation_limit"]
     heldout_n: int = _SFT["eval_limit"]  # the final evaluation here, and GRPO's before/after (cpu_lab/problems.py)
-    stop_at_accuracy: float = _SFT["stop_at_accuracy"]
+    stop_at_accuracy: float = field(
+        default=_SFT["stop_at_accuracy"], metadata={"help": "SFT stops at this validation accuracy, in (0, 1]"}
+    )
     max_new_tokens: int = _SFT["eval_max_new_tokens"]
 
     def __post_init__(self):
@@ -311,9 +316,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(
         prog="python -m cpu_lab.warmstart", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("--seed", type=int, default=WarmStartSettings.seed)
-    parser.add_argument("--stop-at-accuracy", type=float, default=WarmStartSettings.stop_at_accuracy)
-    parser.add_argument("--max-steps", type=int, default=WarmStartSettings.max_steps)
+    add_fields(parser, WarmStartSettings, ["seed", "stop_at_accuracy", "max_steps"])
     parser.add_argument("--cache-root", default=str(DEFAULT_CACHE_ROOT))
     parser.add_argument(
         "--inputs",
@@ -322,7 +325,10 @@ def main() -> None:
         "the recipe's command",
     )
     args = parser.parse_args()
-    settings = WarmStartSettings(seed=args.seed, stop_at_accuracy=args.stop_at_accuracy, max_steps=args.max_steps)
+    try:
+        settings = from_args(WarmStartSettings, args)
+    except ValueError as error:
+        parser.error(str(error))
     if args.inputs:
         inputs = write_inputs(settings, args.inputs)
         command = ["python -m recipes.sft --config", SFT_CONFIG_NAME, *sft_flags(settings, inputs)]

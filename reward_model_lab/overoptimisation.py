@@ -44,6 +44,7 @@ import time
 from dataclasses import asdict, fields
 from pathlib import Path
 
+from cpu_lab.dataclass_flags import add_fields, from_args
 from cpu_lab.runner import Run, parse, run_at_once, run_one
 from cpu_lab.warmstart import prepare_lab
 from eval.jsonl import write_jsonl
@@ -183,7 +184,6 @@ def run(settings: Settings, out: Path) -> Path:
 
 def make_parser() -> argparse.ArgumentParser:
     """The lab's command line: what it does and how to run it first, then its options by group."""
-    defaults = Settings()
     summary = "\n\n".join(__doc__.split("\n\n")[:2])  # the first paragraph and the commands
     parser = argparse.ArgumentParser(
         prog="python -m reward_model_lab.overoptimisation",
@@ -194,42 +194,21 @@ def make_parser() -> argparse.ArgumentParser:
             "Formatter", (argparse.RawDescriptionHelpFormatter, argparse.ArgumentDefaultsHelpFormatter), {}
         ),
     )
-    arms = parser.add_argument_group("the arms")
-    arms.add_argument("--seeds", type=int, nargs="+", default=defaults.seeds, help="seeds of every arm")
-    arms.add_argument(
-        "--betas", type=float, nargs="+", default=defaults.betas, help="KL coefficients: one reward-model arm each"
-    )
-    arms.add_argument(
-        "--no-checker-control", action="store_true", help="leave out the control arm (the checker's reward, beta 0)"
-    )
-    length = parser.add_argument_group("length of each GRPO run")
-    length.add_argument("--steps", type=int, default=defaults.steps, help="GRPO steps per run")
-    length.add_argument("--eval-every", type=int, default=defaults.eval_every, help="steps between evaluations")
-    length.add_argument(
-        "--eval-n", type=int, default=defaults.eval_n, help="held-out problems per evaluation (accuracy, proxy, KL)"
-    )
-    length.add_argument("--jobs", type=int, default=defaults.jobs, help="runs at once, one torch thread each")
-    pairs = parser.add_argument_group("the reward model's preference pairs")
-    pairs.add_argument(
-        "--pairs",
-        choices=["policy", "reference"],
-        default=defaults.pairs,
-        help="'policy': the warm start's own answers, correct vs wrong; 'reference': each problem's reference "
-        "solution vs the same with the answer + 1 (mechanics only)",
-    )
-    pairs.add_argument("--pair-problems", type=int, default=defaults.pair_problems, help="train problems sampled")
-    pairs.add_argument("--pair-k", type=int, default=defaults.pair_k, help="answers sampled per problem")
-    own = parser.add_argument_group("another policy and data (default: the CPU lab's warm start and problems)")
-    own.add_argument("--policy", help="a causal LM folder")
-    own.add_argument("--train-data", help="with --policy: GRPO and pair problems (.jsonl)")
-    own.add_argument("--heldout-data", help="with --policy: held-out problems (.jsonl)")
+    groups = {  # Settings' fields, as flags of their spelling (--eval-every), by group
+        "the arms": ["seeds", "betas", "checker_control"],
+        "length of each GRPO run": ["steps", "eval_every", "eval_n", "jobs"],
+        "the reward model's preference pairs": ["pairs", "pair_problems", "pair_k"],
+        "another policy and data (default: the CPU lab's warm start and problems)": [
+            "policy",
+            "train_data",
+            "heldout_data",
+        ],
+    }
+    for title, names in groups.items():
+        add_fields(parser.add_argument_group(title), Settings, names)
     out = parser.add_argument_group("output")
     out.add_argument("--out", default="runs/lab/overoptimisation", help="folder of every run and the report")
-    out.add_argument(
-        "--report-to",
-        default="none",
-        help="'wandb' logs every run's rm/* curves to W&B (needs `wandb login`, WANDB_API_KEY or WANDB_MODE=offline)",
-    )
+    add_fields(out, Settings, ["report_to"])
     out.add_argument("--report-only", action="store_true", help="rewrite the report of --out from its finished runs")
     return parser
 
@@ -260,22 +239,7 @@ def main(argv: list[str] | None = None) -> Path:
         parser.error("--policy needs --train-data and --heldout-data (lab-style .jsonl with question and answer)")
     if min(args.steps, args.eval_every, args.eval_n, args.jobs, args.pair_problems, args.pair_k) < 1:
         parser.error("--steps, --eval-every, --eval-n, --jobs, --pair-problems and --pair-k must be >= 1")
-    settings = Settings(
-        seeds=args.seeds,
-        betas=args.betas,
-        checker_control=not args.no_checker_control,
-        steps=args.steps,
-        eval_every=args.eval_every,
-        eval_n=args.eval_n,
-        pairs=args.pairs,
-        pair_problems=args.pair_problems,
-        pair_k=args.pair_k,
-        jobs=args.jobs,
-        policy=args.policy,
-        train_data=args.train_data,
-        heldout_data=args.heldout_data,
-        report_to=args.report_to,
-    )
+    settings = from_args(Settings, args)
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     report = run(settings, Path(args.out))
     print(f"report: {report}")

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Literal
 
 CHECKER = "checker"
 CONFIGS = Path(__file__).resolve().parents[1] / "recipes" / "configs" / "lab_rm"
@@ -16,25 +17,46 @@ class Settings:
     """Everything a run depends on beyond its configs (written to ``settings.json``). The GRPO arms are
     ``grpo_config`` (the reward-model arms, one per beta) and ``checker_config`` (the control) run by ``recipes.grpo``;
     the reward model is ``rm_config`` run by ``recipes.reward_model``; ``grpo_flags`` / ``rm_flags`` are extra
-    command-line overrides for them (a smaller batch, say)."""
+    command-line overrides for them (a smaller batch, say). The fields with a help are the options of
+    ``python -m reward_model_lab.overoptimisation`` (``cpu_lab.dataclass_flags``)."""
 
-    seeds: list[int] = field(default_factory=lambda: [0, 1, 2])
-    betas: list[float] = field(default_factory=lambda: [0.0, 0.01, 0.04, 0.2])
-    checker_control: bool = True
+    seeds: list[int] = field(default_factory=lambda: [0, 1, 2], metadata={"help": "seeds of every arm"})
+    betas: list[float] = field(
+        default_factory=lambda: [0.0, 0.01, 0.04, 0.2], metadata={"help": "KL coefficients: one reward-model arm each"}
+    )
+    checker_control: bool = field(  # on the command line: --no-checker-control, which the help describes
+        default=True, metadata={"help": "leave out the control arm (the checker's reward, beta 0)"}
+    )
     # 60 steps x 5 arms x 3 seeds: 13 min 44 s on the near-idle 2-core box (GRPO steps are ~90% of the time; 100 steps
     # took 21 minutes); by step 60 every reward-model arm has lost most of its true accuracy (docs/reward_model.md)
-    steps: int = 60
-    eval_every: int = 10
-    eval_n: int = 64  # held-out problems per evaluation (greedy accuracy, one sample each for proxy and KL)
+    steps: int = field(default=60, metadata={"help": "GRPO steps per run"})
+    eval_every: int = field(default=10, metadata={"help": "steps between evaluations"})
+    eval_n: int = field(
+        default=64,
+        metadata={"help": "held-out problems per evaluation (greedy accuracy, one sample each for proxy and KL)"},
+    )
     probe_n: int = 50  # held-out problems the reward model's hack probes are built from
-    pairs: str = "policy"  # "policy": the warm start's own answers; "reference": reference vs answer + 1
-    pair_problems: int = 800
-    pair_k: int = 8
-    jobs: int = 2
-    report_to: str = "none"  # "wandb": one W&B run per arm and seed (named <arm>-seed<k>, grouped by the out folder)
-    policy: str | None = None  # default: the lab warm start (cpu_lab.warmstart.prepare_lab)
-    train_data: str | None = None
-    heldout_data: str | None = None
+    pairs: Literal["policy", "reference"] = field(
+        default="policy",
+        metadata={
+            "help": "'policy': the warm start's own answers, correct vs wrong; 'reference': each problem's reference "
+            "solution vs the same with the answer + 1 (mechanics only)"
+        },
+    )
+    pair_problems: int = field(default=800, metadata={"help": "train problems sampled"})
+    pair_k: int = field(default=8, metadata={"help": "answers sampled per problem"})
+    jobs: int = field(default=2, metadata={"help": "runs at once, one torch thread each"})
+    report_to: str = field(
+        default="none",
+        metadata={
+            "help": "'wandb' logs every run's rm/* curves to W&B, one W&B run per arm and seed (named <arm>-seed<k>, "
+            "grouped by the out folder; needs `wandb login`, WANDB_API_KEY or WANDB_MODE=offline)"
+        },
+    )
+    # default: the lab warm start and its problems (cpu_lab.warmstart.prepare_lab)
+    policy: str | None = field(default=None, metadata={"help": "a causal LM folder"})
+    train_data: str | None = field(default=None, metadata={"help": "with --policy: GRPO and pair problems (.jsonl)"})
+    heldout_data: str | None = field(default=None, metadata={"help": "with --policy: held-out problems (.jsonl)"})
     grpo_config: str = str(CONFIGS / "grpo_lab_rm.yaml")
     checker_config: str = str(CONFIGS / "grpo_lab_rm_checker.yaml")
     rm_config: str = str(CONFIGS / "reward_model_lab_rm.yaml")
