@@ -129,24 +129,35 @@ def output_to(path: str | Path):
     sys.stdout.flush()
     sys.stderr.flush()
     saved_fds, saved_streams = (os.dup(1), os.dup(2)), (sys.stdout, sys.stderr)
-    try:
-        on_fd1 = sys.stdout.fileno() == 1
-    except (AttributeError, OSError, ValueError):  # a stream of its own (a test's capture): it stays the terminal
-        on_fd1 = False
+    on_fd1, on_fd2 = _on_fd(sys.stdout, 1), _on_fd(sys.stderr, 2)
     terminal = os.fdopen(os.dup(saved_fds[0]), "w", buffering=1) if on_fd1 else sys.stdout
     with open(path, "w", buffering=1) as log:
         try:
             os.dup2(log.fileno(), 1)
             os.dup2(log.fileno(), 2)
-            sys.stdout = sys.stderr = log  # also catches writers that do not go through fds 1 and 2
+            # a stream on fd 1 or 2 now writes to the file and stays the stream it was, so a logging handler made
+            # meanwhile (transformers makes one on sys.stderr) still writes after this file closes; a stream of its
+            # own (a test's capture) does not follow the fds, so it is pointed at the file while the run lasts
+            sys.stdout = sys.stdout if on_fd1 else log
+            sys.stderr = sys.stderr if on_fd2 else log
             yield terminal
         finally:
+            for stream in (sys.stdout, sys.stderr):
+                stream.flush()
             sys.stdout, sys.stderr = saved_streams
             for fd, saved in zip((1, 2), saved_fds, strict=True):
                 os.dup2(saved, fd)
                 os.close(saved)
             if on_fd1:
                 terminal.close()
+
+
+def _on_fd(stream, fd: int) -> bool:
+    """Whether ``stream`` writes to file descriptor ``fd`` (not a stream of its own, as a test's capture is)."""
+    try:
+        return stream.fileno() == fd
+    except (AttributeError, OSError, ValueError):
+        return False
 
 
 def planned_steps(config: str | Path, extra_args) -> int | None:

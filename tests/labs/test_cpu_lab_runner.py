@@ -4,6 +4,7 @@ recipe's own command-line checks.
     OMP_NUM_THREADS=1 .venv/bin/python -m pytest -q tests/labs/test_cpu_lab_runner.py
 """
 
+import subprocess
 import sys
 from pathlib import Path
 
@@ -57,3 +58,26 @@ def test_the_file_name_prefix_names_the_recipe(name, recipe):
 def test_run_at_once_refuses_no_jobs():
     with pytest.raises(ValueError, match="jobs must be >= 1"):
         runner.run_at_once([], jobs=0)
+
+
+@pytest.mark.heavy  # starts a process
+def test_a_logging_handler_made_during_one_in_process_run_still_writes_during_the_next(tmp_path):
+    """Runs in turn in one process (``--jobs 1``): a library that makes its logging handler on ``sys.stderr`` during the
+    first run (transformers does) must write into the second run's log, not fail on the first run's closed file."""
+    script = f"""
+import logging, sys
+from cpu_lab.runner import output_to
+with output_to({str(tmp_path / "one.log")!r}):
+    handler = logging.StreamHandler(sys.stderr)
+    logging.getLogger("library").addHandler(handler)
+    logging.getLogger("library").warning("first run")
+with output_to({str(tmp_path / "two.log")!r}):
+    logging.getLogger("library").warning("second run")
+    print("printed in the second run")
+print("back on the terminal")
+"""
+    done = subprocess.run([sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert (tmp_path / "one.log").read_text() == "first run\n"
+    assert (tmp_path / "two.log").read_text() == "second run\nprinted in the second run\n"
+    assert "Logging error" not in done.stderr and done.stdout == "back on the terminal\n"
