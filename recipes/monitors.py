@@ -373,6 +373,8 @@ class TrainSeconds(TrainerCallback):
     same training compute. Put it first among a trainer's callbacks: the checks of the others then fall outside it.
     """
 
+    clock = staticmethod(time.perf_counter)
+
     def __init__(self, budget: float | None = None):
         self.budget, self.total, self.began = budget, 0.0, None
 
@@ -382,20 +384,26 @@ class TrainSeconds(TrainerCallback):
         return control
 
     def on_step_begin(self, args, state, control, **kwargs):
-        self.began = time.perf_counter()
+        self.began = self.clock()
         return control
 
     def on_step_end(self, args, state, control, **kwargs):
         if self.began is not None:
-            self.total += time.perf_counter() - self.began
+            self.total += self.clock() - self.began
             self.began = None
         if self.budget is not None and self.total >= self.budget:
             control.should_training_stop = True
+        if control.should_save and not control.should_log:  # a checkpoint without a log line: keep the count in it
+            state.log_history.append({"train_seconds": round(self.total, 2), "step": state.global_step})
         return control
 
     def on_log(self, args, state, control, logs=None, **kwargs):
         if logs is not None:
             logs["train_seconds"] = round(self.total, 2)
+            if state.log_history and state.log_history[-1].get("step") == state.global_step:
+                # the trainer recorded this line before the callbacks saw it: the checkpoint's copy gets the count
+                # too, so a resumed run goes on from it (on_train_begin)
+                state.log_history[-1]["train_seconds"] = logs["train_seconds"]
         return control
 
 

@@ -118,7 +118,7 @@ def test_train_seconds_leave_out_the_checks_and_a_budget_stops_training(tiny_mod
         return {"eval/accuracy": 0.0, "eval/n": 4}
 
     monkeypatch.setattr(recipes.monitors, "held_out_metrics", slow_check)
-    monkeypatch.setattr(recipes.monitors.time, "perf_counter", lambda: time.monotonic() + skipped[0])
+    monkeypatch.setattr(recipes.monitors.TrainSeconds, "clock", staticmethod(lambda: time.monotonic() + skipped[0]))
     flags = ["--validation_steps", "1", "--max_steps", "4", "--eval_limit", "0", "--logging_steps", "1"]
     report = run(tiny_model_dir, tmp_path / "full", *flags)
     logged = [json.loads(line) for line in (tmp_path / "full" / "log.jsonl").read_text().splitlines()]
@@ -136,12 +136,20 @@ def test_validation_limit_0_makes_no_checks(tiny_model_dir, tmp_path):
     assert not (tmp_path / "out" / "validation.jsonl").exists()
 
 
-def test_a_killed_run_resumes_from_its_checkpoint(tiny_model_dir, tmp_path, capsys):
+@pytest.mark.parametrize("logging_steps", ["1", "3"])  # a checkpoint at a logged step, and one between log lines
+def test_a_killed_run_resumes_from_its_checkpoint_with_its_train_seconds(
+    tiny_model_dir, tmp_path, capsys, monkeypatch, logging_steps
+):
+    """The resumed run goes on from the checkpoint's steps and from its count of train seconds (a count that started
+    again from 0 would give a more-SFT twin too small a budget). The clock TrainSeconds reads moves 5 s a step."""
+    ticks = iter(range(0, 1000, 5))  # the clock is read twice a step (its start and its end): 5 s apart
+    monkeypatch.setattr(recipes.monitors.TrainSeconds, "clock", staticmethod(lambda: float(next(ticks))))
     out = tmp_path / "out"
-    common = ["--eval_limit", "0", "--save_strategy", "steps", "--save_steps", "2"]
-    run(tiny_model_dir, out, *common, "--max_steps", "2")
+    common = ["--eval_limit", "0", "--save_strategy", "steps", "--save_steps", "2", "--logging_steps", logging_steps]
+    first = run(tiny_model_dir, out, *common, "--max_steps", "2")
     report = run(tiny_model_dir, out, *common, "--max_steps", "4")
     assert "resuming from" in capsys.readouterr().out and report["steps"] == 4
+    assert first["train_seconds"] == 10.0 and report["train_seconds"] == 20.0  # 4 steps of 5 s, not 2 after resume
 
 
 @pytest.mark.parametrize(
