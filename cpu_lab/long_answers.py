@@ -55,7 +55,7 @@ class LongDifficulty(Difficulty):
     """3-6 operations on amounts of 1-9 with running totals at most ``max_total``, one solution line per operation.
 
     Amounts of one digit and totals of at most two keep the solution's length close to a linear function of the
-    operations: 60-120 tokens for 3-6 of them (tests/labs/test_cpu_lab_long_answers.py counts them with the lab tokenizer).
+    operations: 60-120 tokens for 3-6 of them (tests/cpu_lab/test_cpu_lab_long_answers.py counts them with the lab tokenizer).
 
     >>> p = LongDifficulty().make_problem(random.Random(3))
     >>> print(p["question"])
