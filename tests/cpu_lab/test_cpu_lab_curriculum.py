@@ -1,6 +1,6 @@
 """The lab's curriculum: the controller, the problems it draws, and a real recipe run whose difficulty moves.
 
-OMP_NUM_THREADS=1 .venv/bin/python -m pytest -q tests/labs/test_cpu_lab_curriculum.py
+OMP_NUM_THREADS=1 .venv/bin/python -m pytest -q tests/cpu_lab/test_cpu_lab_curriculum.py
 """
 
 from types import SimpleNamespace

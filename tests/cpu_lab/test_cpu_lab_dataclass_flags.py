@@ -1,7 +1,7 @@
 """A settings dataclass on a lab's command line (cpu_lab/dataclass_flags.py): each field's type, default and help reach
 its flag, the parsed flags build the dataclass back, and the commands built on it take the flags they always took.
 
-    OMP_NUM_THREADS=1 .venv/bin/python -m pytest -q tests/labs/test_cpu_lab_dataclass_flags.py
+    OMP_NUM_THREADS=1 .venv/bin/python -m pytest -q tests/cpu_lab/test_cpu_lab_dataclass_flags.py
 """
 
 import argparse

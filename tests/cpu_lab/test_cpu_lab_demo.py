@@ -1,7 +1,7 @@
-"""The demo's verdicts, computed from synthetic run folders (the real runs are in tests/labs/test_cpu_lab_slow.py), and
+"""The demo's verdicts, computed from synthetic run folders (the real runs are in tests/cpu_lab/test_cpu_lab_slow.py), and
 what its terminal shows, from a tiny real demo.
 
-OMP_NUM_THREADS=1 .venv/bin/python -m pytest -q tests/labs/test_cpu_lab_demo.py
+OMP_NUM_THREADS=1 .venv/bin/python -m pytest -q tests/cpu_lab/test_cpu_lab_demo.py
 """
 
 import io
@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from cpu_lab import demo, matrix
-from tests.labs.test_cpu_lab_matrix import fake_run
+from tests.cpu_lab.test_cpu_lab_matrix import fake_run
 
 
 def test_findings_state_each_verdict_from_the_numbers(tmp_path):
@@ -146,11 +146,11 @@ def test_two_demos_of_different_seeds_train_on_their_own_data(tmp_path, monkeypa
 
 # ------------------------------------------------------------------------------------------ what the terminal shows
 ROOT = Path(__file__).resolve().parents[2]
-# The real demo.main with the tiny warm-start settings of tests/labs/test_cpu_lab_warmstart.py (seconds, not minutes)
+# The real demo.main with the tiny warm-start settings of tests/cpu_lab/test_cpu_lab_warmstart.py (seconds, not minutes)
 TINY_DEMO = """
 import sys
 from cpu_lab import demo, warmstart
-from tests.labs.test_cpu_lab_warmstart import TINY
+from tests.cpu_lab.test_cpu_lab_warmstart import TINY
 
 demo.WarmStartSettings = lambda seed: warmstart.WarmStartSettings(
     **TINY, seed=seed, max_steps=4, eval_every=2, validation_n=5, heldout_n=10, stop_at_accuracy=1.0

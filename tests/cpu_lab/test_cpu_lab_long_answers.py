@@ -2,7 +2,7 @@
 are correct step by step, splits that share no question, and a 2-step run of each config that writes the length keys
 the report and the plot read.
 
-    OMP_NUM_THREADS=1 .venv/bin/python -m pytest -q tests/labs/test_cpu_lab_long_answers.py
+    OMP_NUM_THREADS=1 .venv/bin/python -m pytest -q tests/cpu_lab/test_cpu_lab_long_answers.py
 """
 
 import random
@@ -101,7 +101,7 @@ def test_two_steps_of_each_config_write_the_length_keys_the_report_plots(tmp_pat
     from cpu_lab.matrix import run_matrix
     from cpu_lab.warmstart import prepare_lab, recipe_flags
     from eval.jsonl import read_jsonl
-    from tests.labs.test_cpu_lab_warmstart import TINY
+    from tests.cpu_lab.test_cpu_lab_warmstart import TINY
 
     monkeypatch.chdir(tmp_path)  # the configs' output folders are relative; keep them here
     settings = WarmStartSettings(

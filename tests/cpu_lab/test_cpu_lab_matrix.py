@@ -1,6 +1,6 @@
 """The matrix runner's table, read from synthetic run folders shaped like the GRPO recipe's outputs.
 
-OMP_NUM_THREADS=1 .venv/bin/python -m pytest -q tests/labs/test_cpu_lab_matrix.py
+OMP_NUM_THREADS=1 .venv/bin/python -m pytest -q tests/cpu_lab/test_cpu_lab_matrix.py
 """
 
 import hashlib

@@ -1,6 +1,6 @@
 """The lab's problem generator: deterministic per seed, correct worked solutions, splits that share no worked solution.
 
-OMP_NUM_THREADS=1 .venv/bin/python -m pytest -q tests/labs/test_cpu_lab_problems.py
+OMP_NUM_THREADS=1 .venv/bin/python -m pytest -q tests/cpu_lab/test_cpu_lab_problems.py
 """
 
 import json

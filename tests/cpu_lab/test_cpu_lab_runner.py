@@ -1,7 +1,7 @@
 """The labs' one runner (cpu_lab/runner.py): every lab launches recipe runs through it, and it goes through the
 recipe's own command-line checks.
 
-    OMP_NUM_THREADS=1 .venv/bin/python -m pytest -q tests/labs/test_cpu_lab_runner.py
+    OMP_NUM_THREADS=1 .venv/bin/python -m pytest -q tests/cpu_lab/test_cpu_lab_runner.py
 """
 
 import subprocess

@@ -1,4 +1,4 @@
-"""Opt-in regression runs of the CPU lab (`make test-slow`, or `pytest -m slow tests/labs/test_cpu_lab_slow.py`).
+"""Opt-in regression runs of the CPU lab (`make test-slow`, or `pytest -m slow tests/cpu_lab/test_cpu_lab_slow.py`).
 
 They train for real, for two seeds: each seed's warm start (cached under runs/lab/cache, so only the first run pays
 for it; it stops on the validation split, never on the held-out set) and short GRPO runs of the lab configs through

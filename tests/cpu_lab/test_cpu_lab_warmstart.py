@@ -2,7 +2,7 @@
 (recipes/configs/lab/sft_lab_warmstart.yaml), stops on a VALIDATION threshold (the held-out set is read before
 training and after the stop, never in between), and a second call with the same settings reuses the cached folder.
 
-    OMP_NUM_THREADS=1 .venv/bin/python -m pytest -q tests/labs/test_cpu_lab_warmstart.py
+    OMP_NUM_THREADS=1 .venv/bin/python -m pytest -q tests/cpu_lab/test_cpu_lab_warmstart.py
 """
 
 import json

@@ -1,7 +1,7 @@
 """The labs' shared report pieces (cpu_lab/report.py): how a number, a spread, an interval, a table and a command are
 written in every lab's report.
 
-    OMP_NUM_THREADS=1 .venv/bin/python -m pytest -q tests/labs/test_lab_report.py
+    OMP_NUM_THREADS=1 .venv/bin/python -m pytest -q tests/cpu_lab/test_lab_report.py
 """
 
 import json

@@ -1,7 +1,7 @@
 """The judge lab end to end on the tiny model: its real tiny config through the GRPO recipe (``python -m
 recipes.grpo``), a few steps, per-step logs, the tracker, the monitors and the probes.
 
-Run: ``OMP_NUM_THREADS=1 .venv/bin/python -m pytest -q tests/labs/test_judge_lab.py``. The judge is the local HTTP
+Run: ``OMP_NUM_THREADS=1 .venv/bin/python -m pytest -q tests/judge_lab/test_judge_lab.py``. The judge is the local HTTP
 server of tests/judge_server.py (its scores vary with the answer's length, so advantages are not all zero and the policy
 moves), called with a sentinel key that must not appear in any file the run writes.
 """

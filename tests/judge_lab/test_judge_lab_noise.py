@@ -1,6 +1,6 @@
 """The judge-noise probe against the local chat-completions server of tests/judge_server.py.
 
-Run: ``OMP_NUM_THREADS=1 .venv/bin/python -m pytest -q tests/labs/test_judge_lab_noise.py``.
+Run: ``OMP_NUM_THREADS=1 .venv/bin/python -m pytest -q tests/judge_lab/test_judge_lab_noise.py``.
 """
 
 from __future__ import annotations

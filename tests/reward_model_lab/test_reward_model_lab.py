@@ -2,9 +2,9 @@
 size: a random ~100k-parameter model, reference pairs, 2 GRPO steps per arm (mechanics, not learning). The real run,
 on the lab warm start, is in the slow tier.
 
-    OMP_NUM_THREADS=1 .venv/bin/python -m pytest tests/labs/test_reward_model_lab.py -q
+    OMP_NUM_THREADS=1 .venv/bin/python -m pytest tests/reward_model_lab/test_reward_model_lab.py -q
     # the slow tier: 39 min on the shared 2-core box at load 12-16 (docs/reward_model.md)
-    OMP_NUM_THREADS=1 .venv/bin/python -m pytest tests/labs/test_reward_model_lab.py -q -m slow
+    OMP_NUM_THREADS=1 .venv/bin/python -m pytest tests/reward_model_lab/test_reward_model_lab.py -q -m slow
 """
 
 import json
