@@ -5,7 +5,7 @@ export TOKENIZERS_PARALLELISM := false
 export WANDB_MODE ?= offline
 export HF_HUB_OFFLINE := 1
 
-.PHONY: venv venv-gpu test test-quick test-slow test-data lint demo bench real-model data clean help
+.PHONY: venv venv-gpu test test-quick test-slow test-data lint demo bench stats real-model data clean help
 
 # .venv holds the CPU set (requirements.txt) or, once `make venv-gpu` has marked it with .venv/.gpu, the GPU set
 # (requirements-gpu.txt); the targets below keep whichever set it holds
@@ -46,6 +46,9 @@ lint: venv  # ruff check and ruff format --check
 
 demo: venv  # the embedded CPU demo (python -m cpu_lab.demo)
 	OMP_NUM_THREADS=2 $(PY) -m cpu_lab.demo
+
+stats: venv  # the project's size: a GRPO run's code within two imports, product code, config keys, README
+	$(PY) -m bench.stats
 
 bench: venv  # CPU benchmarks; bench.grpo_gpu needs a CUDA GPU
 	$(PY) -m bench.rewards_speed

@@ -455,3 +455,20 @@ def test_eval_speed_refuses_batch_sizes_that_are_not_whole_numbers():
         timeout=120,
     )
     assert done.returncode == 2 and "--batch-sizes '16,x'" in done.stderr and done.stderr.count("\n") == 1
+
+
+def test_stats_count_code_lines_and_follow_imports_two_hops(tmp_path):
+    from bench import stats
+
+    sample = tmp_path / "m.py"
+    doc = '"""A docstring\n\nof three lines."""\n\n# a comment\n'
+    sample.write_text(doc + 'import os  # code\n\n\ndef f():\n    """One."""\n    return os\n')
+    assert stats.lines(sample) == 3  # import, def, return
+    two = {p.relative_to(stats.ROOT).as_posix() for p in stats.within_hops(stats.ROOT / "recipes" / "grpo.py", 2)}
+    one = {p.relative_to(stats.ROOT).as_posix() for p in stats.within_hops(stats.ROOT / "recipes" / "grpo.py", 1)}
+    assert "recipes/grpo.py" in one and "recipes/common.py" in one and one < two
+    assert not any(path.startswith("tests/") for path in two)
+    assert stats.longest_cell("| a | bcd |\n|---|---|\n| xx | y |\n") == 3
+    assert stats.config_keys(tmp_path) == 0
+    (tmp_path / "c.yaml").write_text("# header: not a key\nbase: b.yaml\nmax_steps: 3  # a comment\n  nested: 1\n")
+    assert stats.config_keys(tmp_path) == 2
