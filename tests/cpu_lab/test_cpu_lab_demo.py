@@ -1,5 +1,5 @@
-"""The demo's verdicts, computed from synthetic run folders (the real runs are in tests/cpu_lab/test_cpu_lab_slow.py), and
-what its terminal shows, from a tiny real demo.
+"""The demo's verdicts, computed from synthetic run folders (the real runs are in tests/cpu_lab/test_cpu_lab_slow.py),
+and what its terminal shows, from a tiny real demo.
 
 OMP_NUM_THREADS=1 .venv/bin/python -m pytest -q tests/cpu_lab/test_cpu_lab_demo.py
 """

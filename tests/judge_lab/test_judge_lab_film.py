@@ -1,9 +1,9 @@
 """The laptop film's command (judge_lab/film.py) end to end on the tiny model as policy AND judge, two runs briefly.
 
-Run: ``OMP_NUM_THREADS=1 .venv/bin/python -m pytest -q tests/judge_lab/test_judge_lab_film.py``. The tiny model's answers
-and its judging are noise; this checks the wiring: the lab's question and instruction reach the policy, the judge is
-read in log-probability mode, the verdict is the lab's ``####`` checker, and the report, noise probe and film.md are
-written.
+Run: ``OMP_NUM_THREADS=1 .venv/bin/python -m pytest -q tests/judge_lab/test_judge_lab_film.py``. The tiny model's
+answers and its judging are noise; this checks the wiring: the lab's question and instruction reach the policy, the
+judge is read in log-probability mode, the verdict is the lab's ``####`` checker, and the report, noise probe and
+film.md are written.
 """
 
 from __future__ import annotations
