@@ -10,7 +10,7 @@
    - ``sft_smollm2_more``: SFT continued from the start for the optimizer-step seconds the default arm took on that
      seed, with as many threads as a GRPO arm had;
    - ``grpo_real_random``: a coin-flip reward (accuracy must not move by more than ``CONTROL_BAND``);
-   - ``grpo_real_format_only``: the hackable format bonus alone;
+   - ``grpo_real_format_only``: the hackable format bonus alone (``--controls`` picks the controls);
    - with ``--sampling-arms``, on the first seed: ``grpo_real_dynamic`` (online dynamic sampling: groups whose
      answers all score alike are replaced by fresh prompts) and ``grpo_real_filtered`` (the training pool filtered
      offline to the problems the start solves sometimes but not always, from ``FILTER_K`` answers to each of
@@ -29,6 +29,7 @@ Finished stages are reused when their settings match (a killed lab continues whe
     python -m cpu_lab.real --steps 1 --sft-steps 2 --eval-limit 4 --out /tmp/real   # its mechanics in minutes
     python -m cpu_lab.real --seeds 0,1,2 --passk 64                 # three seeds, pass@1..64 on the test set
     python -m cpu_lab.real --starts plateau --sampling-arms dynamic,filtered   # online against offline filtering
+    python -m cpu_lab.real --starts early --controls random         # one start, the random control alone
     python -m cpu_lab.real --report-only --out runs/real_lab        # rewrite the report
     python -m cpu_lab.real --summarize runs/real_lab/early/grpo/grpo_real_default/seed0   # one run's monitors
 """
@@ -53,7 +54,7 @@ CONFIG_DIR = Path("recipes/configs/real_lab")
 SFT_CONFIG = CONFIG_DIR / "sft_smollm2.yaml"
 MORE_SFT_CONFIG = CONFIG_DIR / "sft_smollm2_more.yaml"
 DEFAULT_ARM = "grpo_real_default"
-CONTROLS = ["grpo_real_random", "grpo_real_format_only"]
+CONTROLS = {"random": "grpo_real_random", "format_only": "grpo_real_format_only"}  # --controls
 SAMPLING_ARMS = {  # --sampling-arms: GRPO arms that keep the groups informative where most are all right or all wrong
     "dynamic": "grpo_real_dynamic",  # online: DAPO's dynamic sampling (recipes/dynamic_sampling.py)
     "filtered": "grpo_real_filtered",  # offline: the training pool filtered by the start's pass rate
@@ -74,6 +75,11 @@ def main(argv: list[str] | None = None) -> Path:
     parser.add_argument("--model", default="runs/real_model/model", help="the pretrained model (make real-model)")
     parser.add_argument("--seeds", default="0", help="seeds of the default arm and its more-SFT twin, e.g. 0,1,2")
     parser.add_argument("--starts", default="early,plateau", help=f"SFT starts to run arms from: {', '.join(STARTS)}")
+    parser.add_argument(
+        "--controls",
+        default=",".join(CONTROLS),
+        help="controls run beside the default arm: random (a coin-flip reward), format_only, both, or '' for none",
+    )
     parser.add_argument("--control-seed", type=int, default=0, help="seed of the random and format-only controls")
     parser.add_argument("--steps", type=int, default=None, help="GRPO steps per run (default: the configs')")
     parser.add_argument("--sft-steps", type=int, default=None, help="most SFT steps of a start (default: the config's)")
@@ -111,6 +117,9 @@ def main(argv: list[str] | None = None) -> Path:
     starts = matrix.split_list([args.starts])
     if unknown := [s for s in starts if s not in STARTS]:
         parser.error(f"--starts {','.join(unknown)}: give one or more of {','.join(STARTS)}")
+    controls = matrix.split_list([args.controls])
+    if unknown := [c for c in controls if c not in CONTROLS]:
+        parser.error(f"--controls {','.join(unknown)}: give one or more of {','.join(CONTROLS)}, or '' for none")
     sampling_arms = matrix.split_list([args.sampling_arms])
     if unknown := [a for a in sampling_arms if a not in SAMPLING_ARMS]:
         parser.error(f"--sampling-arms {','.join(unknown)}: give one or more of {','.join(SAMPLING_ARMS)}")
@@ -172,7 +181,7 @@ def main(argv: list[str] | None = None) -> Path:
         grpo_flags = [*inputs, "--model_name_or_path", str(start), "--monitor_eval_data", str(data / "dev.jsonl")]
         grpo_flags += [] if args.steps is None else ["--max_steps", str(args.steps)]
         runs = [(str(CONFIG_DIR / f"{DEFAULT_ARM}.yaml"), seed) for seed in seeds]
-        runs[1:1] = [(str(CONFIG_DIR / f"{c}.yaml"), args.control_seed) for c in CONTROLS]
+        runs[1:1] = [(str(CONFIG_DIR / f"{CONTROLS[c]}.yaml"), args.control_seed) for c in controls]
         if "dynamic" in sampling_arms:
             runs.append((str(CONFIG_DIR / f"{SAMPLING_ARMS['dynamic']}.yaml"), seeds[0]))
         matrix.run_pairs(runs, out / name / "grpo", grpo_flags, jobs=args.jobs, run_logs=True, progress=True)

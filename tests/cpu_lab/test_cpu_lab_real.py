@@ -215,6 +215,16 @@ def test_the_lab_queues_every_grpo_run_at_once_so_both_cores_stay_busy(tmp_path,
     ]
     splits = json.loads((out / "data" / "splits.json").read_text())
     assert splits["sizes"]["test"] == real.default_arm_config()["eval_limit"] == 500
+
+    queued.clear()  # --controls picks the controls: the random one alone here, from the early start only
+    one = ["--model", str(model), "--seeds", "0", "--starts", "early"]
+    real.main([*one, "--out", str(tmp_path / "random"), "--controls", "random"])
+    assert [(Path(config).stem, seed) for config, seed in queued[0][0]] == [
+        ("grpo_real_default", 0),
+        ("grpo_real_random", 0),
+    ]
+    real.main([*one, "--out", str(tmp_path / "none"), "--controls", ""])
+    assert [Path(config).stem for config, _ in queued[1][0]] == ["grpo_real_default"]
     assert splits["solution_overlap_with_train"]["solution_rule"] == {"dev": 0, "test": 0, "ood": 0}
 
 
@@ -306,8 +316,14 @@ def test_dpo_runs_from_each_start_on_its_own_rollouts(tmp_path, monkeypatch):
     ]
 
 
-@pytest.mark.parametrize("flags, message", [(["--sampling-arms", "online"], "give one or more of dynamic,filtered")])
-def test_unknown_sampling_arm_is_one_clear_error(tmp_path, capsys, flags, message):
+@pytest.mark.parametrize(
+    "flags, message",
+    [
+        (["--sampling-arms", "online"], "give one or more of dynamic,filtered"),
+        (["--controls", "random,shuffled"], "--controls shuffled: give one or more of random,format_only"),
+    ],
+)
+def test_unknown_sampling_arm_or_control_is_one_clear_error(tmp_path, capsys, flags, message):
     with pytest.raises(SystemExit) as err:
         real.main([*flags, "--out", str(tmp_path / "lab")])
     assert err.value.code == 2 and message in capsys.readouterr().err
