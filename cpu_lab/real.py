@@ -16,8 +16,8 @@
      offline to the problems the start solves sometimes but not always, from ``FILTER_K`` answers to each of
      ``--filter-problems`` problems): two answers to a start whose groups are mostly all right.
 4. Every model (the starts and the arms) on the OOD set, greedy, each shift on its own; with ``--passk K``, K samples
-   per test problem at temperature 1 (pass@1..K: sharpening or new coverage?); with ``--forgetting-data``, how far
-   each arm moved from its start on text outside the task (``eval forgetting``).
+   per test and OOD problem at temperature 1 (pass@1..K: sharpening or new coverage?); with ``--forgetting-data``,
+   how far each arm moved from its start on text outside the task (``eval forgetting``).
 5. ``<out>/report.md`` leads with the answers: does GRPO beat its start, does it beat more SFT for the same compute,
    in-distribution (test) and out of distribution, and is it sharpening or new coverage; then the controls, every
    run's table, curves, probes, times and the commands that reproduce each stage (``cpu_lab.real_report``).
@@ -88,7 +88,7 @@ def main(argv: list[str] | None = None) -> Path:
     )
     parser.add_argument("--ood-limit", type=int, default=3 * OOD_SIZE, help="OOD problems per model (0: skip)")
     parser.add_argument("--passk", type=int, default=0, help="K samples per test problem for pass@1..K (0: skip)")
-    parser.add_argument("--passk-limit", type=int, default=200, help="test problems sampled for pass@k")
+    parser.add_argument("--passk-limit", type=int, default=200, help="test (and OOD) problems sampled for pass@k")
     parser.add_argument(
         "--forgetting-data",
         default=FORGETTING_DATA[0],
@@ -249,9 +249,12 @@ def extra_evals(model: Path, base: Path | None, data: Path, args) -> None:
         jobs.append(("eval_ood", [*greedy, "--max-new-tokens", str(OOD_MAX_NEW_TOKENS)]))
     if args.passk:
         grpo = default_arm_config()
-        sampled = ["run", "--data", str(data / "test.jsonl"), "--limit", str(args.passk_limit)]
-        sampled += ["--num-samples", str(args.passk), "--temperature", str(grpo["temperature"])]
+        sampling = ["--num-samples", str(args.passk), "--temperature", str(grpo["temperature"])]
+        sampled = ["run", "--data", str(data / "test.jsonl"), "--limit", str(args.passk_limit), *sampling]
         jobs.append((f"eval_pass{args.passk}", [*sampled, "--max-new-tokens", str(grpo["eval_max_new_tokens"])]))
+        if args.ood_limit:  # the same K samples on the OOD problems, at the OOD answers' length
+            ood = ["run", "--data", str(data / "ood.jsonl"), "--limit", str(min(args.ood_limit, args.passk_limit))]
+            jobs.append((f"eval_ood_pass{args.passk}", [*ood, *sampling, "--max-new-tokens", str(OOD_MAX_NEW_TOKENS)]))
     lora = base is not None and (model / "adapter_config.json").exists()  # a LoRA arm: its start + adapter
     weights = ["--model", str(base), "--adapter", str(model)] if lora else ["--model", str(model)]
     for name, cmd in jobs:

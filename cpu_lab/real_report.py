@@ -140,8 +140,11 @@ def answers(out: Path, start: str, ood_rows: list[dict]) -> list[str]:
         )
     else:
         lines.append("2. **Does it beat more SFT for the same compute?** Not measured yet: no more-SFT run finished.")
-    # 3. Sharpening or new coverage: pass@1 and pass@K of the start and of GRPO on the same test problems
-    lines.append(f"3. **Sharpening or new coverage?** {_coverage(sft, list(grpo.values()))}")
+    # 3. Sharpening or new coverage: pass@1 and pass@K of the start and of GRPO on the same problems
+    coverage = _coverage(sft, list(grpo.values()), "eval_pass")
+    if (ood_coverage := _coverage(sft, list(grpo.values()), "eval_ood_pass")) != NO_PASSK:
+        coverage = f"Test: {coverage} Out of distribution: {ood_coverage}"
+    lines.append(f"3. **Sharpening or new coverage?** {coverage}")
     lines.append("")
     lines.append(_controls(start_out, sft, ood_rows))
     sampling = _sampling(start_out, grpo)
@@ -172,10 +175,29 @@ def _compute(grpo: Path, more: Path) -> str:
     )
 
 
-def _coverage(sft: Path, grpo: list[Path]) -> str:
-    name = next((p.name for p in sorted(sft.glob("eval_pass*")) if (p / "samples.jsonl").exists()), None)
+NO_PASSK = "Not measured (run the lab with --passk K)."
+
+
+def _passk_folder(folder: Path, prefix: str) -> Path | None:
+    """The folder of K samples a problem (``eval_pass<K>`` on test, ``eval_ood_pass<K>`` on OOD), if one finished."""
+    return next((p for p in sorted(folder.glob(f"{prefix}[0-9]*")) if (p / "samples.jsonl").exists()), None)
+
+
+def sampled_accuracy(folder: Path, prefix: str) -> str:
+    """Sampled pass@1 and pass@K of one model, e.g. ``pass@1 0.312, pass@64 0.781 (200 problems)``, or MISSING."""
+    found = _passk_folder(folder, prefix)
+    if found is None:
+        return MISSING
+    samples = _samples(found)
+    curve = pass_at_k_curve(samples)
+    return f"pass@1 {curve[0]:.3f}, pass@{len(curve)} {curve[-1]:.3f} ({len(samples)} problems)"
+
+
+def _coverage(sft: Path, grpo: list[Path], prefix: str) -> str:
+    found = _passk_folder(sft, prefix)
+    name = found.name if found is not None else None
     if name is None or not all((f / name / "samples.jsonl").exists() for f in grpo):
-        return "Not measured (run the lab with --passk K)."
+        return NO_PASSK
     base = _samples(sft / name)
     k = len(pass_at_k_curve(base))
     gains = {folder: [compare_pass_at_k(base, _samples(folder / name), j) for j in (1, k)] for folder in grpo}
@@ -440,7 +462,8 @@ def write_report(out: Path, seconds: dict) -> Path:
             f"({v.get('why', 'no dev check')}; dev accuracy {v.get('last')}"
             + (f", best {v['best']} at step {v['best_step']}, kept" if "best" in v else "")
             + f"); test {accuracy(sft.get('before'))} before → {accuracy(sft.get('after'))} after; OOD after "
-            f"{_ood_accuracy(sft_dir, ood_rows)} (all / by shift).",
+            f"{_ood_accuracy(sft_dir, ood_rows)} (all / by shift). Sampled: test "
+            f"{sampled_accuracy(sft_dir, 'eval_pass')}; OOD {sampled_accuracy(sft_dir, 'eval_ood_pass')}.",
         ]
     lines += ["", "## Every run", "", accuracy_table(sft_dirs + grpo + others, ood_rows), ""]
     for dpo_dir in sorted(out.glob("*/dpo/*/seed*")):

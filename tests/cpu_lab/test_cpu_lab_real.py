@@ -146,16 +146,24 @@ def test_coverage_verdict_tells_sharpening_from_new_coverage(tmp_path):
     sft = _lab(tmp_path, SOLVED_18, SOLVED_10)
     grpo = tmp_path / "early" / "grpo" / "grpo_real_default" / "seed0"
 
-    def sampled(folder, rights):  # 4 samples a problem; problem i has rights[i] right answers
+    def sampled(folder, rights, name="eval_pass4"):  # 4 samples a problem; problem i has rights[i] right answers
         rows = [{"index": i, "samples": [{"correct": j < r} for j in range(4)]} for i, r in enumerate(rights)]
-        write_jsonl(rows, folder / "eval_pass4" / "samples.jsonl")
+        write_jsonl(rows, folder / name / "samples.jsonl")
 
     sampled(sft, [1, 1, 0, 0])  # pass@1 0.125, pass@4 0.5
     sampled(grpo, [4, 4, 0, 0])  # sharper: pass@1 0.5, pass@4 still 0.5
     lead = real.write_report(tmp_path, {}).read_text()
-    assert "sharpening: pass@1 rose +37.5, pass@4 did not (+0.0)" in lead
+    assert "3. **Sharpening or new coverage?** sharpening: pass@1 rose +37.5, pass@4 did not (+0.0)" in lead
+    assert "Sampled: test pass@1 0.125, pass@4 0.500 (4 problems); OOD –." in lead  # the start's own line
     sampled(grpo, [4, 4, 2, 0])  # and a problem the start never solved: pass@4 0.75
     assert "both rose: pass@1 +50.0, pass@4 +25.0" in real.write_report(tmp_path, {}).read_text()
+    # the same K samples on the OOD problems: answered beside the test set's
+    sampled(sft, [0, 0, 1, 0], "eval_ood_pass4")  # pass@1 0.0625, pass@4 0.25
+    sampled(grpo, [0, 0, 1, 0], "eval_ood_pass4")  # the same: neither rose
+    text = real.write_report(tmp_path, {}).read_text()
+    assert "**Sharpening or new coverage?** Test: both rose: pass@1 +50.0, pass@4 +25.0" in text
+    assert "Out of distribution: pass@1 did not rise (+0.0; pass@4 +0.0)" in text
+    assert "OOD pass@1 0.062, pass@4 0.250 (4 problems)." in text
 
 
 def test_the_lab_queues_every_grpo_run_at_once_so_both_cores_stay_busy(tmp_path, monkeypatch):
@@ -393,6 +401,7 @@ def test_real_lab_mechanics_on_smollm2(tmp_path):
         sft = json.loads((sft_dir / "report.json").read_text())
         assert sft["steps"] == 2 and sft["before"]["n"] == 4 and sft["after"]["n"] == 4
         assert json.loads((sft_dir / "eval_ood" / "results.json").read_text())["n"] == 6
+        assert json.loads((sft_dir / "eval_ood_pass2" / "results.json").read_text())["n"] == 3  # --passk-limit
         arms = {("grpo_real_default", s) for s in (0, 1)} | {("grpo_real_random", 0), ("grpo_real_format_only", 0)}
         for arm, seed in arms:
             folder = out / start / "grpo" / arm / f"seed{seed}"
