@@ -1,15 +1,13 @@
 """Degenerate GRPO groups: all G answers right or all wrong, so the correctness advantage is zero and the group
-teaches nothing. One formula for the rollouts filter (``training_data.rollouts``) and the train-time monitors
-(``recipes.monitors``), and the predictor behind ``monitor/degenerate_expected_share``.
+teaches nothing. One formula for the rollouts filter and the train-time monitors.
 
 For a prompt of pass rate p, a fresh group of G answers is degenerate with probability p^G + (1-p)^G:
 
 >>> expected_degenerate_share([0.5], group_size=4)  # 0.5**4 + 0.5**4
 0.125
 
-A prediction must come from data the observation it is compared with does not contain: ``DegeneratePredictor``
-predicts each group of a batch from earlier batches only (the prompt's earlier visits, else a ``pass_rate`` given with
-the data, else the earlier groups of other prompts), and learns from the batch after predicting it:
+A prediction must not see the observation it is compared with: ``DegeneratePredictor`` predicts each batch from
+earlier batches only, and learns from the batch after predicting it:
 
 >>> predictor = DegeneratePredictor(group_size=2)
 >>> predictor.predict(["q1"], [None])  # nothing seen yet, no prior: no prediction
@@ -30,8 +28,7 @@ SOURCES = ("prompt", "prior", "pool", "none")  # where a group's prediction came
 
 
 def expected_degenerate_share(pass_rates: Sequence[float], group_size: int) -> float:
-    """Mean over prompts of ``p**G + (1-p)**G``: the chance that a fresh group of G answers to a prompt with pass
-    rate p is all correct or all wrong. NaN when there are no prompts (undefined, not zero).
+    """Mean over prompts of ``p**G + (1-p)**G``; NaN when there are no prompts (undefined, not zero).
 
     >>> round(expected_degenerate_share([0.9], 4), 4), round(expected_degenerate_share([0.97], 4), 4)
     (0.6562, 0.8853)
@@ -50,9 +47,8 @@ def expected_degenerate_share(pass_rates: Sequence[float], group_size: int) -> f
 def degenerate_estimate(n_correct: int, n: int, group_size: int) -> float:
     """Estimate of p^G + (1-p)^G from n earlier answers to one prompt, ``n_correct`` of them right.
 
-    With n >= G it is the chance that G of those n answers, drawn without replacement, are all right or all wrong:
-    C(k, G)/C(n, G) + C(n-k, G)/C(n, G), an unbiased estimate (plugging k/n into p^G + (1-p)^G is not: a prompt of
-    pass rate 0.5 seen once as 4 answers would often look degenerate). With n < G it falls back to that plug-in.
+    With n >= G, the unbiased C(k, G)/C(n, G) + C(n-k, G)/C(n, G) (plugging in k/n would make a prompt seen once
+    often look degenerate); with n < G, that plug-in.
 
     >>> degenerate_estimate(4, 4, 4), degenerate_estimate(3, 4, 4), degenerate_estimate(4, 8, 4)
     (1.0, 0.0, 0.02857142857142857)
@@ -70,21 +66,8 @@ def degenerate_estimate(n_correct: int, n: int, group_size: int) -> float:
 class DegeneratePredictor:
     """Predicts, before seeing a batch, the chance that each of its groups is degenerate.
 
-    A group's prediction comes from, in this order (its source):
-
-    - ``prompt``: the same prompt's earlier groups (its last ``visits_kept`` visits), through ``degenerate_estimate``;
-    - ``prior``: a pass rate given with the data (the ``pass_rate`` column ``training_data.rollouts filter``
-      writes), through
-      p^G + (1-p)^G as the filter reports it;
-    - ``pool``: the mean estimate of the last ``pool_groups`` earlier groups of any prompt (for complete groups, the
-      recent degenerate share). The mean of p^G + (1-p)^G over prompts, not that of a pooled pass rate: prompts
-      differ in difficulty, and the formula of the mean pass rate would under-predict;
-    - ``none``: nothing earlier (the first batch of a run without priors): NaN.
-
-    Args:
-        group_size: G, TRL's ``num_generations`` (not the number of groups in a batch).
-        visits_kept: earlier visits of a prompt remembered (older ones came from an older policy).
-        pool_groups: earlier groups averaged for the pooled estimate.
+    Sources, in order: the prompt's last ``visits_kept`` visits, a ``pass_rate`` given with the data, the mean estimate
+    of the last ``pool_groups`` groups of any prompt (the formula of a mean pass rate would under-predict), else NaN.
     """
 
     group_size: int
@@ -99,8 +82,7 @@ class DegeneratePredictor:
         self._pool = deque(maxlen=self.pool_groups)
 
     def predict(self, keys: Sequence[str], priors: Sequence[float | None]) -> tuple[list[float], list[str]]:
-        """Per group (its prompt key and prior pass rate or None): the predicted chance it is degenerate, and the
-        source of that prediction (one of ``SOURCES``). Reads earlier batches only."""
+        """Per group (prompt key, prior pass rate or None): the predicted chance it is degenerate, and its source."""
         predictions, sources = [], []
         pool = sum(self._pool) / len(self._pool) if self._pool else math.nan
         for key, prior in zip(keys, priors, strict=True):

@@ -1,9 +1,5 @@
 """The arithmetic of GRPO's groups: what one batch of scored completions says about wasted groups, length bias,
-reward hacking and collapse.
-
-Pure functions on hand-made data, no trainer and no model: the GRPO recipe's monitors (``recipes.monitors``) feed
-them each generation batch and log the result as ``monitor/...``. A group is the G completions for one prompt; the
-formula for the share of degenerate groups to expect from pass rates is ``eval.degenerate``.
+reward hacking and collapse. Pure functions, fed each generation batch by the GRPO recipe's monitors.
 
 >>> groups = [[Sample(True, 1.1, 10), Sample(True, 1.1, 12)], [Sample(False, 0.1, 30), Sample(True, 1.0, 9)]]
 >>> m = group_metrics(groups, group_size=2)
@@ -45,16 +41,9 @@ def mean_or_nan(values: Sequence[float]) -> float:
 def group_metrics(groups: Sequence[Sequence[Sample]], group_size: int | None = None) -> dict[str, float]:
     """The observed ``monitor/...`` metrics of one batch of groups (each group: the G completions for one prompt).
 
-    A group is degenerate when all its answers are correct or all are wrong: GRPO's advantage is then zero for the
-    whole group whatever the other reward terms say about format (TRL's ``frac_reward_zero_std`` looks at the
-    weighted total, so a format bonus hides such groups). Lengths are means in tokens; NaN when a class is empty
-    (TRL's logger skips NaN when averaging a window). Rewards are weighted totals; an unscorable completion (NaN: every
-    reward function returned None) is left out of ``reward_mean`` and of the gap, as TRL leaves it out of ``reward``.
-
-    Args:
-        groups: the batch's groups, in order.
-        group_size: G. When given, the per-group metrics (degenerate, duplicate, collapsed) use only groups of exactly
-            G answers: a shorter one is the part of a group that another process holds.
+    A group is degenerate when all its answers are correct or all wrong: its advantage is zero whatever the format
+    rewards say (TRL's ``frac_reward_zero_std`` misses it). NaN for an empty class (TRL's logger skips NaN). With
+    ``group_size``, per-group metrics use only whole groups (a shorter one is partly held by another process).
 
     >>> m = group_metrics([[Sample(False, 0.0, 8, True, "a"), Sample(False, 0.0, 8, True, "a")]])
     >>> m["monitor/degenerate_all_wrong_share"], m["monitor/duplicate_share"], m["monitor/truncated_rate"]
@@ -92,8 +81,7 @@ def group_metrics(groups: Sequence[Sequence[Sample]], group_size: int | None = N
 
 
 def split_groups(keys: Sequence, items: Sequence, group_size: int | None = None) -> list[list]:
-    """Split ``items`` into runs of consecutive equal ``keys`` (TRL puts a prompt's G completions side by side), each
-    run cut into pieces of ``group_size`` (two rows of the same prompt in a row are two groups, not one).
+    """Split ``items`` into runs of consecutive equal ``keys``, each cut into pieces of ``group_size``.
 
     >>> split_groups(["a", "a", "b", "b", "a"], [1, 2, 3, 4, 5])
     [[1, 2], [3, 4], [5]]

@@ -1,19 +1,8 @@
-"""Metrics over scored samples: accuracy with a confidence interval, pass@k, length by correctness, format,
-truncation and timeout rates.
+"""Metrics over scored samples: accuracy with a confidence interval, pass@k, lengths, format, truncation, timeouts.
 
-Confidence intervals, at the level ``level`` (default 0.95; results carry it as ``ci_level`` next to ``ci``):
-
-- one answer per problem (K = 1): the **Wilson score interval** for a binomial proportion -- it stays inside
-  [0, 1] and keeps its coverage near 0% and 100%, where the normal ("Wald") interval collapses to a point;
-- K > 1 samples per problem: samples of one problem are not independent, so the interval is a **percentile
-  bootstrap over problems** (10,000 resamples, fixed seed) of the per-problem mean;
-- a difference between two runs (``compare``): a **paired bootstrap over the problems both runs answered**,
-  or, when the runs share no problems, Newcombe's hybrid score interval (from two Wilson intervals) for K = 1 and
-  a bootstrap over each run's problems, resampled independently, for K > 1.
-
-pass@k is the unbiased estimator of Chen et al. 2021 (Codex paper, eq. 1): ``1 - C(n-c, k) / C(n, k)`` per problem
-for n samples of which c are correct, averaged over problems; ``pass_at_k_curve`` gives it for every k = 1..K, and
-``compare_pass_at_k`` the paired difference of two runs at one k, with the interval of ``compare``.
+Intervals: Wilson for one sample per problem (it keeps its coverage near 0% and 100%); a percentile bootstrap over
+problems for K > 1 samples per problem (which are not independent); a paired bootstrap over the shared problems for
+a difference of two runs. pass@k is the unbiased estimator of Chen et al. 2021.
 
 >>> [round(x, 4) for x in wilson_interval(8, 10)]
 [0.4902, 0.9433]
@@ -73,8 +62,7 @@ def wilson_interval(k: int, n: int, level: float = CI_LEVEL) -> tuple[float, flo
 
 
 def pass_at_k(n: int, c: int, k: int) -> float:
-    """Unbiased pass@k for one problem: the chance that k of the n samples, drawn without replacement, hold a
-    correct one. Computed as a product to avoid huge binomials (Chen et al. 2021, Fig. 3).
+    """Unbiased pass@k of one problem: the chance that k of n samples, drawn without replacement, hold a correct one.
 
     >>> round(pass_at_k(n=10, c=3, k=2), 4)  # 1 - C(7,2)/C(10,2) = 1 - 21/45
     0.5333
@@ -100,8 +88,7 @@ def problem_pass_at_k(record: dict, k: int, key: str = "correct") -> float:
 
 
 def pass_at_k_curve(records: list[dict], key: str = "correct") -> list[float]:
-    """pass@k for every k = 1..K over problem records (element k - 1 is pass@k, averaged over the problems), where K
-    is the fewest samples a problem has: pass@k is estimated only from n >= k samples.
+    """pass@k for k = 1..K averaged over problems, K being the fewest samples a problem has (pass@k needs n >= k).
 
     >>> one_of_two = {"samples": [{"correct": True}, {"correct": False}]}
     >>> pass_at_k_curve([one_of_two, {"samples": [{"correct": False}] * 2}])
@@ -114,9 +101,7 @@ def pass_at_k_curve(records: list[dict], key: str = "correct") -> list[float]:
 def compare_pass_at_k(
     records_a: list[dict], records_b: list[dict], k: int, seed: int = 0, level: float = CI_LEVEL
 ) -> dict:
-    """pass@k difference B - A over the problems both runs answered (matched by ``index``), with the paired
-    bootstrap interval ``compare_records`` gives accuracy: ``bootstrap_ci`` of the per-problem differences, the same
-    resamples and seed. At k = 1 it is ``compare_records``'s difference and interval.
+    """pass@k difference B - A over the problems both runs answered, with the paired bootstrap interval of accuracy.
 
     >>> a = [{"index": 0, "samples": [{"correct": False}] * 2}, {"index": 1, "samples": [{"correct": True}] * 2}]
     >>> b = [{"index": 0, "samples": [{"correct": True}, {"correct": False}]}, a[1]]
@@ -182,8 +167,7 @@ def sample_list(record: dict) -> list[dict]:
 
 
 def problem_score(record: dict, key: str = "correct") -> float:
-    """Fraction of a problem's samples that are correct (0 or 1 when K = 1); ``key="lenient_correct"`` for the
-    lenient verdict."""
+    """Fraction of a problem's samples that are correct by the verdict ``key``."""
     samples = sample_list(record)
     return sum(bool(s[key]) for s in samples) / len(samples)
 
@@ -200,8 +184,7 @@ def length_stats(lengths: list[int]) -> dict | None:
 
 
 def accuracy_block(records: list[dict], seed: int = 0, level: float = CI_LEVEL, key: str = "correct") -> dict:
-    """n, n_correct, accuracy and its interval at ``level`` for problem records (Wilson when K = 1, bootstrap when
-    K > 1), by the verdict ``key`` of each sample (``correct``, or ``lenient_correct``)."""
+    """n, n_correct, accuracy and its interval for problem records, by the verdict ``key`` of each sample."""
     samples = [s for r in records for s in sample_list(r)]
     n_correct = sum(bool(s[key]) for s in samples)
     k = max((len(sample_list(r)) for r in records), default=1)
@@ -228,8 +211,7 @@ def _rate(samples: list[dict], key: str) -> float | None:
 
 
 def timed_out(records: list[dict]) -> list[dict]:
-    """``{"index", "sample"}`` of each sample whose scoring ran out of time (``timeout`` true; records written before
-    scoring reported timeouts have no such field and count as not timed out).
+    """Where each timed-out sample is; records without a ``timeout`` field count as not timed out.
 
     >>> timed_out([{"index": 3, "timeout": True}, {"index": 4, "samples": [{"timeout": False}, {"timeout": True}]}])
     [{'index': 3, 'sample': 0}, {'index': 4, 'sample': 1}]
@@ -247,7 +229,7 @@ LENIENT_KEYS += ("strict_only_correct", "lenient_from", "lenient_timeout_rate")
 
 
 def has_lenient(records: list[dict]) -> bool:
-    """Every sample carries a lenient verdict (samples scored before there was one do not).
+    """Every sample carries a lenient verdict (older scorings have none).
 
     >>> has_lenient([{"correct": True, "lenient_correct": True}]), has_lenient([{"correct": True}]), has_lenient([])
     (True, False, False)
@@ -257,12 +239,8 @@ def has_lenient(records: list[dict]) -> bool:
 
 
 def lenient_block(records: list[dict], seed: int = 0, level: float = CI_LEVEL) -> dict:
-    """The lenient accuracy (``eval.scoring.lenient_score``) with its interval, as ``accuracy_block`` computes the
-    strict one (Wilson when K = 1, bootstrap over problems when K > 1), and the gap lenient - strict with the
-    samples behind it: ``lenient_only_correct`` (right only by the lenient rule), ``strict_only_correct`` (right
-    only by the strict one), and where the lenient answers were read (``lenient_from``: ``last_number``,
-    ``boxed``, ``answer_is``, ``inline_math``, ``nothing``). Every value is None when some sample has no lenient
-    verdict (``has_lenient``).
+    """Lenient accuracy with its interval, the gap lenient - strict and the samples behind it; None unless every sample
+    has a lenient verdict.
 
     >>> block = lenient_block([{"correct": False, "lenient_correct": True}, {"correct": True, "lenient_correct": True}])
     >>> block["lenient_accuracy"], block["lenient_gap"], block["lenient_only_correct"], block["strict_only_correct"]
@@ -286,13 +264,8 @@ def lenient_block(records: list[dict], seed: int = 0, level: float = CI_LEVEL) -
 
 
 def summarize(records: list[dict], seed: int = 0, level: float = CI_LEVEL) -> dict:
-    """The metrics of results.json for scored problem records (see the module docstring for the intervals).
-
-    Each record holds ``correct``, ``format_ok``, ``empty``, ``reason``, ``n_tokens`` (or None), ``truncated``
-    (or None) and ``timeout`` (scoring ran out of time; absent = False), either directly (K = 1) or in a
-    ``samples`` list; optional ``subject`` and ``level`` give the per-group breakdowns. A timed-out sample counts
-    as wrong; ``timeout_rate`` is their share of all samples and ``timeouts`` lists them (problem index, sample
-    index), so that two scorings of one file can be told apart by what timed out, not by chance.
+    """The metrics of results.json for scored problem records. A timed-out sample counts as wrong and is listed in
+    ``timeouts``, so that two scorings of one file that differ can be told apart by what timed out.
     """
     samples = [s for r in records for s in sample_list(r)]
     k = max((len(sample_list(r)) for r in records), default=1)
@@ -340,9 +313,7 @@ def _powers_of_two_up_to(k: int) -> list[int]:
 def compare_records(
     records_a: list[dict], records_b: list[dict], seed: int = 0, level: float = CI_LEVEL, key: str = "correct"
 ) -> dict:
-    """Accuracy difference B - A with an interval at ``level``: a paired bootstrap over the shared problems; when
-    the runs share none, Newcombe's interval (K = 1 in both) or a bootstrap over each run's problems (K > 1).
-    ``key="lenient_correct"`` compares the lenient verdicts."""
+    """Accuracy difference B - A with an interval: a paired bootstrap over shared problems, else an unpaired one."""
     by_index_a = {r["index"]: problem_score(r, key) for r in records_a}
     by_index_b = {r["index"]: problem_score(r, key) for r in records_b}
     shared = sorted(set(by_index_a) & set(by_index_b))

@@ -2,11 +2,9 @@
 
     python -m eval passk runs/eval/sft runs/eval/grpo --ks 1,2,4,8,16,32,64 --png runs/eval/passk.png
 
-A markdown table with one row per k and one column per folder (A, B, ...): pass@k, the unbiased estimator of
-``eval.metrics.pass_at_k`` averaged over the problems, from each folder's ``samples.jsonl``. Every folder after the
-first also gets a column of its paired difference with the first (B - A, C - A, ...) with the interval ``eval
-compare`` gives accuracy (``eval.metrics.compare_pass_at_k``). The folders must hold the same problems (same task,
-same indices, questions and gold answers); a folder with K samples per problem has no pass@k beyond K (``n/a``).
+One row per k, one column per folder, and each later folder's paired difference with the first (B - A, ...) with
+the interval ``eval compare`` gives accuracy. The folders must hold the same problems; pass@k beyond a folder's K
+samples per problem is ``n/a``.
 """
 
 from __future__ import annotations
@@ -48,8 +46,7 @@ def problem_key(record: dict) -> tuple:
 
 
 def check_same_problems(runs: dict[str, tuple[dict, list[dict]]]) -> None:
-    """Raise a one-line error unless every folder (name -> (results, records)) holds the first one's task and
-    problems: the curves and their differences are about the same problems or about nothing.
+    """Raise a one-line error unless every folder holds the first one's task and problems.
 
     >>> a = ({"task": "gsm8k"}, [{"index": 0, "question": "1+1?", "gold": "2"}])
     >>> b = ({"task": "gsm8k"}, [{"index": 0, "question": "2+2?", "gold": "4"}])
@@ -80,8 +77,7 @@ def samples_per_problem(records: list[dict]) -> int:
 
 
 def passk_markdown(runs: dict[str, list[dict]], ks: list[int] | None = None, level: float = CI_LEVEL) -> str:
-    """The table described in the module docstring, for folder name -> samples records, with a line saying how to
-    read it. ``ks`` defaults to 1, 2, 4, ... up to the largest K of the folders, K itself included."""
+    """The pass@k table with a line on how to read it; ``ks`` defaults to powers of two up to the largest K."""
     names = list(runs)
     letters = string.ascii_uppercase
     if len(names) > len(letters):

@@ -1,5 +1,5 @@
-"""Human-readable results: a markdown summary, a before/after comparison, and a PNG of lengths by correctness; and
-``table``, the one way leash writes a markdown table (every report and benchmark writes its tables with it).
+"""Human-readable results (markdown summary, before/after comparison, PNG of lengths by correctness) and ``table``,
+the one way leash writes a markdown table.
 
 >>> print(format_pct(0.5), format_ci([0.25, 0.75]))
 50.0% [25.0, 75.0]
@@ -135,9 +135,9 @@ def summary_markdown(results: dict) -> str:
 def compare_markdown(
     name_a: str, results_a: dict, name_b: str, results_b: dict, diff: dict, lenient_diff: dict | None = None
 ) -> str:
-    """A before/after table: accuracy difference with its interval, lengths, format, truncation and timeout
-    rates (n/a for a run written before timeouts were counted), and the same for the lenient accuracy when
-    ``lenient_diff`` (``compare_records(..., key="lenient_correct")``) is given."""
+    """A before/after table of accuracy (difference with its interval), lengths, format, truncation and timeout
+    rates, and of the lenient accuracy when ``lenient_diff`` is given.
+    """
 
     def row(label, a, b, fmt=format_pct):
         return [label, fmt(a), fmt(b)]
@@ -192,7 +192,8 @@ def compare_markdown(
 
 def plot_lengths(records: list[dict], path: str | Path, title: str = "completion length by correctness") -> Path:
     """Length distributions (tokens) of correct vs wrong samples, each normalised to its own count so the shapes
-    compare, with their medians; the x axis stops at the 99th percentile (longer ones are counted in the legend)."""
+    compare; the x axis stops at the 99th percentile.
+    """
     # matplotlib: about a second to import, for this plot alone (the GPU machine has none). A bare Figure needs
     # neither pyplot nor a backend: savefig draws with Agg.
     from matplotlib.figure import Figure

@@ -1,8 +1,7 @@
-"""Score one completion against its gold answer: the same extractor and comparison the correctness rewards use.
+"""Score one completion against its gold answer with the extractor and comparison the correctness rewards use.
 
-``score_completion`` is what eval, the GRPO monitors and the rollouts tool call, so "correct" means one thing
-everywhere: the completion's LAST committed final answer (``#### N`` for GSM8K, ``\\boxed{}`` for MATH) equals the
-gold answer (decimals for GSM8K, normalised strings then math-verify for MATH). Never an LLM, never the whole text.
+Eval, the GRPO monitors and the rollouts tool all call ``score_completion``, so "correct" means one thing everywhere:
+the completion's LAST committed final answer equals the gold answer. Never an LLM, never the whole text.
 
 >>> score_completion("3 + 5 = 8\\n#### 8", "8", "gsm8k")["correct"]
 True
@@ -16,11 +15,8 @@ True
 >>> score_completion("so \\\\boxed{-2 \\\\text{ or } -12}", "-2 \\\\text{ or } -12", "math")["correct"]  # a hedged gold
 True
 
-``lenient_score`` is the other reading, for comparison with published numbers only (no reward pays by it): the
-LAST number of a GSM8K completion, as lm-evaluation-harness's ``flexible-extract`` filter reads it, and for MATH
-the last box, else the final stated value (``LENIENT_RULES``; docs/eval.md, "Strict and lenient accuracy"). The
-answer it reads is compared with the gold exactly as the strict score compares (``rewards.verify``), so the two
-scores differ only in what they read as the answer.
+``lenient_score`` reads the answer as lm-evaluation-harness does (for comparison with published numbers only; no
+reward pays by it) and compares it as the strict score does, so the two differ only in what they read.
 
 >>> text = "3 + 5 = 8 apples"
 >>> score_completion(text, "8", "gsm8k")["correct"], lenient_score(text, "8", "gsm8k")["lenient_correct"]
@@ -55,19 +51,9 @@ def answer_style(task_name: str) -> str:
 
 
 def score_completion(completion: str | None, gold: str | None, task_name: str) -> dict:
-    """How one completion scores against the gold final answer (``rewards.verify.check``, as the rewards).
+    """How one completion scores against the gold final answer, as the rewards score it (``rewards.verify.check``).
 
-    Args:
-        completion: the model's text (None counts as empty).
-        gold: the final answer only (``"18"``, ``"\\frac{1}{2}"``), as ``eval.tasks.Task.gold`` returns it.
-        task_name: a task of ``eval.tasks.TASKS`` or an answer style (``"gsm8k"``, ``"math"``).
-
-    Returns:
-        ``correct`` (bool), ``extracted`` (the committed final answer or None), ``reason`` (``ok``, ``no_marker``,
-        ``empty``, ``hedge``, ``conflicting_markers``; ``timeout`` or ``checker_error`` when the comparison gave no
-        verdict; ``error``), ``format_ok`` (a single well-formed final answer was found), ``empty`` (the completion
-        is blank or its final marker holds nothing), ``n_markers``, ``timeout`` (the comparison ran out of time even
-        after its retry: ``correct`` is then False, and a rerun on an idle machine may differ).
+    A ``timeout`` (the comparison ran out of time even after a retry) is not correct; on an idle machine it may be.
     """
     style = answer_style(task_name)
     text = completion or ""
@@ -125,8 +111,8 @@ def _last_number(text: str) -> str | None:
 
 
 def _stated_value(value: str) -> str | None:
-    """The value a statement gives: the maths inside its first ``$...$`` if any, else the text up to the end of its
-    sentence; then the right-hand side of its last ``=`` (as lm-eval's minerva_math normaliser does).
+    """The value a statement gives: its first ``$...$`` maths, else its sentence; then the right-hand side of its last
+    ``=`` (as lm-eval's minerva_math normaliser does).
 
     >>> _stated_value("$x = 3$. I hope it is correct."), _stated_value("12 apples. That is all.")
     ('3', '12 apples')
@@ -143,14 +129,10 @@ def _stated_value(value: str) -> str | None:
 
 
 def lenient_answer(completion: str | None, task_name: str) -> tuple[str | None, str | None]:
-    """The answer the lenient rule reads, and where it found it (``last_number``; ``boxed``, ``answer_is``,
-    ``inline_math``), or ``(None, None)``.
+    """The answer the lenient rule reads and where it was found, or ``(None, None)``.
 
-    GSM8K: the last number of the completion, exactly as lm-eval's flexible-extract filter reads it (the raw text,
-    no normalisation). MATH: the content of the last non-empty ``\\boxed{}``/``\\fbox{}`` whatever the other boxes
-    hold; with no box, the value of the last "answer is X" / "answer: X" statement; else the last inline maths
-    (``$...$``, ``$$...$$``, ``\\(...\\)``, ``\\[...\\]``). A stated value is the maths inside it if any, else its
-    sentence, and an equation gives its right-hand side (``$x = 3$`` -> ``3``).
+    GSM8K: the last number, as lm-eval's flexible-extract reads it. MATH: the last non-empty box, else the last
+    "answer is X" statement, else the last inline maths.
 
     >>> lenient_answer("so \\\\boxed{2}, and then $x = 3$", "math500"), lenient_answer("so $x = 3$.", "math500")
     (('2', 'boxed'), ('3', 'inline_math'))
@@ -182,14 +164,7 @@ def lenient_answer(completion: str | None, task_name: str) -> tuple[str | None, 
 
 
 def lenient_score(completion: str | None, gold: str | None, task_name: str) -> dict:
-    """How one completion scores under the lenient rule (``lenient_answer``), compared with ``gold`` as the strict
-    score compares (``rewards.verify.compare_answers``). Never raises on model output.
-
-    Returns:
-        ``lenient_extracted`` (the answer read, or None), ``lenient_from`` (where it was found, or None),
-        ``lenient_correct`` (bool), ``lenient_timeout`` (the comparison ran out of time: not correct, and scored
-        again on resume, as a strict timeout is).
-    """
+    """How one completion scores under the lenient rule, compared as the strict score compares; never raises."""
     style = answer_style(task_name)
     try:
         answer, where = lenient_answer(completion, style)
