@@ -12,12 +12,9 @@ model, measure forgetting.
     python -m eval forgetting --base runs/real_model/model --model runs/gsm8k/smollm2/grpo_lora \\
         --data chat.jsonl --field messages --limit 200 --out runs/eval/forgetting
 
-Every argument is checked (task, data file and fields, model source, adapter against the model, backend) before a
-model loads; each error is one line naming the fix. Without ``--data`` the task's data set comes from the hub; a
-local ``.jsonl`` is ``--data PATH`` (``python -m eval.data --out data`` writes offline copies of every task).
-A ``run`` interrupted at any point continues when the same command is run again (the same settings and the same
-model files). An ``--out`` folder holding anything else (another model or adapter, other settings, ``score`` output)
-is refused before a model loads; ``--overwrite`` replaces it.
+Every argument is checked before a model loads; each error is one line naming the fix. Without ``--data`` the data
+comes from the hub (``python -m eval.data --out data`` writes offline copies). An interrupted ``run`` continues when
+the same command is run again; an ``--out`` folder holding anything else is refused unless ``--overwrite``.
 """
 
 from __future__ import annotations
@@ -252,12 +249,8 @@ def check_adapter(
     adapter_flag: str = "--adapter",
     model_flag: str = "--model",
 ) -> None:
-    """Raise a clear error when a LoRA adapter cannot apply to ``model``: no adapter files, another base model,
-    target modules the model lacks, or LoRA matrices whose shapes do not fit the model's layers. The messages name
-    the two by the options that passed them (``adapter_flag``, ``model_flag``).
-
-    Only the model's config is read (its layers are built on the meta device), so this runs before any weights
-    load.
+    """Raise a clear error when a LoRA adapter cannot apply to ``model`` (missing files, another base, missing target
+    modules, shapes that do not fit). Reads only the config (layers on the meta device), so no weights load.
     """
     folder = Path(adapter)
     config_path = folder / "adapter_config.json"

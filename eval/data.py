@@ -3,20 +3,10 @@
     python -m eval.data --out data                        # or: make data
     python -m eval.data --out data --tasks gsm8k math500  # only some of them
 
-Writes ``DIR/gsm8k/test.jsonl``, ``DIR/gsm8k/train.jsonl``, ``DIR/math500/test.jsonl`` and
-``DIR/math_train/train.jsonl`` (the layout of ``tests/data``, whose README gives each source's license), then pass
-them to any command, e.g. ``python -m eval run --task gsm8k --data data/gsm8k/test.jsonl``. Sources:
-
-- ``gsm8k``, ``gsm8k_train``: the hub's ``openai/gsm8k`` (config ``main``), fields ``question``, ``answer``.
-- ``math500``: the hub's ``HuggingFaceH4/MATH-500``, fields ``problem``, ``solution``, ``answer``, ``subject``,
-  ``level``, ``unique_id``.
-- ``math_train``: the 12,000 MATH problems outside MATH-500 have no hub copy leash vouches for; they are
-  ``prm800k/math_splits/train.jsonl`` of the openai/prm800k GitHub repository (stored with Git LFS, so fetched from
-  GitHub's LFS media URL, ``MATH_TRAIN_URL``), same fields as MATH-500.
-
-A file already there is kept (run again after an interruption: only the missing files are fetched); ``--force``
-fetches and rewrites them all. Each file is written whole or not at all. Needs network: run it where there is some
-(``HF_HUB_OFFLINE`` unset), then copy the folder to an offline machine.
+Writes ``DIR/<task>/<split>.jsonl`` in the layout of ``tests/data`` (whose README gives each source's license), from
+the hub, except ``math_train``: the MATH problems outside MATH-500, from openai/prm800k's GitHub LFS
+(``MATH_TRAIN_URL``), as no hub copy is vouched for. Files already there are kept, so a rerun fetches only what is
+missing; ``--force`` rewrites them all. Needs network: run it online, then copy the folder to an offline machine.
 """
 
 from __future__ import annotations

@@ -1,9 +1,5 @@
-"""Which model made an evaluation's samples: a fingerprint recorded in the output folder's ``run_config.json``, so
-that only the same model's run resumes there (``eval.folder.prepare_folder``).
-
-- ``source_fingerprint(model, adapter)``: a model loaded from files (what ``python -m eval run`` loads), from the
-  hashes of its files (``MODEL_FILE_PATTERNS``) or its hub commit;
-- ``weights_fingerprint(model)``: a model in memory (what the recipes evaluate), from its parameters.
+"""Which model made an evaluation's samples: a fingerprint in ``run_config.json``, so that only the same model's run
+resumes there. From a model's files (``source_fingerprint``) or, in memory, its parameters (``weights_fingerprint``).
 """
 
 from __future__ import annotations
@@ -59,9 +55,7 @@ def _source_digest(source: str) -> str:
 
 
 def source_fingerprint(model: str, adapter: str | None = None) -> str:
-    """The identity of a model loaded from files: the sha256 of its weight, config and tokenizer files (a local
-    folder; the run files beside them, such as logs and ``training_args.bin``, are left out), or the commit of a hub
-    id; and the same of the adapter's folder. Retraining into the same folder gives another fingerprint."""
+    """The sha256 of a model's weight, config and tokenizer files (not logs) or its hub commit, and its adapter's."""
     parts = [f"model={_source_digest(model)}"]
     if adapter:
         parts.append(f"adapter={_source_digest(adapter)}")
@@ -69,13 +63,8 @@ def source_fingerprint(model: str, adapter: str | None = None) -> str:
 
 
 def weights_fingerprint(model) -> str:
-    """The identity of a model in memory: the sha256 of every parameter's name, dtype, shape and bytes (a peft
-    model's base weights and adapter alike), so a model whose weights changed in any element gets another one,
-    while the same weights on another device, or loaded again, get the same. Buffers, the tokenizer and the
-    generation settings are not part of it (the run settings are recorded beside it).
-
-    Under ZeRO-3 a parameter's bytes are this process's partition (``ds_tensor``), under FSDP its local shard:
-    nothing is gathered, so the main process alone can compute it. It reads every weight once (about a second a GB).
+    """The sha256 of every parameter's name, dtype, shape and bytes: any changed element changes it, another device does
+    not. Under ZeRO-3 or FSDP it reads this process's shard, gathering nothing (about a second a GB).
     """
     import torch  # loaded already where a model is; `eval score` imports this module without torch
 

@@ -1,22 +1,9 @@
 """An evaluation's output folder: its files, its lock, and whether a run there resumes, starts or is refused.
 
-``eval run`` (``eval.run.evaluate``) and ``eval score`` (``eval.predictions.score_predictions``) write a folder of:
-
-- ``samples.jsonl``: one scored problem per line (``eval run`` appends and flushes each as soon as it is scored, so a
-  run killed at any point, even by ``kill -9``, continues where it stopped when started again: ``read_samples``);
-- ``run_config.json``: what made the samples: the settings and, for ``eval run``, the model's fingerprint
-  (``eval.fingerprint``). ``prepare_folder`` resumes only the same run (``RESUME_KEYS``, or ``SCORE_KEYS`` for
-  ``eval score``); a folder holding the output of another run (other settings, another model, the other command's
-  output, or output of unknown origin) is refused, or with ``overwrite`` emptied first (``discard_run``);
-- ``results.json``: the metrics of ``eval.metrics.summarize`` plus the run settings; ``summary.md`` and
-  ``lengths.png``: the same, for people (``write_outputs``; ``read_run`` reads a finished folder back);
-- ``.lock``: held (``flock``) by the process writing the folder, with its pid (``lock_output_folder``): a second
-  run into the same folder is refused instead of interleaving its samples with the first one's. The OS drops the lock
-  when its process ends, however it ends, so a folder left by ``kill -9`` resumes without any cleaning; a run that
-  ends normally (finished or failed) removes the file.
-
-A training run's output folder is never an evaluation's (``check_not_training_run``): its evaluations go to folders
-of their own inside it (``EVAL_FOLDERS``).
+``samples.jsonl`` is appended as each problem is scored, so a run killed at any point (even ``kill -9``) continues
+where it stopped; ``run_config.json`` records what made the samples, and only the same run resumes; ``results.json``,
+``summary.md`` and ``lengths.png`` hold the metrics; ``.lock`` keeps a second run out of the folder. A training
+run's folder is never an evaluation's: its evaluations go to folders of their own inside it.
 """
 
 from __future__ import annotations
@@ -69,12 +56,8 @@ _held_folders: set[Path] = set()  # folders this process has locked (the CLI loc
 
 @contextmanager
 def lock_output_folder(out: str | Path) -> Iterator[Path]:
-    """Hold ``out`` for this process while writing it; raise ``FolderBusyError`` (naming the folder, the pid of
-    the process holding it and the fix) if another process holds it.
-
-    The lock is the OS's (``flock`` on ``out/.lock``), not a pid file: it ends with its process, however that ends,
-    so a run killed by ``kill -9`` leaves nothing that blocks its resume. A holder that ends normally, whether its run
-    succeeded or failed, removes the file. Nested use in one process is allowed.
+    """Hold ``out`` for this process while writing it, else ``FolderBusyError``; nested use is allowed. An OS lock
+    (``flock``), not a pid file: it ends with its process however that ends, so a killed run can resume.
     """
     out = Path(out)
     key = out.resolve()
@@ -101,9 +84,9 @@ def lock_output_folder(out: str | Path) -> Iterator[Path]:
 
 
 def _open_lock(out: Path) -> int:
-    """``out/.lock`` open and locked by this process (``out`` made if missing), or ``FolderBusyError``. A lock file
-    removed by its holder between this open and this lock is let go and the path opened again, so that two processes
-    never both hold ``out``: one on the removed file, one on a new one."""
+    """``out/.lock`` open and locked by this process, or ``FolderBusyError``; reopened if its holder removed it
+    meanwhile, so that two processes never both hold ``out``.
+    """
     while True:
         out.mkdir(parents=True, exist_ok=True)
         try:
@@ -128,8 +111,7 @@ def _open_lock(out: Path) -> int:
 
 
 def training_run_marker(folder: str | Path) -> str | None:
-    """The name of the first file of ``TRAINING_RUN_MARKERS`` in ``folder``, None when it holds none (or is missing):
-    a training run's output folder, which an evaluation must not write into.
+    """The first ``TRAINING_RUN_MARKERS`` file in ``folder`` (a training run's), or None.
 
     >>> training_run_marker("no/such/folder") is None
     True
@@ -145,8 +127,7 @@ def training_run_marker(folder: str | Path) -> str | None:
 
 
 def check_not_training_run(out: str | Path, command: str) -> None:
-    """Refuse ``--out`` when it is a training run's folder: its files (``log.jsonl``, checkpoints) and an
-    evaluation's would mix, and a training run starting over there would clear them."""
+    """Refuse a training run's folder as ``--out``: the files would mix, and a restarted run would clear them."""
     marker = training_run_marker(out)
     if marker:
         raise ValueError(
@@ -156,8 +137,7 @@ def check_not_training_run(out: str | Path, command: str) -> None:
 
 
 def read_samples(path: Path) -> dict[int, dict]:
-    """Scored records already in ``path`` by problem index. A torn last line (a kill mid-write) is cut off the
-    file so that appending continues on a clean line; a duplicated index keeps its first record."""
+    """Scored records already in ``path`` by problem index, a torn last line cut off; a duplicate keeps its first."""
     done: dict[int, dict] = {}
     if not path.exists():
         return done
@@ -193,8 +173,7 @@ def _what_differs(old: dict, config: dict) -> str:
 
 
 def discard_run(out: str | Path) -> list[str]:
-    """Remove the run files (``RUN_FILES``) and stale temporary files of the folder ``out``, under its lock (files
-    that are not a run's are left); returns the names removed. A missing folder is left missing."""
+    """Remove the run files and stale temporary files of ``out`` under its lock; returns the names removed."""
     out = Path(out)
     if not out.is_dir():
         return []
@@ -206,10 +185,9 @@ def discard_run(out: str | Path) -> list[str]:
 
 
 def prepare_folder(out: Path, config: dict, overwrite: bool = False) -> None:
-    """Make ``out`` ready for the run ``config`` (with its ``command``): the same run (same ``RESUME_KEYS``, or
-    ``SCORE_KEYS`` for ``eval score``) resumes; a folder holding the output of any other run, or output no
-    ``run_config.json`` describes, is refused with one line naming the fix, or with ``overwrite`` emptied
-    (``discard_run``) and started over. Then records ``config`` as the folder's run. Call it holding the lock."""
+    """Make ``out`` ready for the run ``config``: the same run resumes, any other is refused (or with ``overwrite``
+    discarded). Call it holding the lock.
+    """
     path = out / CONFIG_FILE
     if _holds_output(out):
         if path.exists():

@@ -3,20 +3,10 @@
     python -m eval forgetting --base runs/real_model/model --model runs/gsm8k/smollm2/grpo_lora \\
         --data chat.jsonl --field messages --limit 200 --out runs/eval/forgetting
 
-On each reference document, at every position the base and the model predict the next token of the same text (one
-forward pass each, no generation). Two numbers per document, each a mean over its predicted tokens:
-
-- ``kl``: KL(base || model) of the two next-token distributions, in nats: how much the model's predictions moved
-  where the base's probability mass is (0 for the same weights);
-- ``delta_log_likelihood``: log p_model(next token) - log p_base(next token), in nats: positive when the model
-  finds the reference text more likely than the base did, negative when it lost it.
-
-The reported values are the means of those per-document numbers (every document weighs the same), each with a
-percentile bootstrap interval over documents (``eval.metrics.bootstrap_ci``, the resampling of every interval in
-eval). A document is one row of a JSONL file: a string field (plain text, tokenized with the tokenizer's special
-tokens, e.g. a BOS where the model has one) or a list of chat messages (``{"role", "content"}``), rendered with the
-base tokenizer's chat template and tokenized without adding special tokens (the template writes them). Both models
-read the base's tokenizer; documents are cut to ``max_length`` tokens.
+Both models predict every next token of each reference document (no generation). Per document, in nats per token:
+``kl``, KL(base || model) of the next-token distributions (0 for the same weights), and ``delta_log_likelihood``,
+log p_model - log p_base of the actual next tokens (negative when the model lost the text). Reported: their means
+over documents with a bootstrap interval over documents. Both models read the base's tokenizer.
 """
 
 from __future__ import annotations
@@ -33,8 +23,7 @@ DEFAULT_BATCH_SIZE = 4  # logits are batch x length x vocab floats per model: ~0
 
 
 def read_reference(path: str | Path, field: str, limit: int | None = None) -> list[str | list[dict]]:
-    """The ``field`` values of the first ``limit`` rows (all without a limit) of a JSONL file, each a non-empty string
-    or a non-empty list of chat messages; any other value is a one-line error naming the row and the fix.
+    """The ``field`` values of the first ``limit`` rows of a JSONL file: non-empty strings or chat message lists.
 
     >>> import json, pathlib, tempfile
     >>> path = pathlib.Path(tempfile.mkdtemp()) / "reference.jsonl"
@@ -76,9 +65,7 @@ def read_reference(path: str | Path, field: str, limit: int | None = None) -> li
 
 
 def check_same_vocabulary(base: str, model: str, base_tokenizer) -> None:
-    """Raise a one-line error when the full model folder ``model`` predicts over another vocabulary than ``base``
-    (another vocabulary size in its config, or a tokenizer of its own that maps tokens to other ids): the two
-    next-token distributions would not be over the same tokens. Only configs and tokenizers are read."""
+    """Refuse a ``model`` whose vocabulary differs from ``base``'s: the distributions would be over other tokens."""
     from transformers import AutoConfig, AutoTokenizer  # seconds: paid by `eval forgetting` alone
 
     sizes = {name: AutoConfig.from_pretrained(name).vocab_size for name in (base, model)}
@@ -99,8 +86,7 @@ def check_same_vocabulary(base: str, model: str, base_tokenizer) -> None:
 
 
 def encode_documents(tokenizer, values: list[str | list[dict]], max_length: int) -> tuple[list[list[int]], int]:
-    """Token ids of each document (text, or messages through the chat template), cut to ``max_length``, and how
-    many were cut. A document with fewer than 2 tokens has no next token to predict: a one-line error."""
+    """Token ids of each document, cut to ``max_length``, and how many were cut; a document needs 2 tokens."""
     if max_length < 2:
         raise ValueError(f"--max-length {max_length}: pass at least 2 tokens (one predicted token)")
     ids, n_cut = [], 0
@@ -118,10 +104,7 @@ def encode_documents(tokenizer, values: list[str | list[dict]], max_length: int)
 
 
 def document_scores(base, model, documents: list[list[int]], batch_size: int = DEFAULT_BATCH_SIZE) -> list[dict]:
-    """Per document (in the order given): ``n_tokens`` (tokens predicted), mean ``kl`` (KL(base || model)), mean
-    ``base_log_likelihood`` and ``model_log_likelihood`` of the next tokens, and ``delta_log_likelihood`` (model -
-    base), all in nats per token. ``model`` may be ``base`` itself (one forward pass then). No gradient; the batches
-    are right-padded, longest documents first, and padding is masked out."""
+    """Per document: tokens predicted, mean KL(base || model) and next-token log-likelihoods, in nats per token."""
     import torch  # seconds to import: `eval passk` and --help need none
 
     device = next(base.parameters()).device
@@ -161,8 +144,7 @@ def document_scores(base, model, documents: list[list[int]], batch_size: int = D
 
 
 def summarize_forgetting(documents: list[dict], level: float = CI_LEVEL, seed: int = 0) -> dict:
-    """The mean over documents of ``kl`` and ``delta_log_likelihood`` (and of both log-likelihoods), each
-    difference with its bootstrap interval over documents at ``level``.
+    """Means over documents, each difference with its bootstrap interval over documents at ``level``.
 
     >>> docs = [{"n_tokens": 3, "kl": 0.0, "base_log_likelihood": -2.0, "model_log_likelihood": -1.5,
     ...          "delta_log_likelihood": 0.5}] * 2

@@ -1,13 +1,9 @@
 """Generate completions for chat prompts: Hugging Face ``generate`` (batched, left-padded) or vLLM.
 
-Both backends generate from the same token ids (``encode_prompts``: the tokenizer's chat template with
-``add_generation_prompt=True``, encoded without adding special tokens, since the template already writes the ones the
-model expects, e.g. a BOS) and use the same sampling:
-greedy when ``temperature == 0``, else pure temperature sampling (top-p 1, top-k off, no repetition penalty --
-the model's own ``generation_config`` sampling defaults are overridden so that runs compare across models).
-A generation is *truncated* when it stopped at ``max_new_tokens`` without an end-of-sequence token. Generation
-never disturbs the caller's random state: seeding happens inside a fork of torch's RNG (``forked_rng``), so a
-trainer's sampling stream continues after a monitor eval as if the eval had not run.
+Both backends use the same token ids and the same sampling: greedy at temperature 0, else pure temperature sampling
+(the model's own ``generation_config`` defaults are overridden so that runs compare across models). A generation
+is *truncated* when it stopped at ``max_new_tokens`` without an end-of-sequence token. Generation leaves the
+caller's random state alone (``forked_rng``), so a trainer's sampling continues after a monitor eval as if unrun.
 
 >>> from recipes.tiny_model import build_model, build_tokenizer
 >>> tokenizer = build_tokenizer(); model = build_model(tokenizer)
@@ -35,10 +31,7 @@ VLLM_INSTALL = 'pip install "vllm==0.31.0"'
 
 
 def vllm_version_problem() -> str | None:
-    """Why the installed vLLM cannot serve leash (not installed, or outside TRL 1.16's range), or None when it can.
-
-    A vllm package without metadata (a stand-in in tests) is taken as fine.
-    """
+    """Why the installed vLLM cannot serve leash, or None when it can (a vllm without metadata, in tests, is fine)."""
     if importlib.util.find_spec("vllm") is None:
         return f"vllm is not installed: make venv-gpu (requirements-gpu.txt), or {VLLM_INSTALL}, on a CUDA machine"
     try:
@@ -59,8 +52,8 @@ class Generation:
 
 
 def check_backend(backend: str, adapter: str | None = None) -> None:
-    """Raise a clear error when ``backend`` is unknown or cannot run here (vLLM missing, no GPU), or when a LoRA
-    ``adapter`` is asked for with vLLM (the vllm backend loads the base model only; it would sample the base).
+    """Raise a clear error when ``backend`` is unknown or cannot run here, or for a LoRA ``adapter`` with vLLM (which
+    would sample the base model).
 
     >>> check_backend("hf")
     >>> check_backend("tgi")
@@ -98,17 +91,17 @@ def eos_token_ids(model, tokenizer) -> set[int]:
 
 
 def encode_prompts(tokenizer, prompts: list[list[dict]]) -> list[list[int]]:
-    """Token ids of each chat prompt, for both backends: the chat template with the generation prompt, encoded with
-    ``add_special_tokens=False`` (the template writes the special tokens; a tokenizer that adds BOS would add a second
-    one, as vLLM does when handed the text)."""
+    """Token ids of each chat prompt for both backends, without added special tokens: the template writes them, and a
+    tokenizer that adds BOS would add a second one.
+    """
     texts = [tokenizer.apply_chat_template(p, add_generation_prompt=True, tokenize=False) for p in prompts]
     return tokenizer(texts, add_special_tokens=False)["input_ids"]
 
 
 @contextmanager
 def forked_rng(seed: int, device=None):
-    """Seed torch's CPU generator (and ``device``'s, when it is a CUDA device) inside a fork of their state: on
-    exit the caller's random streams continue exactly where they were (a trainer's sampling, per-rank seeds).
+    """Seed torch's CPU generator (and a CUDA ``device``'s) inside a fork of their state: the caller's
+    streams continue where they were.
 
     >>> import torch
     >>> _ = torch.manual_seed(1); expected = torch.rand(2)
@@ -151,22 +144,8 @@ def generate(
     backend: str = "hf",
     prompt_seeds: Sequence[int] | None = None,
 ) -> list[list[Generation]]:
-    """``num_samples`` completions for each chat prompt, in prompt order.
-
-    Args:
-        model: a transformers causal LM (peft-wrapped is fine) for ``hf``; a ``vllm.LLM`` for ``vllm``.
-        tokenizer: its tokenizer, with a chat template.
-        prompts: chat messages per prompt, e.g. ``[[{"role": "user", "content": "..."}]]``.
-        max_new_tokens: generation budget per completion.
-        temperature: 0 for greedy, else sampling temperature.
-        num_samples: completions per prompt (needs temperature > 0 when above 1).
-        batch_size: prompts per ``generate`` call (hf).
-        seed: torch seed, set once per call (hf, inside ``forked_rng``); vLLM: prompt i gets ``seed + i``.
-        backend: ``"hf"`` or ``"vllm"``.
-        prompt_seeds: vLLM only, one seed per prompt, so that a prompt's samples do not depend on which other
-            prompts share the call (``evaluate`` passes ``seed + problem index``: resuming gives the same samples).
-    Returns:
-        one list of ``num_samples`` ``Generation`` per prompt.
+    """``num_samples`` completions for each chat prompt, in prompt order. ``prompt_seeds`` (vLLM) make a prompt's
+    samples independent of the other prompts of the call, so a resumed run gives the same samples.
     """
     _check_sampling(temperature, num_samples)
     check_backend(backend)

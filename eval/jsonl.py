@@ -1,9 +1,7 @@
-"""JSON Lines I/O for the whole project: one strict reader, one atomic writer, one appender (with the repair of the
-torn last line that a killed appender can leave).
+"""JSON Lines I/O for the whole project: one strict reader, one atomic writer, one appender.
 
-Every file leash writes or reads line by line (samples, rollouts, pairs, training logs, data sets) goes through
-here, so a corrupt line is always reported the same way (path, line number, what to do) and a killed write never
-leaves half a file: the next write of the same file removes the temporary file a killed one left.
+Everything leash reads or writes line by line goes through here, so a corrupt line is reported the same way (path,
+line, fix) and a killed write never leaves half a file.
 
 >>> import tempfile, pathlib
 >>> path = pathlib.Path(tempfile.mkdtemp()) / "rows.jsonl"
@@ -32,8 +30,7 @@ logger = logging.getLogger(__name__)
 
 
 def iter_jsonl(path: str | Path, not_json_hint: str = DEFAULT_HINT) -> Iterator[tuple[int, dict]]:
-    """(line number, object) for each non-blank line; a missing file raises FileNotFoundError and a corrupt line
-    ValueError, each naming the path (and the line) and ending with ``not_json_hint``, the fix."""
+    """(line number, object) for each non-blank line; a missing file or corrupt line raises an error naming the fix."""
     path = Path(path)
     if not path.exists():
         raise FileNotFoundError(f"{path} does not exist: {not_json_hint}")
@@ -48,15 +45,14 @@ def iter_jsonl(path: str | Path, not_json_hint: str = DEFAULT_HINT) -> Iterator[
 
 
 def read_jsonl(path: str | Path, not_json_hint: str = DEFAULT_HINT) -> list[dict]:
-    """All objects of a JSONL file, in order (see ``iter_jsonl`` for the errors)."""
+    """All objects of a JSONL file, in order."""
     return [row for _, row in iter_jsonl(path, not_json_hint)]
 
 
 def write_jsonl(rows: Iterable[dict], path: str | Path) -> Path:
-    """Write rows as JSON lines, atomically: a kill leaves the old file or the new one, never half of one. The
-    temporary file has a unique name, so two writers of one path cannot tear each other's file (the last wins), and
-    its writer holds a lock on it until it is renamed: the temporary files of killed writers (no lock held) are
-    removed first, those of live ones left alone."""
+    """Write rows as JSON lines atomically: a kill leaves the old file or the new one, never half of one. Each writer
+    has its own locked temporary file, so two writers cannot tear each other's file (the last wins).
+    """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     remove_stale_temps(path.parent, path.name)
@@ -102,8 +98,7 @@ def _umask() -> int:
 
 
 def _locked_temp(path: Path) -> tuple[int, str]:
-    """A new temporary file beside ``path`` (``.<name>.<random>.tmp``), open and locked (``flock``) by this process.
-    A cleaner may remove it between its creation and the lock: then another one is made."""
+    """A new temporary file beside ``path``, open and locked (``flock``) by this process."""
     while True:
         fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
         fcntl.flock(fd, fcntl.LOCK_EX)
@@ -116,9 +111,9 @@ def _locked_temp(path: Path) -> tuple[int, str]:
 
 
 def remove_stale_temps(folder: str | Path, name: str | None = None) -> int:
-    """Remove the temporary files that killed ``write_jsonl`` calls left in ``folder`` (of the file ``name``, or of
-    any file); returns how many. A temporary file whose writer is alive holds its lock and is left alone, so this is
-    safe while other processes write there; the lock ends with its process, however that ends (``kill -9``).
+    """Remove the temporary files killed ``write_jsonl`` calls left in ``folder``; returns how many.
+
+    Safe while other processes write there: a live writer holds its file's lock, which ends with its process.
 
     >>> import tempfile, pathlib
     >>> folder = pathlib.Path(tempfile.mkdtemp())
@@ -151,11 +146,9 @@ def remove_stale_temps(folder: str | Path, name: str | None = None) -> int:
 
 
 def append_jsonl(row: dict, path: str | Path, *, durable: bool = False) -> None:
-    """Append one row as one line (a log written as training goes; flushed so a reader sees whole lines).
-
-    ``durable`` also syncs the file to disk, so the line survives a power cut, not only a killed process (eval's
-    samples, which a resumed run relies on). A kill in the middle of the write can leave a torn last line: a file
-    that is resumed by appending calls ``cut_torn_last_line`` first."""
+    """Append one row as one line, flushed (``durable``: synced to disk, to survive a power cut). A kill mid-write can
+    leave a torn last line: call ``cut_torn_last_line`` before resuming a file by appending.
+    """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     with open(path, "a", encoding="utf-8") as f:
@@ -166,11 +159,9 @@ def append_jsonl(row: dict, path: str | Path, *, durable: bool = False) -> None:
 
 
 def cut_torn_last_line(path: str | Path) -> int:
-    """Cut a torn last line off an appended file, so that appending continues on a clean line; returns the number
-    of bytes cut (0 when the file is whole or missing).
+    """Cut a torn last line (a killed append's) off a file; returns the number of bytes cut.
 
-    A process killed while appending leaves at most its last line unfinished: no newline, or not JSON. Only that
-    line is cut; a corrupt line before it is no kill's doing and is left for the strict reader to report.
+    Only the last line is cut; a corrupt line before it is left for the strict reader to report.
 
     >>> import tempfile, pathlib
     >>> path = pathlib.Path(tempfile.mkdtemp()) / "log.jsonl"

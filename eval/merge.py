@@ -3,12 +3,9 @@
     python -m eval merge --adapter runs/gsm8k/qwen2.5-0.5b-instruct/grpo_lora_b0.04 --out runs/merged/grpo_lora
     python -m eval run --model runs/merged/grpo_lora --task gsm8k --backend vllm --out runs/eval/grpo_vllm
 
-The base model is the one the adapter names (``base_model_name_or_path`` in its ``adapter_config.json``) unless
-``--base`` passes another. It is loaded in float32 on the CPU (about 4 bytes a parameter of memory), the LoRA product
-is added to its weights (peft's ``merge_and_unload``), and the merged model is saved in ``--dtype`` (default: the base's
-own dtype) with the tokenizer and its chat template: the run folder's when it holds one (what training used), else the
-base's. Everything is checked before any weight loads; the files are written to a temporary folder beside ``--out`` and
-moved in at the end, so an interrupted merge leaves no half model in ``--out``.
+The base (the adapter's own unless ``--base``) is merged in float32 on the CPU (about 4 bytes a parameter) and saved
+in ``--dtype`` (default: the base's) with the run's tokenizer, else the base's. The files are moved into ``--out`` at
+the end, so an interrupted merge leaves no half model there.
 """
 
 from __future__ import annotations
@@ -37,9 +34,7 @@ def adapter_base(adapter: str | Path) -> str | None:
 
 
 def check_merge(adapter: str, base: str | None, out: str, dtype: str | None, overwrite: bool) -> str:
-    """Refuse, in one line naming the fix, what ``merge_adapter`` cannot do: a ``--dtype`` it does not write, a folder
-    with no adapter, a base model that is not here, an ``--out`` that is one of the inputs, holds a run, or holds
-    anything without ``overwrite``. Returns the base model to merge into. No weight is read."""
+    """Refuse in one line what ``merge_adapter`` cannot do, before any weight is read; returns the base to merge."""
     if dtype is not None and dtype not in MERGE_DTYPES:
         raise ValueError(f"--dtype {dtype}: pass one of {', '.join(MERGE_DTYPES)}")
     folder = Path(adapter)
@@ -85,8 +80,7 @@ def check_merge(adapter: str, base: str | None, out: str, dtype: str | None, ove
 
 
 def base_dtype(base: str) -> str:
-    """The dtype the base model's config names (``dtype``, or ``torch_dtype`` of older configs), float32 when it
-    names none that ``--dtype`` takes."""
+    """The dtype the base model's config names, float32 when it names none that ``--dtype`` takes."""
     from transformers import AutoConfig  # seconds: paid by a merge only
 
     config = AutoConfig.from_pretrained(base)
@@ -96,9 +90,8 @@ def base_dtype(base: str) -> str:
 
 
 def merge_adapter(adapter: str, base: str, out: str, dtype: str | None = None) -> list[str]:
-    """Merge the LoRA ``adapter`` into ``base`` (in float32) and save the model in ``dtype`` (default: the base's),
-    with the tokenizer, to ``out``; returns the names of the files written. Call ``check_merge`` first: model files
-    already in ``out`` are replaced, other files kept."""
+    """Merge the LoRA ``adapter`` into ``base``, saved in ``dtype`` with the tokenizer to ``out``; returns the files
+    written. Call ``check_merge`` first."""
     import torch  # seconds each, as in eval.__main__.load_model
     from peft import PeftModel
     from transformers import AutoModelForCausalLM, AutoTokenizer

@@ -1,10 +1,7 @@
 """Score completions produced elsewhere (no model): ``python -m eval score`` and ``score_predictions``.
 
-A predictions file is JSONL, one problem a line, with its completion (a string, chat messages, or a list of K
-strings) and its gold answer. The output folder is ``eval run``'s (``eval.folder``): ``samples.jsonl`` in input
-order, ``results.json``, ``summary.md`` and ``lengths.png``; its ``run_config.json`` records the predictions file's
-hash and the fields read (``score_settings``), so scoring the same file again into the folder is allowed and anything
-else refused the same way.
+A predictions file is JSONL, one problem a line with its completion(s) and gold answer; the output folder is
+``eval run``'s. The file's hash is recorded, so only the same file is scored again into the folder.
 """
 
 from __future__ import annotations
@@ -77,17 +74,8 @@ def score_predictions(
 ) -> dict:
     """Re-score stored completions (no model): samples.jsonl in input order, one line per input line.
 
-    The completion field holds a string, chat messages (TRL style), or a list of K strings (K samples of one
-    problem: the line then gets a ``samples`` list and pass@k is reported); a single completion's line has a
-    boolean ``correct``. ``gold_field`` defaults to the task's (``answer``); a GSM8K gold holding a full solution
-    is read after its ``####``. ``tokenizer`` (optional) counts completion tokens; otherwise an ``n_tokens`` field
-    is used if present. A ``truncated`` field, or ``finish_reason == "length"`` (vLLM/OpenAI), marks truncation.
-    Samples whose scoring ran out of time are listed in results.json (``timeouts``) and logged: a second scoring of
-    the same file differs, if at all, only in those.
-
-    ``out_dir`` may hold an earlier scoring of the same file with the same fields and tokenizer (``SCORE_KEYS``):
-    it is scored again. Anything else there (an ``eval run``'s samples, another scoring) is refused before any
-    scoring, or with ``overwrite`` replaced.
+    A GSM8K gold holding a full solution is read after its ``####``. ``out_dir`` may hold an earlier scoring of the
+    same file; anything else there is refused unless ``overwrite``.
     """
     base = get_task(task_name)
     task = replace(base, gold_field=gold_field or base.gold_field)
@@ -107,8 +95,7 @@ def score_predictions(
 
 
 def warn_gsm8k_golds(rows: list[dict], task: Task, predictions: str | Path) -> None:
-    """Warn (one line) when a task that is not GSM8K is given gold answers that look like GSM8K reference solutions
-    (most of them end in a ``#### N`` line): such a gold is the whole solution to that task, and nothing equals it."""
+    """Warn when a non-GSM8K task gets GSM8K-style gold solutions (``#### N``): nothing would equal such a gold."""
     if task.answer_style == "gsm8k":
         return
     n = sum(bool(GSM8K_SOLUTION.search(str(row[task.gold_field]))) for row in rows)
@@ -127,8 +114,7 @@ def warn_gsm8k_golds(rows: list[dict], task: Task, predictions: str | Path) -> N
 def score_settings(
     task_name: str, predictions: str | Path, completion_field: str, gold_field: str | None, tokenizer: str | None
 ) -> dict:
-    """What an ``eval score`` records in ``run_config.json``: the predictions file's path and hash (the hash, not the
-    path, is what a rescoring must match), the fields read and the tokenizer that counts tokens."""
+    """What an ``eval score`` records in ``run_config.json``; a rescoring must match the file's hash, not its path."""
     return {
         "command": "score",
         "task": get_task(task_name).name,

@@ -1,26 +1,19 @@
 """Print the hack-probe matrix: every probe (rows) scored by every reward set (columns), per task.
 
-Each cell is the probe's mean weighted total score over a seeded sample of real problems (GSM8K test and MATH-500,
-from the hub like ``python -m eval run``, or from local files with ``--data``); a ``!`` marks a cell that breaks its
-probe kind's rule (see ``rewards.probes``). Run it before trusting a new reward set:
+Each cell is the probe's mean weighted total score over a seeded sample of real problems; a ``!`` marks a cell that
+breaks its probe kind's rule (``rewards.probes``). Run it before trusting a new reward set:
 
     python -m eval.probe_matrix                                   # default sets, 50 GSM8K + 50 MATH-500 problems
     python -m eval.probe_matrix --json > probes.json              # the same, machine-readable
     python -m eval.probe_matrix --rewards "{task}_correctness:1,{task}_format:0.5" --rewards number_anywhere
     python -m eval.probe_matrix --data gsm8k=data/gsm8k/test.jsonl --data math=data/math500/test.jsonl --n 20
 
-A reward set is ``name[:weight],name[:weight],...``; ``{task}`` stands for ``gsm8k`` or ``math``. ``--data`` takes
-local GSM8K- or MATH-style ``.jsonl`` files (``python -m eval.data --out data`` writes them) and limits the matrix to
-the tasks it names. Exit status: 0 when the default correctness + format set (if shown) breaks no rule, 1 otherwise;
-2 on bad input (one line on stderr).
+A reward set is ``name[:weight],...``; ``{task}`` stands for ``gsm8k`` or ``math``. Exit status: 0 when the default
+correctness + format set (if shown) breaks no rule, 1 otherwise, 2 on bad input.
 
-``--reward-model PATH`` adds a learned reward model (``python -m recipes.reward_model``) as a column. Its scores are
-unbounded, so each probe's mean score ``s`` is shown normalised, ``(s - s_wrong) / (s_correct - s_wrong)`` with the
-model's own means for the genuine correct and genuine wrong answers: 1.000 pays as much as a genuine correct answer,
-0.000 as little as a worked wrong one, the scale of the checker columns. The rules are judged on the raw means (the
-same verdicts whenever ``s_correct > s_wrong``); the raw means are in ``--json``. The prompt the model reads is the
-question plus ``--rm-instruction`` (use the instruction of the task it was trained on, e.g. the lab's
-"End with #### and the number.").
+``--reward-model PATH`` adds a learned reward model as a column. Its scores are unbounded, so each is shown
+normalised by the model's own means for genuine answers (1 = a correct answer's pay, 0 = a wrong one's); the rules are
+judged on the raw means, which ``--json`` holds. Give it the instruction of the task it was trained on:
 
     python -m eval.probe_matrix --reward-model runs/lab/overoptimisation/rm \
         --rm-instruction "End with #### and the number."
@@ -81,9 +74,7 @@ def parse_reward_set(spec: str, task: str) -> tuple[list[str], list[float]]:
 
 
 def load_problems(path: Path | None, n: int, seed: int, task: str = "gsm8k") -> list[dict]:
-    """A seeded sample of ``n`` problems ``{"question", "answer"}`` from a GSM8K- or MATH-style JSON Lines file, or
-    (``path`` None) from the hub data set of ``task``'s benchmark (``BENCHMARKS``), as ``python -m eval run`` loads it.
-    """
+    """A seeded sample of ``n`` problems from a GSM8K- or MATH-style JSONL file, or (``path`` None) from the hub."""
     if path is None:
         rows = list(load_rows(get_task(BENCHMARKS[task]), flag=f"--data {task}=PATH"))
         path = get_task(BENCHMARKS[task]).hub_id
@@ -105,9 +96,7 @@ def load_problems(path: Path | None, n: int, seed: int, task: str = "gsm8k") -> 
 def probe_matrix(
     sets: dict[str, str], data: dict[str, Path | None], n: int, seed: int, reward_model=None, rm_instruction: str = ""
 ) -> dict:
-    """``{task: {set_name: {"rewards": [...], "weights": [...], "scores": probe_scores(...)}}}``, plus a
-    ``reward_model`` column (``reward_model_scores``) when a reward model is given. ``data`` maps each task to a local
-    file, or to None for its benchmark's hub data set."""
+    """``{task: {set_name: {"rewards", "weights", "scores"}}}``, plus a ``reward_model`` column when one is given."""
     matrix = {}
     problems_of = {task: load_problems(path, n, seed, task) for task, path in data.items()}  # all data, then work
     for task, problems in problems_of.items():
@@ -132,16 +121,8 @@ def probe_matrix(
 
 
 def reward_model_scores(reward_model, task: str, problems: list[dict], instruction: str = "") -> dict[str, dict]:
-    """``probe_scores`` for a learned reward model, each score normalised against the model's own genuine answers.
-
-    Args:
-        reward_model: a ``rewards.reward_model.RewardModelReward`` (or a path to its folder).
-        task, problems: as ``probe_scores``.
-        instruction: appended to each question (after a blank line) to make the prompt the model reads.
-
-    Returns:
-        ``probe_scores``'s dict, where ``score`` is normalised (genuine_correct 1, genuine_wrong 0) and ``raw`` holds
-        the mean score; violations are judged on the raw means.
+    """``probe_scores`` for a learned reward model: ``score`` normalised (genuine correct 1, genuine wrong 0), ``raw``
+    the mean; violations are judged on the raw means. ``instruction`` follows each question after a blank line.
     """
     if not isinstance(reward_model, RewardModelReward):
         reward_model = RewardModelReward(reward_model)

@@ -1,12 +1,7 @@
 """Run a benchmark on a loaded model: generate, score and summarise, into an output folder that a killed run resumes.
 
-``evaluate(model, tokenizer, "gsm8k", out_dir=...)`` is what ``python -m eval run`` and the recipes call. The folder
-(``eval.folder``: its files, its lock, what resumes and what is refused) gets ``samples.jsonl`` as the problems are
-scored, one line each, flushed at once, so a run killed at any point (even ``kill -9``) continues where it stopped
-when started again with the same settings and the same model (samples whose scoring timed out, and samples stored
-without a lenient verdict, are scored again then, from their stored completions: ``eval.samples``); then
-``results.json``, ``summary.md`` and ``lengths.png``. The model's identity in ``run_config.json`` is
-``eval.fingerprint``'s. Completions produced elsewhere are scored by ``eval.predictions`` (``eval score``).
+``evaluate`` is what ``python -m eval run`` and the recipes call; samples are appended as they are scored, so a
+killed run continues when started again with the same settings and model.
 """
 
 from __future__ import annotations
@@ -46,10 +41,7 @@ def default_max_new_tokens(task_name: str) -> int:
 
 
 def load_problems(task: Task, data: str | None = None, limit: int | None = None) -> list[dict]:
-    """The task's problems as dicts (index, id, question, gold, prompt, subject, level), the first ``limit`` ones.
-
-    Raises before any model load on a missing file, a file without the task's fields, or an unreadable gold.
-    """
+    """The task's first ``limit`` problems as dicts; raises before any model loads on a missing or unreadable file."""
     if limit is not None and limit < 1:
         raise ValueError(f"--limit must be a positive number of problems, got {limit}")
     ds = load_rows(task, data)
@@ -128,27 +120,11 @@ def evaluate(
     ci_level: float = CI_LEVEL,
     overwrite: bool = False,
 ) -> dict:
-    """Generate, score and summarise a task for an already-loaded model; returns the results.json dict.
+    """Generate, score and summarise a task for a loaded model; returns the results.json dict.
 
-    Args:
-        model, tokenizer: a transformers causal LM (or peft model) and its tokenizer; a ``vllm.LLM`` for vllm.
-        task_name: ``gsm8k`` or ``math500`` (any task of ``eval.tasks.TASKS``).
-        data: local ``.jsonl`` or hub id (default: the task's hub set).
-        limit: evaluate the first ``limit`` problems only.
-        seed: sampling seed (hf: the batch starting at problem ``i`` uses ``seed + i``; vllm: problem ``i`` uses
-            ``seed + i``), so a resumed run samples as a fresh one would.
-        batch_size: problems per generation call (hf); vllm gets ``VLLM_PROMPTS_PER_CALL`` at once, at least.
-        max_new_tokens: generation budget (default ``default_max_new_tokens(task_name)``).
-        out_dir: where samples.jsonl, results.json, summary.md and lengths.png go; a folder holding part of the
-            same run (same settings, same model) is resumed, one holding anything else refused (``prepare_folder``).
-            None keeps everything in memory.
-        num_samples, temperature: K samples per problem at this temperature (pass@k is reported when K > 1).
-        run_info: extra settings recorded in results.json and run_config.json (e.g. model and adapter names). Its
-            ``model_fingerprint`` names the model (``eval.fingerprint.source_fingerprint`` of the files it was loaded
-            from); without one, a run with ``out_dir`` computes ``weights_fingerprint(model)``.
-        wandb: also log the summary and a samples table to Weights & Biases (WANDB_MODE=offline works).
-        ci_level: confidence level of the accuracy interval (results.json ``ci`` and ``ci_level``).
-        overwrite: replace what ``out_dir`` holds of another run instead of refusing (the same run still resumes).
+    ``seed + i`` seeds the batch (hf) or problem (vllm) starting at problem ``i``, so a resumed run samples as a fresh
+    one would. ``out_dir`` None keeps everything in memory; a folder holding another run is refused unless
+    ``overwrite``. ``run_info["model_fingerprint"]`` names the model; without it one is computed from the weights.
     """
     task = get_task(task_name)
     check_backend(backend)

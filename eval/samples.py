@@ -1,10 +1,5 @@
-"""A ``samples.jsonl`` record: a problem's completions scored, strict and lenient (``eval.scoring``), as ``eval run``
-and ``eval score`` write it; and the stored records a resumed run scores again.
-
-- ``score_sample``: both verdicts of one completion;
-- ``scored_record``: a problem's record with its completions scored (one inline, several as ``samples``);
-- ``rescore_timeouts`` and ``add_lenient``: stored samples whose scoring timed out, or that have no lenient verdict
-  (scored before leash had one), scored again from their stored completions.
+"""A ``samples.jsonl`` record: a problem's completions scored, strict and lenient, as ``eval run`` and ``eval score``
+write it; and rescoring of the stored samples a resumed run must score again.
 """
 
 from __future__ import annotations
@@ -19,8 +14,7 @@ def score_sample(completion: str | None, gold: str | None, task_name: str) -> di
 
 
 def scored_record(record: dict, texts: list[tuple], task_name: str) -> dict:
-    """``record`` (a problem's fields, ``gold`` among them) with its (completion, n_tokens, truncated) ``texts``
-    scored: one sample's fields inline, several as ``samples`` with the count of correct ones."""
+    """``record`` with its (completion, n_tokens, truncated) ``texts`` scored: one inline, several as ``samples``."""
     samples = [
         {"completion": t, "n_tokens": n, "truncated": tr, **score_sample(t, record["gold"], task_name)}
         for t, n, tr in texts
@@ -34,8 +28,7 @@ def scored_record(record: dict, texts: list[tuple], task_name: str) -> dict:
 
 
 def rescore_timeouts(done: dict[int, dict], task_name: str) -> int:
-    """Score again, in place, the stored samples whose scoring ran out of time (strict or lenient): a timeout is no
-    verdict, so a resumed run does not keep it. Returns how many samples were scored again."""
+    """Score again, in place, stored samples whose scoring timed out (a timeout is no verdict); returns how many."""
     n = 0
     for record in done.values():
         samples = sample_list(record)
@@ -56,8 +49,7 @@ def rescore_timeouts(done: dict[int, dict], task_name: str) -> int:
 
 
 def add_lenient(done: dict[int, dict], task_name: str) -> int:
-    """Give, in place, each stored sample without a lenient verdict (scored before leash had one) its lenient
-    fields, from its stored completion; its strict verdict is kept as stored. Returns how many samples got them."""
+    """Give, in place, each stored sample without a lenient verdict its lenient fields; returns how many."""
     n = 0
     for record in done.values():
         for s in sample_list(record):

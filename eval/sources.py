@@ -1,13 +1,8 @@
 """Where a command's models and endpoints come from, checked before any work starts.
 
-A model is a local folder (with ``config.json``) or a Hugging Face hub id; an LLM judge is an HTTP endpoint. When one
-cannot be used (a folder that is not there, a hub id that is neither in the local cache nor reachable, an endpoint
-where no server answers), the check raises ``SourceError`` with one line that names it and the fix; every command
-prints that line as its error, before a model loads. ``HF_HUB_OFFLINE=1`` (the Makefile and the tests set it) makes a
-hub id count only when it is in the cache. Data sets go through ``eval.tasks.load_rows`` (the same kind of line).
-
-The evaluation command, the rollouts and the recipes check their models here; the recipes check a judge's endpoint or
-model through ``recipes.grpo_setup.check_judge``.
+A model is a local folder or a hub id; an LLM judge is an HTTP endpoint. One that cannot be used raises
+``SourceError``, one line naming it and the fix, before a model loads. Under ``HF_HUB_OFFLINE=1`` a hub id counts
+only when it is in the cache.
 
 >>> check_model_source("no/such/folder/here")
 Traceback (most recent call last):
@@ -43,9 +38,7 @@ def hub_offline() -> bool:
 
 
 def hub_reachable(timeout_s: float = HUB_PROBE_TIMEOUT_S) -> bool:
-    """Whether a TCP connection to the hub's endpoint (``HF_ENDPOINT``, default huggingface.co) opens within
-    ``timeout_s``: a quick answer where the libraries would retry for half a minute. Behind a proxy (``HTTPS_PROXY``
-    and the like) a direct connection says nothing, so it answers True there and leaves the verdict to the libraries."""
+    """Whether a TCP connection to the hub opens within ``timeout_s``; True behind a proxy (it would say nothing)."""
     if any(os.environ.get(name) for name in PROXY_VARIABLES):
         return True
     url = urlsplit(huggingface_hub.constants.ENDPOINT)
@@ -88,9 +81,9 @@ def _on_hub(name: str, files: Sequence[str], revision: str | None) -> bool | Non
 def check_model_source(
     name: str | None, what: str = "model", files: Sequence[str] = ("config.json",), revision: str | None = None
 ) -> None:
-    """Raise ``SourceError`` unless ``name`` is a local folder holding one of ``files`` or a hub id that can be
-    loaded: in the local Hugging Face cache, or (not offline) on a hub that answers. ``what`` names the setting in the
-    message (``--model``, ``model_name_or_path``, ...). Only files' metadata are read; no weight is downloaded.
+    """Raise ``SourceError`` unless ``name`` is a local folder holding one of ``files`` or a hub id that can be loaded.
+
+    ``what`` names the setting in the message. Only metadata are read; no weight is downloaded.
 
     >>> import tempfile
     >>> with tempfile.TemporaryDirectory() as folder:
@@ -141,12 +134,8 @@ def check_endpoint(
     what: str = "the server",
     timeout_s: float = ENDPOINT_PROBE_TIMEOUT_S,
 ) -> dict | None:
-    """GET ``{base_url}/models`` of an OpenAI-compatible server (``vllm serve`` and the like) within ``timeout_s``.
-
-    Raises ``SourceError`` naming the URL and ``fix`` when nothing answers there (refused, unknown host, timeout) or the
-    server refuses the key (401/403); ``api_key`` is sent as a bearer token and never appears in a message. Any
-    other answer means a server is there: returns its JSON (None when the body is not JSON, or on another status,
-    which the first real request will report with its reason).
+    """GET ``{base_url}/models`` of an OpenAI-compatible server: its JSON, or None. ``SourceError`` when nothing answers
+    or the key is refused (401/403); ``api_key`` never appears in a message.
     """
     url = base_url.rstrip("/") + "/models"
     request = urllib.request.Request(url, headers={"Authorization": f"Bearer {api_key}"} if api_key else {})

@@ -1,11 +1,8 @@
 """The benchmarks leash trains and evaluates on: where the data lives, how a prompt looks, what the gold is.
 
-One prompt builder serves the recipes and eval, so a model is evaluated with the prompt it was trained on.
-Each task loads from the Hugging Face hub by name (``openai/gsm8k``) or from a local ``.jsonl``/``.json`` file
-(``--data data/gsm8k/test.jsonl``; ``make data``, i.e. ``python -m eval.data --out data``, writes the offline
-copies); rows come back with a ``prompt`` (chat messages), an ``answer`` column holding the final answer only (what
-the rewards compare against), and the original fields. Every data set a command reads goes through ``load_rows``
-(hub preference sets through ``load_hub_dataset``): a hub that cannot be reached is one line naming the fix.
+One prompt builder serves the recipes and eval, so a model is evaluated with the prompt it was trained on. Rows load
+from the hub or a local ``.jsonl`` and come back with a ``prompt`` (chat messages) and an ``answer`` (the final answer
+only, what the rewards compare against); an unreachable hub is one line naming the fix.
 
 >>> load_rows(TASKS["math_train"])
 Traceback (most recent call last):
@@ -121,10 +118,9 @@ def local_copy_hint(task: Task) -> str:
 
 
 def load_hub_dataset(source: str, config: str | None = None, split: str | None = None, fix: str = ""):
-    """``datasets.load_dataset(source, config, split=split)``, with a hub that cannot be reached or a data set it does
-    not have reported as one line (``eval.sources.SourceError``) ending in ``fix``. Offline
-    (``HF_HUB_OFFLINE=1``) a cached copy loads; online, the hub is probed first (a few seconds at most, where
-    ``datasets`` would retry for half a minute)."""
+    """``datasets.load_dataset``, an unreachable hub or missing data set reported as one ``SourceError`` line (the hub
+    is probed first: seconds, where ``datasets`` would retry for half a minute).
+    """
     import datasets  # seconds to import; `eval score` and the CLIs' --help load no data set
 
     fix = fix or "pass --data PATH to a local .jsonl (python -m eval.data --out data writes them)"
@@ -146,8 +142,7 @@ def load_hub_dataset(source: str, config: str | None = None, split: str | None =
 
 @contextmanager
 def no_progress_bars():
-    """datasets' progress bars off inside, as they were after: reading a local file and mapping a few thousand rows
-    take a second, and their bars would come before the command's own first line (hub downloads keep theirs)."""
+    """datasets' progress bars off inside: for a local file they would come before the command's own first line."""
     import datasets  # as in load_hub_dataset
 
     if datasets.are_progress_bars_disabled():
@@ -170,12 +165,7 @@ def _blank(path: Path) -> bool:
 
 
 def load_rows(task: Task, data: str | None = None, split: str | None = None, flag: str = "--data"):
-    """A `datasets.Dataset` of the task's rows, from a local JSON(L) file or the hub. Raises before any model load.
-
-    Errors name the problem and the fix (``flag`` is the setting that takes a local file, ``--data`` or e.g.
-    ``--data gsm8k=PATH``): a missing file, a file without the question or gold field, a hub that cannot be reached
-    (``load_hub_dataset``).
-    """
+    """A ``datasets.Dataset`` of the task's rows from a local JSON(L) file or the hub; errors name the ``flag``."""
     import datasets  # as in load_hub_dataset
 
     source = data or task.hub_id
@@ -222,8 +212,8 @@ def to_prompt_rows(task: Task, ds):
 
 
 def one_prompt_rows(task: Task, question: str, answer: str, instruction: str | None = None):
-    """A training set of one row: ``question`` with ``instruction`` (default: the task's) as the prompt, ``answer``
-    its gold final answer (what a checker compares to; a judge never sees it).
+    """A training set of one row: ``question`` with ``instruction`` (default: the task's) as the prompt and its gold
+    ``answer`` (a checker compares to it; a judge never sees it).
 
     >>> rows = one_prompt_rows(TASKS["gsm8k"], "Priya has 4 x 6 muffins and gives away 7. How many are left?", "17",
     ...                        "Finish your reply with a line 'Answer: <number>'.")
