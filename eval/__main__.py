@@ -249,9 +249,8 @@ def check_adapter(
     adapter_flag: str = "--adapter",
     model_flag: str = "--model",
 ) -> None:
-    """Raise a clear error when a LoRA adapter cannot apply to ``model`` (missing files, another base, missing target
-    modules, shapes that do not fit). Reads only the config (layers on the meta device), so no weights load.
-    """
+    """Raise a clear error when a LoRA adapter cannot apply to ``model``; reads only its config (layers on the meta
+    device), so no weights load."""
     folder = Path(adapter)
     config_path = folder / "adapter_config.json"
     if not folder.is_dir():

@@ -1,9 +1,8 @@
 """An evaluation's output folder: its files, its lock, and whether a run there resumes, starts or is refused.
 
 ``samples.jsonl`` is appended as each problem is scored, so a run killed at any point (even ``kill -9``) continues
-where it stopped; ``run_config.json`` records what made the samples, and only the same run resumes; ``results.json``,
-``summary.md`` and ``lengths.png`` hold the metrics; ``.lock`` keeps a second run out of the folder. A training
-run's folder is never an evaluation's: its evaluations go to folders of their own inside it.
+where it stopped; ``run_config.json`` records what made the samples, so that only the same run resumes; ``.lock``
+keeps a second run out. A training run's folder is never an evaluation's.
 """
 
 from __future__ import annotations
@@ -84,9 +83,7 @@ def lock_output_folder(out: str | Path) -> Iterator[Path]:
 
 
 def _open_lock(out: Path) -> int:
-    """``out/.lock`` open and locked by this process, or ``FolderBusyError``; reopened if its holder removed it
-    meanwhile, so that two processes never both hold ``out``.
-    """
+    """``out/.lock`` open and locked by this process, or ``FolderBusyError``; reopened if its holder removed it."""
     while True:
         out.mkdir(parents=True, exist_ok=True)
         try:
@@ -185,9 +182,8 @@ def discard_run(out: str | Path) -> list[str]:
 
 
 def prepare_folder(out: Path, config: dict, overwrite: bool = False) -> None:
-    """Make ``out`` ready for the run ``config``: the same run resumes, any other is refused (or with ``overwrite``
-    discarded). Call it holding the lock.
-    """
+    """Make ``out`` ready for ``config`` (call it holding the lock): the same run resumes, another is refused unless
+    ``overwrite``."""
     path = out / CONFIG_FILE
     if _holds_output(out):
         if path.exists():

@@ -52,8 +52,7 @@ class Generation:
 
 
 def check_backend(backend: str, adapter: str | None = None) -> None:
-    """Raise a clear error when ``backend`` is unknown or cannot run here, or for a LoRA ``adapter`` with vLLM (which
-    would sample the base model).
+    """Refuse a ``backend`` that is unknown or cannot run here, and vLLM with a LoRA ``adapter`` (it samples the base).
 
     >>> check_backend("hf")
     >>> check_backend("tgi")
@@ -100,8 +99,7 @@ def encode_prompts(tokenizer, prompts: list[list[dict]]) -> list[list[int]]:
 
 @contextmanager
 def forked_rng(seed: int, device=None):
-    """Seed torch's CPU generator (and a CUDA ``device``'s) inside a fork of their state: the caller's
-    streams continue where they were.
+    """Seed torch's generators inside a fork of their state: the caller's streams continue where they were.
 
     >>> import torch
     >>> _ = torch.manual_seed(1); expected = torch.rand(2)

@@ -111,9 +111,8 @@ def _locked_temp(path: Path) -> tuple[int, str]:
 
 
 def remove_stale_temps(folder: str | Path, name: str | None = None) -> int:
-    """Remove the temporary files killed ``write_jsonl`` calls left in ``folder``; returns how many.
-
-    Safe while other processes write there: a live writer holds its file's lock, which ends with its process.
+    """Remove the temporary files killed ``write_jsonl`` calls left in ``folder``; returns how many. Safe while others
+    write there: a live writer holds its file's lock.
 
     >>> import tempfile, pathlib
     >>> folder = pathlib.Path(tempfile.mkdtemp())
@@ -159,9 +158,8 @@ def append_jsonl(row: dict, path: str | Path, *, durable: bool = False) -> None:
 
 
 def cut_torn_last_line(path: str | Path) -> int:
-    """Cut a torn last line (a killed append's) off a file; returns the number of bytes cut.
-
-    Only the last line is cut; a corrupt line before it is left for the strict reader to report.
+    """Cut a torn last line (a killed append's) off a file; returns the bytes cut. Earlier corrupt lines stay, for
+    the strict reader to report.
 
     >>> import tempfile, pathlib
     >>> path = pathlib.Path(tempfile.mkdtemp()) / "log.jsonl"

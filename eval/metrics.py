@@ -239,8 +239,7 @@ def has_lenient(records: list[dict]) -> bool:
 
 
 def lenient_block(records: list[dict], seed: int = 0, level: float = CI_LEVEL) -> dict:
-    """Lenient accuracy with its interval, the gap lenient - strict and the samples behind it; None unless every sample
-    has a lenient verdict.
+    """Lenient accuracy with its interval and the gap lenient - strict; None unless every sample has a lenient verdict.
 
     >>> block = lenient_block([{"correct": False, "lenient_correct": True}, {"correct": True, "lenient_correct": True}])
     >>> block["lenient_accuracy"], block["lenient_gap"], block["lenient_only_correct"], block["strict_only_correct"]

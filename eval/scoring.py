@@ -111,8 +111,7 @@ def _last_number(text: str) -> str | None:
 
 
 def _stated_value(value: str) -> str | None:
-    """The value a statement gives: its first ``$...$`` maths, else its sentence; then the right-hand side of its last
-    ``=`` (as lm-eval's minerva_math normaliser does).
+    """A statement's value: its first ``$...$`` maths, else its sentence; then the right side of its last ``=``.
 
     >>> _stated_value("$x = 3$. I hope it is correct."), _stated_value("12 apples. That is all.")
     ('3', '12 apples')

@@ -212,8 +212,7 @@ def to_prompt_rows(task: Task, ds):
 
 
 def one_prompt_rows(task: Task, question: str, answer: str, instruction: str | None = None):
-    """A training set of one row: ``question`` with ``instruction`` (default: the task's) as the prompt and its gold
-    ``answer`` (a checker compares to it; a judge never sees it).
+    """A training set of one row: ``question`` and ``instruction`` (default: the task's) as the prompt, gold ``answer``.
 
     >>> rows = one_prompt_rows(TASKS["gsm8k"], "Priya has 4 x 6 muffins and gives away 7. How many are left?", "17",
     ...                        "Finish your reply with a line 'Answer: <number>'.")
