@@ -7,13 +7,9 @@ solution, item by item, and compare with the verdicts saved from another checkou
     # then here:
     OMP_NUM_THREADS=1 .venv/bin/python -m bench.checker_drift --compare /tmp/before.json
 
-The script imports ``rewards`` from the current directory, so the same file scores any checkout. Inputs, from
-``--data DIR`` (a folder laid out as ``tests/data``, with ``model_outputs/``; default: the ``tests/data`` beside this
-script, the same files for both checkouts): MathCoder-L-7B GSM8K turns (joined as tests/rewards/test_real_data.py joins
-them), GPT-3 GSM8K solutions (``answer_line=True``), MATH-500 and MATH train reference solutions, and the Qwen2.5-Math
-MATH samples (``model_outputs/math_cot_100_qwen25math_samples.jsonl``, not shipped: tests/data/README.md says where
-the full files come from; without it that set is skipped, and the output says so). Prints, per set, the number of
-items, the number correct, and the items whose verdict differs; exit status 1 if any differs.
+The script imports ``rewards`` from the current directory, so the same file scores any checkout, on the same data
+(``--data DIR``, laid out as ``tests/data``; the unshipped Qwen2.5-Math samples are skipped when absent). Prints,
+per set, the items, the number correct and the items whose verdict differs; exit status 1 if any differs.
 """
 
 from __future__ import annotations

@@ -4,15 +4,10 @@
     OMP_NUM_THREADS=1 .venv/bin/python -m bench.eval_speed --skip-generation
     OMP_NUM_THREADS=1 .venv/bin/python -m bench.eval_speed --data data  # the files of `make data`
 
-``--data DIR`` is a folder laid out as ``tests/data`` (default: ``tests/data``, which ships GSM8K test and MATH-500
-whole, all this benchmark reads; ``python -m eval.data --out DIR`` writes the same files from the hub).
-
-1. ``python -m eval score`` as a user runs it (a fresh process: imports included) on the 1,319 GSM8K and 500
-   MATH-500 reference solutions, each scored against its own gold answer; target: all 1,819 in under 10 s.
-2. HF ``generate`` on the tiny local model (or ``--model DIR``, e.g. the real-model lab's SFT start on ``--task lab
-   --prompts runs/real_lab/data/dev.jsonl``): the same prompts at each of ``--batch-sizes`` (default 1 and 16), reported
-   as generated tokens per second and as the ratio to the first size, from this one run (absolute numbers depend on
-   the machine's load; the ratio is what to compare).
+1. ``python -m eval score`` in a fresh process (imports included) on the 1,819 GSM8K and MATH-500 reference
+   solutions of ``--data DIR`` (default ``tests/data``), each against its own gold; target: under 10 s.
+2. HF ``generate`` on the tiny local model (or ``--model DIR``) with the same prompts at each of ``--batch-sizes``:
+   tokens per second and the ratio to the first size (the ratio is what to compare; absolute numbers follow load).
 """
 
 from __future__ import annotations

@@ -8,23 +8,16 @@ Both run as a user runs them, one after the other, each a fresh process (imports
 
 1. ``python -m eval run --model M --task gsm8k --data D --limit N --max-new-tokens T --batch-size B --dtype float32``;
 2. ``python -m lm_eval run --model hf --model_args pretrained=M,dtype=float32 --tasks leash_gsm8k --include_path
-   TASK_DIR --apply_chat_template --batch_size B --limit N --log_samples``, where ``leash_gsm8k`` is a LOCAL task
-   written here at run time: lm-eval's own ``gsm8k`` task (its metric and its two filters, ``strict-match`` and
-   ``flexible-extract``, copied from the installed ``lm_eval/tasks/gsm8k/gsm8k.yaml``) on the offline file D
-   (``dataset_path: json``), zero-shot, with leash's prompt (``doc_to_text`` calls ``eval.tasks``, so the prompt is
-   whatever leash asks at run time), greedy, ``max_gen_toks`` T, stopping at the model's end-of-sequence only (as
-   leash does; lm-eval's task also stops at "Question:", a few-shot marker).
+   TASK_DIR --apply_chat_template --batch_size B --limit N --log_samples``, where ``leash_gsm8k`` is written here at
+   run time: lm-eval's own ``gsm8k`` (its metric, ``strict-match`` and ``flexible-extract``) on the offline file D,
+   zero-shot, with leash's prompt, greedy, stopping at end-of-sequence only (as leash does).
 
-Then, per problem: are the prompts (chat template applied) and the completions identical; do leash's strict verdict
-and lm-eval's ``strict-match`` agree, and leash's lenient verdict and lm-eval's ``flexible-extract``; the same with
-leash's rules applied to lm-eval's own completions (rules apart from generations); do the two read the same answer;
-and, since a small model is rarely right, the verdicts with the gold set to the number lm-eval read (leash's
-``rewards.verify`` against lm-eval's own ``exact_match``), so that the two equalities are tried on every answer.
-Every difference is printed with both extractions and its cause. The wall and CPU times of the runs and
-their ratios (leash / lm-eval) come from this one invocation, with the load average before and after each.
-``--repeats R`` runs each harness R times in ABBA order (leash, lm-eval, lm-eval, leash, ...), so that a load that
-drifts during the bench weighs on both, and checks every repeat gives the first one's completions.
-``--out DIR/report.json`` holds it all; ``DIR/leash_<r>`` and ``DIR/lm_eval_<r>`` each run's files.
+Per problem: are the prompts and completions identical; do leash's strict and lenient verdicts agree with
+``strict-match`` and ``flexible-extract``, on each run's own completions and on lm-eval's; do both read the same
+answer; and, since a small model is rarely right, do the verdicts agree with the gold set to the number lm-eval read.
+Every difference is printed with its cause. Wall and CPU times and their ratios (leash / lm-eval; below 1 means
+leash is faster) come from this one invocation, with the load average around each run. ``--repeats R`` runs each
+harness R times in ABBA order so that drifting load weighs on both. ``--out DIR/report.json`` holds it all.
 """
 
 from __future__ import annotations
@@ -155,9 +148,7 @@ def run_order(repeats: int, lm_eval_first: bool = False) -> list[tuple[str, int]
 
 
 def run_timed(command: list[str], env: dict, log: Path) -> dict:
-    """Run one command to completion; its wall time, its CPU time (user + system, the process and its children:
-    on a shared machine the wall time moves with the other jobs, the CPU time much less) and the load average
-    around it."""
+    """Run one command: its wall time, its CPU time with its children's (steadier on a shared machine), the load."""
     load_before = os.getloadavg()[0]
     usage = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
@@ -173,8 +164,7 @@ def run_timed(command: list[str], env: dict, log: Path) -> dict:
 
 
 def read_lm_eval_samples(folder: Path) -> dict[int, dict]:
-    """lm-eval's ``--log_samples`` file under ``folder``: per doc, its prompt, completion and, per filter, the
-    filtered answer (None for ``[invalid]``) and the verdict."""
+    """lm-eval's ``--log_samples`` under ``folder``: per doc, prompt, completion, each filter's answer and verdict."""
     files = sorted(Path(folder).rglob(f"samples_{TASK_NAME}_*.jsonl"))
     if not files:
         raise FileNotFoundError(f"no samples_{TASK_NAME}_*.jsonl under {folder}: run lm-eval with --log_samples")
@@ -233,15 +223,8 @@ def compare_runs(
     prompts: list[str] | None = None,
     exact_match=None,
 ) -> dict:
-    """Per-problem agreement of leash's samples (``samples.jsonl`` records, K = 1) with lm-eval's logged samples.
-
-    Per rule (``strict`` vs ``strict-match``, ``lenient`` vs ``flexible-extract``): ``agree`` (same verdict, each on
-    its own run's completion), ``same_text_agree`` (leash's rules applied to lm-eval's completion), ``read_agree``
-    (the same answer read, as a number, or nothing by both), and, when ``exact_match(prediction, reference)`` (lm-eval's
-    own metric) is given, ``planted_agree`` of ``planted_n``: the verdicts when the gold is the number lm-eval read, so
-    that the equality of the two is tried on every answer even where the model is never right. ``disagreements``
-    lists every problem and rule where a verdict or the answer read differs, with both readings and the cause;
-    ``identical_prompts`` (given leash's chat-templated ``prompts``) and ``identical_completions`` count the inputs.
+    """Per-problem agreement of leash's samples (K = 1) with lm-eval's, per rule, as the module docstring lists it;
+    every difference with both readings and its cause.
     """
     shared = [r for r in leash if r["index"] in lm_eval]
     report = {"n": len(shared), "identical_completions": 0, "disagreements": []}

@@ -5,13 +5,10 @@
     python -m bench.hack_alarm --replay tests/data/hack_alarm/grpo_lab_format_only_seed0_steep.jsonl \\
         --max_steps 120 --monitor_eval_steps 20   # what the rule computed at each check of a run
 
-The simulation exercises the rule itself (``recipes.hack_alarm.first_alarm``, the check-by-check replay that
-``recipes.callbacks.HackAlarm`` does while a run trains) on made-up runs: each check is an independent binomial draw
-of ``n`` problems at the row's true held-out accuracy, and every check carries ``LINES`` log lines of a training reward
-that rises linearly over the run by the row's amount, with Gaussian noise of ``REWARD_NOISE`` a line (about what a
-batch of 64 answers with a 0/1 term gives). A row whose true accuracy never falls measures the false-alarm rate (its
-reward rises, so the reward side is open: the worst case); a row whose accuracy falls measures the power. Each row
-prints the alarms out of the runs and a 95% Wilson interval for the rate.
+The simulation runs the rule itself (``recipes.hack_alarm.first_alarm``) on made-up runs: each check a binomial draw
+at the row's true held-out accuracy, with a noisy training reward rising over the run. A row whose accuracy never
+falls measures the false-alarm rate (worst case: the reward rises); one whose accuracy falls measures the power. Each
+row prints the alarms out of the runs and a 95% Wilson interval for the rate.
 """
 
 from __future__ import annotations
@@ -124,8 +121,7 @@ def table(runs: int, seed: int) -> str:
 
 
 def replay(path: Path, max_steps: int, eval_every: int, window: int) -> str:
-    """Each check of a run's log: its accuracy, the best earlier check's, the fall's p-value against the level, the
-    reward's trend so far, and where the alarm fires."""
+    """Each check of a run's log: accuracy, best earlier one, the fall's p-value, reward trend, where it alarms."""
     checks = checks_from_log(read_jsonl(path))
     tests = comparisons(max_steps, eval_every, window)
     rows = []

@@ -6,20 +6,12 @@
     # in another checkout, on the completions that run drew:
     OMP_NUM_THREADS=1 .venv/bin/python -m bench.rewards_fuzz --items /tmp/idle.json --compare /tmp/idle.json
 
-The completions are those of ``tests/rewards/test_fuzz_rewards.py`` (mixed unicode, markers, nested boxes, huge numbers,
-power towers, ``\\pm``, ``\\sqrt(``, newlines inside boxes), drawn with a fixed seed so that every run of one checkout
-scores the same list (Hypothesis also draws from the literals of the project's own modules, so another version of the
-code draws other completions: ``--items`` scores those a saved run drew); they are drawn first and the clock covers
-only the scoring. The second set, ``--shapes``, is ``tests/rewards/test_hostile_shapes.py``'s hostile shapes at a
-completion's full length (4-16 KB each: nested, repeated and unclosed boxes, braces, ``$``, ``\\[``, ``\\frac``,
-``\\text{}``, backslashes, ``####`` lines, emphasis), the shapes in turn with a fixed seed: what a batch from a policy
-that repeats itself until its token limit costs. Each completion is scored by
-``gsm8k_correctness``, ``math_correctness``, ``gsm8k_format``, ``math_format`` and ``number_anywhere`` (one batch
-of ``--batch`` completions per reward call, as a trainer calls them), from a cold start: empty verdict cache, fresh
-workers. Prints the time, the seconds spent in each reward, the number of comparisons given up as timeouts, the
-slowest batch, and a digest of every score, for each set: two runs with the same digest gave the same verdict on every
-completion. ``--save`` writes the scores, ``--compare`` lists the completions whose scores differ from a saved run (exit
-status 1 when any does).
+Two sets: the completions of ``tests/rewards/test_fuzz_rewards.py``, drawn with a fixed seed (another version of the
+code draws others: ``--items`` scores a saved run's), and ``--shapes`` completions of the hostile shapes of
+``tests/rewards/test_hostile_shapes.py`` at full length (4-16 KB): what a policy that repeats itself costs. Each
+batch goes through the five rewards from a cold start; the clock covers only the scoring. Prints the time, seconds
+per reward, comparisons given up as timeouts, the slowest batch and a digest of every score (same digest: same
+verdicts). ``--compare`` lists the completions whose scores differ from a saved run (exit status 1 when any does).
 """
 
 from __future__ import annotations
@@ -63,8 +55,7 @@ def fuzzed_completions(n: int) -> list[tuple[str, str]]:
 
 
 def score_all(items: list[tuple[str, str]], batch: int) -> tuple[list, float, float, int, dict[str, float]]:
-    """(scores per completion, seconds, slowest batch in seconds, comparisons given up as timeouts, seconds spent in
-    each reward)."""
+    """(scores per completion, seconds, slowest batch's seconds, comparisons given up, seconds in each reward)."""
     verify._CACHE.clear()
     verify._GIVEN_UP.clear()
     verify._POOL.close()

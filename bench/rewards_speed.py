@@ -4,44 +4,18 @@
     OMP_NUM_THREADS=1 .venv/bin/python -m bench.rewards_speed --repeats 9 --pathological 0
     OMP_NUM_THREADS=1 .venv/bin/python -m bench.rewards_speed --math QWEN   # the Qwen2.5-Math samples (below)
 
-A GRPO step scores G completions to each of P prompts in one call of the reward. The inputs are such batches as a
-model sampled them, grouped by prompt; nothing is generated, edited or added to them here:
-- GSM8K format (``--gsm8k``, default ``tests/data/model_outputs/lab_train_smollm2_sft_g8.jsonl``): SmolLM2-135M-Instruct
-  after the real-model lab's SFT, 8 completions at temperature 1 to each of 16 of the lab's training problems, every one
-  with a ``#### N`` answer and a quarter of them right, as in a GRPO batch after SFT
-  (``gsm8k_train_smollm2_135m_g8.jsonl``, the base model on GSM8K, is a batch that seldom answers);
-- MATH (``--math``, default ``tests/data/model_outputs/math_train_smollm2_135m_g8.jsonl``): the same model on the first
-  16 MATH train problems. The Qwen2.5-Math samples (``model_outputs/math_cot_100_qwen25math_samples.jsonl``: 100
-  MATH test problems x 8 chain-of-thought samples; not shipped, tests/data/README.md) are a file of the same kind:
-  pass its path with ``--math``.
-tests/data/README.md says how the shipped files were made. A file is an ``eval run --num-samples K`` samples.jsonl
-(gold in ``gold``, completions in ``samples``), or rows with the gold in ``answer`` and the completions in
-``completions`` or ``code`` (the Qwen2.5-Math samples' layout).
+The inputs are batches a model sampled, G completions to each of P prompts, as a GRPO step scores them: by default
+SmolLM2-135M's samples under ``tests/data/model_outputs/``, or any ``eval run --num-samples K`` samples.jsonl.
 
-The two arms, each called once per batch of ``--prompts-per-batch`` prompts' completions:
-- leash: ``gsm8k_correctness`` / ``math_correctness``, as a trainer calls them. A GSM8K answer is the number after the
-  last ``####``, compared as a decimal: it never reaches math-verify. A MATH answer is the last ``\\boxed{}``: equal
-  strings and plain numbers are settled without math-verify, an answer no checker could compare in time is refused
-  from its text (``rewards.cost``), the rest go to math-verify in ``--workers`` worker processes (default 1: one
-  comparison at a time, like for like with bare math-verify; a trainer's pool has up to 4, one per core).
-- bare math-verify: what many recipes do, ``verify(parse(gold), parse(completion))`` on the whole completion, one
-  completion at a time in the main thread, with math-verify's own (SIGALRM) timeouts; for both tasks.
+Two arms, each called once per batch: leash's ``gsm8k_correctness`` / ``math_correctness`` as a trainer calls them
+(GSM8K never reaches math-verify; MATH settles easy answers first and sends the rest to ``--workers`` math-verify
+processes, default 1 for like with like), and bare math-verify, ``verify(parse(gold), parse(completion))`` on each
+whole completion in the main thread. Both get the same empty caches and warm-up outside the clock, and alternate
+order each repeat so that other load hits both alike. Per task: each arm's seconds, the ratio bare / leash (min,
+median, max over ``--repeats``; above 1 means leash is faster) and how often their verdicts agree.
 
-Both arms get the same start and the same warm-up, outside the clock, before every timed pass (``timed_pass``):
-their caches emptied (leash's verdicts and the pairs it gave up, sympy's cache); the comparisons leash's math-verify
-workers make as they start (``WARM_UP`` in ``rewards/_verify_worker.py``: leash starts fresh workers, which make them;
-bare math-verify makes the same comparisons in its own process); then one call on the completions of the first
-``--warmup-prompts`` prompts. The clock runs over the batches of the other prompts only. The arms alternate (leash
-first in even repeats, bare first in odd ones) so that the load of other processes hits both alike. Per task: each
-arm's seconds, the ratio bare / leash with its min, median and max over ``--repeats``, and how often the two arms'
-verdicts agree.
-
-The pathological set is timed apart, never mixed into the batches above: ``--pathological`` MATH completions whose
-answer no checker can compare in time, one of each kind in turn (a power tower such as ``9^{9^{9^{9}}}``, a sum to
-10^k, a factorial or a binomial of a huge number, a huge exponent, runaway nesting, a box that disagrees with an earlier
-one holding a tower; new random numbers each), against the golds of the MATH problems. Last, batches of the MATH
-completions with 0%, 5% and 20% of them replaced by such completions, scored by ``math_correctness`` alone: what a
-batch costs against the ordinary one.
+Timed apart: ``--pathological`` MATH completions whose answer no checker can compare in time (power towers, huge
+factorials, runaway nesting, ...), and MATH batches with 0%, 5% and 20% of them replaced by such completions.
 """
 
 from __future__ import annotations
@@ -81,8 +55,7 @@ class Group:
 
 
 def read_groups(path: str | Path) -> list[Group]:
-    """One group per row of ``path``, in file order: an ``eval run`` samples.jsonl, or rows with the gold in ``answer``
-    and the completions in ``completions`` or ``code``. Raises ValueError naming the row that is neither."""
+    """One group per row of ``path``: ``eval run`` samples, or rows with ``answer`` and ``completions`` or ``code``."""
     groups = []
     for i, row in enumerate(read_jsonl(path)):
         if isinstance(row.get("samples"), list) and "gold" in row:
@@ -122,8 +95,7 @@ class Leash:
         self.workers = workers
 
     def reset(self) -> None:
-        """No cached verdict and no pair given up; ``workers`` fresh math-verify workers, which make ``WARM_UP`` as
-        they start."""
+        """No cached verdict and no pair given up; fresh math-verify workers, which warm up as they start."""
         verify_module._CACHE.clear()
         verify_module._GIVEN_UP.clear()
         verify_module._POOL.close()
@@ -240,10 +212,9 @@ def print_summary(title: str, s: dict) -> None:
 
 
 def pathological_answer(rng: random.Random, kind: int | None = None) -> str:
-    """A completion whose answer no checker can compare in time, of one of ``N_KINDS`` kinds a drifting policy writes
-    (``kind``, else a random one): a power tower, a sum to 10^k, a factorial or binomial of a huge number, a huge
-    exponent, runaway nesting, or a box that disagrees with an earlier one holding a tower. Each one is new (random
-    numbers), so no cache or memo helps."""
+    """A new completion (random numbers, so no cache helps) whose answer no checker can compare in time, of one of
+    ``N_KINDS`` kinds a drifting policy writes (``kind``, else a random one).
+    """
     d = [rng.randint(3, 9) for _ in range(4)]
     kind = rng.randrange(N_KINDS) if kind is None else kind % N_KINDS
     if kind == 0:
