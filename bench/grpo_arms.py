@@ -1,8 +1,6 @@
-"""The two arms that ``bench.grpo_overhead`` (CPU) and ``bench.grpo_gpu`` time, each with a clock: ours runs
-``recipes.grpo.main`` on a config, plain builds TRL's ``GRPOTrainer`` from the same parsed config with no monitors.
-Both trainers are the same ``GRPOTrainer`` subclass (``timed_trainer_class``): the recipe receives it in place of
-``trl.GRPOTrainer`` and wraps it with its monitors, as it wraps TRL's. Torch, transformers and TRL load with this
-module, so the benchmarks import it after their arguments are parsed.
+"""The two clocked arms ``bench.grpo_overhead`` and ``bench.grpo_gpu`` time: ours, ``recipes.grpo.main`` on a config,
+and plain TRL ``GRPOTrainer`` from the same parsed config, both the same ``GRPOTrainer`` subclass. Imports torch,
+transformers and TRL: the benchmarks import it after parsing their arguments.
 """
 
 from __future__ import annotations

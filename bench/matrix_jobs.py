@@ -1,13 +1,11 @@
 """Wall time of the lab's GRPO runs one after the other (one process, all cores' threads) vs two at once
-(``cpu_lab.matrix --jobs 2``: two processes, cpu_count // 2 threads each), same configs, same steps, measured in one
-run.
+(``cpu_lab.matrix --jobs 2``); the ratio is two at once / one after the other (below 1: parallel is faster).
 
     .venv/bin/python -m bench.matrix_jobs                 # the demo's 120 steps: ~6 minutes on 2 cores
     .venv/bin/python -m bench.matrix_jobs --steps 30      # quick look (~2 minutes; start-up weighs more)
 
-It uses the lab's warm start (``cpu_lab.warmstart``; trained first if not cached, ~4 minutes) and two of its configs,
-without held-out evaluations or probes, so the ratio is the training's. ``--rounds 2`` alternates the two ways twice
-(sequential, parallel, sequential, parallel) so that load from other processes hits both alike.
+Two of the lab's configs from its warm start, without held-out evaluations or probes, so the ratio is the
+training's. ``--rounds 2`` alternates the two ways twice so that load from other processes hits both alike.
 """
 
 from __future__ import annotations

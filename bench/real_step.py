@@ -7,52 +7,21 @@ learned: one settings arm at a time, each in its own process, side by side in on
     python -m bench.real_step --pair lora_t1   # two 1-thread runs at once against one 2-thread run
     OMP_NUM_THREADS=1 python -m bench.real_step --matmul   # seconds, no model: is bf16 fast on this CPU?
 
-Every arm runs the real-model lab's default config (``recipes/configs/real_lab/grpo_real_default.yaml``: LoRA r 16 on
-every linear layer, 8 prompts x G 8, 32 new tokens, micro-batches of 8) through ``recipes.grpo`` with its monitors on,
-no held-out evaluation and no probes, for ``--steps`` optimizer steps; the first step (warm-up: allocations, first
-kernels) is left out of the medians. The command line goes through ``recipes.common.parse_or_explain``, as every recipe
-run does, so an arm that sets no precision gets the automatic choice (``recipes/precision.py``). The trainer is TRL's
-``GRPOTrainer`` with clocks around its own methods, so each phase is what its name says:
+Each arm runs ``recipes.grpo`` on ``recipes/configs/real_lab/grpo_real_default.yaml`` (LoRA, 8 prompts x G 8, 32
+new tokens) for ``--steps`` optimizer steps, the first (warm-up) left out of the medians. Clocks around TRL's own
+methods split a step into generation, reward, monitors, old/ref log-probabilities, loss and backward, and the rest
+(the optimizer). Each arm's speed is the first arm's step time over its own (2.00x = twice as fast).
 
-- generation: ``_generate`` (tokenising the prompts, ``generate`` or continuous batching, decoding);
-- reward: ``_calculate_rewards`` minus the monitors' own code inside the reward wrappers;
-- monitors: the reward wrappers' own code (``RewardMonitor.seconds``) and the recipe's log callbacks (the JSON-lines
-  log); the held-out evaluation is off, and the monitors' step-end work falls in "the rest";
-- old/ref log-probabilities: ``_get_per_token_logps_and_entropies`` while scoring the batch (none at beta 0 with
-  one update per generation);
-- loss and backward: ``training_step`` minus ``_prepare_inputs`` (the policy's forward, the loss, backward);
-- optimizer and the rest: the step's wall time minus all of the above.
+Arms (``_t2``/``_t1``: 2 or 1 torch threads): ``fp32_t2`` float32; ``autocast_t2`` bf16 autocast with TRL as it is;
+``autocast_head_t2`` also scoring only completion positions in TRL's fused LM head (the same numbers for about a
+third of the head's work); ``autocast_head_cache_t2`` the recipe's CPU setting, also casting each weight once per
+generation, not once per token; ``lora_bf16_t2`` a bf16 base (changes what is learned: reported, not adopted);
+``lora_*``/``full_*`` the config as it is / full fine-tuning at the automatic precision; ``cb_t2`` TRL's continuous
+batching. Only bf16 changes the numbers: ``--agreement`` measures log-probabilities and gradient against float32's.
 
-Arms (``--arms``; ``_t2``/``_t1``: 2 or 1 torch threads):
-
-- ``fp32_t2``: float32 throughout (``--bf16 false``);
-- ``autocast_t2``: float32 weights, bf16 autocast, TRL's trainer as it is (``--bf16 true --cpu_speedups false``:
-  TRL's and transformers' mixed precision);
-- ``autocast_head_t2``: the same, and TRL's fused LM head scores only the completion tokens. On a CPU, TRL 1.16
-  projects every position (prompt included) through the 49,152-token head and folds each tile into the
-  log-softmax and entropy in float32, for the static shapes a compiler wants; with no compiler here, the arm takes
-  TRL's own CUDA path (``compact``: the positions with a label; ``recipes.cpu_speed.completion_positions_only``).
-  The log-probabilities are the same numbers (a prompt position has no label, so it is never scored), for ~a third
-  of the head's work;
-- ``autocast_head_cache_t2``: the recipe's own setting on a CPU with bf16 units (``--bf16 true``, ``cpu_speedups``
-  on: ``recipes/cpu_speed.py``): the completion head, and the generation inside one autocast region, so each
-  weight is cast to bf16 once per generation instead of once per decoded token (torch keeps autocast's casts until
-  the outermost region ends); the casts are the same, so are the tokens;
-- ``lora_bf16_t2``: LoRA r 16 on every linear layer over a bf16 base (peft keeps the adapters float32), under
-  autocast: it changes what is learned (fewer parameters move), so its ratio is reported, not adopted;
-- ``lora_t2``/``lora_t1``: the config as it is (LoRA, the automatic precision choice); ``full_t2``/``full_t1``: full
-  fine-tuning (``--use_peft false``) at the automatic precision; ``cb_t2``: TRL's
-  ``use_transformers_continuous_batching``.
-
-Threads, the head's positions and the cast cache change only the speed; bf16 autocast changes the rounding of every
-matmul, which ``--agreement`` measures on one batch of the model's own answers: the per-token log-probabilities and
-the policy gradient of each precision against float32's (cosine), in one process. ``--isa`` runs every arm again
-under each oneDNN ISA cap (``ONEDNN_MAX_CPU_ISA``, set before torch loads in each arm's process): ``AVX512_CORE`` is
-a CPU with AVX-512 and no bf16 units, ``AVX2`` a laptop's. ``--arm-timeout`` stops an arm after that many seconds and
-reports the steps it finished, and for the step it was cut in ``> N s a step`` (bf16 without bf16 units is emulated,
-many times slower than float32). ``--pair ARM`` runs ARM (a ``_t1`` arm) twice at once, then the same settings alone
-on 2 threads, and prints both throughputs; without ``--arms`` it runs only that. ``--matmul`` times one matmul of
-SmolLM2's shape in float32 and under bf16 autocast (no model, no data): the same question in seconds.
+``--isa`` reruns the arms under oneDNN ISA caps (``AVX512_CORE``: no bf16 units, ``AVX2``: a laptop), where bf16 is
+emulated and slow, so ``--arm-timeout`` stops an arm and reports ``> N s a step``. ``--pair ARM`` compares two
+1-thread runs at once with one 2-thread run. ``--matmul`` answers the bf16 question in seconds, with no model.
 """
 
 from __future__ import annotations
@@ -104,8 +73,8 @@ PHASES = ["generation", "reward", "monitors", "old/ref log-probabilities", "loss
 
 
 def phases(step: dict) -> dict[str, float]:
-    """One step's seconds by phase. The monitors' callbacks run at the log after the step (outside its wall time):
-    their seconds are added to it; the rest is the wall time minus the named parts inside it."""
+    """One step's seconds by phase: the monitors' callbacks (run after the step) added, the rest what the named
+    phases leave of the wall time."""
     wrappers, callbacks = step.get("monitor_wrappers", 0.0), step.get("monitor_callbacks", 0.0)
     out = {
         "generation": step.get("generate", 0.0),
@@ -168,16 +137,14 @@ def median_step(result: dict, warmup: int) -> float | None:
 
 
 def stopped_step(result: dict) -> str:
-    """What a stopped arm's steps say: the step it was cut in had run this long (``> N s a step``), and its
-    warm-up step's time when that one finished."""
+    """What a stopped arm's steps say: how long the step it was cut in had run, and its warm-up step's time."""
     bound = f"> {result['unfinished_step']:.0f} s a step" if "unfinished_step" in result else "> ? s a step"
     warm = f"; warm-up step {result['steps'][0]['wall']:.0f} s" if result["steps"] else "; in its warm-up step"
     return f"{bound} (stopped{warm})"
 
 
 def table(results: dict[str, dict], warmup: int, timeout: float | None = None) -> str:
-    """Median seconds per step and per phase for each arm, and the first arm's step time over each arm's: its
-    speed against the first arm (2.00x = twice as fast)."""
+    """Median seconds per step and phase per arm; speed: the first arm's step time over its own (2.00x = 2x faster)."""
     medians = {}
     for name, result in results.items():
         steps = result["steps"][warmup:]
@@ -213,9 +180,8 @@ def table(results: dict[str, dict], warmup: int, timeout: float | None = None) -
 
 
 def pair(name: str, model: str, data: str, steps: int, tmp: Path, isa: str | None, timeout: float | None) -> str:
-    """Two runs of arm ``name`` on 1 thread each, started at the same moment, then the same arm alone on 2 threads:
-    steps per minute of the pair together (each run's median step, summed) against the one run's. ``timeout``
-    stops the pair (both runs) and the run alone, each after that many seconds."""
+    """Two 1-thread runs of arm ``name`` at once, then the same arm alone on 2 threads: steps per minute of the pair
+    (summed) against the single run's. ``timeout`` stops each."""
     both = [start_arm(name, model, data, steps, tmp, isa, threads=1) for _ in range(2)]
     deadline = time.monotonic() + timeout if timeout else None
     together = [finish_arm(name, started, deadline and max(deadline - time.monotonic(), 0.1)) for started in both]
@@ -241,10 +207,9 @@ def pair(name: str, model: str, data: str, steps: int, tmp: Path, isa: str | Non
 
 
 def matmul(rounds: int = 5) -> str:
-    """Seconds of one matmul of SmolLM2's shape in float32 and under bf16 autocast, in this process: the MLP's
-    576 -> 1536 projection over 256 token rows (a micro-batch's worth of positions), alternated round by round so
-    that a changing load falls on both. It says in seconds whether this CPU computes bf16 fast; the step arms take
-    minutes to say the same."""
+    """Seconds of one matmul of SmolLM2's MLP shape (256 rows, 576 -> 1536) in float32 and under bf16 autocast,
+    alternated round by round: whether this CPU computes bf16 fast, in seconds where the step arms take minutes.
+    """
     import torch
 
     torch.manual_seed(0)
@@ -270,11 +235,10 @@ def matmul(rounds: int = 5) -> str:
 
 
 def agreement(model_path: str, data: str, seed: int = 0) -> str:
-    """How far bf16 autocast moves a GRPO micro-batch's numbers from float32's, in this process: 8 prompts of the
-    lab, each with an answer the model samples (32 new tokens), advantages drawn from a seeded normal; TRL's fused
-    LM head as the trainer adds it (log-probabilities and entropy). For each precision: the largest change of a
-    completion token's log-probability and the cosine of the policy gradient (all parameters) with float32's, and
-    the seconds of each forward and backward (the same micro-batch, one after the other in one process)."""
+    """How far bf16 autocast moves a GRPO micro-batch's numbers from float32's: per precision, the largest change of a
+    completion token's log-probability, the cosine of the policy gradient with float32's, and the forward and backward
+    seconds (8 of the lab's prompts with the model's own answers, seeded advantages, TRL's fused LM head).
+    """
     import torch
     import trl.trainer.utils as trl_utils
     from transformers import AutoModelForCausalLM, AutoTokenizer

@@ -1,7 +1,5 @@
-"""One arm of ``bench.real_step``, in its own process (``python -m bench.real_step --worker ARM``): the GRPO recipe
-on the lab's config with TRL's ``GRPOTrainer`` clocked around its own methods, each finished step's seconds by phase
-written to a JSON file at once. Torch, transformers and TRL load with this module, so ``bench.real_step`` imports it
-after its arguments are parsed, in the arm's process only.
+"""One arm of ``bench.real_step`` in its own process: the GRPO recipe with TRL's trainer clocked around its own
+methods, each finished step's seconds by phase written to JSON at once. Imports torch, transformers and TRL.
 """
 
 from __future__ import annotations
@@ -26,8 +24,9 @@ if TYPE_CHECKING:
 
 
 class StepClock(TrainerCallback):
-    """Per optimizer step: its wall time and the seconds inside each timed method (``add``); each finished step is
-    written to ``out_json`` at once, so an arm stopped by ``--arm-timeout`` keeps the steps it made."""
+    """Per optimizer step: its wall time and seconds inside each timed method, written at once, so an arm stopped by
+    ``--arm-timeout`` keeps the steps it made.
+    """
 
     def __init__(self, out_json: Path | None = None):
         self.steps: list[dict] = []
