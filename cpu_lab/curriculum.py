@@ -1,25 +1,10 @@
 """A curriculum for the lab's GRPO runs: the training problems' difficulty follows the policy's running pass rate.
 
-GRPO learns only from groups whose G answers differ: a prompt of pass rate p gives a degenerate group (all right or
-all wrong, zero advantage) with probability p^G + (1 - p)^G, which at G = 8 is 0.43 for p = 0.9 and 0.03 for
-p = 0.35 or 0.65. The controller keeps the running pass rate in that middle band: above ``high`` it moves one level
-up the ladder (``LADDER``: more operations, larger numbers), below ``low`` one level down, and after a move it waits
-``patience`` steps so that the running rate measures the new level before the next move. It has no randomness: the
-same pass rates give the same levels.
-
-The training set is a ``datasets.Dataset`` of indices whose rows are drawn when the trainer fetches them
-(``with_transform``): index i at level L is always the same problem (its own random stream, seeded by the run's seed,
-L and i), so the G copies of a prompt that TRL's ``RepeatSampler`` puts in one batch are one problem, and a level
-change reaches the batches fetched after it (one to two steps later: accelerate fetches a batch ahead). No training
-problem shares its worked solution with a test, dev or OOD problem (``problems.kept_out_solutions`` at the default
-difficulty): the held-out set is the same 200 problems at every level, so before/after accuracy compares across runs.
-The controller's state is not checkpointed: a run resumed from a checkpoint starts again at the start level.
-
-Each log line gets ``curriculum/difficulty`` (the level new batches draw from), ``curriculum/pass_rate`` (the
-running pass rate), ``curriculum/step_pass_rate`` (the monitors' ``monitor/correct_rate`` of that window) and
-``curriculum/degenerate_predicted_share`` (p^G + (1 - p)^G at the running rate: what the batch-level rate alone
-predicts; ``monitor/degenerate_share`` beside it is the measured share, ``monitor/degenerate_expected_share`` the
-monitors' per-prompt prediction).
+A group whose G answers are all right or all wrong teaches GRPO nothing; at pass rate p that happens with probability
+p^G + (1 - p)^G (0.43 at p = 0.9, 0.03 at p = 0.35 for G = 8), so the controller steps along ``LADDER`` to keep the
+running pass rate near the middle. Rows are drawn when fetched (a level change reaches batches a step or two later),
+index i at level L is always the same problem, and no training problem shares a solution with a held-out one. The
+controller's state is not checkpointed: a resumed run restarts at the start level.
 
     # in a lab GRPO config (recipes/configs/lab/grpo_lab_default.yaml)
     curriculum: cpu_lab.curriculum:lab_curriculum
@@ -116,8 +101,7 @@ def problem_at(seed: int, level: int, index: int, kept_out: set[str], ladder=LAD
 
 
 class CurriculumDataset:
-    """The training rows: a ``datasets.Dataset`` of ``size`` indices whose problems are drawn at the current level
-    when the trainer fetches them. ``dataset`` is what the trainer gets; ``level`` is read at every fetch."""
+    """The training rows: ``dataset`` holds ``size`` indices whose problems are drawn at ``level`` when fetched."""
 
     def __init__(
         self,
@@ -152,8 +136,7 @@ class CurriculumDataset:
 
 
 def make_callback(controller: CurriculumController, data: CurriculumDataset, group_size: int):
-    """A ``TrainerCallback`` that feeds each log window's pass rate to ``controller``, sets ``data.level`` and adds
-    the ``curriculum/...`` values to that log line (it must come before the JSON-lines logger)."""
+    """Feeds each log window's pass rate to ``controller``, logs ``curriculum/...``; must precede the JSON logger."""
     from transformers import TrainerCallback  # ~6 s that `python -m cpu_lab.curriculum --help` does not pay
 
     class CurriculumCallback(TrainerCallback):
@@ -176,8 +159,7 @@ def make_callback(controller: CurriculumController, data: CurriculumDataset, gro
 
 
 def lab_curriculum(rows, training_args):
-    """The GRPO recipe's ``curriculum`` hook for the lab: as many rows as the recipe's training set (``rows``, read
-    only for its length), problems of task ``lab`` seeded by the run's seed, and the callback."""
+    """The GRPO recipe's ``curriculum`` hook: as many rows as ``rows`` (read only for its length), and the callback."""
     if training_args.gradient_accumulation_steps != 1 or training_args.steps_per_generation != 1:
         raise ValueError(
             "the lab curriculum assumes one batch fetch per optimizer step (it logs each step's level from them): "

@@ -1,17 +1,9 @@
 """A settings dataclass on a lab's command line: its fields become flags and the parsed flags build it back, so each
-setting is declared once, in the dataclass (name, type, default and help).
+setting is declared once, in the dataclass.
 
-A field's flag is its name with ``-`` for ``_`` (``--eval-every``; ``sep="_"`` keeps ``--eval_every``); its default is
-the dataclass's, its help ``metadata["help"]``, and its value is read as its annotation says:
-
-- ``int``, ``float``, ``str``: one value; ``X | None``: one X, default None;
-- ``list[X]``: one or more X (``nargs="+"``);
-- ``Literal["a", "b"]``: one of them (argparse's ``choices``);
-- ``bool``: a switch, ``--name`` to turn on a field that defaults to False and ``--no-name`` to turn off one that
-  defaults to True (its help says what turning it off does).
-
-A field with no default is a required flag. Only argparse, dataclasses and typing are imported: a command's ``--help``
-stays free of torch.
+``--eval-every`` for ``eval_every`` (``sep="_"`` keeps the underscore); a bool that defaults to True becomes
+``--no-name``; a field with no default is a required flag. Only the standard library is imported, so ``--help`` stays
+free of torch.
 """
 
 from __future__ import annotations
@@ -26,9 +18,7 @@ NEGATED = "no_"  # the namespace's name of a ``--no-name`` switch: no_<field>
 
 
 def add_fields(parser, cls: type, names: Sequence[str], sep: str = "-") -> None:
-    """Add the fields ``names`` of the dataclass ``cls`` to ``parser`` (an ``ArgumentParser`` or one of its argument
-    groups), in that order. Raises ValueError for a name that is no field, TypeError for a field whose annotation has
-    no flag (a nested dataclass, say).
+    """Add the fields ``names`` of the dataclass ``cls`` to ``parser`` (or an argument group), in that order.
 
     >>> @dataclasses.dataclass
     ... class Run:
@@ -52,9 +42,7 @@ def add_fields(parser, cls: type, names: Sequence[str], sep: str = "-") -> None:
 
 
 def from_args(cls: type, args: argparse.Namespace, **values):
-    """The dataclass ``cls`` from the parsed ``args``: each field that ``add_fields`` put on the command line (an
-    attribute of ``args`` of its name), ``values`` for others; the rest keep their defaults. The dataclass's own checks
-    (``__post_init__``) run as it is built."""
+    """The dataclass ``cls`` from the parsed ``args`` and ``values``; fields in neither keep their defaults."""
     for f in dataclasses.fields(cls):
         if not f.init or f.name in values:
             continue

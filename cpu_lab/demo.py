@@ -1,24 +1,10 @@
 """The CPU lab demo (`make demo`): GRPO that measurably teaches a tiny model, and the controls that prove it.
 
-1. Warm start: a ~1.4M-parameter Qwen2 taught by SFT until it solves a modest share of VALIDATION problems
-   (``cpu_lab.warmstart``; cached, so a second demo starts from it at once). The held-out set that measures every
-   run's accuracy before and after is not read until the warm start has stopped.
-2. From that same start, one GRPO run per config (``recipes/configs/lab/``), each through the GRPO recipe with its
-   monitors and JSON-lines log, two at a time (``cpu_lab.matrix`` with ``--jobs 2``: two processes, one thread each on
-   2 cores: at 120 steps 21% faster than two runs in turn with two threads, ``bench/matrix_jobs.py``):
-   - ``grpo_lab_default``: correctness + a small format bonus. Held-out accuracy should rise clearly.
-   - ``grpo_lab_random``: a reward that pays at random. Accuracy must not move by more than ±3 points (the gain is
-     the signal's); the report says when it does.
-   - ``grpo_lab_format_only``: a hackable reward. Reward goes up while accuracy stays flat or falls; the hack
-     probes name what the reward pays for.
-   - ``grpo_lab_dr_grpo``: Dr. GRPO with the default rewards: accuracy and wrong-answer length next to grpo's.
-3. A report (``report.md`` + PNGs) putting them side by side, with the seed and the exact commands.
-
-The terminal gets a line per stage: what runs and where (header); the warm start (a bar of SFT steps with the last
-validation accuracy, then its result and time); each GRPO run as it starts and ends (held-out accuracy before -> after,
-time; a bar of the steps done while they run); the report's path, last. Bars are drawn only on a terminal: piped
-(``| tee``, CI) each update is a plain line. The detail (the trainers' logs, data-set progress bars, warnings) goes to
-``<out>/warmstart.log`` and each run's ``<out>/<config>/seed<k>/run.log``; ``--verbose`` prints it on the terminal.
+From one cached SFT warm start, one GRPO run per config under ``recipes/configs/lab/``, two at a time:
+``grpo_lab_default`` should raise held-out accuracy clearly, the ``grpo_lab_random`` control must move it by at most
+±3 points, the hackable ``grpo_lab_format_only`` raises reward but not accuracy, and ``grpo_lab_dr_grpo`` compares
+the loss. ``report.md`` puts them side by side with the exact commands; each stage's detail goes to its log under
+``<out>`` (with ``--verbose``, to the terminal).
 
     OMP_NUM_THREADS=2 python -m cpu_lab.demo                 # what `make demo` runs (120 steps per run, 2 at a time)
     OMP_NUM_THREADS=2 python -m cpu_lab.demo --seed 1 --configs grpo_lab_default grpo_lab_random   # another seed
@@ -138,9 +124,7 @@ def main(argv: list[str] | None = None) -> Path:
 
 
 def run_warm_start(settings: WarmStartSettings, cache_root, out: Path, verbose: bool = False) -> dict[str, Path]:
-    """``prepare_lab`` (the warm start, trained or reused, and the GRPO data under ``out``). Its output goes to
-    ``<out>/warmstart.log``; the terminal gets a line as it starts training and its validation accuracy as it goes
-    (``WarmStartProgress``). With ``verbose`` everything is printed as it comes."""
+    """``prepare_lab`` with its output in ``<out>/warmstart.log`` (printed instead with ``verbose``)."""
     if verbose:
         return prepare_lab(settings, cache_root, root=out)
     log = out / WARM_START_LOG
@@ -166,8 +150,7 @@ def run_warm_start(settings: WarmStartSettings, cache_root, out: Path, verbose: 
 
 
 class WarmStartProgress(logging.Handler):
-    """The warm start's validations on the terminal: on a terminal a bar of SFT steps with the last validation
-    accuracy, elsewhere a line per validation; its warnings as lines."""
+    """The warm start's validations: a bar of SFT steps on a terminal, a line per validation elsewhere."""
 
     def __init__(self, terminal, max_steps: int):
         super().__init__(logging.INFO)
@@ -402,8 +385,7 @@ def probe_lines(path: Path) -> list[str]:
 
 
 def plot_warm_start(warm: dict, path: Path) -> Path:
-    """Validation accuracy against SFT step (flat for a while, then the jump the stopping rule waits for), and the
-    held-out accuracy of the model it stopped at."""
+    """Validation accuracy against SFT step, and the held-out accuracy of the model it stopped at."""
     fig, ax = pyplot().subplots(figsize=(5, 3))
     steps = [c["step"] for c in warm["curve"]]
     ax.plot(steps, [c["validation_accuracy"] for c in warm["curve"]], marker=".", label="validation")

@@ -1,13 +1,8 @@
 """The long-answer lab: can GRPO's per-answer length normalisation make wrong answers longer than Dr. GRPO's?
 
-In the CPU lab an answer has at most 32 tokens, and GRPO and Dr. GRPO end with the same lengths, so the bias Dr. GRPO
-removes cannot show: GRPO divides each answer's summed token loss by that answer's own length, so a long wrong answer
-(negative advantage) is pushed down less per token than a short one, and a model that does not know may learn to write
-more. This variant gives it room: problems of 3-6 operations whose worked solutions take 60-120 tokens of the lab
-tokenizer (one line per operation, ``Max sells 2: 37 - 2 = 35.``), a completion budget of 160 tokens that truncates,
-and the lab's warm start trained the same way on these problems (``cpu_lab.warmstart``, cached by its settings).
-Then ``grpo`` and ``dr_grpo`` (``scale_rewards: none``) run from it (``recipes/configs/lab_long/``), and the plot shows
-the length of correct, wrong and truncated answers per step (the monitors' ``monitor/length_*`` log keys).
+GRPO divides each answer's token loss by its own length, so a long wrong answer is pushed down less per token than a
+short one; the CPU lab's 32-token answers leave no room for that to show. Here problems of 3-6 operations have worked
+solutions of 60-120 tokens and a 160-token budget, and ``grpo`` and ``dr_grpo`` run from a warm start trained on them.
 
     python -m cpu_lab.long_answers prepare             # the warm start (cached) and runs/lab_long/data
     python -m cpu_lab.long_answers run --seeds 0 1     # both configs x seeds, then the report and the plot
@@ -54,8 +49,7 @@ WINDOW = 0.25  # "start" and "end" of a run: its first and last quarter of logge
 class LongDifficulty(Difficulty):
     """3-6 operations on amounts of 1-9 with running totals at most ``max_total``, one solution line per operation.
 
-    Amounts of one digit and totals of at most two keep the solution's length close to a linear function of the
-    operations: 60-120 tokens for 3-6 of them (tests/cpu_lab/test_cpu_lab_long_answers.py counts them with the lab tokenizer).
+    Small numbers keep a solution's length nearly linear in its operations: 60-120 tokens for 3-6 of them.
 
     >>> p = LongDifficulty().make_problem(random.Random(3))
     >>> print(p["question"])
@@ -115,14 +109,12 @@ WARMSTART = WarmStartSettings(difficulty=LongDifficulty(), max_new_tokens=160)
 
 
 def prepare(seed: int = 0, root: str | Path = ROOT) -> dict[str, Path]:
-    """The warm start for ``seed`` (trained or reused from the lab's cache), linked at ``<root>/warmstart``, and the
-    GRPO data the lab_long configs read (``<root>/data/train.jsonl`` and ``heldout.jsonl``)."""
+    """The warm start for ``seed`` (cached), linked at ``<root>/warmstart``, and the GRPO data under ``<root>/data``."""
     return prepare_lab(replace(WARMSTART, seed=seed), root=root)
 
 
 def run(seeds: list[int], steps: int, out: str | Path, jobs: int = 2, warm_start_seed: int = 0) -> Path:
-    """Both configs x ``seeds`` for ``steps`` GRPO steps each (``cpu_lab.matrix``: finished runs are skipped), from
-    the warm start of ``warm_start_seed``; then the report. Returns the report's path."""
+    """Both configs x ``seeds`` (finished runs are skipped), then the report; returns the report's path."""
     prepare(warm_start_seed)
     run_matrix([str(c) for c in CONFIGS], seeds, out, ["--max_steps", str(steps)], jobs=jobs)
     return write_report(out)
@@ -135,9 +127,8 @@ def _number(value) -> float | None:
 
 
 def length_curves(folder: str | Path) -> dict[str, list[tuple[int, float]]]:
-    """Per logged step, the mean length of the step's correct, wrong and truncated sampled answers and the truncated
-    share, from the run's ``log.jsonl`` (``recipes.monitors`` writes them as ``monitor/length_*``); steps where a class
-    was empty are left out of its curve."""
+    """Per logged step, the mean length of correct, wrong and truncated sampled answers and the truncated share;
+    steps where a class was empty are left out of its curve."""
     keys = {**LENGTH_KEYS, "truncated_rate": TRUNCATED_RATE}
     curves: dict[str, list[tuple[int, float]]] = {name: [] for name in keys}
     for row in read_jsonl(Path(folder) / "log.jsonl"):
@@ -156,10 +147,8 @@ def _window_mean(points: list[tuple[int, float]], start: bool) -> float | None:
 
 
 def excess_tokens(folder: str | Path, when: str) -> dict[str, float | None]:
-    """Mean tokens beyond the gold solution of the greedy held-out answers of ``eval_<when>`` (``before`` or
-    ``after``), over the wrong and over the correct ones: ``n_tokens`` of each sample minus the length of its problem's
-    worked solution in the run's tokenizer. Wrong answers belong to longer problems (more operations, more chances to
-    slip), so their raw length is longer whatever the loss; the excess is what a length bias would add."""
+    """Mean tokens beyond the gold solution of the greedy held-out answers of ``eval_<when>``, wrong and correct:
+    wrong answers belong to longer problems, so only the excess shows a length bias."""
     folder = Path(folder)
     samples_path = folder / f"eval_{when}" / "samples.jsonl"
     if not samples_path.exists():
@@ -177,9 +166,7 @@ def excess_tokens(folder: str | Path, when: str) -> dict[str, float | None]:
 
 
 def summarize(folder: str | Path) -> dict:
-    """One run's numbers: each curve's mean over the first and the last quarter of its steps, and from
-    ``report.json`` and the evaluations' samples the held-out accuracy and the greedy wrong answers' tokens beyond
-    the gold solution, before and after."""
+    """One run's numbers: each curve's start and end means, held-out accuracy and excess tokens before and after."""
     folder = Path(folder)
     summary = {}
     for name, points in length_curves(folder).items():
@@ -194,7 +181,6 @@ def summarize(folder: str | Path) -> dict:
 
 
 def _runs(out: Path) -> dict[str, dict[int, Path]]:
-    """``{config name: {seed: folder}}`` for the finished runs under ``out``."""
     runs: dict[str, dict[int, Path]] = {}
     for config in CONFIGS:
         for folder in sorted((out / config.stem).glob("seed*")):
@@ -237,10 +223,8 @@ def report_table(runs: dict[str, dict[int, Path]]) -> str:
 
 
 def paired_difference(runs: dict[str, dict[int, Path]], name: str = "wrong") -> dict[int, list[tuple[int, float]]]:
-    """Per seed run by both configs, per step logged by both: ``name``'s value under grpo minus under dr_grpo.
-
-    Runs of one seed draw the same prompts in the same order (the sampler is seeded), so the step's mix of easy and
-    hard problems, which moves the raw lengths by ±10 tokens from step to step, cancels in the difference."""
+    """Per seed and step: ``name`` under grpo minus under dr_grpo; the same seed draws the same prompts, so the
+    step-to-step mix of easy and hard problems (±10 tokens) cancels."""
     grpo, dr_grpo = (runs.get(config.stem, {}) for config in CONFIGS)
     differences = {}
     for seed in sorted(set(grpo) & set(dr_grpo)):
@@ -269,10 +253,7 @@ def _plot_seeds_and_mean(ax, per_seed: list[list[tuple[int, float]]], colour, la
 
 
 def plot_lengths(runs: dict[str, dict[int, Path]], path: str | Path, smooth: int = 5) -> Path:
-    """Four panels over steps: length of correct and of wrong sampled answers, the truncated share (a truncated
-    answer is as long as the budget, so its length is a constant; how many there are is what moves), and the wrong
-    answers' length under grpo minus under dr_grpo for the same seed. Thin lines: each seed; thick: the mean over
-    seeds, smoothed over ``smooth`` steps."""
+    """Lengths of correct and wrong answers, the truncated share and the paired grpo - dr_grpo difference per step."""
     panels = [
         ("correct", "correct answers: mean tokens"),
         ("wrong", "wrong answers: mean tokens"),

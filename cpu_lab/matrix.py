@@ -1,20 +1,8 @@
-"""Run configs x seeds one after the other, then compare them from the recipes' own logs (no W&B needed).
+"""Run configs x seeds, then compare them in a table from the recipes' own logs (no W&B needed).
 
-Each run goes to ``<out>/<config name>/seed<k>`` and is skipped when its ``report.json`` already exists and its
-``matrix_run.json`` (config path and text, seed, extra flags) matches this call, so an interrupted matrix continues
-where it stopped; a finished run made with other settings is refused, not reused. The table reads what every recipe run writes: ``report.json``
-(held-out accuracy before and after training, lengths of correct and wrong answers) and ``log.jsonl`` (the
-monitors' ``monitor/...`` and TRL's ``reward`` per logging step). Per config, across seeds:
-
-- final held-out accuracy, mean ± sample std (and the mean accuracy before training);
-- mean length in tokens of correct and of wrong held-out answers after training;
-- degenerate-group share: groups whose answers are all right or all wrong (zero advantage, no signal);
-- training reward at the start and at the end, and the reward-accuracy gap (``monitor/reward_correctness_gap``: mean
-  reward minus the share of correct answers during training; it grows when the reward pays something else);
-- seconds per optimizer step (TRL's logged ``step_time``: generation, loss and backward; evaluations excluded).
-
-The loss axis: ``--losses grpo,dr_grpo,...`` adds ``recipes/configs/lab/grpo_lab_loss_<loss>.yaml`` for each name, one
-config per TRL loss variant with the parameters it needs (docs/loss_variants.md has the table this made).
+Each run goes to ``<out>/<config name>/seed<k>``; a finished run is skipped when its recorded settings match this call
+(so an interrupted matrix continues) and refused when they differ. ``--losses grpo,dr_grpo,...`` adds
+``recipes/configs/lab/grpo_lab_loss_<loss>.yaml`` for each name.
 
     python -m cpu_lab.matrix --configs recipes/configs/lab/grpo_lab_default.yaml recipes/configs/lab/grpo_lab_dr_grpo.yaml \\
         --seeds 0 1 2 --out runs/lab/matrix -- --max_steps 60
@@ -117,8 +105,7 @@ SETTINGS_FILE = "matrix_run.json"  # what a run was started with: a finished run
 
 
 def run_settings(config: str | Path, seed: int, extra_args) -> dict:
-    """What makes two runs of the matrix the same run: the config's path and settings (its options as the recipe
-    reads them: a comment or a reordering changes nothing), the seed and the extra flags."""
+    """What makes two runs the same: the config's path and parsed options (not its text), the seed and extra flags."""
     return {
         "config": str(config),
         "config_settings": load_config(str(config)),
@@ -145,8 +132,7 @@ def _change(key: str, then, now) -> str:
 
 
 def check_finished(folder: Path, settings: dict) -> None:
-    """Refuse to reuse a finished run whose recorded settings differ from ``settings`` (a changed config, step count
-    or model would otherwise put an old run into the new table without a word)."""
+    """Refuse to reuse a finished run whose recorded settings differ: it would enter the new table unnoticed."""
     path = folder / SETTINGS_FILE
     if not path.exists():
         print(f"[matrix] {folder}: finished earlier, skipped (made before runs recorded their settings: not checked)")
@@ -173,14 +159,8 @@ def run_matrix(
     run_logs: bool = False,
     progress: bool = True,
 ) -> list[Path]:
-    """Run every config with every seed (configs outer, seeds inner), skipping finished runs. Returns the folders.
-
-    ``jobs=1`` runs them one after the other in this process. ``jobs=N`` runs up to N at once, each in its own
-    process with ``cpu_count // N`` torch threads (for small models on a few cores, N one-thread runs can get more done
-    than one N-thread run; ``bench/matrix_jobs.py`` measures it); each run's output goes to its ``run.log``, as it
-    does with ``jobs=1`` when ``run_logs`` is set. The terminal gets a line as each run starts and ends, and with
-    ``jobs=N`` and ``progress`` a bar of the steps done while stdout is a terminal.
-    """
+    """Run every config with every seed, skipping finished runs; returns the folders. ``jobs=N`` runs N processes at
+    once (for small models, N one-thread runs get more done than one N-thread run: ``bench/matrix_jobs.py``)."""
     pairs = [(config, seed) for config in configs for seed in seeds]
     return run_pairs(pairs, out, extra_args, jobs=jobs, run_logs=run_logs, progress=progress)
 
@@ -193,8 +173,7 @@ def run_pairs(
     run_logs: bool = False,
     progress: bool = True,
 ) -> list[Path]:
-    """``run_matrix`` for any list of (config, seed) runs, in that order: arms with different seeds share one queue,
-    so ``jobs`` stay busy until the last run (the real-model lab's default arm on three seeds and two controls)."""
+    """``run_matrix`` for any list of (config, seed) runs: arms with different seeds share one queue of ``jobs``."""
     if jobs < 1:
         raise ValueError(f"jobs must be >= 1, got {jobs}")
     for config in dict.fromkeys(config for config, _ in pairs):  # fail on a bad name before the first (long) run
@@ -328,8 +307,7 @@ def comparison_table(groups: dict[str, list[RunSummary]]) -> str:
 
 
 def plot_matrix(out: str | Path, groups: dict[str, list[RunSummary]]) -> list[Path]:
-    """``accuracy.png`` (final accuracy per config, error bars = std across seeds) and ``curves.png`` (training
-    reward and held-out accuracy during training, mean across seeds)."""
+    """``accuracy.png`` (final accuracy per config, std across seeds) and ``curves.png`` (reward and accuracy)."""
     plt = pyplot()
     out = Path(out)
     names = list(groups)

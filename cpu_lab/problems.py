@@ -1,21 +1,15 @@
 """Verifiable arithmetic word problems in GSM8K style, for the CPU lab and the real-model lab.
 
-Each problem is a short story about someone's items changing by additions and subtractions; the solution
-writes one equation per step and ends with ``#### N``, exactly like a GSM8K answer, so the labs run through the
-``gsm8k`` task's rewards and extractor unchanged. The difficulty knob is the number of steps (operations), the
-range of the numbers and the words the stories use. The splits, each from its own seed:
+Each problem is a short story of additions and subtractions whose solution ends in ``#### N`` as in GSM8K, so the
+labs use the ``gsm8k`` task's rewards and extractor unchanged. The splits, each from its own seed:
 
 - **test** (``heldout_problems``) is read before and after training and by no choice;
 - **dev** (``dev_problems``) is what every choice reads: the SFT stop, rates, steps, sweep winners;
-- **ood** (``ood_problems``) is read by no run and no choice: one block per shift from the training distribution
-  (``ood_shifts``: more steps, larger numbers, words training never uses), each measured on its own;
+- **ood** (``ood_problems``) is read by no run and no choice: one block per shift (``ood_shifts``);
 - **train** (``train_problems``) is every training problem, SFT and RL alike.
 
-Splits are kept apart on the **worked solution**, not the question: the names and items of a story never reach its
-solution, so two questions that differ only in them are the same arithmetic. No dev, test or OOD problem shares its
-solution (every equation, numbers included, and the final answer) with a training problem, and no problem repeats a
-solution inside its split. ``write_lab_data`` also counts how many would have shared one under the older rule (the
-question text alone) and writes both counts to ``splits.json``.
+Splits are kept apart on the worked solution, not the question: names and items never reach the solution, so two
+questions that differ only in them are the same arithmetic.
 
     python -m cpu_lab.problems runs/lab/data   # train, dev, test and ood .jsonl, and splits.json
 """
@@ -87,9 +81,7 @@ class Difficulty:
 
 
 def ood_shifts(difficulty: Difficulty = Difficulty()) -> dict[str, Difficulty]:
-    """The out-of-distribution shifts from training at ``difficulty``, one change each, so each is measured alone:
-    two more operations than training's most; every number above training's range (2x to 10x its largest); and
-    names, items and verbs that no training story uses.
+    """The out-of-distribution shifts from ``difficulty``, one change each so that each is measured alone.
 
     >>> for name, d in ood_shifts().items():
     ...     print(name, d.min_steps, d.max_steps, d.min_number, d.max_number, d.words)
@@ -137,8 +129,7 @@ def make_problem(rng: random.Random, difficulty: Difficulty = Difficulty()) -> d
 
 
 def solution(problem: dict) -> str:
-    """What two problems must not share across splits: the worked solution, every equation with its numbers and the
-    final answer (the story's names and items never reach it).
+    """What two problems must not share across splits: the worked solution.
 
     >>> a = make_problem(random.Random(3))
     >>> b = {**a, "question": a["question"].replace("Ava", "Zoe")}
@@ -170,8 +161,7 @@ def dev_problems(difficulty: Difficulty = Difficulty(), n: int = DEV_SIZE, test_
 def ood_problems(
     difficulty: Difficulty = Difficulty(), n: int = OOD_SIZE, test_n: int = TEST_SIZE, dev_n: int = DEV_SIZE
 ) -> list[dict]:
-    """The out-of-distribution set: ``n`` problems for each of ``ood_shifts(difficulty)``, each row with its
-    ``shift``, none sharing a solution with the test or the dev set (nor, through ``train_problems``, with training).
+    """``n`` problems for each of ``ood_shifts(difficulty)``, none sharing a solution with the test or dev set.
 
     >>> from collections import Counter
     >>> Counter(r["shift"] for r in ood_problems(n=3))
@@ -188,9 +178,7 @@ def train_problems(
     dev_n: int = DEV_SIZE,
     ood_n: int = OOD_SIZE,
 ):
-    """``n`` training problems for ``seed``, none of which shares its solution with a test, dev or OOD problem.
-
-    Training problems may repeat one another (the story space is finite for small numbers), never a kept-out one.
+    """``n`` training problems for ``seed`` (repeats allowed), none sharing its solution with a kept-out problem.
 
     >>> kept_out = kept_out_solutions()
     >>> any(solution(p) in kept_out for p in train_problems(2000, seed=0))
@@ -211,10 +199,7 @@ def train_problems(
 def kept_out_solutions(
     difficulty: Difficulty = Difficulty(), test_n: int = TEST_SIZE, dev_n: int = DEV_SIZE, ood_n: int = OOD_SIZE
 ) -> frozenset[str]:
-    """The solutions no training problem may have: the test, dev and OOD sets' at ``difficulty``.
-
-    A curriculum draws training problems at other difficulties but keeps these out: the test set is the same
-    problems whatever the training difficulty, so before/after numbers compare.
+    """The solutions no training problem may have, at any difficulty: the test, dev and OOD sets' at ``difficulty``.
 
     >>> len(kept_out_solutions()) == 200 + 200 + 3 * 200
     True
@@ -283,8 +268,7 @@ def _distinct(rng: random.Random, difficulty: Difficulty, n: int, exclude: froze
 def question_rule_overlap(
     n_train: int, seed: int, difficulty: Difficulty, splits: dict[str, list[dict]]
 ) -> dict[str, int]:
-    """How many problems of each split would share their solution with training under the older rule, which kept
-    out only identical question text: ``n_train`` problems drawn for ``seed`` that skip only the splits' questions."""
+    """How many problems of each split would share their solution with training if only questions were kept apart."""
     questions = {p["question"] for rows in splits.values() for p in rows}
     rng, train = random.Random(seed), []
     while len(train) < n_train:
@@ -303,10 +287,7 @@ def write_lab_data(
     dev_n: int = DEV_SIZE,
     ood_n: int = OOD_SIZE,
 ) -> dict[str, Path]:
-    """Write ``train.jsonl``, ``dev.jsonl``, ``test.jsonl``, ``ood.jsonl`` (with ``ood_n`` > 0) and ``splits.json``
-    (the difficulty, sizes and seeds, the OOD shifts, and each split's solution overlap with training under the
-    question-text rule and now) to ``out_dir``; return the data files' paths by split. A larger ``test_n`` keeps the
-    first problems of a smaller one and adds more (the same seed draws them in order)."""
+    """Write the splits' ``.jsonl`` files and ``splits.json`` to ``out_dir``; return the data files' paths by split."""
     out = Path(out_dir)
     splits = {
         "dev": dev_problems(difficulty, dev_n, test_n),
@@ -331,8 +312,7 @@ def write_lab_data(
 
 
 def check_disjoint(paths: dict[str, str | Path]) -> None:
-    """Raise if a dev, test or OOD file of ``paths`` (split name -> .jsonl) shares a worked solution with the
-    ``train`` file: a data folder written by an older rule, or by hand, is refused before anything trains on it."""
+    """Raise if a dev, test or OOD file of ``paths`` shares a worked solution with the ``train`` file."""
     train = {solution(p) for p in read_jsonl(paths["train"])}
     for name, path in paths.items():
         if name == "train":

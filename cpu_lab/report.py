@@ -1,10 +1,5 @@
-"""What every lab's report is made of: numbers and intervals as text, mean ± std over seeds, markdown tables, the
-paired gain of a run, the "Reproduce" block of commands, figures and the report file itself.
-
-The labs (``cpu_lab.demo``, ``real``, ``long_answers``, ``matrix``, ``judge_lab.film`` and ``report``,
-``reward_model_lab``) each say what their report holds; how a number, a table or a command is written is said once,
-here, so that the same figure reads the same in every report (a table by ``eval.report.table``, which the labs take
-from here and the benchmarks and evaluation's own reports share).
+"""What every lab's report is made of: numbers and intervals as text, mean ± std over seeds, tables, the paired gain
+of a run, the "Reproduce" block, figures and the report file, written once here so a figure reads the same everywhere.
 """
 
 from __future__ import annotations
@@ -50,8 +45,7 @@ def mean_std(values: Iterable[float | None]) -> tuple[float | None, float | None
 
 
 def mean_std_text(values: Iterable[float | None], spec: str = ".3f", one: str = " (1 seed)") -> str:
-    """``mean ± std`` of the non-missing values in ``spec`` (the spread without the mean's sign), ``mean`` + ``one``
-    for a single value (no spread to give), ``–`` for none.
+    """``mean ± std`` of the non-missing values in ``spec``; ``mean`` + ``one`` for a single value, ``–`` for none.
 
     >>> mean_std_text([0.5, 0.6]), mean_std_text([0.5, None]), mean_std_text([12.5, 2.5], "+.1f"), mean_std_text([])
     ('0.550 ± 0.071', '0.500 (1 seed)', '+7.5 ± 7.1', '–')
@@ -80,8 +74,7 @@ def accuracy(result: dict | None) -> str:
 
 
 def paired_gain(folder: Path) -> dict | None:
-    """A recipe run's held-out accuracy after minus before on the same problems, with a paired-bootstrap 95%
-    interval (``eval.metrics.compare_records`` of ``eval_before`` and ``eval_after``); None without both."""
+    """A recipe run's held-out accuracy after minus before, with a paired-bootstrap 95% interval; None without both."""
     before, after = folder / "eval_before" / "samples.jsonl", folder / "eval_after" / "samples.jsonl"
     if not (before.exists() and after.exists()):
         return None
@@ -124,12 +117,10 @@ def recipe_command(config: str | Path, seed: int, output_dir: str | Path, extra_
 
 
 def reproduce(commands: Iterable[str]) -> list[str]:
-    """The report's "Reproduce" section: its commands in a code block."""
     return ["## Reproduce", "", "```", *commands, "```"]
 
 
 def command_line() -> str:
-    """This process's command line, quoted as a shell would need it."""
     return shlex.join(sys.argv)
 
 
@@ -142,7 +133,6 @@ def pyplot():
 
 
 def save_figure(fig, path: str | Path, dpi: int = 100) -> Path:
-    """Lay out, write and close a figure; returns its path."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.tight_layout()
@@ -152,7 +142,6 @@ def save_figure(fig, path: str | Path, dpi: int = 100) -> Path:
 
 
 def write_markdown(path: str | Path, lines: Iterable[str]) -> Path:
-    """Write a report's lines to ``path``, one a line; returns the path."""
     path = Path(path)
     path.write_text("\n".join(lines) + "\n")
     return path

@@ -1,19 +1,10 @@
-"""The lab's warm start: a ~1.4M-parameter Qwen2 taught by SFT to solve a modest share of held-out problems.
+"""The lab's warm start: a ~1.4M-parameter Qwen2 taught by SFT to solve a modest share of the problems.
 
-GRPO learns only from groups whose completions differ in reward, so the starting policy must solve some problems
-and miss others: a random model gets every group all-wrong (no signal), a converged one all-right. The warm start is a
-config of the SFT recipe users run (``recipes/configs/lab/sft_lab_warmstart.yaml`` through ``recipes.sft``: TRL's
-``SFTTrainer``, loss on the completion only): this module builds the untrained model and its tokenizer, writes the
-problems, and runs that config, which STOPS as soon as accuracy on the VALIDATION set reaches ``stop_at_accuracy``:
-the step at which a tiny model "gets it" varies with the seed (it sits near chance for a few hundred steps, then
-jumps), so a fixed step count would land anywhere from 5% to 70%. The held-out set, which measures the lab's
-before/after accuracy, plays no part in the choice: the recipe evaluates it before training and after the stop.
-
-The result is cached under ``<cache_root>/warmstart-<hash of the settings, the config, the prompt and the splits>``
-(the recipe's output folder: the model, ``log.jsonl``, the validation checks in ``validation.jsonl``, ``report.json``,
-the data in ``inputs/``); a second run with the same settings reuses it. ``warmstart.json`` there records the
-settings, the validation curve, ``validation_accuracy`` at the stop, ``heldout_accuracy`` of the saved model and the
-time it took.
+GRPO needs a policy that solves some problems and misses others (a random model's groups are all wrong, a converged
+one's all right). The warm start runs ``recipes/configs/lab/sft_lab_warmstart.yaml`` through ``recipes.sft`` and stops
+as soon as validation accuracy reaches ``stop_at_accuracy``: a tiny model sits near chance for a few hundred steps and
+then jumps, at a step that varies with the seed, so a fixed step count would land anywhere from 5% to 70%. The held-out
+set plays no part in the stop. The result is cached under ``<cache_root>/warmstart-<hash of everything it depends on>``.
 
     python -m cpu_lab.warmstart     # trains or reuses the warm start, links runs/lab/warmstart, writes runs/lab/data
     python -m cpu_lab.warmstart --seed 1 --stop-at-accuracy 0.4
@@ -75,8 +66,7 @@ INPUT_KEYS = ("model_name_or_path", "data", "eval_data", "validation_data", "out
 
 @dataclass(frozen=True)
 class WarmStartSettings:
-    """Everything that determines the warm start (its hash names the cache folder). The SFT settings default to
-    ``recipes/configs/lab/sft_lab_warmstart.yaml``'s values, where their reasons are."""
+    """Everything that determines the warm start (its hash names the cache folder); SFT defaults are the config's."""
 
     seed: int = field(default=_SFT["seed"], metadata={"help": "seed of the untrained model, the problems and SFT"})
     difficulty: Difficulty = field(default_factory=Difficulty)
@@ -156,8 +146,7 @@ def lab_tokenizer(settings: WarmStartSettings):
 
 
 def write_inputs(settings: WarmStartSettings, folder: str | Path) -> dict[str, Path]:
-    """What the SFT config reads: the untrained model with the lab's tokenizer (``init/``) and the problems
-    (``train.jsonl``: ``n_train`` of them, none in ``validation.jsonl`` or ``heldout.jsonl``)."""
+    """What the SFT config reads: the untrained model with the lab's tokenizer (``init/``) and the three data files."""
     from recipes.tiny_model import build_model  # as in lab_tokenizer
 
     folder = Path(folder)
@@ -186,8 +175,7 @@ def write_inputs(settings: WarmStartSettings, folder: str | Path) -> dict[str, P
 
 
 def sft_flags(settings: WarmStartSettings, inputs: dict[str, Path]) -> list[str]:
-    """The SFT recipe's flags on top of its config for ``settings`` (all but ``--seed`` and ``--output_dir``, which
-    ``cpu_lab.matrix.run_one`` adds)."""
+    """The SFT recipe's flags on top of its config for ``settings``, but ``--seed`` and ``--output_dir``."""
     flags = [item for key, path in inputs.items() for item in (f"--{key}", str(path))]
     for name, flag in RECIPE_FLAGS.items():
         if flag != "seed":
@@ -196,8 +184,7 @@ def sft_flags(settings: WarmStartSettings, inputs: dict[str, Path]) -> list[str]
 
 
 class _RelayChecks(logging.Handler):
-    """The recipe's validation checks (``recipes.monitors.ValidationStop``'s ``CHECKS_LOGGER``) as this module's log
-    records, which a progress display (``cpu_lab.demo``) listens to."""
+    """The recipe's validation checks as this module's log records, for a progress display (``cpu_lab.demo``)."""
 
     def emit(self, record: logging.LogRecord) -> None:
         step, accuracy = getattr(record, "step", None), getattr(record, "validation_accuracy", None)
@@ -270,11 +257,8 @@ def _num_parameters(weights: Path) -> int:
 def prepare_lab(
     settings: WarmStartSettings = WarmStartSettings(), cache_root: str | Path = DEFAULT_CACHE_ROOT, root=LAB_ROOT
 ) -> dict[str, Path]:
-    """The warm start (trained or reused), linked at ``<root>/warmstart``, and the GRPO data the lab configs read:
-    ``<root>/data/train.jsonl`` (fresh problems, seed + 1, none sharing a worked solution with the held-out or dev
-    set), ``<root>/data/dev.jsonl`` (the warm start's validation problems: what the runs' in-training checks read)
-    and ``<root>/data/heldout.jsonl`` (the fixed held-out set, read before and after a run only).
-    """
+    """The warm start, linked at ``<root>/warmstart``, and the GRPO data the lab configs read under ``<root>/data``
+    (fresh training problems drawn with seed + 1, the dev set and the held-out set)."""
     model_dir = warm_start(settings, cache_root)
     root = Path(root)
     root.mkdir(parents=True, exist_ok=True)
@@ -297,9 +281,7 @@ def prepare_lab(
 
 
 def recipe_flags(paths: dict[str, Path], model: str = "model") -> list[str]:
-    """The GRPO recipe's flags that point a run at a prepared lab (``prepare_lab``): ``paths[model]`` as the policy
-    (the cached warm start, or its ``link``), the lab's training problems, its held-out set (before and after) and
-    its dev set (the in-training checks)."""
+    """The GRPO recipe's flags that point a run at a prepared lab (``prepare_lab``), ``paths[model]`` as the policy."""
     return [
         "--model_name_or_path",
         str(paths[model]),
