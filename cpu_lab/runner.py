@@ -1,16 +1,5 @@
 """How every lab launches a recipe run: the config's file name names the recipe, and the run goes through the recipe's
 own command line and checks (``recipes.common.parse_or_explain``), in this process or as its own process.
-
-- ``recipe_for(config)``: the recipe module of a config, from its file-name prefix (the one map, ``RECIPES``);
-- ``parse(config, flags)``: that recipe's parser on ``--config config`` plus ``flags``, through the recipe's checks;
-- ``run_one(config, seed, out_dir, flags)``: one run in this process, what ``python -m <recipe>`` with the same
-  arguments runs;
-- ``run_at_once(runs, jobs)``: several runs, up to ``jobs`` at once, each as ``python -m <recipe> ...`` in its own
-  process with its output in ``<out_dir>/run.log``;
-- ``output_to(path)``: a run in this process writes its output to ``path`` as a run in its own process does.
-
-``cpu_lab.matrix`` (configs x seeds and their table), ``judge_lab.film`` and ``reward_model_lab.overoptimisation``
-launch their runs through these.
 """
 
 from __future__ import annotations
@@ -79,8 +68,7 @@ def recipe_module(config: str | Path):
 
 
 def run_flags(seed: int | None, out_dir: str | Path, extra_args: Sequence[str]) -> list[str]:
-    """The flags of one run after its ``--config``: the seed (none: the config's), the output folder, then the
-    caller's flags.
+    """The flags of one run after its ``--config``: the seed (none: the config's), the output folder, the rest.
 
     >>> run_flags(1, "runs/x", ["--max_steps", "2"])
     ['--seed', '1', '--output_dir', 'runs/x', '--max_steps', '2']
@@ -90,9 +78,7 @@ def run_flags(seed: int | None, out_dir: str | Path, extra_args: Sequence[str]) 
 
 
 def parse(config: str | Path, extra_args: Sequence[str] = ()):
-    """(recipe module, its parsed arguments) for ``--config config`` plus ``extra_args``, through the recipe's own
-    parser and the checks it runs on its command line (``parse_or_explain``: DeepSpeed, W&B login, CPU precision, the
-    hints on TRL's errors)."""
+    """(recipe module, its parsed arguments) for ``--config config`` plus ``extra_args``, with the recipe's checks."""
     from recipes.common import parse_or_explain  # ~5 s that a lab's --help and its argument errors do not pay
 
     module = recipe_module(config)
@@ -106,8 +92,7 @@ def run_one(config: str | Path, seed: int | None, out_dir: str | Path, extra_arg
 
 
 def run_subprocess(config: str | Path, seed: int | None, out_dir: Path, extra_args: Sequence[str], threads: int):
-    """Start one run as its own process (``python -m <recipe>``, which runs the same checks) with ``threads`` torch
-    threads; its output goes to ``<out_dir>/run.log``."""
+    """Start one run as ``python -m <recipe>`` with ``threads`` torch threads, its output in ``<out_dir>/run.log``."""
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     cmd = [sys.executable, "-m", recipe_for(config), "--config", str(config), *run_flags(seed, out_dir, extra_args)]
@@ -120,10 +105,8 @@ def run_subprocess(config: str | Path, seed: int | None, out_dir: Path, extra_ar
 
 @contextlib.contextmanager
 def output_to(path: str | Path):
-    """Send everything this process writes to stdout and stderr meanwhile (prints, warnings, logging, progress bars,
-    C libraries) to the file ``path``, as a run in its own process sends it to its ``run.log``. Yields a text stream
-    on the terminal's stdout, for what the user should still see. On leaving, even by an error, output goes back to
-    the terminal (the error's traceback with it)."""
+    """Send this process's stdout and stderr, C libraries' included, to ``path`` meanwhile; yields a stream on the
+    terminal for what the user should still see."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     sys.stdout.flush()
@@ -166,13 +149,11 @@ def planned_steps(config: str | Path, extra_args) -> int | None:
     >>> planned_steps("recipes/configs/lab/grpo_lab_default.yaml", ["--max_steps", "7"])
     7
     """
-    import argparse
+    from recipes.common import flag_value  # as in parse: runs in their own processes leave this one without recipes
 
-    reader = argparse.ArgumentParser(add_help=False, allow_abbrev=False)  # as a recipe's parser reads the flag
-    reader.add_argument("--max_steps", action="append", nargs="?", default=[])
-    given = [v for v in reader.parse_known_args([str(a) for a in extra_args])[0].max_steps if v is not None]
-    if given:
-        return int(given[-1]) if given[-1].isdigit() else None
+    value = flag_value([str(a) for a in extra_args], "max_steps")
+    if value is not None:
+        return int(value) if value.isdigit() else None
     steps = load_config(config).get("max_steps")
     return steps if isinstance(steps, int) else None
 
@@ -195,8 +176,7 @@ def logged_step(folder: Path) -> int:
 
 
 class Progress:
-    """The runner's lines, and on a terminal a bar of the steps done across the runs (read from their logs) that
-    stays below them; elsewhere (a pipe, a CI log) only the lines. The runs' threads write to it at once."""
+    """The runner's lines, and on a terminal a bar of the steps done across the runs; thread-safe."""
 
     def __init__(self, total: int | None, enabled: bool = True):
         self.bar, self.lock = None, threading.Lock()
@@ -240,13 +220,8 @@ def run_at_once(
     describe: Callable[[Path], str] | None = None,
     progress: bool = True,
 ) -> None:
-    """Run ``runs`` in order, up to ``jobs`` at once (a pool of ``jobs`` threads), each as its own process
-    (``run_subprocess``) with ``threads`` torch threads (default ``cpu_count // jobs``); each run's output goes to its
-    ``run.log``. The terminal gets a line as each run starts and ends (``[label] ...``; ``describe(out_dir)`` adds what
-    a finished run measured) and, with ``progress`` while stdout is a terminal, a bar of the steps done. A failed run
-    does not stop the others: once all have ended, a RuntimeError names each failed run's log. Any other error, or
-    Ctrl-C, stops the runs still going and starts no more.
-    """
+    """Run ``runs`` in order, up to ``jobs`` processes at once. A failed run does not stop the others (a RuntimeError
+    names them all at the end); any other error, or Ctrl-C, stops the runs still going."""
     if jobs < 1:
         raise ValueError(f"jobs must be >= 1, got {jobs}")
     threads = threads or max(1, (os.cpu_count() or 1) // jobs)
