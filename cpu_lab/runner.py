@@ -149,11 +149,13 @@ def planned_steps(config: str | Path, extra_args) -> int | None:
     >>> planned_steps("recipes/configs/lab/grpo_lab_default.yaml", ["--max_steps", "7"])
     7
     """
-    from recipes.common import flag_value  # as in parse: runs in their own processes leave this one without recipes
+    import argparse
 
-    value = flag_value([str(a) for a in extra_args], "max_steps")
-    if value is not None:
-        return int(value) if value.isdigit() else None
+    reader = argparse.ArgumentParser(add_help=False, allow_abbrev=False)  # as a recipe's parser reads the flag
+    reader.add_argument("--max_steps", action="append", nargs="?", default=[])
+    given = [v for v in reader.parse_known_args([str(a) for a in extra_args])[0].max_steps if v is not None]
+    if given:
+        return int(given[-1]) if given[-1].isdigit() else None
     steps = load_config(config).get("max_steps")
     return steps if isinstance(steps, int) else None
 
