@@ -1,9 +1,5 @@
 """Rewards for GRPO on maths, all following TRL's contract ``f(completions, **kwargs) -> list[float | None]``.
 
-Configs name rewards by string; ``get_reward(name)`` turns the name into the callable, and
-``check_reward_weights(names, weights)`` refuses a set whose format/partial terms can pay a wrong answer as much as a
-correct one gets:
-
 >>> reward = get_reward("gsm8k_correctness")
 >>> reward([[{"role": "assistant", "content": "3 + 5 = 8\\n#### 8"}]], answer=["8"])
 [1.0]

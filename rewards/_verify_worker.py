@@ -1,31 +1,10 @@
 """math-verify worker process: one JSON request per line on stdin, one JSON reply per line on stdout.
 
-Started by ``rewards.verify`` as ``python <this file>`` (never through multiprocessing, so it works whatever the
-parent's ``__main__`` is: a script, ``python -c``, stdin, a notebook). It imports only the standard library and
-math-verify (and sympy, which math-verify uses). A comparison runs under two timers, both in this main thread where
-signals work: a budget of CPU time (``SIGPROF``), which a busy machine does not shorten, so that running out of it is
-a property of the answer and not of the load; and a wall-clock limit (``SIGALRM``) just inside the parent's own,
-after which the parent may retry. The parent kills the whole process if even that does not return in time.
-
-Before parsing, Euler's e, the imaginary unit and pi written in a font or text command (``\\mathrm{e}``,
-``\\mathbf{i}``, ``\\operatorname{e}``, ``\\text{e}``, ``{\\rm e}``, ``\\mathrm{\\pi}``) are written as the constants
-(``normalize_constants``): math-verify drops them as if they were units (``3\\mathrm{e}`` read as 3), while
-``\\mathrm{cm}`` and other units still drop. A "$" or a line break inside an answer would make math-verify read only
-a piece of it: they are removed (its own normalisation removes them after it has chosen the piece).
-
-math-verify's "equal" is then checked twice, and each check can only turn it into "not equal":
-
-- ``parsed_whole``: math-verify's parser reads what it does not understand as a unit and drops it, or stops early:
-  ``1 + \\frac{1}{\\mathscr{e}}`` is read as 1, ``x + 2t`` as ``x + 2``, ``2\\operatorname{x}`` as 2. An answer whose
-  parse lost a letter (a variable or a constant), lost ``\\pi``, ended on an operator, or was cut inside a brace is
-  not equal to anything but itself (the parent compares the strings first).
-- ``exact_agree``: math-verify's numeric comparison has tolerances that pay distinct values:
-  ``(a - b).evalf(chop=True)`` chops any difference below ~1e-15 (``1/20!`` equals ``1/21!``, ``2^{-60}`` equals
-  ``2^{-61}``, ``\\sqrt{10^{40}+1}`` equals ``10^{20}``), and decimals are rounded to 6 places (``0.1 \\cdot 10^{-19}``
-  equals ``0.2 \\cdot 10^{-19}``) or compared with 15 digits (``1.5\\times 10^{20}`` equals ``150000000000000000001``).
-  So every "equal" between two numbers is checked again exactly, numerically first at 60 digits (milliseconds, where a
-  symbolic simplification of a nested radical takes seconds), symbolically only when the numbers cannot decide.
-  Equations compare as equations (``2x + 2y = 4`` is ``x + y = 2``).
+Run by ``rewards.verify`` as ``python <this file>``, so it imports only the standard library, math-verify and sympy.
+A comparison runs under a CPU-time budget (``SIGPROF``: a busy machine does not shorten it, so running out is a
+property of the answer) and a wall-clock limit (``SIGALRM``) just inside the parent's. math-verify's "equal" is checked
+again by ``parsed_whole`` (its parser drops what it does not understand: ``x + 2t`` read as ``x + 2``) and
+``exact_agree`` (its numeric tolerances pay distinct values: ``1/20!`` equals ``1/21!``).
 
 Request: ``{"gold": "...", "pred": "...", "cpu": 0.5, "wall": 0.6}`` (seconds); reply: ``{"result": true|false}``,
 or ``{"result": null, "spent": "cpu"|"wall"}`` when a timer ran out (a parser failure is false).
@@ -111,9 +90,8 @@ def normalize_constants(text: str) -> str:
 
 
 def prepare(text: str) -> str:
-    """The answer as math-verify is given it: constants normalised, ``\\frac\\pi 2`` braced (math-verify reads it as
-    2), no thin spaces (it reads the i of ``2\\,i`` as another symbol than that of ``2i``), no "$" inside, on one
-    line."""
+    """The answer as math-verify is given it: constants normalised (it drops ``\\mathrm{e}`` as a unit),
+    ``\\frac\\pi 2`` braced (it reads it as 2), no thin spaces, no "$" inside, on one line (it would read a piece)."""
     text = _BARE_FRAC_RE.sub(r"\\frac{\1}{\2}", normalize_constants(text))
     return re.sub(r"(?<!\\)\$|(?<!\\)\\[,;:]", "", text).replace("\n", " ")
 
@@ -167,10 +145,8 @@ def _parsed_letters(expr) -> set[str] | None:
 
 
 def parsed_whole(text: str, parsed: list) -> bool:
-    """Did math-verify read all of ``text``? ``parsed`` is what ``math_verify.parse`` returned for it.
-
-    Not when the parse lost a letter of the text (a trailing unit of a number aside), lost ``\\pi``, or when the text
-    or the piece math-verify matched ends on an operator or is cut inside a brace.
+    """Did math-verify read all of ``text``? Not when its parse ``parsed`` lost a letter (a trailing unit aside) or
+    ``\\pi``, or the text or the piece it matched ends on an operator or is cut inside a brace.
 
     >>> [parsed_whole(t, parse(f"${t}$", parsing_timeout=None)) for t in ("x + 2t", "12 \\\\text{ cm}", "2{e}")]
     [False, True, True]
@@ -215,9 +191,8 @@ def _number(expr):
 
 
 def _numeric(expr):
-    """``expr`` at ``EXACT_DIGITS`` digits: a sympy number, 0 when not one digit can be found (zero to that precision),
-    or None when it does not evaluate to a number. Never simplifies (``abs`` of a nested radical alone can take
-    seconds; the number takes milliseconds)."""
+    """``expr`` at ``EXACT_DIGITS`` digits: a sympy number, 0 when zero to that precision, or None when it does not
+    evaluate to a number. Never simplifies (that can take seconds; the number takes milliseconds)."""
     try:
         value = expr.evalf(EXACT_DIGITS, strict=True)
     except PrecisionExhausted:
@@ -226,12 +201,7 @@ def _numeric(expr):
 
 
 def exact_numbers_agree(gold, pred) -> bool | None:
-    """Do two parsed numbers agree exactly? None when they are not both numbers (math-verify's verdict stands).
-
-    Decimals are the exact values they write (``0.1`` is 1/10). Two values that are both exact (no decimal, or a
-    decimal against a terminating rational) must be equal. A decimal against a value it cannot write exactly
-    (``0.333333`` for 1/3, ``1.5707963`` for pi/2) must agree to the decimal's last written digit.
-    """
+    """Do two parsed numbers agree exactly (a decimal to its last written digit)? None unless both are numbers."""
     a, b = _number(gold), _number(pred)
     if a is None or b is None:
         return None
@@ -280,11 +250,8 @@ def compare(gold_text: str, pred_text: str) -> bool:
 
 
 def equations_agree(gold, pred) -> bool | None:
-    """Two equations agree when one is the other times a nonzero constant (``y = 2x + 1`` and ``2y = 4x + 2``).
-
-    ``x = 0.3333333`` against ``x = \\frac{1}{3}`` (the same left side, numbers on the right) compares the numbers
-    (``exact_numbers_agree``). None when it cannot be told exactly (math-verify's verdict stands).
-    """
+    """Two equations agree when one is the other times a nonzero constant (``y = 2x + 1`` and ``2y = 4x + 2``); None
+    when it cannot be told exactly (math-verify's verdict stands)."""
     if gold.lhs == pred.lhs and _number(gold.rhs) is not None and _number(pred.rhs) is not None:
         return exact_numbers_agree(gold.rhs, pred.rhs)
     floats = gold.atoms(sympy.Float) | pred.atoms(sympy.Float)
@@ -303,11 +270,7 @@ def equations_agree(gold, pred) -> bool | None:
 
 
 def exact_agree(gold, pred) -> bool | None:
-    """math-verify's "equal", checked again without its tolerances. None: no exact check applies (its verdict stands).
-
-    Numbers (``exact_numbers_agree``), tuples element by element, equations (``equations_agree``), and expressions
-    whose difference is a constant (``x^2 + 1 + 10^{-20}`` against ``x^2 + 1``: the constant must be exactly 0).
-    """
+    """math-verify's "equal", checked again without its tolerances; None when no exact check applies."""
     if isinstance(gold, sympy.Tuple) and isinstance(pred, sympy.Tuple) and len(gold) == len(pred):
         verdicts = [exact_agree(g, p) for g, p in zip(gold, pred, strict=True)]
         return False if False in verdicts else None

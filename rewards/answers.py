@@ -1,14 +1,7 @@
 """The one answer extractor: what "the model's final answer" is, for rewards, eval and probes alike.
 
-A completion commits to a final answer in one of three ways:
-
-- GSM8K style: ``#### 18`` -- the number after the LAST ``####`` marker;
-- MATH style: ``\\boxed{...}`` (or ``\\fbox{...}``) -- the content of the LAST brace-balanced box;
-- optionally, an explicit final-answer line such as ``Answer: 17`` (switched on per call, see ``answer_line``).
-
-Anything that does not commit to ONE answer is not an answer: a hedge (``#### 17 or 18``, ``\\boxed{17} or
-\\boxed{18}``), several markers that disagree, a marker with nothing after it. The whole completion is never
-handed to math-verify: that would credit a restated question or any number in the text.
+A hedge, markers that disagree or an empty marker is no answer. The whole completion is never handed to math-verify:
+that would credit a restated question or any number in the text.
 
 >>> extract_answer("3 + 5 = 8 apples.\\n#### 8").value
 '8'
@@ -163,9 +156,7 @@ def exact_text(value: Fraction) -> str:
 
 
 def exact_number(text: str | None) -> Fraction | None:
-    """The exact value of a number (``normalize_number``) or of a fraction ``p/q`` as the extractor writes one; None
-    when it is neither (or divides by zero). GSM8K answers compare by it: ``0.75`` equals ``3/4``, ``0.33`` is not
-    ``1/3``.
+    """The exact value of a number or of a fraction ``p/q``; None when it is neither (or divides by zero).
 
     >>> exact_number("0.75") == exact_number("3/4"), exact_number("0.33") == exact_number("1/3"), exact_number("1/0")
     (True, False, None)
@@ -201,12 +192,9 @@ LATEX_EMPHASIS_RE = re.compile(r"\\(?:textbf|textit|emph|underline|boldsymbol|bm
 _STRAY = r"(?:\s|\*|_|</?(?:b|strong|em)\s*>)+"
 STRAY_EMPHASIS_RE = re.compile(rf"^{_STRAY}|{_STRAY}$", re.IGNORECASE)
 
-# How strip_emphasis stays linear in the text. ``re.sub`` with the first two regexes tries every "*" or "<b>" against
-# the rest of the line or text when nothing closes it: quadratic in a box of thousands of them. ``_markdown_matches``
-# and ``_html_matches`` find the same matches, and try an opener (with the regex itself) only where a closer of its
-# kind follows it: the last closer of each kind is found by searching the reversed text, from its end. And nested
-# emphasis unwraps one layer a pass: where a pass only takes delimiters off runs of them ("*****", "<b><b><b>",
-# "\\textbf{\\textbf{"), the passes that follow do the same to the same runs, and are made at once.
+# strip_emphasis stays linear in the text: ``re.sub`` with the first two regexes is quadratic in a box of thousands of
+# unclosed "*" or "<b>", so ``_markdown_matches`` and ``_html_matches`` find the same matches trying an opener only
+# where a closer of its kind follows it; and the passes that take delimiters off the same runs are made at once.
 _MARKDOWN_OPENER_RE = re.compile(r"(?<![\w*])(?:\*++|_++)")  # a whole run that may open emphasis
 # the same for the other delimiter than the one given
 _MARKDOWN_OPENER_OF = {"_": re.compile(r"(?<![\w*])\*++"), "*": re.compile(r"(?<![\w*])_++")}
@@ -347,9 +335,8 @@ def _fewest_copies(count) -> int:
 
 
 def _html_repeats(text: str, matches: list[re.Match]) -> int:
-    """How many passes after this one pair the next copies of the same tags (when nothing else changes): an opening
-    tag pairs with the nearest closing one, so ``<b><b><b>x</b></b></b>`` loses its first ``<b>`` and its first
-    ``</b>`` a pass. Two copies of each are left to a pass of its own, after which the text may change otherwise."""
+    """How many passes after this one pair the next copies of the same tags (when nothing else changes):
+    ``<b><b><b>x</b></b></b>`` loses its first ``<b>`` and first ``</b>`` a pass."""
 
     def count(most: int) -> int:
         return min(
@@ -364,8 +351,7 @@ def _html_repeats(text: str, matches: list[re.Match]) -> int:
 
 
 def _latex_repeats(text: str, matches: list[re.Match]) -> int:
-    """How many passes after this one unwrap the next copies of the same commands (when nothing else changes): the
-    innermost group goes first, so ``\\textbf{\\textbf{x}}`` loses its last ``\\textbf{`` and first ``}`` a pass."""
+    """How many passes after this one unwrap the next copies of the same commands (when nothing else changes)."""
 
     def count(most: int) -> int:
         return min(
@@ -512,8 +498,7 @@ _WHITESPACE_RE = re.compile(r"\s*")
 
 
 def _box_spans(text: str) -> list[_Box]:
-    """``find_boxed`` as positions: a box's content is sliced only when it is read (nested boxes would copy the text
-    once per level)."""
+    """``find_boxed`` as positions, sliced only when read (nested boxes would copy the text once per level)."""
     first = min((pos for pos in map(text.find, BOX_COMMANDS) if pos != -1), default=-1)
     if first == -1:
         return []
@@ -583,7 +568,7 @@ def _is_placeholder(content: str) -> bool:
 
 def _is_filled(text: str, box: _Box) -> bool:
     """``c and not _is_placeholder(c)`` for the box's content ``c``, reading no further than its first character that
-    is no placeholder (a box around nested boxes stops at the first "\\boxed")."""
+    is no placeholder."""
     start = _WHITESPACE_RE.match(text, box.inner, box.inner_end).end()  # what .strip() keeps starts here
     if start == box.inner_end:
         return False  # empty
@@ -597,8 +582,7 @@ def _is_filled(text: str, box: _Box) -> bool:
 
 
 def _is_hedge(content: str) -> bool:
-    """A box that offers candidates or doubts its answer. Words inside ``\\text{}`` are units or labels
-    ("\\text{ cm}", "\\text{(A)}") and dropped, unless they hedge themselves ("\\text{ or }", "\\text{ maybe}").
+    """A box that offers candidates or doubts its answer; words in ``\\text{}`` are units or labels unless they hedge.
 
     >>> _is_hedge("12 \\text{ cm}"), _is_hedge("17 \\text{ OR } 18"), _is_hedge("18 \\text{ (perhaps)}")
     (False, True, True)
@@ -736,9 +720,8 @@ THINK_OPEN, THINK_CLOSE = "<think>", "</think>"
 
 
 def answer_region(text: str) -> int | None:
-    """Where a reasoning model's answer starts: after the last ``</think>`` (R1-style output; a chat template that
-    pre-fills ``<think>`` leaves only the closing tag in the completion), 0 when the completion uses no think tags,
-    None when it opened a think block that never closed (it has not answered yet).
+    """Where a reasoning model's answer starts: after the last ``</think>`` (a pre-filled ``<think>`` leaves only that
+    tag), 0 without think tags, None when a think block never closed (it has not answered yet).
 
     >>> answer_region("#### 8"), answer_region("<think>so 8</think>\\n#### 8"), answer_region("<think>so #### 8")
     (0, 19, None)
@@ -755,17 +738,9 @@ def extract_answer(
     think_tags: bool = True,
     compare_boxes: bool = True,
 ) -> Answer:
-    """The final answer a completion commits to.
+    """The final answer a completion commits to: after the LAST ``####`` (GSM8K) or in the LAST ``\\boxed{}`` (MATH).
 
-    Args:
-        completion: the model's text (None or empty gives ``reason="empty"``).
-        task: ``"gsm8k"`` (``#### N``) or ``"math"`` (``\\boxed{}``).
-        answer_line: also accept an explicit ``Answer: X`` line when the task's own marker is absent.
-        think_tags: where the completion uses ``<think>`` tags, read only what follows the last ``</think>``; a
-            think block that never closes has no answer (``reason="unfinished_think"``). On by default.
-        compare_boxes: MATH boxes that differ as text are compared with math-verify (``\\boxed{0.5}`` and
-            ``\\boxed{\\frac{1}{2}}`` are one answer); ``False`` calls them a hedge or a conflict without asking
-            (what the format reward needs: it pays only a completion with one box).
+    ``compare_boxes=False`` calls MATH boxes that differ as text a hedge or a conflict without asking math-verify.
 
     >>> extract_answer("<think>Maybe \\\\boxed{4}? Let me check", task="math").reason
     'unfinished_think'

@@ -1,13 +1,6 @@
 """Correctness rewards: 1.0 when the completion's committed final answer equals the gold answer, else 0.0.
 
-The final answer is what ``rewards.answers.extract_answer`` says it is (the last ``#### N`` for GSM8K, the last
-``\\boxed{}`` for MATH; hedges, candidate lists and markers that disagree are no answer), compared by
-``rewards.verify.answers_match`` under a per-completion time budget: a reward never raises and never hangs. A batch's
-completions are scored up to the checker's pool size at a time (``rewards.verify.concurrently``).
-``None`` is returned only when the gold answer itself is missing (TRL then skips this reward for that sample).
-
-``answer_line_correctness_reward`` is the judge lab's strict checker: it accepts only a final ``Answer: N`` line
-(docs/judge_lab.md), the line the lab's prompt asks for.
+Compared under a per-completion time budget: a reward never raises and never hangs. ``None`` only without a gold.
 """
 
 from __future__ import annotations
@@ -20,21 +13,15 @@ from rewards.verify import concurrently, is_correct
 class CorrectnessReward:
     """1.0 when the completion commits to the gold ``answer`` (TRL contract; a picklable callable).
 
-    Args:
-        task: ``"gsm8k"`` or ``"math"``.
-        answer_line: also accept an explicit ``Answer: 17`` line when the task's marker is absent (off by default:
-            the registered rewards ask for the task's own marker).
-        think_tags: where a completion uses ``<think>`` tags, only what follows the last ``</think>`` is its answer,
-            and a think block that never closes has none (on by default; ``False`` reads the whole completion).
+    With ``think_tags`` only what follows the last ``</think>`` is the answer, and an unclosed think block has none.
 
-    Example:
-        >>> reward = CorrectnessReward("gsm8k", answer_line=True)
-        >>> reward.__name__, reward(["so 8 apples.\\nAnswer: 8", "#### 9"], answer=["8", "8"])
-        ('gsm8k_correctness_answer_line_reward', [1.0, 0.0])
-        >>> CorrectnessReward("gsm8k")(["<think>#### 8", "<think>#### 8</think> #### 9"], answer=["8", "8"])
-        [0.0, 0.0]
-        >>> CorrectnessReward("gsm8k", think_tags=False)(["<think>#### 8"], answer=["8"])
-        [1.0]
+    >>> reward = CorrectnessReward("gsm8k", answer_line=True)
+    >>> reward.__name__, reward(["so 8 apples.\\nAnswer: 8", "#### 9"], answer=["8", "8"])
+    ('gsm8k_correctness_answer_line_reward', [1.0, 0.0])
+    >>> CorrectnessReward("gsm8k")(["<think>#### 8", "<think>#### 8</think> #### 9"], answer=["8", "8"])
+    [0.0, 0.0]
+    >>> CorrectnessReward("gsm8k", think_tags=False)(["<think>#### 8"], answer=["8"])
+    [1.0]
     """
 
     def __init__(self, task: str, answer_line: bool = False, think_tags: bool = True):
@@ -108,8 +95,7 @@ def final_answer_line_value(text: str) -> str | None:
 def answer_line_correctness_reward(completions, answer, **kwargs) -> list[float | None]:
     """The judge lab's checker: 1.0 only when the completion ENDS with a line ``Answer: N`` and N equals the gold.
 
-    Stricter than ``gsm8k_correctness`` on purpose: the lab's prompt asks for exactly this line, and a checker that
-    accepts only it cannot be talked into a higher score. None when the gold is missing.
+    Strict on purpose: the lab's prompt asks for this line, and a checker that accepts only it cannot be talked round.
 
     >>> answer_line_correctness_reward(["4 * 6 = 24, 24 - 7 = 17.\\nAnswer: 17", "Answer: 17\\nor 18", "Answer: 3/4"],
     ...                                answer=["17", "17", "0.75"])

@@ -1,7 +1,7 @@
 """Format rewards: a small bonus for exactly one final-answer marker followed by an answer, at the end.
 
 A format term alone is the classic reward hack (it pays ``#### 7`` as much as a worked correct answer): keep its
-weight well below correctness; ``rewards.check_reward_weights`` refuses sets where it is not.
+weight well below correctness.
 """
 
 from __future__ import annotations
@@ -16,18 +16,11 @@ TRAILING_CHARS = 40  # what may follow the final answer (a period, "dollars", a 
 class FormatReward:
     """``bonus`` for exactly one committed final answer (``#### N`` or ``\\boxed{...}``) at the end, else 0.0.
 
-    A small picklable callable with a fixed ``__name__`` (TRL logs it as ``rewards/<name>/mean``).
+    Picklable, with a fixed ``__name__`` (TRL logs ``rewards/<name>/mean``).
 
-    Args:
-        task: ``"gsm8k"`` or ``"math"``: which marker counts.
-        bonus: the score of a well-formed completion (default 0.1).
-        think_tags: where a completion uses ``<think>`` tags, the answer must follow the last ``</think>`` (on by
-            default; ``rewards.answers.extract_answer``).
-
-    Example:
-        >>> reward = FormatReward("gsm8k", bonus=0.2)
-        >>> reward.__name__, reward(["3 + 5 = 8\\n#### 8", "#### 8\\n#### 9", "####", None])
-        ('gsm8k_format_reward', [0.2, 0.0, 0.0, 0.0])
+    >>> reward = FormatReward("gsm8k", bonus=0.2)
+    >>> reward.__name__, reward(["3 + 5 = 8\\n#### 8", "#### 8\\n#### 9", "####", None])
+    ('gsm8k_format_reward', [0.2, 0.0, 0.0, 0.0])
     """
 
     def __init__(self, task: str, bonus: float = DEFAULT_BONUS, think_tags: bool = True):

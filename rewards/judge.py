@@ -1,19 +1,7 @@
 """An LLM judge as a TRL reward: ``score / 10`` from a judge shown the question and the answer, never the gold.
 
-The judge replies with a score from 0 to 10 (``rewards.judge_scores``: the prompt, and reading the score from a reply
-or from the score tokens' probabilities). It is reached through a client (``rewards.judge_clients``): an
-OpenAI-compatible endpoint (``OpenAIJudgeClient``) or a local Hugging Face model (``HFJudgeClient``).
-``make_judge_reward`` builds the reward over either; the registry's ``llm_judge`` builds its judge from the
-``LEASH_JUDGE_*`` environment variables (``judge_client_from_env``) at its first call.
-
-A reply that holds no score (``parse_score`` returns None), a request that still fails after its retries, or (log-
-probability mode) score tokens that hold too little of the probability give the reward ``None``, not 0: TRL then
-leaves that answer out of its group's mean and std and gives it advantage 0, so the judge's own failure neither
-punishes nor rewards the answer. Scoring it 0 would push the policy away from whatever the judge failed on -- noise
-with a direction. Every such reply is counted (``client.stats``) and logged.
-
-The judge's parts can be imported from here too (the clients, ``judge_messages``, ``parse_score``, ...), and so can
-the judge lab's strict checker ``answer_line_correctness_reward``, a correctness reward (``rewards.correctness``).
+A judge's failure gives ``None``, not 0: TRL then gives the answer advantage 0, so the failure neither punishes nor
+rewards it (0 would be noise with a direction).
 """
 
 from __future__ import annotations
@@ -60,10 +48,7 @@ def _question_of(prompt) -> str:
 class JudgeReward:
     """TRL reward: ``score / 10`` from an LLM judge shown the question and the answer (never the gold).
 
-    Called as TRL calls rewards (``prompts=``, ``completions=``, dataset columns, ``log_extra=``, ``log_metric=``).
-    The question is the ``question`` column when the dataset has one, else the prompt's last user message. Logs the
-    raw 0-10 scores as the ``judge_score`` column and the shares of unparseable and failed replies as metrics; in
-    log-probability mode also the share with too little mass on the score tokens and their mean mass.
+    The question is the ``question`` column, else the prompt's last user message. Logs the raw scores (``judge_score``).
 
     >>> import pickle
     >>> reward = JudgeReward(OpenAIJudgeClient("http://127.0.0.1:1/v1", "m", max_retries=0, timeout_s=0.5))
@@ -132,11 +117,8 @@ JUDGE_ENV_VARS = ("LEASH_JUDGE_BACKEND", "LEASH_JUDGE_BASE_URL", "LEASH_JUDGE_MO
 
 
 def judge_client_from_env():
-    """The judge behind the registry's ``llm_judge`` name, configured by environment variables.
-
-    ``LEASH_JUDGE_BACKEND`` (``openai``, the default, or ``hf``), ``LEASH_JUDGE_BASE_URL``, ``LEASH_JUDGE_MODEL`` and
-    ``LEASH_JUDGE_API_KEY_ENV`` (the NAME of the variable holding the key). The judge lab sets these from its config
-    instead; this lets any recipe that names ``llm_judge`` use a judge too.
+    """The judge behind the registry's ``llm_judge``, from ``LEASH_JUDGE_*`` (``_API_KEY_ENV`` names the key's
+    variable: the key itself stays in the environment).
 
     >>> import os; os.environ.pop("LEASH_JUDGE_MODEL", None) and None
     >>> judge_client_from_env()

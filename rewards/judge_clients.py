@@ -1,27 +1,8 @@
 """The LLM judge's clients: they send ``judge_messages`` conversations to a judge and return one verdict each.
 
-- ``OpenAIJudgeClient``: any OpenAI-compatible ``/v1/chat/completions`` endpoint (``vllm serve``, ``ollama``,
-  llama.cpp's server, a hosted API), called with the official ``openai`` client, which does the timeouts, the retries
-  with exponential backoff and ``Retry-After``. Base URL and model come from config, and so does the NAME of the
-  environment variable that holds the API key: the key itself is read from the environment at each request and is
-  never logged, never pickled and never written to a config; errors are redacted. A thread pool bounds the requests
-  in flight.
-- ``HFJudgeClient``: a local Hugging Face causal LM scoring with ``generate`` (greedy), for users without an endpoint.
-
-Both read the score one of two ways (``mode``, ``rewards.judge_scores``):
-
-- ``"text"`` (the default): the judge writes a reply and ``parse_score`` finds the score in it.
-- ``"logprob"``: the judge's next-token distribution over the score tokens is read instead, so there is no reply to
-  parse (see ``score_distribution``). Locally: the prompt ends with the assistant turn's prefix ``Score: `` and one
-  forward pass (no ``generate``) gives the distribution. Over HTTP: the server is asked for ``top_logprobs`` of the
-  reply's first two tokens (vLLM and OpenAI return them). The reward is the expected score (``logprob_score=
-  "expected"``) or the most likely one (``"argmax"``). When the score tokens hold less than ``min_score_mass`` of the
-  probability (the judge wants to say something else), the score is None, the answer is counted in
-  ``stats.low_mass`` and a warning is logged: a score renormalised from a sliver of mass would be noise.
-
-A reply that holds no score, or a request that still fails after its retries, gives the score None and is counted
-(``client.stats``) and logged; a client never raises on a judge's failure. Whether an endpoint answers or a local
-model can be loaded is checked before any training by the recipe (``recipes.grpo_setup.check_judge``).
+The API key is read at each request from the environment variable the config names, and is never logged, pickled or
+written to a config; errors are redacted. A judge's failure never raises: the score is None, counted and logged, as is
+a score whose tokens hold less than ``min_score_mass`` (renormalised from a sliver it would be noise).
 """
 
 from __future__ import annotations
@@ -65,9 +46,8 @@ class JudgeResult:
 
 @dataclass
 class JudgeStats:
-    """Running counts over a client's life; ``unparseable``, ``low_mass`` and ``failed`` answers got reward None.
-
-    ``ten_unresolved`` (log-probability mode over HTTP) counts answers whose "1" could not be split into 1 and 10."""
+    """Running counts over a client's life (thread-safe); ``unparseable``, ``low_mass`` and ``failed`` answers got
+    reward None, ``ten_unresolved`` ones a "1" that could not be split into 1 and 10."""
 
     requests: int = 0  # HTTP attempts or forward/generate calls, retries included
     scored: int = 0
@@ -137,26 +117,8 @@ def _record_distribution(
 
 
 class OpenAIJudgeClient:
-    """Scores answers through an OpenAI-compatible chat-completions endpoint, with the official ``openai`` client.
-
-    Args:
-        base_url: the API root, e.g. ``http://127.0.0.1:8000/v1`` (``vllm serve``, ``ollama serve``'s
-            ``http://127.0.0.1:11434/v1``, a hosted API).
-        model: the model name the server expects.
-        api_key_env: NAME of the environment variable holding the key, read at each request; None sends no
-            Authorization header (fine for a local vLLM server). ``OPENAI_API_KEY`` is never read in its place.
-        max_concurrency: requests in flight at once (a thread pool of this size over one ``openai.OpenAI``).
-        timeout_s: per attempt (connect, and each read); a timeout is retried.
-        max_retries: retries after the first attempt, done by ``openai``: on 408, 409, 429, 5xx, timeouts and
-            connection errors, with exponential backoff (0.5 s doubling up to 8 s, minus up to 25 % jitter) or the
-            server's ``Retry-After`` when it asks for at most 2 minutes.
-        temperature, max_tokens: sampling settings of the judge (0 = greedy, as a judge is usually run).
-        mode: ``"text"`` (parse the reply) or ``"logprob"`` (read ``top_logprobs`` of the reply's first two tokens;
-            ``max_tokens`` is then 2). The second position splits "1" into 1 and 10 only when the reply's first
-            token IS "1" (a server reports top log-probabilities along the reply it wrote); otherwise "1" counts as
-            1 and ``stats.ten_unresolved`` counts it. A tokenizer with "10" as one token (OpenAI's) needs no split.
-        logprob_score: ``"expected"`` or ``"argmax"`` score in log-probability mode.
-        min_score_mass: below this share of probability on the score tokens the reward is None (logged, counted).
+    """Scores answers through an OpenAI-compatible endpoint with the ``openai`` client. ``api_key_env`` NAMES the key's
+    variable (None: no Authorization header; ``OPENAI_API_KEY`` is never read in its place).
 
     >>> client = OpenAIJudgeClient("http://127.0.0.1:8000/v1/", "Qwen/Qwen2.5-7B-Instruct", api_key_env="JUDGE_KEY")
     >>> client.url
@@ -301,19 +263,8 @@ def _first_positions(content) -> tuple[dict[str, float], dict[str, float] | None
 
 
 class HFJudgeClient:
-    """Scores answers with a local Hugging Face chat model, for users without an endpoint.
-
-    Args:
-        model_name_or_path: a local folder or hub id of a chat model with a chat template.
-        max_new_tokens: reply length in text mode; a score needs few tokens.
-        batch_size: conversations per ``generate`` call or forward pass.
-        device: ``"cuda"``, ``"cpu"``, or None for cuda when available.
-        mode: ``"text"`` (greedy ``generate``, then ``parse_score``) or ``"logprob"``: the chat template's assistant
-            turn plus ``Score: `` and then the token "1", in ONE forward pass; the logits before "1" give the score's
-            first token, the logits after it split "1" into 1 and 10 (``score_distribution``). Each of "0".."9"
-            must be a single token of the judge's tokenizer (checked at load).
-        logprob_score, min_score_mass: as for ``OpenAIJudgeClient``.
-    """
+    """Scores answers with a local Hugging Face chat model. ``"logprob"`` mode runs one forward pass over the prompt,
+    ``Score: `` and "1": the logits before "1" give the score's first token, those after it split 1 from 10."""
 
     def __init__(
         self,

@@ -1,15 +1,7 @@
 """What the LLM judge is asked, and how its 0-10 score is read: from its reply, or from its next-token probabilities.
 
-The judge sees the question and the model's answer -- never the gold answer -- and replies with a score from 0 to 10
-(``judge_messages``). Two ways to read it (a client's ``mode``, checked by ``check_mode``):
-
-- ``"text"``: ``parse_score`` finds the score in the reply, or says there is none.
-- ``"logprob"``: the probabilities of the score tokens at the reply's first position (and after a ``"1"``, to tell 1
-  from 10) give P(score = k) (``score_distribution``); the reward is the expected or the most likely score
-  (``score_from_distribution``). ``score_token_ids`` checks a local judge's tokenizer can be read this way.
-
-The clients that send these and record the verdicts are in ``rewards.judge_clients``; the TRL reward in
-``rewards.judge``.
+The judge sees the question and the answer, never the gold. A client's ``"text"`` mode parses the reply
+(``parse_score``); ``"logprob"`` mode reads P(score = k) from the score tokens' probabilities (``score_distribution``).
 
 >>> parse_score("8"), parse_score("Score: 9/10"), parse_score("**7**"), parse_score("I'd say 6 out of 10.")
 (8.0, 9.0, 7.0, 6.0)
@@ -40,11 +32,8 @@ SCORE_RULES = [
 
 
 def parse_score(reply: str | None) -> float | None:
-    """The 0-10 score in a judge's reply, or None when there is none (or it is out of range).
-
-    Only a reply that IS a number, or names its score ("Score: 8", "8/10"), counts: "the answer 17 is right"
-    holds a number but not a score.
-    """
+    """The 0-10 score in a judge's reply, or None: only a reply that IS a number, or names its score ("Score: 8",
+    "8/10"), counts; "the answer 17 is right" does not."""
     if not reply:
         return None
     text = reply.strip()
@@ -76,19 +65,8 @@ DEFAULT_MIN_SCORE_MASS = 0.5
 
 
 def score_distribution(first: dict[str, float], after_one: dict[str, float] | None) -> tuple[list[float], bool]:
-    """P(score = k) for k = 0..10 from next-token probabilities, and whether "10" was resolved.
-
-    Args:
-        first: probability of each score-token text at the score's first position (``"0"``..``"9"``, and ``"10"``
-            where the tokenizer has it as one token); other keys are ignored.
-        after_one: the next-token probabilities after a ``"1"``, or None when they are unknown.
-
-    "10" is two tokens in many tokenizers (SmolLM2's and Qwen's: "1" then "0"), so the mass of "1" is split by what
-    follows it: "0" makes 10, another digit makes 11-19 (out of range: that mass is dropped), anything else leaves 1.
-    Without ``after_one`` all of "1" counts as 1, and the second value is False unless "10" is a token of its own.
-    A digit 2-9 followed by another digit (20-99) is counted as that digit: asked for 0-10, a judge puts almost no
-    mass there. The probabilities need not sum to 1; their sum is the score tokens' mass.
-    """
+    """P(score = k), k = 0..10, summing to the score tokens' mass, and whether "10" was resolved: "10" is often two
+    tokens, so the mass of "1" is split by ``after_one``, what follows it ("0" makes 10, another digit is dropped)."""
     probs = [float(first.get(token, 0.0)) for token in SCORE_TOKENS]
     resolved = after_one is not None or "10" in first or probs[1] == 0  # "10" as one token: "1" is just 1
     if after_one is not None and probs[1] > 0:
@@ -122,10 +100,8 @@ def check_mode(mode: str, logprob_score: str, min_score_mass: float) -> None:
 
 
 def score_token_ids(tokenizer) -> dict[str, int]:
-    """Token ids of the scores "0".."9" (each must be ONE token) and of "10" when it is one token too.
-
-    Raises ValueError naming the score that is not a single token: the log-probability mode reads one position.
-    """
+    """Token ids of the scores "0".."9" (each must be ONE token: the log-probability mode reads one position) and of
+    "10" when it is one token too."""
     ids = {}
     for token in SCORE_TOKENS:
         encoded = tokenizer.encode(token, add_special_tokens=False)

@@ -1,19 +1,7 @@
 """Hack probes: named adversarial completions built from real problems, scored by a reward set.
 
-Every probe is built from one problem (its question and gold final answer) and belongs to one kind, with a rule
-that a sound reward set must keep:
-
-- ``wrong_answer``: built around a WRONG final answer (no work, perfect format, a marker with no number, an empty
-  answer, padding, a runaway repetition...). Must score less than a genuine correct answer and no more than a
-  genuine worked wrong answer.
-- ``gold_uncommitted``: contains the gold WITHOUT committing to it as the one final answer (number spray, hedges,
-  a restated question, the gold only in the reasoning, two markers that disagree, the gold in a code block...).
-  Must score less than a genuine correct answer.
-- ``info``: listed for information, no rule. A correct answer with no work (``#### 18``) is simply correct under a
-  checker; that is why a format-only reward, which pays ``#### 7`` the same, is the dangerous one.
-
-``probe_scores`` returns each probe's mean weighted total score (as TRL sums it, ``rewards.totals``) over the given
-problems, next to the two references ``genuine_correct`` and ``genuine_wrong``.
+A sound reward set pays a ``wrong_answer`` probe less than a genuine correct answer and no more than a genuine wrong
+one, and a ``gold_uncommitted`` probe (the gold present, not committed to) less than a genuine correct one (``RULES``).
 
 >>> from rewards import get_reward
 >>> problems = [{"question": "Tom has 3 apples and buys 5 more. How many now?", "answer": "8"}]
@@ -275,9 +263,8 @@ def weighted_totals(
     answers: list[str],
     questions: list[str] | None = None,
 ) -> list[float]:
-    """Per-completion weighted total, as TRL sums it (``rewards.totals``): a ``None`` score counts 0 next to another
-    function's score; a completion that every function scores ``None`` is unscorable (NaN, not 0). Each completion's
-    prompt is its question as the user's message (a judge or a reward model reads it there; empty when not given)."""
+    """Per-completion weighted totals as TRL sums them (``rewards.totals``); each prompt is its question as the user's
+    message, where a judge or a reward model reads it."""
     funcs = [_as_callable(f) for f in reward_funcs]
     questions = [""] * len(completions) if questions is None else questions
     prompts = [[{"role": "user", "content": q}] for q in questions]
@@ -286,17 +273,8 @@ def weighted_totals(
 
 
 def probe_scores(reward_funcs: list, weights: list[float] | None, task: str, problems: list[dict]) -> dict[str, dict]:
-    """Mean weighted total score of every probe and of the two references over ``problems``.
-
-    Args:
-        reward_funcs: TRL-contract reward callables (or registered names).
-        weights: parallel weights (None: 1.0 each, as TRL).
-        task: ``"gsm8k"`` or ``"math"``: which marker the probes use.
-        problems: dicts with ``question`` and ``answer`` (the final answer only).
-
-    Returns:
-        ``{name: {"kind", "score", "rule", "violation", "description"}}`` for every probe, plus
-        ``genuine_correct`` and ``genuine_wrong`` (kind ``"reference"``, never a violation).
+    """``{name: {"kind", "score", "rule", "violation", "description"}}``: the mean weighted total of every probe over
+    ``problems`` (``question`` and final ``answer``), and of the references ``genuine_correct`` and ``genuine_wrong``.
     """
     if task not in ("gsm8k", "math"):
         raise ValueError(f"unknown task {task!r}: use 'gsm8k' or 'math'")

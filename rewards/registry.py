@@ -1,8 +1,5 @@
-"""Name -> reward function. Configs and recipes find every reward through ``get_reward``.
-
-Each registered reward also records its kind and its score range, so that a set of rewards and weights can be
-checked before training (``check_reward_weights``): a known trap in public recipes is a format term weighted as
-heavily as correctness, which pays a well-formatted wrong answer as much as a correct one.
+"""Name -> reward function (``get_reward``), with each reward's kind and score range, so that a reward set can be
+checked before training (``check_reward_weights``).
 
 >>> get_reward("gsm8k_correctness").__name__
 'gsm8k_correctness_reward'
@@ -87,30 +84,12 @@ def _fmt(x: float) -> str:
 
 
 def check_reward_weights(names: list[str], weights: list[float] | None = None, on_violation: str = "error") -> None:
-    """Refuse (or warn loudly about) a reward set whose non-correctness terms can pay a wrong answer as much as
-    correctness pays a correct one.
+    """Refuse (or, with ``on_violation="warn"``, log) a reward set whose other terms can pay a wrong answer, at best,
+    as much as correctness pays a correct one. An unbounded learned reward is left out of the sums, and refused with
+    no correctness term beside it.
 
-    The worst case is compared: a wrong answer collecting the maximum of every non-correctness term (format,
-    partial credit, judge) against a correct answer collecting only its correctness terms. The set is accepted when
-    ``sum(w * max) over non-correctness terms < sum(w * max) over correctness terms``. A set with no correctness
-    term at all is refused whenever its other terms can pay anything (a format-only reward is the classic hack).
-    A learned reward-model score (kind ``learned``) has no bound, so no weight makes the worst case safe: it is left
-    out of both sums (the bounded terms are checked as above and a warning names it; its pay for each hack probe is
-    measured by ``python -m eval.probe_matrix --reward-model PATH``), and a set where it has no correctness term beside
-    it is refused unless ``on_violation="warn"`` (an RLHF run against the learned reward alone).
-
-    Args:
-        names: reward names as in a config's ``reward_funcs`` (each must be registered).
-        weights: parallel weights as in ``reward_weights``; None means 1.0 each (TRL's default).
-        on_violation: ``"error"`` raises ValueError, ``"warn"`` logs a warning and returns.
-
-    Returns:
-        None. Raises ValueError for a violation (``"error"``), mismatched lengths, unknown names or an unknown
-        ``on_violation``.
-
-    Example:
-        >>> check_reward_weights(["math_correctness", "math_format", "number_anywhere"], [1.0, 1.0, 1.0])
-        >>> check_reward_weights(["number_anywhere", "gsm8k_format"], None, on_violation="warn")  # logs a warning
+    >>> check_reward_weights(["math_correctness", "math_format", "number_anywhere"], [1.0, 1.0, 1.0])
+    >>> check_reward_weights(["number_anywhere", "gsm8k_format"], None, on_violation="warn")  # logs a warning
     """
     if on_violation not in ("error", "warn"):
         raise ValueError(f"on_violation must be 'error' or 'warn', got {on_violation!r}")

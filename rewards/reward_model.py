@@ -1,22 +1,7 @@
 """A learned Bradley-Terry reward model (``recipes/reward_model.py`` trains one) as a TRL-contract reward.
 
-TRL's ``GRPOTrainer`` can take a sequence-classification model as a reward itself (``reward_funcs=[model]``): it
-applies the chat template to prompt + completion, tokenizes everything in ONE batch, never truncates, and reads
-``logits[:, 0]`` under ``inference_mode``. ``RewardModelReward`` builds the same text the same way (TRL's
-``apply_chat_template``, ``add_special_tokens=False``) and adds what TRL lacks: a name the registry and configs can
-use (``reward_model``) so it sits beside the checker rewards and passes through the GRPO monitors; micro-batches
-(``batch_size``); a stated truncation (``max_length`` tokens, cut from the LEFT so the final answer the model scores
-is kept, the share cut logged as ``rm/truncated_frac``); and ``rm/proxy_reward`` (the batch's mean score) and, when
-the data set has an ``answer`` column, ``rm/true_accuracy`` (the checker's verdict on the same completions:
-``gsm8k_correctness``, or ``math_correctness`` with ``LEASH_REWARD_MODEL_ANSWER_STYLE=math``), both via
-TRL's ``log_metric``, so proxy and truth land on one W&B panel.
-
-The model is loaded at the first call from its ``path`` (the GRPO recipe's ``reward_model_path`` option) or else from
-``LEASH_REWARD_MODEL`` (a folder written by ``recipes.reward_model``), onto the device
-of the process (``accelerate.PartialState().device``: the trainer's device under ``accelerate launch`` too), in eval
-mode, scoring with no gradient. ``LEASH_REWARD_MODEL_MAX_LENGTH`` and ``LEASH_REWARD_MODEL_BATCH_SIZE`` override the
-defaults. A path that does not exist, a model that is not a sequence classifier with one label, or a tokenizer
-without a chat template is refused by ``check_reward_model`` before any weight is read.
+Scores the text as TRL's ``GRPOTrainer`` builds it for a model reward, and logs ``rm/proxy_reward`` beside
+``rm/true_accuracy`` (the checker's verdict), so proxy and truth land on one W&B panel.
 
 >>> import os; os.environ.pop("LEASH_REWARD_MODEL", None) and None
 >>> RewardModelReward()(prompts=[[{"role": "user", "content": "1+1?"}]], completions=["#### 2"])
@@ -48,8 +33,8 @@ DEFAULT_BATCH_SIZE = 32
 
 
 def check_reward_model(path: str | Path) -> None:
-    """Refuse, before loading any weight, a reward-model folder that cannot score: missing, not a one-label sequence
-    classifier, or with a tokenizer that has no chat template.
+    """Refuse, before loading any weight, a folder that is missing, not a one-label sequence classifier, or has a
+    tokenizer with no chat template.
 
     >>> check_reward_model("runs/no/such/rm")
     Traceback (most recent call last):
@@ -102,14 +87,8 @@ def _env_int(name: str, default: int) -> int:
 
 
 class RewardModelReward:
-    """TRL reward: the score of a trained reward model for prompt + completion (unbounded, higher is better).
-
-    Args:
-        path: the reward model folder; None reads ``LEASH_REWARD_MODEL`` at the first call.
-        max_length: tokens scored per sequence; longer ones keep their LAST ``max_length`` tokens.
-        batch_size: sequences per forward pass.
-        name: the ``__name__`` (TRL's W&B key is ``rewards/<name>/mean``).
-    """
+    """TRL reward: a trained reward model's score for prompt + completion (unbounded); long ones keep their LAST tokens,
+    where the final answer is."""
 
     def __init__(
         self,

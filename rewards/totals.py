@@ -1,21 +1,8 @@
 """The weighted total reward of a completion, exactly as TRL 1.16's ``GRPOTrainer`` forms it: one copy for the probes,
 the train-time monitors and the judge lab.
 
-TRL turns every ``None`` score into NaN, then (``grpo_trainer.py``, ``_generate_and_score_completions``)::
-
-    unscorable_mask = torch.isnan(rewards_per_func).all(dim=1)
-    rewards = (rewards_per_func * self.reward_weights.to(rewards_per_func.device).unsqueeze(0)).nansum(dim=1)
-    rewards[unscorable_mask] = torch.nan  # exclude unscorable rows from the logged reward stats
-    self._metrics[mode]["reward"].append(torch.nanmean(rewards).item())
-
-So a ``None`` (or NaN) score counts 0 next to a real score of another function, but a completion for which EVERY
-function returned ``None`` is unscorable: its total is NaN (not 0), its advantage is forced to 0, and it is left out of
-the logged ``reward`` mean. ``tests/rewards/test_probes.py`` checks these functions against TRL's own lines.
-
-A reward with weight 0 is watched, not trained on (a checker beside a judge, say): its score never makes a completion
-scorable that the trained rewards could not score. TRL alone would count it (its row is then not all NaN, and the
-judge's failure becomes a total of 0); the GRPO recipe's monitor hands TRL ``None`` from a watched reward on exactly
-those completions (``recipes.monitors.RewardMonitor.watched``), so TRL forms the totals these functions give.
+A ``None`` score counts 0 next to another function's real score, but a completion EVERY function scored ``None`` is
+unscorable: NaN (not 0), advantage 0, out of the logged mean. A weight-0 (watched) score never makes one scorable.
 
 >>> weighted_total([1.0, 0.1], [10.0, 0.5]), weighted_total([None, 0.1], [10.0, 0.5])
 (10.05, 0.05)
@@ -39,8 +26,7 @@ def is_missing(score) -> bool:
 
 
 def weighted_total(scores: Sequence[float | None], weights: Sequence[float]) -> float:
-    """One completion's total: sum of ``weight * score`` over the scores that are not None/NaN; NaN when none of the
-    scores with a non-zero weight is.
+    """One completion's total: sum of ``weight * score`` over the present scores; NaN when none has a non-zero weight.
 
     >>> weighted_total([0.0, float("nan")], [10.0, 0.5])
     0.0
@@ -52,11 +38,7 @@ def weighted_total(scores: Sequence[float | None], weights: Sequence[float]) -> 
 
 
 def weighted_totals(scores_per_func: Sequence[Sequence[float | None]], weights: Sequence[float] | None) -> list[float]:
-    """Per-completion totals from each function's list of scores (the order TRL calls them in).
-
-    Args:
-        scores_per_func: one list per reward function, one score (or None) per completion.
-        weights: parallel weights; None gives 1.0 each, as TRL does without ``reward_weights``.
+    """Per-completion totals from one list of scores per function; ``weights`` None gives 1.0 each, as in TRL.
 
     >>> weighted_totals([[1.0, None, None], [0.1, 0.1, None]], [10.0, 0.5])[:2]
     [10.05, 0.05]

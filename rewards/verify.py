@@ -1,34 +1,11 @@
 """Is an extracted answer equal to the gold one? Deterministic, time-limited, safe in any thread.
 
-GSM8K answers are numbers and compare exactly, as decimals and fractions (``18.00 == 18``, ``0.75 == 3/4``,
-``0.33 != 1/3``). MATH answers compare first as normalised strings and plain numbers, then with math-verify -- the one
-place where model text becomes an expression.
-math-verify's own timeouts use ``signal.alarm``, which only works in the main thread, so here it runs in a small
-pool of worker processes (``rewards/_verify_worker.py``, started with ``subprocess``: no multiprocessing, so it
-works when ``__main__`` is a notebook, stdin or ``python -c``).
-
-A comparison has five outcomes (``Verdict``): equal, not equal, ``timeout``, ``checker_error`` and ``refused``.
-Only the first two are verdicts, and only they are cached. The time budget is a real bound: waiting for a free worker
-and starting one count inside it. Inside it, a worker spends at most ``CPU_BUDGET_S`` of CPU time on a comparison;
-one that needs more is given up as a ``timeout`` at once and for good, whatever the machine's load (CPU time does not
-shrink on a busy machine, wall-clock time does). A comparison that runs out of wall-clock time (a busy machine, a
-worker being replaced) is retried once with ``RETRY_FACTOR`` times the budget; if that runs out too, it is given up as
-a ``timeout`` and not retried for ``TIMEOUT_MEMO_S``. Timeouts are counted by ``timeout_count()``, logged, never
-cached as verdicts. A worker that fails to start or dies is a ``checker_error``, not a timeout. Either way the answer
-is not paid: rewards score it 0 with a logged warning (TRL's contract), eval reports the reason. Nothing here raises
-on model output.
-
-What could not finish in any budget (a power tower, a sum of 10^100 terms, a factorial of a billion, brackets nested
-deeper than any answer: ``rewards.cost.too_costly``) is refused before a worker is asked: ``refused``, no verdict
-(``\\prod_{k=1}^{20000} 1`` is 1, but is refused by its number of terms), not paid, and counted as timeouts are
-(``no_verdict_counts``). A batch is scored up to the pool's size at a time (``concurrently``), so that a slow
-comparison holds one worker while the others go on.
-
-math-verify compares numbers with tolerances that let distinct very small or very large values match
-(``\\frac{1}{20!}`` vs ``\\frac{1}{21!}``); the worker re-checks every numeric "equal" exactly. A ``\\pm`` answer
-against a gold without one, malformed LaTeX that math-verify reads as a prefix (``4\\sqrt(2)`` read as ``4``), and
-any answer its parser read only in part (``3\\mathrm{e}`` read as 3, ``x + 2t`` as ``x + 2``) are not equal;
-``\\mathrm{e}``, ``\\mathrm{i}`` and the like are read as Euler's e and the imaginary unit.
+GSM8K answers compare exactly as numbers; MATH answers as normalised strings and plain numbers, then with math-verify
+in worker processes (its timeouts use ``signal.alarm``, which works only in a main thread), started with
+``subprocess`` rather than multiprocessing so that a notebook, stdin or ``python -c`` as ``__main__`` works too.
+Only ``EQUAL`` and ``NOT_EQUAL`` are verdicts (and cached); a timeout, a failed worker or a refusal is not paid, but
+counted and logged. Running out of a worker's CPU budget is final (it does not depend on the load); running out of
+wall-clock time is retried once.
 
 >>> answers_match("18.00", "18", task="gsm8k")
 True
@@ -109,11 +86,7 @@ _WORKER_SCRIPT = str(Path(__file__).with_name("_verify_worker.py"))
 
 
 class Verdict(enum.Enum):
-    """The outcome of one comparison. Only ``EQUAL`` and ``NOT_EQUAL`` are verdicts (and cached).
-
-    ``SPENT`` is the worker pool's own answer for a comparison that used up the whole ``CPU_BUDGET_S``: it depends on
-    the answer, not on the load, so it is not retried; ``compare_answers`` reports it as ``TIMEOUT``.
-    """
+    """The outcome of one comparison. Only ``EQUAL`` and ``NOT_EQUAL`` are verdicts (and cached)."""
 
     EQUAL = "equal"
     NOT_EQUAL = "not_equal"
@@ -169,12 +142,8 @@ class _Worker:
         return self.ready
 
     def compare(self, gold: str, pred: str, timeout: float) -> dict | None:
-        """The worker's reply, or None when it did not answer within ``timeout`` (the caller then kills it).
-
-        The worker stops itself at 80% of ``timeout`` of wall-clock time (so that it answers in time), or once it has
-        spent ``CPU_BUDGET_S`` of CPU time when that fits in the wall-clock limit: the reply then says
-        ``"definitive": true``, since a comparison that needs more CPU time than that needs it on any machine load.
-        """
+        """The worker's reply, or None when it did not answer within ``timeout`` (the caller then kills it); a reply
+        after the whole ``CPU_BUDGET_S`` is ``"definitive"``: that much CPU time is needed on any machine load."""
         wall = 0.8 * timeout
         full = wall >= CPU_BUDGET_S + 0.05  # room for the whole CPU budget (a first try with TIME_BUDGET_S has it)
         request = {"gold": gold, "pred": pred, "cpu": CPU_BUDGET_S if full else wall, "wall": wall}
@@ -191,11 +160,8 @@ class _Worker:
 
 
 class _WorkerPool:
-    """Up to ``MAX_WORKERS`` workers shared by all threads; a killed worker is replaced in the background.
-
-    ``compare`` counts everything against its budget: waiting for a free worker, starting one, the comparison. A
-    worker still starting when the budget runs out is kept (it goes on starting for the next caller).
-    """
+    """Up to ``MAX_WORKERS`` workers shared by all threads; a killed worker is replaced in the background, and one
+    still starting when a budget runs out goes on starting for the next caller."""
 
     def __init__(self, size: int):
         self._size = size
@@ -205,11 +171,8 @@ class _WorkerPool:
         atexit.register(self.close)
 
     def warm_up(self, n: int | None = None) -> None:
-        """Start workers now, so that their start-up does not land on the first completions' clock.
-
-        The workers being waited for are out of the pool meanwhile (as if in use), and the pool's lock is not held:
-        a comparison in another thread waits for them within its own budget, never for the whole warm-up.
-        """
+        """Start workers now, so that their start-up does not land on the first completions' clock. The pool's lock is
+        not held meanwhile: another thread's comparison waits within its own budget, not for the whole warm-up."""
         with self._cond:
             starting = [w for w in self._idle if not w.ready]
             self._idle = [w for w in self._idle if w.ready]
@@ -309,17 +272,13 @@ _NO_VERDICTS = {"refused": 0, "checker_error": 0}  # the other comparisons witho
 
 
 def timeout_count() -> int:
-    """Comparisons given up as timeouts (after the retry) in this process so far. Thread-safe.
-
-    A monitor reads it before and after a batch; the difference is the batch's number of timed-out comparisons.
-    """
+    """Comparisons given up as timeouts (after the retry) in this process so far. Thread-safe."""
     with _CACHE_LOCK:
         return _TIMEOUTS
 
 
 def no_verdict_counts() -> dict[str, int]:
-    """Comparisons without verdict in this process so far, by outcome: ``timeout`` (as ``timeout_count``),
-    ``refused`` (``rewards.cost.too_costly``) and ``checker_error``. Thread-safe; read before and after a batch.
+    """Comparisons without verdict in this process so far: ``timeout``, ``refused`` and ``checker_error``. Thread-safe.
 
     >>> before = no_verdict_counts()
     >>> compare_answers("9^{9^{9^{9}}}", "1", task="math").value
@@ -338,8 +297,7 @@ def _count_no_verdict(outcome: str) -> None:
 
 def _count_timeout(key: tuple[str, str], remember: bool = True, for_good: bool = False) -> None:
     """Count one timeout; ``remember`` (a comparison really given up) starts the pair's memo window from now. A
-    refusal from the memo does not, or a pair that comes back within every window would never be asked again.
-    ``for_good``: the pair spent the whole CPU budget, which no later try (on any load) would change."""
+    refusal from the memo does not, or a pair that comes back within every window would never be asked again."""
     global _TIMEOUTS
     with _CACHE_LOCK:
         _TIMEOUTS += 1
@@ -436,11 +394,7 @@ def _without_units(text: str) -> str | None:
 
 
 def compare_answers(pred: str | None, gold: str | None, task: str = "gsm8k", timeout: float = TIME_BUDGET_S) -> Verdict:
-    """Is the extracted answer ``pred`` equal to ``gold``? A ``Verdict``; never raises on model output.
-
-    The whole comparison takes at most ``timeout * (1 + RETRY_FACTOR)`` (plus process start-up after a kill), and
-    one worker's ``CPU_BUDGET_S``. An answer (or gold) that no budget could compare (``rewards.cost.too_costly``) is
-    ``REFUSED`` at once: no verdict, as a timeout is, and counted (``no_verdict_counts``).
+    """Is the extracted answer ``pred`` equal to ``gold``? Within ``timeout * (1 + RETRY_FACTOR)``; never raises.
 
     >>> compare_answers("3", "\\\\frac{6}{2}", task="math").value, compare_answers("\\\\pm 3", "3", task="math").value
     ('equal', 'not_equal')
@@ -498,12 +452,8 @@ def _mark_batch_thread() -> None:
 
 
 def concurrently(fn: Callable[[T], R], items: Iterable[T]) -> list[R]:
-    """``[fn(item) for item in items]``, scored up to the pool's size at a time, in order.
-
-    The rewards score a batch this way: while one comparison keeps a worker busy (up to its budget), the other
-    workers go on with the rest of the batch. Verdicts do not depend on it: every comparison has its own budget,
-    the same pair asked twice at once is compared once, and there are never more batch threads than workers.
-    ``fn`` must not raise (``check`` never does).
+    """``[fn(item) for item in items]``, up to the pool's size at a time, in order: a slow comparison holds one worker
+    while the others go on. Verdicts do not depend on it. ``fn`` must not raise (``check`` never does).
 
     >>> concurrently(len, ["a", "bb", "ccc"])
     [1, 2, 3]
@@ -532,11 +482,8 @@ def answers_match(pred: str | None, gold: str | None, task: str = "gsm8k", timeo
 
 @dataclass(frozen=True)
 class Check:
-    """One completion checked against its gold: the extracted ``answer`` and the comparison's outcome.
-
-    ``reason`` is the extractor's (``ok``, ``hedge``, ...) unless the comparison gave no verdict (``timeout``,
-    ``checker_error``, ``refused``) or scoring failed (``error``).
-    """
+    """One completion checked against its gold. ``reason`` is the extractor's (``ok``, ``hedge``, ...) unless the
+    comparison gave no verdict (``timeout``, ``checker_error``, ``refused``) or scoring failed (``error``)."""
 
     answer: Answer
     verdict: Verdict
@@ -604,11 +551,8 @@ def _compare_parts(parts: tuple[str, ...], gold: str) -> Verdict:
 def check(
     completion: str | None, gold: str | None, task: str = "gsm8k", answer_line: bool = False, think_tags: bool = True
 ) -> Check:
-    """Extract the completion's committed final answer and compare it with ``gold``. Never raises.
-
-    The one judgement behind the correctness rewards (``is_correct``) and eval's ``score_completion``.
-    ``think_tags``: read only what follows the last ``</think>`` (``rewards.answers.extract_answer``).
-    """
+    """The completion's committed final answer, compared with ``gold``: the rewards' and eval's one judgement. Never
+    raises."""
     try:
         if gold and task == "math":  # a gold is read as a box's content is (a MATH gold may end with its full stop)
             gold = _box_answer(gold)
@@ -633,9 +577,5 @@ def check(
 def is_correct(
     completion: str | None, gold: str | None, task: str = "gsm8k", answer_line: bool = False, think_tags: bool = True
 ) -> bool:
-    """True when the completion's committed final answer equals the gold answer. Never raises.
-
-    A comparison that gives no verdict (a timeout, a failed worker, a refusal) is not correct; it is logged as a
-    warning.
-    """
+    """True when the completion's committed final answer equals the gold answer (no verdict is not). Never raises."""
     return check(completion, gold, task, answer_line, think_tags).correct
