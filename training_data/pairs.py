@@ -1,13 +1,7 @@
 """Preference pairs from verified rollouts: chosen = a correct answer, rejected = a wrong one to the same problem.
 
-The answers and their labels come from a rollouts file (``python -m training_data.rollouts sample``), where the same
-checker as eval and the rewards (``eval.scoring.score_completion``) marked each answer right or wrong. A problem
-whose answers are all right or all wrong gives no pair; the report counts both kinds. Options cap the pairs per
-problem and keep only pairs of similar length, so DPO does not simply learn "longer is better" (or shorter).
-
-This is the one place pairs are built, loaded, checked and split: the DPO recipe, the reward-model recipe and the
-reward-model lab get them from ``load_pairs`` (a rollouts file, a JSONL of pairs, or a hub preference set; checked
-before any model loads), and the reward model's held-out pairs from ``split_by_prompt``.
+Options cap the pairs per problem and keep only pairs of similar length, so that DPO does not simply learn "longer is
+better". The DPO and reward-model recipes and the reward-model lab all load their pairs here.
 
 >>> rollout = {"id": 0, "prompt": [{"role": "user", "content": "1+1?"}], "completions": [
 ...     {"text": "1+1=2\\n#### 2", "correct": True, "n_tokens": 8},
@@ -56,10 +50,8 @@ def _unique_by_text(completions: list[dict]) -> list[dict]:
 def pick_pairs(
     correct: list[dict], wrong: list[dict], max_pairs: int | None, length_tolerance: float | None, rng: random.Random
 ) -> tuple[list[tuple[dict, dict]], int]:
-    """Choose (correct, wrong) pairs for one problem; returns the pairs and how many were too unequal in length.
-
-    Every answer is used once before any is reused. With ``length_tolerance`` only pairs whose relative length
-    gap is within it are allowed, and the closest in length come first; otherwise the order is random (seeded).
+    """(correct, wrong) pairs for one problem, each answer used once before any is reused, and how many pairs were
+    too unequal in length (with ``length_tolerance``, the closest in length come first; else a seeded random order).
 
     >>> c = [{"text": "a", "n_tokens": 10}, {"text": "b", "n_tokens": 50}]
     >>> w = [{"text": "x", "n_tokens": 48}, {"text": "y", "n_tokens": 11}]
@@ -101,21 +93,8 @@ def build_pairs(
     length_tolerance: float | None = None,
     seed: int = 0,
 ) -> tuple[list[dict], dict]:
-    """DPO pairs (conversational ``prompt``/``chosen``/``rejected``) from rollout records, and a report.
-
-    Args:
-        rollouts: records as ``training_data.rollouts`` writes them (``id``, ``prompt``, ``completions`` with ``text``,
-            ``correct`` and ``n_tokens``).
-        max_pairs_per_problem: at most this many pairs from one problem (None: every correct x wrong pair).
-        length_tolerance: keep only pairs whose relative length gap ``|a - b| / max(a, b)`` is at most this
-            (e.g. 0.2); None pairs regardless of length.
-        seed: which pairs are drawn when there are more than the cap.
-
-    Returns:
-        ``(pairs, report)``; each pair also carries ``id``, ``chosen_tokens`` and ``rejected_tokens``. The report
-        counts problems, problems with pairs, problems with all answers right / all wrong (no pair possible),
-        problems that lost every pair to the length tolerance, pairs, and the mean chosen / rejected length.
-    """
+    """DPO pairs (conversational ``prompt``/``chosen``/``rejected``) from rollout records, and a report of what
+    gave no pair. ``length_tolerance`` bounds ``length_gap``; ``max_pairs_per_problem`` None keeps every pair."""
     if max_pairs_per_problem is not None and max_pairs_per_problem < 1:
         raise ValueError(f"max_pairs_per_problem={max_pairs_per_problem}: use a positive number or None (no cap)")
     if length_tolerance is not None and not 0 <= length_tolerance <= 1:
@@ -178,12 +157,8 @@ def load_preference_dataset(
     length_tolerance: float | None = None,
     seed: int = 0,
 ):
-    """A `datasets.Dataset` of ``prompt``/``chosen``/``rejected`` for DPO, checked before any model is loaded.
-
-    ``source`` is a rollouts file (pairs are built here with `build_pairs`), a local JSONL of pairs, or a hub
-    preference data set. Raises ValueError naming the problem and the fix when a column is missing or there is no
-    pair at all. Returns ``(dataset, report)``; the report is the pair builder's, or None for ready-made pairs.
-    """
+    """``(dataset, report)``: ``prompt``/``chosen``/``rejected`` rows for DPO from a rollouts file, a JSONL of pairs or
+    a hub preference set, checked before any model loads; the report is None for ready-made pairs."""
     from datasets import Dataset, load_dataset  # seconds to import; the rollouts CLI needs none of it
 
     report = None
@@ -238,9 +213,8 @@ def load_pairs(
     length_tolerance: float | None = None,
     margin: float | None = None,
 ):
-    """``(pairs, report)`` for a recipe: ``load_preference_dataset`` (its options as there), then ``check_distinct``;
-    prints the pair builder's report, and ``margin`` adds a constant ``margin`` column (the reward model's
-    Bradley-Terry margin)."""
+    """``(pairs, report)`` for a recipe: loaded and checked pairs; ``margin`` adds a constant ``margin`` column (the
+    reward model's Bradley-Terry margin)."""
     if not source:
         raise ValueError(
             "no data: set data: to a rollouts file (python -m training_data.rollouts sample), pairs or a hub set"

@@ -12,16 +12,10 @@ Three commands take a model to GRPO data at the edge of its ability and to a DPO
 ``python -m training_data.rollouts pairs ROLLOUTS --out pairs.jsonl`` writes the DPO pairs to a file to inspect or
 share.
 
-``sample`` runs ``eval.run.evaluate`` with K samples per problem, so the folder also holds eval's
-``samples.jsonl`` (written problem by problem: a killed run continues where it stopped when rerun, each problem
-sampled once), ``results.json`` (pass@k, length by correctness) and ``summary.md``. From them it writes
-``rollouts.jsonl``, one problem a line: ``id``, ``index`` (row in the data), ``task``, ``question``, ``answer``
-(the gold final answer), ``prompt`` (the chat messages of ``eval.tasks``), ``completions`` (each with ``text``,
-``correct``, ``extracted``, ``reason``, ``n_tokens``, ``truncated``), ``n_correct`` and ``pass_rate``.
-
-A group of G answers teaches GRPO nothing when all G are right or all wrong; for a problem of pass rate p that
-happens with probability p^G + (1-p)^G, so problems far from 50% mostly waste compute (``filter`` keeps the
-problems within a pass-rate range: ``filter_by_pass_rate``).
+``sample`` runs eval with K samples per problem (a killed run continues where it stopped) and writes
+``rollouts.jsonl``, one problem a line with its scored ``completions`` and ``pass_rate``. A group of G answers teaches
+GRPO nothing when all are right or all wrong (probability p^G + (1-p)^G at pass rate p), so ``filter`` keeps the
+problems within a pass-rate range.
 """
 
 from __future__ import annotations
@@ -51,11 +45,8 @@ ROLLOUTS_FILE = "rollouts.jsonl"
 def filter_by_pass_rate(
     records: list[dict], low: float = 0.2, high: float = 0.8, group_size: int = 8
 ) -> tuple[list[dict], dict]:
-    """Keep problems whose pass rate lies in ``[low, high]`` (both ends included); report what filtering changed.
-
-    Returns ``(kept, report)``: the report gives problem counts, how many were dropped as too easy (pass rate
-    above ``high``) and too hard (below ``low``), and the expected degenerate-group share for ``group_size``
-    before and after (``eval.degenerate.expected_degenerate_share``; NaN when no problem is left).
+    """Keep problems whose pass rate lies in ``[low, high]``; the report gives the drops and the expected share of
+    degenerate groups of ``group_size`` before and after.
 
     >>> round(expected_degenerate_share([0.5, 0.0, 1.0], group_size=8), 4)  # eval.degenerate, as the monitors use it
     0.6693
@@ -182,13 +173,8 @@ def sample_rollouts(
     backend: str = "hf",
     run_info: dict | None = None,
 ) -> list[dict]:
-    """Sample ``k`` answers to each problem of a task, score them, and write ``out_dir/rollouts.jsonl``.
-
-    Sampling and scoring are ``eval.run.evaluate`` with ``num_samples=k``: its ``samples.jsonl`` in ``out_dir`` is
-    flushed problem by problem, so a killed run continues where it stopped when rerun with the same settings (each
-    problem sampled once), and its ``results.json`` reports pass@k and length by correctness. ``batch_size`` counts
-    answers generated at once (``batch_size // k`` problems). Returns the rollout records.
-    """
+    """Sample and score ``k`` answers to each problem of a task (eval's run, resumable) and write
+    ``out_dir/rollouts.jsonl``. ``batch_size`` counts answers, not problems."""
     check_k(k, temperature)
     with lock_output_folder(out_dir) as out:  # eval's lock, held until rollouts.jsonl is written too
         results = evaluate(
@@ -214,11 +200,8 @@ def sample_rollouts(
 
 
 def reference_rollouts(task_name: str, data: str | None = None, limit: int | None = None, tokenizer=None) -> list[dict]:
-    """Rollouts made of the data set's own worked solutions, for checking the DPO mechanics on any model.
-
-    Each problem gets two answers: its reference solution and the same solution with the final answer raised by
-    one; both are scored by the checker (so the labels are the checker's, not assumed). GSM8K-style tasks only.
-    Lengths are counted with ``tokenizer`` when given, else in whitespace-separated words.
+    """Rollouts made of the data set's own worked solutions, for checking the DPO mechanics on any model: each problem's
+    reference solution and the same with the final answer + 1, both scored by the checker. GSM8K-style tasks only.
 
     >>> [r] = reference_rollouts("gsm8k", "tests/data/gsm8k/test.jsonl", limit=1)
     >>> [c["text"][-8:] for c in r["completions"]], [c["correct"] for c in r["completions"]], r["pass_rate"]
