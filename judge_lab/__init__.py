@@ -1,2 +1,1 @@
-"""The judge lab: GRPO against an LLM judge, and a tracker that shows when the policy starts pleasing the judge instead
-of solving problems."""
+"""The judge lab: GRPO against an LLM judge, watched for when the policy pleases the judge instead of solving."""

@@ -3,20 +3,9 @@
     python -m judge_lab.film                       # 8 runs x 10 steps, then the report and the judge-noise probe
     python -m judge_lab.film --steps 3 --only judge_grpo_b0     # one run, briefly
 
-Needs the lab's warm start (``python -m cpu_lab.warmstart``, at ``runs/lab/warmstart``) and the real model (``make
-real-model``, at ``runs/real_model/model``). Runs the GRPO recipe (``recipes.grpo``) on the tiny judge-lab config with
-these changes: the policy is the warm start (a 1.4M-parameter model that solves about a third of the lab's problems),
-the question is one of the lab's held-out problems with the lab's own instruction (``End with #### and the number.``),
-the verdict is the lab's checker (``gsm8k_correctness``: the number after the last ``####``; in a judge run it is
-listed with weight 0, watched, not trained on), and the judge is SmolLM2-135M-Instruct in log-probability mode
-(rewards/judge.py). The grid: reward {judge, checker} x beta {0, 0.04} x loss {grpo, dr_grpo (scale_rewards none)}.
-The tracked answers are the short reply ``#### <first number in the question>`` (the echo this model and SmolLM2
-both favour) and the reference solution. Every run has the recipe's monitors and hack probes on.
-
-Writes ``<out>/<run>/`` (each run's steps.jsonl, log.jsonl, probes.json), ``<out>/report/`` (judge_lab.report),
-``<out>/noise/`` (judge_lab.noise on the judge run's answers) and ``<out>/film.md``: per run, the judge score, share
-correct, the monitors' reward-correctness gap and length at the first and last step, the probes the run's rewards
-pay, and the tracked answers' probabilities before any update (step 0), after one and after five.
+Needs the lab's warm start (``python -m cpu_lab.warmstart``) and the real model (``make real-model``). Runs the GRPO
+recipe on one held-out lab question over reward {judge, checker} x beta {0, 0.04} x loss {grpo, dr_grpo}, then the
+report and the judge-noise probe; ``film.md`` sums the runs up, with the tracked answers' probabilities.
 """
 
 from __future__ import annotations
@@ -63,8 +52,7 @@ def judge_flags(args) -> list[str]:
 
 
 def run_args(reward, loss, beta, args, question) -> list[str]:
-    """The GRPO recipe's flags of one run on top of ``BASE_CONFIG`` (the runner adds ``--config`` and
-    ``--output_dir``)."""
+    """The GRPO recipe's flags of one run on top of ``BASE_CONFIG``."""
     q, gold, short_wrong, reference = question
     flags = [
         "--model_name_or_path",

@@ -9,11 +9,9 @@
     # a local judge in log-probability mode (no server; rewards/judge.py): the expected score of each answer
     python -m judge_lab.noise --judge_backend hf --judge_model runs/real_model/model --judge_mode logprob --n 5
 
-Writes ``judge_noise.json`` and ``judge_noise.md``: the distribution of the N scores of the one answer, and for the
-set, how many answers got a different score the second time (an unscored reply counts as a change when the other
-reply was scored). A deterministic judge changes nothing; a judge at temperature 0 behind a batching server may.
-In log-probability mode the report also gives the one answer's distribution over the scores 0-10 (the first time it
-was scored) and its mass: a local judge then returns the same number every time, and its noise is that distribution.
+Writes ``judge_noise.json`` and ``judge_noise.md``: the distribution of the one answer's N scores, and how many of the
+set changed score the second time. A judge at temperature 0 behind a batching server may still change; a local judge
+in log-probability mode does not, and the report gives its distribution over the scores 0-10 instead.
 """
 
 from __future__ import annotations
@@ -58,7 +56,7 @@ def repeat_summary(scores: list[float | None]) -> dict:
 
 
 def twice_summary(pairs: list[tuple[float | None, float | None]]) -> dict:
-    """How many answers scored differently the second time, and by how much on average (scored pairs only).
+    """How many answers scored differently the second time (scored once counts), and the mean change of scored pairs.
 
     >>> twice_summary([(8.0, 8.0), (8.0, 2.0), (None, 5.0), (None, None)])
     {'n_answers': 4, 'n_changed': 2, 'n_unscored_pairs': 1, 'mean_abs_change': 3.0}

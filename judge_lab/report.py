@@ -3,12 +3,7 @@ vs answer length over steps.
 
     python -m judge_lab.report runs/judge_lab_judge_b0 runs/judge_lab_checker_b0 --out runs/judge_lab_report
 
-Reads each run's ``steps.jsonl`` (written by ``judge_lab.tracker.LabStepLogger``) and the recipe's ``log.jsonl`` (the
-monitors' ``monitor/reward_correctness_gap``: the judge reward minus the checker's verdict, the same curve any GRPO run
-logs) and writes ``lab_report.png`` (five panels: mean judge score, share of answers correct, the reward-correctness
-gap, mean answer length in tokens, tracked answers' log-probability under the policy) and ``lab_report.md`` (one table
-per run: per step the mean reward and judge score, correct/n, the gap, mean length, the most frequent answer and the
-tracked log-probabilities and KL).
+Reads each run's ``steps.jsonl`` and ``log.jsonl``; writes ``lab_report.png`` and ``lab_report.md`` (a table per run).
 """
 
 from __future__ import annotations
@@ -46,8 +41,7 @@ def _fmt(x) -> str:
 
 
 def markdown_table(steps: list[dict], monitors: dict[int, dict] | None = None) -> str:
-    """One row per step; the most frequent answer shows a collapse onto one short reply. ``monitors``: the recipe's
-    log lines by step (``read_monitor_log``), for the reward-correctness gap.
+    """One row per step; the most frequent answer shows a collapse onto one short reply.
 
     >>> steps = [{"step": 1, "n_answers": 2, "n_correct": 1, "mean_reward": 0.5, "mean_judge_score": 5.0,
     ...           "mean_n_tokens": 10.0, "kl": 0.0, "answers": [{"text": "Answer: 3."}, {"text": "Answer: 3."}],

@@ -1,16 +1,5 @@
 """The judge lab's per-step answer log, a callback of the GRPO recipe (``callbacks: [judge_lab.tracker:lab_step_log]``).
-
-``LabStepLogger`` (a ``TrainerCallback``) writes one JSON line per step to ``steps.jsonl``: every answer with its
-reward, advantage, token length, correctness and judge score; each group's mean and std; the number correct; the
-tracked answers' log-probabilities (the recipe's ``tracked_answers``, ``recipes.tracked.ProbabilityTracker``). The
-per-answer values are read from the trainer's completions buffer (``trainer._logs``, the data TRL itself logs as its
-completions table), so the advantages are TRL's own, not recomputed; ``correct`` and ``n_tokens`` are the columns the
-recipe's monitor adds to that table (``recipes.monitors.RewardMonitor``: the run's correctness reward, the checker that
-the judge lab lists with weight 0), ``judge_score`` the judge reward's. No GRPO code is rewritten here.
-
-The recipe's monitors, probes and ``log.jsonl`` run beside it as in any GRPO run: ``monitor/reward_correctness_gap``
-(judge reward minus the checker's verdict) is the hack signal, ``tracked/<name>/...`` the tracker's values.
-"""
+It reads TRL's own completions buffer (``trainer._logs``), so the advantages are TRL's, not recomputed."""
 
 from __future__ import annotations
 
@@ -29,8 +18,8 @@ STEPS_FILE = "steps.jsonl"
 
 
 def lab_step_log(context) -> LabStepLogger:
-    """The recipe's callback hook: checks that each log line holds exactly one step's group of answers (one prompt per
-    step, one update per group, a log every step), before any model loads, and returns the step logger."""
+    """The recipe's callback hook: the step logger, once the settings are checked (before any model loads) to give
+    each log line exactly one step's group of answers."""
     t = context.training_args
     check_one_update_per_group(t.num_iterations, t.steps_per_generation, t.gradient_accumulation_steps)
     if t.logging_steps != 1:
@@ -48,12 +37,8 @@ def _finite(x):
 
 
 class LabStepLogger(TrainerCallback):
-    """One JSON line per logged step to ``path``: every answer with its reward, advantage, length and verdict.
-
-    Needs ``logging_steps: 1`` and one generation per optimizer step (``lab_step_log`` checks both), so that each log
-    holds exactly the answers of one step. ``tracker``: a ``recipes.tracked.ProbabilityTracker`` whose measurements go
-    in each line. Call ``attach(trainer)`` after building the trainer. ``run_files``: what a resumed run appends to.
-    """
+    """One JSON line per logged step to ``path``: every answer with its reward, advantage, length and verdict, and the
+    ``tracker``'s measurements. Call ``attach(trainer)`` after building the trainer."""
 
     def __init__(self, path: str | Path, tracker=None):
         self.path = Path(path)

@@ -1,10 +1,5 @@
-"""The leash curve of a GRPO run against a reward model: at step 0, every few steps and at the end, the true held-out
-accuracy, the reward model's mean score of one sampled answer per problem (the proxy) and KL(policy || start)
-estimated on those samples.
-
-The GRPO recipe builds it from a config's ``callbacks:`` hook: ``reward_model_lab.overoptimisation:leash_curve`` (the
-name the lab's configs give; ``overoptimisation`` takes it from here).
-"""
+"""The leash curve of a GRPO run against a reward model: true held-out accuracy, the proxy reward and KL(policy ||
+start), measured every few steps."""
 
 from __future__ import annotations
 
@@ -79,11 +74,9 @@ def sample_with_kl(model, ref_model, tokenizer, prompts: list[list[dict]], max_n
 
 
 class LeashCurve(TrainerCallback):
-    """A GRPO run's leash curve: at step 0, every ``every`` steps and at the last step, on the first ``eval_n``
-    held-out problems, the true accuracy (the recipe's held-out ``eval/accuracy``: greedy, the checker), the proxy
-    reward (the reward model's mean score of one answer sampled at temperature 1 per problem) and KL(policy || warm
-    start) estimated on those samples. Each row goes to ``curve.jsonl`` (with the highest-scored wrong answers) and,
-    as ``leash/*``, into the run's log (log.jsonl, W&B). Built by ``leash_curve``, the recipe's callback hook."""
+    """At step 0, every ``every`` steps and at the end, on ``eval_n`` held-out problems: the true accuracy (greedy,
+    the checker), the reward model's mean score of one sampled answer per problem and KL(policy || warm start) on those
+    samples, to ``curve.jsonl`` and, as ``leash/*``, the run's log."""
 
     def __init__(self, context, rm, every: int, eval_n: int):
         self.context, self.rm, self.every, self.eval_n = context, rm, every, eval_n
@@ -131,9 +124,8 @@ class LeashCurve(TrainerCallback):
 
 
 def leash_curve(context) -> LeashCurve:
-    """The GRPO recipe's callback hook (``callbacks: [reward_model_lab.overoptimisation:leash_curve]``): the leash
-    curve every ``monitor_eval_steps`` on ``monitor_eval_limit`` problems of ``eval_data``, its proxy the run's
-    reward model (``reward_model`` among the rewards, else ``reward_model_path``: the checker control's)."""
+    """The GRPO recipe's callback hook (``callbacks: [reward_model_lab.overoptimisation:leash_curve]``); the proxy is
+    the run's reward model, else ``reward_model_path`` (the checker control's)."""
     args = context.script_args
     if args.monitor_eval_steps < 1 or not args.eval_data:
         raise ValueError(

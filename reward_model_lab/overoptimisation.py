@@ -6,32 +6,17 @@ checker-reward control.
     python -m reward_model_lab.overoptimisation --steps 100 --eval-every 20   # longer (~21 min on the idle 2-core box)
     python -m reward_model_lab.overoptimisation --steps 30 --seeds 0          # shorter
 
-What it does, in order (every step's outputs land in ``--out``, default ``runs/lab/overoptimisation``):
-1. the lab warm start (``cpu_lab.warmstart``, cached) samples ``--pair-problems`` train problems x ``--pair-k``
-   answers at temperature 1; ``training_data.pairs`` turns them into chosen-correct / rejected-wrong pairs
-   (``--pairs reference`` uses each problem's reference solution against the same with the answer + 1 instead:
-   mechanics only);
-2. ``recipes.reward_model`` trains the reward model on them from ``recipes/configs/lab_rm/reward_model_lab_rm.yaml``:
-   the warm start with a score head (held-out pairwise accuracy in ``rm/report.json``);
-3. the GRPO recipe (``recipes.grpo``) from the warm start, for each beta with
-   ``recipes/configs/lab_rm/grpo_lab_rm.yaml`` (the ``reward_model`` reward on ``reward_model_path``, the checker
-   watched at weight 0) and, as the control, with ``grpo_lab_rm_checker.yaml`` (``gsm8k_correctness`` +
-   ``gsm8k_format``, beta 0), for every seed; ``--jobs`` runs at once, each its own process with one torch thread
-   and its output in ``<arm>/seed<k>/run.log`` (``cpu_lab.runner``). Each run is what
-   ``python -m recipes.grpo --config <that config> --beta B --seed S`` runs, monitors and hack probes included;
-4. every ``--eval-every`` steps (and at step 0 and the end), on the first ``--eval-n`` held-out problems, the run's
-   ``leash_curve`` callback (the recipe's ``callbacks:`` hook) measures the TRUE accuracy (the recipe's held-out
-   ``eval/accuracy``: greedy, the checker), the PROXY reward (the reward model's mean score of one answer sampled at
-   temperature 1 per problem) and KL(policy || warm start) estimated on those samples (the sum over answer tokens of
-   log pi - log pi_ref, averaged): ``<arm>/seed<k>/curve.jsonl``, and ``leash/*`` in the run's log;
-5. ``report.md`` with ``overoptimisation.png`` (both quantities against sqrt(KL), sqrt(KL) by step and the monitors'
-   ``monitor/reward_correctness_gap`` by step, from each run's ``log.jsonl``; mean over seeds), a table per arm, the
-   gap at each evaluation, the reward model's hack-probe column (``eval.probe_matrix.reward_model_scores``) and the
-   highest-scored wrong answers of the last evaluation of each reward-model arm (what the policy learned to please
-   the reward model with).
-
-The launch is here; the settings in ``reward_model_lab.settings``; the leash curve's sampler and callback in
-``reward_model_lab.kl``; the report in ``reward_model_lab.report``.
+What it does, in order (everything lands in ``--out``, default ``runs/lab/overoptimisation``):
+1. the lab warm start answers ``--pair-problems`` train problems ``--pair-k`` times; ``training_data.pairs`` makes
+   correct-vs-wrong pairs of them (``--pairs reference``: reference solutions vs the answer + 1, mechanics only);
+2. ``recipes.reward_model`` trains the reward model on them (held-out pairwise accuracy in ``rm/report.json``);
+3. ``recipes.grpo`` runs from the warm start against the reward model for each beta (the checker watched at weight 0),
+   and with the checker's reward at beta 0 as the control, for every seed (``--jobs`` at once, ``<arm>/seed<k>/``);
+4. every ``--eval-every`` steps the run's ``leash_curve`` callback measures the TRUE held-out accuracy (greedy, the
+   checker), the PROXY reward (the reward model's mean score of one sampled answer per problem) and KL(policy || warm
+   start) on those samples: ``<arm>/seed<k>/curve.jsonl``;
+5. ``report.md`` and ``overoptimisation.png``: both quantities against sqrt(KL), the monitors' reward-correctness gap,
+   the reward model's hack probes and the highest-scored wrong answers (what the policy learned to please it with).
 """
 
 from __future__ import annotations
@@ -52,16 +37,14 @@ from recipes.checks import check_wandb
 from reward_model_lab.settings import CHECKER, Settings, arms
 from training_data.rollouts import reference_rollouts, sample_rollouts
 
-# torch, transformers and the leash curve's module (reward_model_lab.kl, which the report reads too) are imported in
-# the functions that use them, after the arguments are parsed: --help and a wrong flag answer without them.
+# torch, transformers and reward_model_lab.kl are imported after the arguments are parsed: --help answers without them.
 
 logger = logging.getLogger(__name__)
 
 
 def __getattr__(name: str):
-    """``leash_curve``: the GRPO recipe's callback hook, by the name the lab's configs give it
-    (``recipes/configs/lab_rm/grpo_lab_rm*.yaml``), imported from ``reward_model_lab.kl`` when the recipe asks for it:
-    torch and transformers load with it, not with this command's ``--help``."""
+    """``leash_curve``, the name the lab's configs give the recipe's callback hook, imported only when asked for: torch
+    and transformers load with it, not with this command's ``--help``."""
     if name == "leash_curve":
         from reward_model_lab.kl import leash_curve
 
@@ -70,8 +53,7 @@ def __getattr__(name: str):
 
 
 def arm_run(arm: str, beta: float, seed: int, paths: dict, settings: Settings, out: Path):
-    """One arm's GRPO run, for the labs' runner (``cpu_lab.runner``): what ``python -m recipes.grpo --config <the
-    arm's config> --seed S --output_dir <out>/<arm>/seed<S>`` runs with the flags the experiment sets."""
+    """One arm's GRPO run for the labs' runner (``cpu_lab.runner``), with the flags the experiment sets."""
     s = settings
     flags = ["--model_name_or_path", str(paths["policy"]), "--data", str(paths["train"])]
     flags += ["--eval_data", str(paths["heldout"]), "--reward_model_path", str(paths["rm"])]
@@ -83,10 +65,8 @@ def arm_run(arm: str, beta: float, seed: int, paths: dict, settings: Settings, o
 
 
 def run_arms(settings: Settings, paths: dict, out: Path) -> list[Path]:
-    """Every arm x seed through the labs' runner: in turn in this process with every CPU thread (``jobs`` 1), or up to
-    ``jobs`` at once, each its own process with one torch thread and its output in ``<arm>/seed<k>/run.log``. Each
-    run's folder gets ``run.json`` (arm, beta, seed, seconds) beside ``curve.jsonl``, ``log.jsonl``, ``probes.json``
-    and ``report.json``; returns the folders."""
+    """Every arm x seed through the labs' runner, ``jobs`` at once (each its own process with one torch thread) or in
+    turn in this process with every CPU thread; returns the run folders, each with a ``run.json``."""
     jobs = [
         (arm, beta, arm_run(arm, beta, seed, paths, settings, out))
         for seed in settings.seeds

@@ -1,6 +1,4 @@
-"""The over-optimisation experiment's report: ``report.md`` and ``overoptimisation.png`` from the finished runs' leash
-curves (``curve.jsonl``) and logs (the monitors' reward-correctness gap), and the reward model's hack probes.
-"""
+"""The over-optimisation experiment's report (``report.md``, ``overoptimisation.png``) from its finished runs."""
 
 from __future__ import annotations
 
@@ -20,8 +18,7 @@ GAP = "monitor/reward_correctness_gap"  # recipes.monitors: training reward minu
 
 
 def finished_runs(out: Path, settings: Settings) -> dict[str, list[Path]]:
-    """{arm: the folders of its runs that reached ``settings.steps``} (``--report-only`` reports a run still in
-    progress without it); arms with no finished run are left out."""
+    """{arm: the folders of its runs that reached ``settings.steps``}; a run still in progress is left out."""
     finished = {}
     for arm, _ in arms(settings):
         folders = []
@@ -41,8 +38,7 @@ def read_curves(out: Path, settings: Settings) -> dict[str, list[list[dict]]]:
 
 
 def read_gaps(out: Path, settings: Settings) -> dict[str, list[dict[int, float]]]:
-    """{arm: per finished run, {step: the monitors' reward-correctness gap}} from the run's ``log.jsonl`` (the
-    recipe's JSON-lines log: the value a user's own run of the arm logs)."""
+    """{arm: per finished run, {step: the monitors' reward-correctness gap}} from the run's ``log.jsonl``."""
     return {
         arm: [{r["step"]: r[GAP] for r in read_rows(f / "log.jsonl") if r.get(GAP) is not None} for f in folders]
         for arm, folders in finished_runs(out, settings).items()
@@ -66,8 +62,8 @@ def std_curve(runs: list[list[dict]], key: str) -> list[float]:
 
 
 def plot(curves: dict[str, list[list[dict]]], gaps: dict[str, list[dict[int, float]]], settings: Settings, path: Path):
-    """Proxy reward and true accuracy against sqrt(KL), sqrt(KL) by step and the monitors' gap by step, per arm (mean
-    ± std over its finished seeds)."""
+    """Proxy reward and true accuracy against sqrt(KL), sqrt(KL) and the monitors' gap by step, per arm (mean ± std
+    over its finished seeds)."""
     fig, axes = pyplot().subplots(1, 4, figsize=(20, 4))
     for arm, runs in curves.items():
         x = mean_curve(runs, "rm/sqrt_kl")

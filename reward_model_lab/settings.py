@@ -1,6 +1,4 @@
-"""What the over-optimisation experiment depends on beyond its configs (``Settings``, written to ``settings.json``)
-and its arms: read by the launch (``reward_model_lab.overoptimisation``) and by the report
-(``reward_model_lab.report``)."""
+"""The over-optimisation experiment's settings and arms, shared by its launch and its report."""
 
 from __future__ import annotations
 
@@ -14,11 +12,8 @@ CONFIGS = Path(__file__).resolve().parents[1] / "recipes" / "configs" / "lab_rm"
 
 @dataclass
 class Settings:
-    """Everything a run depends on beyond its configs (written to ``settings.json``). The GRPO arms are
-    ``grpo_config`` (the reward-model arms, one per beta) and ``checker_config`` (the control) run by ``recipes.grpo``;
-    the reward model is ``rm_config`` run by ``recipes.reward_model``; ``grpo_flags`` / ``rm_flags`` are extra
-    command-line overrides for them (a smaller batch, say). The fields with a help are the options of
-    ``python -m reward_model_lab.overoptimisation`` (``cpu_lab.dataclass_flags``)."""
+    """Everything a run depends on beyond its configs (written to ``settings.json``); the fields with a help are the
+    command's options, ``grpo_flags`` / ``rm_flags`` extra overrides of the configs."""
 
     seeds: list[int] = field(default_factory=lambda: [0, 1, 2], metadata={"help": "seeds of every arm"})
     betas: list[float] = field(
@@ -27,8 +22,8 @@ class Settings:
     checker_control: bool = field(  # on the command line: --no-checker-control, which the help describes
         default=True, metadata={"help": "leave out the control arm (the checker's reward, beta 0)"}
     )
-    # 60 steps x 5 arms x 3 seeds: 13 min 44 s on the near-idle 2-core box (GRPO steps are ~90% of the time; 100 steps
-    # took 21 minutes); by step 60 every reward-model arm has lost most of its true accuracy (docs/reward_model.md)
+    # 60 steps x 5 arms x 3 seeds: ~14 min on an idle 2-core box; by step 60 every reward-model arm has lost most of
+    # its true accuracy (docs/reward_model.md)
     steps: int = field(default=60, metadata={"help": "GRPO steps per run"})
     eval_every: int = field(default=10, metadata={"help": "steps between evaluations"})
     eval_n: int = field(
