@@ -19,6 +19,8 @@ them), with:
 - ``gradient_checkpointing`` and ``gradient_checkpointing_kwargs`` (TRL's names, in the configs) passed to
   transformers under their new names ``activation_checkpointing*`` where it has them, so it warns about nothing.
 - ``build_tiny_model: true`` settled against the model path (``recipes.tiny_model.may_build_at``).
+- one reading of the command line (``read_command``, a ``Command``): the ``--config`` YAML and the options given, as
+  argparse reads them, for the checks before the parse (``recipes.common.parse_or_explain``) and the parse itself.
 
 It is built in one of two ways. ``RecipeParser.from_dataclasses`` reads TRL's config dataclasses, which subclass
 transformers' ``TrainingArguments``: importing them loads torch, transformers and peft, several seconds.
@@ -59,8 +61,8 @@ import subprocess
 import sys
 import textwrap
 import types
-from collections.abc import Callable, Sequence
-from dataclasses import fields
+from collections.abc import Callable, Collection, Sequence
+from dataclasses import dataclass, fields
 from importlib import metadata
 from pathlib import Path
 
@@ -319,6 +321,26 @@ def rename_flags(args: Sequence[str], renamed: dict[str, str]) -> list[str]:
     return out
 
 
+@dataclass
+class Command:
+    """A recipe's command line read once (``RecipeParser.read_command``), for the checks before the parse and the
+    parse itself: the ``--config`` file, its options (``base:`` resolved) and the file that sets each, the options the
+    command line gives (by name, as written) and the command line without ``--config``.
+
+    >>> parser = RecipeParser(module="recipes.x", doc="")
+    >>> _ = parser.add_argument("--use_vllm", "--use-vllm", nargs="?", const=True, default=False)
+    >>> command = parser.read_command(["--use-vllm", "--seed=1", "--use_vllm=false"])
+    >>> command.path, command.given, command.args
+    (None, {'use_vllm': 'false'}, ['--use-vllm', '--seed=1', '--use_vllm=false'])
+    """
+
+    path: str | None
+    config: dict
+    sources: dict
+    given: dict
+    args: list[str]
+
+
 class RecipeParser(argparse.ArgumentParser):
     """A recipe's parser (module docstring at the top of its help), with leash's help, errors and renames; built from
     TRL's configs (``from_dataclasses``) or from a saved table of their options (``from_table``).
@@ -494,6 +516,44 @@ class RecipeParser(argparse.ArgumentParser):
         """argparse's refusal of a value (``invalid float value``) as one line instead of usage + message + exit."""
         raise ValueError(f"{message} ({self.prog} --help lists the options)")
 
+    def read_command(self, args: Sequence[str] | None = None) -> Command:
+        """The command line ``args`` (default: ``sys.argv[1:]``) read once, for every check before the parse and for
+        the parse itself: ``--config`` split off and its YAML read, and the options given (``given_options``)."""
+        args = list(sys.argv[1:] if args is None else args)
+        split = argparse.ArgumentParser(add_help=False, allow_abbrev=False, exit_on_error=False)
+        split.add_argument("--config")
+        try:
+            found, rest = split.parse_known_args(args)
+        except argparse.ArgumentError:
+            raise ValueError(f"--config needs the path of a YAML file, e.g. {self.prog} --config CONFIG.yaml") from None
+        config, sources = {}, {}
+        if found.config is not None:
+            if not os.path.isfile(found.config):
+                raise FileNotFoundError(
+                    f"config file {found.config} does not exist: pass a YAML of options (recipes/configs/ holds them)"
+                )
+            config, sources = config_sources(found.config)
+        return Command(found.config, config, sources, self.given_options(rest), rest)
+
+    def given_options(self, args: Sequence[str]) -> dict:
+        """The options ``args`` give, by name, as written (a bare flag: its ``const``; a help flag: ``help``), read by
+        argparse with copies of this parser's options that default to nothing and convert nothing: ``--a=b``, ``--a-b``
+        and ``--no_a`` read as in the parse, and an unknown option is left out."""
+        reader = argparse.ArgumentParser(add_help=False, allow_abbrev=False, exit_on_error=False)
+        for action in self._actions:
+            if isinstance(action, argparse._HelpAction | HelpAllAction):
+                action = argparse._StoreTrueAction(action.option_strings, dest="help")
+            elif action.option_strings:
+                action = copy.copy(action)
+            else:
+                continue
+            action.default, action.required, action.type, action.choices = argparse.SUPPRESS, False, None, None
+            reader._add_action(action)
+        try:
+            return vars(reader.parse_known_args(args)[0])
+        except argparse.ArgumentError as error:
+            self.error(str(error))
+
     def parse_args_and_config(
         self,
         args: Sequence[str] | None = None,
@@ -501,24 +561,15 @@ class RecipeParser(argparse.ArgumentParser):
         fail_with_unknown_args: bool = True,
         separate_remaining_strings: bool = False,
     ):
-        """TRL's ``parse_args_and_config`` (YAML from ``--config``, its ``env:`` exported, flags win), with unknown
-        keys and flags named, the renames of ``RENAMED`` and the tiny model settled. Returns the dataclasses (built
-        from a saved table: a namespace for each)."""
-        args = list(sys.argv[1:] if args is None else args)
-        config_path, config, sources = None, {}, {}
-        for i, arg in enumerate(args):
-            if arg == "--config" and (i + 1 == len(args) or args[i + 1].startswith("--")):
-                raise ValueError(f"--config needs the path of a YAML file, e.g. {self.prog} --config CONFIG.yaml")
-            if arg == "--config" or arg.startswith("--config="):
-                config_path = arg.split("=", 1)[1] if "=" in arg else (args[i + 1] if i + 1 < len(args) else None)
-                del args[i : i + (1 if "=" in arg else 2)]
-                break
-        if config_path is not None:
-            if not os.path.isfile(config_path):
-                raise FileNotFoundError(
-                    f"config file {config_path} does not exist: pass a YAML of options (recipes/configs/ holds them)"
-                )
-            config, sources = config_sources(config_path)  # sources: the file (the config or a base) of each key
+        """TRL's ``parse_args_and_config`` (YAML from ``--config``, its ``env:`` exported, flags win): the
+        ``parse_command`` of ``read_command(args)``."""
+        return self.parse_command(self.read_command(args))
+
+    def parse_command(self, command: Command, before: Sequence[str] = ()) -> tuple:
+        """The dataclasses of a command line read by ``read_command``: its config's keys checked by name and value, its
+        ``env:`` exported, its flags (after ``before``, flags chosen for this machine) over the config, the renames of
+        ``RENAMED`` and the tiny model settled. Built from a saved table: a namespace for each dataclass."""
+        config, sources = dict(command.config), command.sources
         known = [a.dest for a in self._actions if a.option_strings and a.dest != argparse.SUPPRESS]
         actions = {a.dest: a for a in self._actions if a.option_strings}
         for key, value in config.items():
@@ -530,7 +581,6 @@ class RecipeParser(argparse.ArgumentParser):
             os.environ[key] = str(value)
         renamed = {old: new for old, new in RENAMED.items() if old in known and new in known}
         config = {renamed.get(k, k): v for k, v in config.items()}
-        args = rename_flags(args, renamed)
         if renamed:  # TRL's default (True) under the new name, so that the old one stays unset
             defaults = {a.dest: a.default for a in self._actions}
             for old, new in renamed.items():
@@ -538,7 +588,7 @@ class RecipeParser(argparse.ArgumentParser):
         for action in self._actions:  # the config's values are the defaults that flags override
             if action.dest in config:
                 action.default, action.required = config[action.dest], False
-        namespace, remaining = self.parse_known_args(args)
+        namespace, remaining = self.parse_known_args([*before, *rename_flags(command.args, renamed)])
         flags = [a for a in remaining if a.startswith("-")]
         if flags:
             flag = flags[0].lstrip("-").split("=", 1)[0]
@@ -550,7 +600,7 @@ class RecipeParser(argparse.ArgumentParser):
             )
         check_max_steps([namespace])
         parsed = self.parts(vars(namespace))
-        self.settle_tiny_model(parsed, args)
+        self.settle_tiny_model(parsed, command.given)
         return tuple(parsed)
 
     def parts(self, values: dict) -> list:
@@ -563,9 +613,10 @@ class RecipeParser(argparse.ArgumentParser):
         return [kind(**{f.name: values[f.name] for f in fields(kind) if f.init and f.name in values}) for kind in kinds]
 
     @staticmethod
-    def settle_tiny_model(parsed: Sequence, args: Sequence[str]) -> None:
+    def settle_tiny_model(parsed: Sequence, given: Collection[str]) -> None:
         """``build_tiny_model`` switched off where ``recipes.tiny_model.may_build_at`` says no (a hub id), and a
-        ValueError where the command line moved the model path of a config that builds."""
+        ValueError where the command line (``given``: the options it gives) moved the model path of a config that
+        builds."""
         script = next((p for p in parsed if getattr(p, "build_tiny_model", False)), None)
         model = next((p for p in parsed if hasattr(p, "model_name_or_path")), None)
         if script is None or model is None or not model.model_name_or_path:
@@ -575,7 +626,6 @@ class RecipeParser(argparse.ArgumentParser):
             return
         from recipes.tiny_model import may_build_at  # torch and transformers: only for a tiny model still to build
 
-        given = {a[2:].split("=", 1)[0].replace("-", "_") for a in args if a.startswith("--")}
         script.build_tiny_model = may_build_at(path, "build_tiny_model" in given, "model_name_or_path" in given)
 
 
