@@ -61,7 +61,7 @@ from pathlib import Path
 from eval import run as eval_run  # eval_run.evaluate at the call: a test's stand-in reaches it
 from recipes import run_folder
 from recipes.checks import WANDB_QUIET_MODES, ConfigError, check_deepspeed, check_wandb, config_errors
-from recipes.parser import RecipeParser, load_config, save_table, table_parser
+from recipes.parser import Command, RecipeParser, save_table, table_parser
 
 logger = logging.getLogger(__name__)
 
@@ -99,23 +99,24 @@ def run_cli(make_parser, main) -> None:
     parser answers and its table is saved in the cache for the next command."""
     quiet_library_noise()
     argv = sys.argv[1:]
-    command = command_module(make_parser)
+    module = command_module(make_parser)
     parser = None
     try:
         with config_errors():
-            saved = table_parser(command) if command else None
-            parser = saved or full_parser(make_parser, save_as=command)
+            saved = table_parser(module) if module else None
+            parser = saved or full_parser(make_parser, save_as=module)
             if not argv:  # a run of the recipe's defaults is nobody's intent
                 print(f"{parser.format_usage()}\n{parser.description}\n", file=sys.stderr)
                 raise ConfigError(
                     f"no options given: pass --config CONFIG.yaml ({parser.prog} --help lists the options)"
                 )
-            args = parse_or_explain(parser)
+            command = parser.read_command(argv)  # the table's options are the configs': one reading serves both
+            args = parse_or_explain(parser, command=command)
             if saved is not None:  # nothing the table can refuse: now TRL's configs, and their own checks
                 parser = full_parser(make_parser)
-                args = parse_or_explain(parser)
+                args = parse_or_explain(parser, command=command)
         training_args = next(a for a in args if hasattr(a, "report_to"))
-        print(f"{parser.prog}: {flag_value(argv, 'config') or 'no --config'} -> {training_args.output_dir}")
+        print(f"{parser.prog}: {command.path or 'no --config'} -> {training_args.output_dir}")
         if line := wandb_line(training_args.report_to):
             print(line)
         main(*args)
@@ -179,28 +180,27 @@ def recipe_parser(
     )
 
 
-def parse_or_explain(parser, args: Sequence[str] | None = None):
+def parse_or_explain(parser, args: Sequence[str] | None = None, *, command: Command | None = None):
     """``parser.parse_args_and_config(args)``, with what to change added to the errors TRL raises while building
     configs (``HINTS``, ``reword_group_error``); a flag given on the command line wins over the config's automatic
     choices (``let_explicit_flags_win``). A run that asks for DeepSpeed where it is not installed stops first, with
     the install command (``check_deepspeed``); one that reports to W&B without a login, with the ways to log in
     (``check_wandb``). A parser built from a saved table runs the same checks, less what needs TRL's configs (the
-    precision chosen for this machine, the errors of the configs' own checks)."""
-    argv = sys.argv[1:] if args is None else args
-    if (config := flag_value(argv, "config")) and os.path.isfile(config):
-        load_config(config)  # a malformed YAML: one line with its place, before anything else reads the file
-    check_deepspeed(deepspeed_request(argv))  # before parsing: TrainingArguments itself fails without the package
+    precision chosen for this machine, the errors of the configs' own checks). ``command``: the command line already
+    read (``RecipeParser.read_command``), in place of ``args``."""
+    command = command or parser.read_command(args)  # a malformed YAML: one line with its place, before anything else
+    check_deepspeed(deepspeed_request(command))  # before parsing: TrainingArguments itself fails without the package
     chosen: list[str] = []
     if parser.dataclass_types is not None:
         from recipes import precision  # torch: read where the run's own configs are
 
         fields = {name for kind in parser.dataclass_types for name in kind.__dataclass_fields__}
-        chosen, why = precision.precision_flags(argv, fields)  # a CPU run's bf16, when neither YAML nor flags set it
+        chosen, why = precision.precision_flags(command, fields)  # a CPU run's bf16, when neither YAML nor flags set it
         if why:
             print(why)  # one line, as grpo_setup prints the generation backend
     try:
-        parsed = parser.parse_args_and_config([*chosen, *argv])
-        let_explicit_flags_win(parsed, argv)
+        parsed = parser.parse_command(command, before=chosen)
+        let_explicit_flags_win(parsed, command.given)
         for part in parsed:  # before any model loads: W&B itself stops the run at its first log
             check_wandb(getattr(part, "report_to", None))
         return parsed
@@ -245,34 +245,11 @@ def reword_group_error(message: str) -> str | None:
     )
 
 
-def flag_value(argv: Sequence[str], name: str) -> str | None:
-    """The value of ``--name VALUE`` or ``--name=VALUE`` on a command line (the last one given), else None.
-
-    >>> flag_value(["--config", "a.yaml", "--seed=3"], "seed"), flag_value(["--config"], "config")
-    ('3', None)
-    """
-    value = None
-    for i, arg in enumerate(argv):
-        if arg == f"--{name}" and i + 1 < len(argv):
-            value = argv[i + 1]
-        elif arg.startswith(f"--{name}="):
-            value = arg.split("=", 1)[1]
-    return value
-
-
-def explicit_flags(argv: Sequence[str]) -> set[str]:
-    """Option names given on a command line, dashes read as underscores (``--use-vllm=false`` -> ``use_vllm``).
-
-    >>> sorted(explicit_flags(["--config", "c.yaml", "--use-vllm=false", "--seed", "1"]))
-    ['config', 'seed', 'use_vllm']
-    """
-    return {a[2:].split("=", 1)[0].replace("-", "_") for a in argv if a.startswith("--") and len(a) > 2}
-
-
-def let_explicit_flags_win(parsed, argv: Sequence[str]) -> None:
-    """An explicit ``--use_vllm`` on the command line beats ``use_vllm_if_available: true`` from the YAML: the
-    latter is switched off, so ``--use_vllm false`` generates with transformers even where vLLM could run."""
-    if "use_vllm" not in explicit_flags(argv):
+def let_explicit_flags_win(parsed, given: dict) -> None:
+    """An explicit ``--use_vllm`` on the command line (``given``: the options it gives) beats
+    ``use_vllm_if_available: true`` from the YAML: the latter is switched off, so ``--use_vllm false`` generates with
+    transformers even where vLLM could run."""
+    if "use_vllm" not in given:
         return
     for args in parsed:
         if getattr(args, "use_vllm_if_available", False):
@@ -280,21 +257,16 @@ def let_explicit_flags_win(parsed, argv: Sequence[str]) -> None:
             logger.info("--use_vllm given on the command line: it overrides use_vllm_if_available from the config")
 
 
-def deepspeed_request(argv: Sequence[str]) -> str | None:
-    """What on a recipe's command line asks for DeepSpeed, read before it is parsed (None when nothing does):
-    ``accelerate launch`` with a ZeRO config (it sets ``ACCELERATE_USE_DEEPSPEED=true``), ``--deepspeed``, or a
-    ``deepspeed:`` key in the ``--config`` YAML.
-
-    >>> deepspeed_request(["--config", "recipes/configs/tiny/grpo_cpu.yaml", "--deepspeed", "ds.json"])
-    '--deepspeed'
-    """
+def deepspeed_request(command: Command) -> str | None:
+    """What asks a recipe's run for DeepSpeed, known before its configs are built (None when nothing does):
+    ``accelerate launch`` with a ZeRO config (it sets ``ACCELERATE_USE_DEEPSPEED=true``), ``--deepspeed`` on the
+    command line, or a ``deepspeed:`` key in its ``--config`` YAML."""
     if os.environ.get("ACCELERATE_USE_DEEPSPEED", "").lower() == "true":
         return "accelerate launch with a DeepSpeed config (ACCELERATE_USE_DEEPSPEED=true)"
-    if "deepspeed" in explicit_flags(argv):
+    if "deepspeed" in command.given:
         return "--deepspeed"
-    config = flag_value(argv, "config")
-    if config and os.path.isfile(config) and load_config(config).get("deepspeed"):
-        return f"deepspeed: in {config}"
+    if command.config.get("deepspeed"):
+        return f"deepspeed: in {command.path}"
     return None
 
 

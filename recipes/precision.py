@@ -22,12 +22,12 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from pathlib import Path
 
 import torch
 
-from recipes.parser import load_config
+from recipes.parser import Command
 
 logger = logging.getLogger(__name__)
 
@@ -55,7 +55,6 @@ ONEDNN_ISAS = (
 )
 FIRST_BF16_ISA = ONEDNN_ISAS.index("AVX512_CORE_BF16")
 ISA_VARIABLES = ("ONEDNN_MAX_CPU_ISA", "DNNL_MAX_CPU_ISA")  # oneDNN reads the first one set
-HELP_FLAGS = {"-h", "--help", "--help-all"}  # the recipe parser's help options
 
 
 def cpu_flags(cpuinfo: Path | None = None) -> set[str]:
@@ -100,48 +99,27 @@ def _truthy(value) -> bool:
     return str(value).strip().lower() in ("true", "1", "yes", "y", "t")
 
 
-def _cli_value(argv: Sequence[str], name: str) -> str | None:
-    """``--name VALUE``, ``--name=VALUE``, or a bare ``--name`` (true), the last one given; None when absent."""
-    value = None
-    for i, arg in enumerate(argv):
-        if arg.replace("-", "_") == f"__{name}":
-            nxt = argv[i + 1] if i + 1 < len(argv) else None
-            value = nxt if nxt is not None and not nxt.startswith("--") else "true"
-        elif arg.startswith("--") and arg[2:].split("=", 1)[0].replace("-", "_") == name and "=" in arg:
-            value = arg.split("=", 1)[1]
-    return value
-
-
-def _config_file(argv: Sequence[str]) -> dict:
-    """The ``--config`` YAML's options, its ``base:`` resolved ({} when there is none)."""
-    path = _cli_value(argv, "config")
-    if not path or not os.path.isfile(path):
-        return {}
-    return load_config(path)
-
-
 def accelerator_available() -> bool:
     """A CUDA (or other torch accelerator) device is present: TRL would train on it."""
     accelerator = getattr(torch, "accelerator", None)
     return accelerator.is_available() if accelerator is not None else torch.cuda.is_available()
 
 
-def precision_flags(argv: Sequence[str], fields: set[str]) -> tuple[list[str], str | None]:
-    """The flags to add to a recipe's command line for its precision, and the line that says which and why.
+def precision_flags(command: Command, fields: set[str]) -> tuple[list[str], str | None]:
+    """The flags to add to a recipe's command line (``command``: ``RecipeParser.read_command``'s) for its precision,
+    and the line that says which and why.
 
     Nothing is added (and the line is None) when the parser has no ``bf16`` field (``fields``: its dataclass
     fields), when help is asked for (``-h``, ``--help``, ``--help-all``), when the ``--config`` YAML or the command
     line sets ``bf16`` or ``fp16``, or when the run is not on a CPU (no ``use_cpu`` and an accelerator present,
     where TRL's own default stands).
     """
-    if "bf16" not in fields or HELP_FLAGS.intersection(argv):
+    if "bf16" not in fields or "help" in command.given:
         return [], None  # no precision to choose; under --help the help comes first and alone
-    config = _config_file(argv)
-    given = {name for name in ("bf16", "fp16") if name in config or _cli_value(argv, name) is not None}
-    if given:
+    given, config = command.given, command.config
+    if {"bf16", "fp16"} & (config.keys() | given.keys()):
         return [], None
-    use_cpu = _cli_value(argv, "use_cpu")
-    on_cpu = _truthy(use_cpu) if use_cpu is not None else bool(config.get("use_cpu"))
+    on_cpu = _truthy(given["use_cpu"]) if "use_cpu" in given else bool(config.get("use_cpu"))
     if not on_cpu and accelerator_available():
         return [], None
     bf16, why = cpu_bf16_choice(cpu_flags(), onednn_isa_cap())

@@ -107,9 +107,10 @@ def test_deepspeed_check_lets_runs_through_when_nothing_asks_or_it_is_installed(
     monkeypatch.setitem(sys.modules, "deepspeed", None)
     monkeypatch.delenv("ACCELERATE_USE_DEEPSPEED", raising=False)
     argv = ["--config", "recipes/configs/tiny/grpo_cpu.yaml"]
-    assert common.deepspeed_request(argv) is None and not checks.deepspeed_installed()
+    parser = importlib.import_module("recipes.grpo").make_parser()
+    assert common.deepspeed_request(parser.read_command(argv)) is None and not checks.deepspeed_installed()
     # nothing asks: the checked parse goes through without DeepSpeed, and the run it parses uses none
-    training_args = common.parse_or_explain(importlib.import_module("recipes.grpo").make_parser(), argv)[1]
+    training_args = common.parse_or_explain(parser, argv)[1]
     assert training_args.deepspeed is None and not checks.uses_deepspeed(training_args)
     with pytest.raises(ValueError, match="asks for DeepSpeed"):  # the same check, asked and not installed, refuses
         checks.check_deepspeed("--deepspeed")

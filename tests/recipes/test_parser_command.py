@@ -6,11 +6,12 @@
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import pytest
 
-from recipes import grpo
+from recipes import common, grpo, parser
 
 ROOT = Path(__file__).resolve().parents[2]
 TINY = ROOT / "recipes" / "configs" / "tiny"
@@ -67,3 +68,26 @@ def test_a_missing_config_is_one_line(grpo_parser):
 def test_a_flag_without_its_value_is_refused_as_the_parse_refuses_it(grpo_parser):
     with pytest.raises(ValueError, match=r"^argument --seed: expected one argument \(python -m recipes.grpo --help"):
         grpo_parser.read_command(["--seed"])
+
+
+def test_a_run_reads_its_config_once(grpo_parser, tmp_path, monkeypatch, capsys):
+    """``run_cli`` with a table of the options, then TRL's configs: one reading of the YAML serves the DeepSpeed
+    check, the precision, both parses and the printed line."""
+    reads, real, table = [], parser.config_sources, grpo_parser.table()
+
+    def counted(path, _chain=()):
+        if not _chain:
+            reads.append(str(path))
+        return real(path, _chain)
+
+    monkeypatch.setattr(parser, "config_sources", counted)
+    monkeypatch.setattr(common, "command_module", lambda make_parser: "recipes.grpo")
+    monkeypatch.setattr(common, "table_parser", lambda module: parser.RecipeParser.from_table(table))
+    monkeypatch.setattr(common, "save_table", lambda module, made: None)
+    config = str(TINY / "grpo_cpu.yaml")
+    argv = ["--config", config, "--model_name_or_path", str(tmp_path / "none"), "--build_tiny_model", "false"]
+    monkeypatch.setattr(sys, "argv", ["recipes.grpo", *argv, "--output_dir", str(tmp_path / "out")])
+    seen = {}
+    common.run_cli(grpo.make_parser, lambda *args: seen.setdefault("args", args))
+    assert reads == [config] and len(seen["args"]) == 3
+    assert f"python -m recipes.grpo: {config} -> {tmp_path / 'out'}" in capsys.readouterr().out

@@ -32,6 +32,12 @@ def test_module_doctests():
     assert doctest.testmod(precision).failed == 0
 
 
+@pytest.fixture(scope="module")
+def read():
+    """``read(argv)``: GRPO's command line ``argv`` as its parser reads it (``RecipeParser.read_command``)."""
+    return grpo.make_parser().read_command
+
+
 @pytest.fixture
 def cpu(tmp_path, monkeypatch):
     """``cpu(flags, isa=None)``: this process sees a CPU with ``flags`` and oneDNN capped at ``isa``."""
@@ -67,17 +73,17 @@ def cpu(tmp_path, monkeypatch):
         (LAPTOP_CPU, "ALL", "ONEDNN_MAX_CPU_ISA", False),  # no cap gives a CPU bf16 units it lacks
     ],
 )
-def test_cpu_default_follows_the_cpu_flags_and_the_onednn_cap(cpu, flags, isa, variable, bf16):
+def test_cpu_default_follows_the_cpu_flags_and_the_onednn_cap(cpu, read, flags, isa, variable, bf16):
     cpu(flags, isa, variable)
-    added, line = precision.precision_flags(["--config", "missing.yaml", "--use_cpu", "true"], {"bf16"})
+    added, line = precision.precision_flags(read(["--use_cpu", "true"]), {"bf16"})
     assert added == ["--bf16", "true" if bf16 else "false"]
     assert line.startswith("precision: bf16 autocast" if bf16 else "precision: float32")
 
 
-def test_the_new_onednn_variable_wins_over_the_old_one(cpu, monkeypatch):
+def test_the_new_onednn_variable_wins_over_the_old_one(cpu, read, monkeypatch):
     cpu(ZEN_CPU, "AVX512_CORE_BF16")
     monkeypatch.setenv("DNNL_MAX_CPU_ISA", "AVX2")  # oneDNN reads ONEDNN_MAX_CPU_ISA first
-    assert precision.precision_flags(["--use_cpu"], {"bf16"})[0] == ["--bf16", "true"]
+    assert precision.precision_flags(read(["--use_cpu"]), {"bf16"})[0] == ["--bf16", "true"]
 
 
 def config_without_precision(tmp_path, source: Path, **extra) -> Path:
@@ -123,27 +129,27 @@ def test_an_explicit_bf16_wins(tmp_path, cpu, capsys, cpu_flags, isa, yaml_bf16,
     assert "precision:" not in capsys.readouterr().out  # nothing chosen, nothing said
 
 
-def test_fp16_given_leaves_bf16_alone(cpu):
+def test_fp16_given_leaves_bf16_alone(cpu, read):
     cpu(ZEN_CPU)
-    assert precision.precision_flags(["--use_cpu", "--bf16"], {"bf16"}) == ([], None)  # a bare flag is given too
-    assert precision.precision_flags(["--use_cpu", "true", "--fp16", "false"], {"bf16", "fp16"}) == ([], None)
+    assert precision.precision_flags(read(["--use_cpu", "--fp16"]), {"bf16"}) == ([], None)  # a bare flag is given too
+    assert precision.precision_flags(read(["--use_cpu", "true", "--fp16", "false"]), {"bf16", "fp16"}) == ([], None)
 
 
-def test_on_a_gpu_trls_default_stands(cpu, monkeypatch, tmp_path):
+def test_on_a_gpu_trls_default_stands(cpu, read, monkeypatch, tmp_path):
     cpu(LAPTOP_CPU)
     monkeypatch.setattr(precision, "accelerator_available", lambda: True)
     config = config_without_precision(tmp_path, CONFIGS / "tiny" / "grpo_cpu.yaml", use_cpu=False)
-    assert precision.precision_flags(["--config", str(config)], {"bf16"}) == ([], None)
+    assert precision.precision_flags(read(["--config", str(config)]), {"bf16"}) == ([], None)
     # use_cpu on a GPU machine is a CPU run: it gets the CPU's precision
-    assert precision.precision_flags(["--config", str(config), "--use_cpu", "true"], {"bf16"})[0] == [
+    assert precision.precision_flags(read(["--config", str(config), "--use_cpu", "true"]), {"bf16"})[0] == [
         "--bf16",
         "false",
     ]
 
 
-def test_a_parser_without_bf16_gets_nothing(cpu):
+def test_a_parser_without_bf16_gets_nothing(cpu, read):
     cpu(ZEN_CPU)
-    assert precision.precision_flags(["--use_cpu", "true"], {"model_name_or_path"}) == ([], None)
+    assert precision.precision_flags(read(["--use_cpu", "true"]), {"model_name_or_path"}) == ([], None)
 
 
 def test_cpu_flags_read_the_first_flags_line(tmp_path):
@@ -198,12 +204,13 @@ def test_the_lab_runs_get_the_cpus_precision(cpu, tmp_path, monkeypatch):
 
 
 @pytest.mark.parametrize("help_flag", ["-h", "--help", "--help-all"])
-def test_help_prints_no_precision_line(tmp_path, cpu, capsys, help_flag):
+def test_help_prints_no_precision_line(tmp_path, cpu, read, capsys, help_flag):
     """The precision line belongs to a run; ``--help`` output comes first and alone."""
     cpu(LAPTOP_CPU)
     config = config_without_precision(tmp_path, CONFIGS / "tiny" / "grpo_cpu.yaml", build_tiny_model=False)
     argv = ["--config", str(config), "--model_name_or_path", NO_MODEL]
-    assert precision.precision_flags(argv, {"bf16"})[1].startswith("precision: float32")  # a run would say it
+    assert precision.precision_flags(read(argv), {"bf16"})[1].startswith("precision: float32")  # a run would say it
+    assert precision.precision_flags(read([*argv, help_flag]), {"bf16"}) == ([], None)
     with pytest.raises(SystemExit) as stopped:
         common.parse_or_explain(grpo.make_parser(), [*argv, help_flag])
     assert stopped.value.code == 0
