@@ -300,27 +300,6 @@ def check_max_steps(parsed: Sequence) -> None:
             )
 
 
-def rename_flags(args: Sequence[str], renamed: dict[str, str]) -> list[str]:
-    """Command-line flags under their new names: ``--old[=v]`` -> ``--new[=v]`` and a bare boolean ``--old`` or
-    ``--no_old`` -> ``--new true`` or ``--new false`` (the new boolean takes a value).
-
-    >>> rename_flags(["--gradient_checkpointing", "--seed", "1", "--no_gradient_checkpointing"], RENAMED)
-    ['--activation_checkpointing', 'true', '--seed', '1', '--activation_checkpointing', 'false']
-    """
-    out: list[str] = []
-    for i, arg in enumerate(args):
-        name, eq, value = arg[2:].partition("=") if arg.startswith("--") else ("", "", "")
-        key = name.replace("-", "_")
-        if key in renamed:
-            bare = not eq and (i + 1 == len(args) or args[i + 1].startswith("--")) and not key.endswith("_kwargs")
-            out += [f"--{renamed[key]}", "true"] if bare else [f"--{renamed[key]}{eq}{value}"]
-        elif key.startswith("no_") and key[3:] in renamed:
-            out += [f"--{renamed[key[3:]]}", "false"]
-        else:
-            out.append(arg)
-    return out
-
-
 @dataclass
 class Command:
     """A recipe's command line read once (``RecipeParser.read_command``), for the checks before the parse and the
@@ -588,7 +567,11 @@ class RecipeParser(argparse.ArgumentParser):
         for action in self._actions:  # the config's values are the defaults that flags override
             if action.dest in config:
                 action.default, action.required = config[action.dest], False
-        namespace, remaining = self.parse_known_args([*before, *rename_flags(command.args, renamed)])
+        namespace, remaining = self.parse_known_args([*before, *command.args])
+        for old, new in renamed.items():  # a flag under TRL's name: its value under the new name, the old one unset
+            if old in command.given:
+                setattr(namespace, new, getattr(namespace, old))
+                setattr(namespace, old, self.get_default(old))
         flags = [a for a in remaining if a.startswith("-")]
         if flags:
             flag = flags[0].lstrip("-").split("=", 1)[0]
