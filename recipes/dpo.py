@@ -8,15 +8,10 @@
     python -m recipes.dpo --config recipes/configs/gsm8k/qwen2.5-0.5b-instruct/dpo_lora.yaml \\
         --data runs/rollouts/gsm8k_train/rollouts.jsonl --beta 0.05
 
-``data`` is a rollouts file of ``python -m training_data.rollouts sample`` (chosen = a correct answer, rejected = a
-wrong one to the same problem, built by ``training_data.pairs``), a JSONL of pairs, or a hub preference data set with
-prompt/chosen/rejected columns. Everything that can fail is checked before a model is loaded. Metrics go to
-``report_to`` and always to ``<output_dir>/log.jsonl``. The first step is always logged, whatever ``logging_steps``
-says (``recipes.first_loss.FirstLossCheck`` asks for it), because the policy starts equal to the reference:
-rewards/chosen = rewards/rejected = 0, and the log-sigmoid losses are ln 2 = 0.6931 each, times their
-``loss_weights``. With ``use_weighting`` (WPO) the first loss depends on the model and the batch and is not predicted;
-the rewards still are. The recipe warns loudly when the first step shows a reference that is not the starting policy.
-A run started again into the same ``output_dir`` resumes from its last checkpoint (``resume: false`` starts over).
+``data`` is a rollouts file (chosen = a correct answer, rejected = a wrong one to the same problem), a JSONL of pairs,
+or a hub preference set. The policy starts equal to the reference, so the first step's log-sigmoid losses must be
+ln 2 = 0.6931 each (times ``loss_weights``; not predicted with ``use_weighting``): the first step is always logged and
+the recipe warns loudly when it shows a reference that is not the starting policy.
 """
 
 from __future__ import annotations
@@ -134,7 +129,6 @@ def summary(report: dict) -> str:
 
 
 def make_parser():
-    """The recipe's parser: ``--help`` shows the recipe's own options by group and the TRL ones most runs set."""
     from trl import DPOConfig, ModelConfig
 
     groups = {

@@ -7,11 +7,8 @@
     # several GPUs
     accelerate launch --config_file recipes/accelerate/ddp.yaml -m recipes.grpo --config <config>
 
-Every check that can fail runs before a model is loaded (``recipes/checks.py``); what the GRPO run sets up beyond
-what every recipe shares (``recipes/common.py``) is ``recipes/grpo_setup.py``: the rewards, the monitors (how to read
-them is in docs/grpo.md), the tracked answers, the config's callback hooks and the trainer with its callbacks. The
-judge lab and the over-optimisation lab are configs of this recipe: a one-prompt data set (``question``), a judge or a
-learned reward model, tracked answers and extra callbacks.
+Every check that can fail runs before a model is loaded; the GRPO-specific setup (rewards, monitors, trainer) is in
+``recipes/grpo_setup.py``, and how to read the monitors is in docs/grpo.md.
 """
 
 from __future__ import annotations
@@ -98,7 +95,6 @@ def summary(report: dict) -> str:
 
 
 def make_parser():
-    """The recipe's parser: ``--help`` shows the recipe's own options by group and the TRL ones most runs set."""
     from trl import GRPOConfig, ModelConfig
 
     common.quiet_wandb_notice()  # grpo_setup's trainer modules import transformers' W&B integration

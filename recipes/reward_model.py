@@ -7,16 +7,10 @@
     # one GPU, LoRA, pairs from the model's own GSM8K rollouts (docs/reward_model.md)
     python -m recipes.reward_model --config recipes/configs/gsm8k/qwen2.5-0.5b-instruct/reward_model_lora.yaml
 
-``data`` is a rollouts file of ``python -m training_data.rollouts sample`` (chosen = a correct answer, rejected = a
-wrong one to the same prompt, built by ``training_data.pairs`` with its cap and length matching), a JSONL of pairs, or
-a hub preference set with prompt/chosen/rejected columns. Held-out pairs come from ``eval_data`` or, without it,
-from the prompts that ``eval_fraction`` sets aside (no prompt is in both). The loss is TRL's:
-``-log sigmoid(r_chosen - r_rejected - margin)``. Before training the recipe checks it on TRL's own ``compute_loss``:
-a reward difference of 1 must cost ``-log sigmoid(1) = 0.3133`` and equal scores ``ln 2 = 0.6931``. The new score head
-starts at zero, so every pair starts tied and the first logged loss must be ``log(1 + e^margin)`` (ln 2 without a
-margin), which a callback checks (``recipes.first_loss``, the DPO recipe's check).
-Metrics go to ``report_to`` under ``rm/`` (pairwise accuracy, margin) and always to ``<output_dir>/log.jsonl``. A run
-started again into the same ``output_dir`` resumes from its last checkpoint (``resume: false`` starts over).
+``data`` is a rollouts file, a JSONL of pairs or a hub preference set; held-out pairs come from ``eval_data`` or from
+the prompts ``eval_fraction`` sets aside. The loss, TRL's ``-log sigmoid(r_chosen - r_rejected - margin)``, is checked
+on fixed scores before training, and since the new score head starts at zero the first logged loss must be
+``log(1 + e^margin)``. Metrics go to ``report_to`` under ``rm/`` and always to ``<output_dir>/log.jsonl``.
 """
 
 from __future__ import annotations
@@ -51,8 +45,8 @@ class RMScriptArguments(common.PairArguments):
 
 
 def check_bt_loss(trainer, margin: float | None) -> dict:
-    """TRL's own ``compute_loss`` on fixed scores must give the Bradley-Terry values: difference 1 -> -log sigmoid(1)
-    = 0.3133, a tie -> ln 2 (each shifted by the margin). Raises if not; returns what it measured."""
+    """Raise unless TRL's ``compute_loss`` on fixed scores gives -log sigmoid(1) = 0.3133 for a difference of 1 and
+    ln 2 for a tie (each shifted by the margin); returns what it measured."""
     import torch
     from transformers.modeling_outputs import SequenceClassifierOutput
 
@@ -88,8 +82,7 @@ def check_bt_loss(trainer, margin: float | None) -> dict:
 
 
 def rm_keys():
-    """A callback that copies TRL's reward-model metrics under ``rm/`` (first in the callback list, so W&B sees
-    them)."""
+    """A callback that copies TRL's reward-model metrics under ``rm/`` (first in the list, so W&B sees them)."""
     from transformers import TrainerCallback
 
     class RMKeys(TrainerCallback):
@@ -102,8 +95,7 @@ def rm_keys():
 
 
 def dropped_pairs(train: int, heldout: int, trainer, max_length: int | None) -> dict:
-    """The pairs TRL's ``RewardTrainer`` left out (a chosen or rejected answer, with its prompt, longer than
-    ``max_length`` tokens), by split; the main process says so in one line when there are any."""
+    """The pairs TRL's ``RewardTrainer`` left out as longer than ``max_length`` tokens, by split."""
     dropped = {
         "train": train - len(trainer.train_dataset),
         "heldout": heldout - len(trainer.eval_dataset),
@@ -217,7 +209,6 @@ def summary(report: dict) -> str:
 
 
 def make_parser():
-    """The recipe's parser: ``--help`` shows the recipe's own options by group and the TRL ones most runs set."""
     from trl import ModelConfig, RewardConfig
 
     groups = {

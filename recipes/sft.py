@@ -8,13 +8,9 @@ a reward model or RL.
     # one GPU, LoRA, GSM8K
     python -m recipes.sft --config recipes/configs/gsm8k/qwen2.5-0.5b-instruct/sft_lora.yaml
 
-Each training row is the task's prompt (the one eval and the GRPO recipe use) and the reference solution as the
-assistant's reply; the loss is on the reply only (TRL's ``completion_only_loss`` for prompt/completion rows). GSM8K's
-calculator annotations (``<<48/2=24>>``) are dropped from the solutions. Held-out accuracy is measured before and
-after; with ``validation_data``, training stops once the validation accuracy reaches ``stop_at_accuracy``, or at its
-plateau (``stop_patience`` checks without a new best, keeping the best check's weights), so the held-out set never
-chooses the checkpoint. A run started again into the same ``output_dir`` resumes from its last
-checkpoint. Everything that can fail is checked before a model is loaded.
+Each row is the task's prompt (the one eval and GRPO use) with the reference solution as the reply; the loss is on the
+reply only. With ``validation_data``, training stops at ``stop_at_accuracy`` or at the validation plateau (keeping the
+best check's weights), so the held-out set never chooses the checkpoint.
 """
 
 from __future__ import annotations
@@ -98,8 +94,7 @@ def check_args(args: SFTScriptArguments) -> None:
 
 
 def sft_rows(task, rows, solution_field: str | None = None):
-    """Prompt/completion rows: the task's prompt, and the worked solution (calculator annotations dropped) as the
-    assistant's reply.
+    """Prompt/completion rows: the task's prompt, and the worked solution without calculator annotations as reply.
 
     >>> from datasets import Dataset
     >>> from eval.tasks import get_task
@@ -218,7 +213,6 @@ def summary(report: dict) -> str:
 
 
 def make_parser():
-    """The recipe's parser: ``--help`` shows the recipe's own options by group and the TRL ones most runs set."""
     from trl import ModelConfig, SFTConfig
 
     groups = {
