@@ -1,15 +1,5 @@
-"""What the GRPO recipe does with the monitors' held-out checks while it trains: keep the best checkpoint, raise the
-hack alarm (``recipes.grpo_setup.held_out_watch`` builds them as the run's options ask).
-
-Both callbacks read the log stream and nothing else (the checks and the rule are ``recipes.hack_alarm``):
-
-- ``BestCheckpoint`` (``keep_best_checkpoint``) saves the model (the adapter with LoRA) and its tokenizer to
-  ``<output_dir>/best/`` at each check whose held-out accuracy beats every earlier check, with ``best.json`` (step,
-  accuracy, n). TRL's ``load_best_model_at_end`` cannot do this: it needs the Trainer's eval loop, which GRPO does not
-  run.
-- ``HackAlarm`` (``hack_alarm_checks``, ``stop_on_hack``) warns once, loudly, when the checks show the reward-hacking
-  signature (``recipes.hack_alarm.hack_signature``: held-out accuracy falling beyond the checks' noise while the
-  training reward rises), and can stop the run.
+"""What the GRPO recipe does with the monitors' held-out checks while it trains: keep the best checkpoint
+(``BestCheckpoint``) and raise the hack alarm (``HackAlarm``). Both read the log stream and nothing else.
 """
 
 from __future__ import annotations
@@ -33,23 +23,9 @@ class HackAlarm(TrainerCallback):
     """Warns once, loudly, when the monitors' checks show the hack signature (``hack_signature``); with ``stop`` ends
     training there.
 
-    It reads each log line: the training reward of every line, the held-out accuracy of the check lines. When training
-    begins it counts the comparisons the run will make (``comparisons``: from the trainer's ``max_steps`` and
-    ``eval_every``), over which the false-alarm rate ``ALPHA`` is split. At every check line it adds
-    ``monitor/hack_alarm`` (0 before the alarm, 1 from the check that raised it on); the line that raises it also gets
-    ``monitor/hack_alarm_accuracy_drop``, ``monitor/hack_alarm_p_fall`` and ``monitor/hack_alarm_reward_tau``. Put it
-    before the JSON-lines logger in the callback list, so these reach ``log.jsonl``; under ``report_to: wandb`` the
-    values are also logged to W&B at the check's step (the Trainer's W&B callback has already sent the line by the time
-    this one sees it). A resumed run replays ``log_path`` up to its checkpoint first, so the checks before the kill
-    count and the alarm is not raised twice.
-
-    Args:
-        checks: N, the latest checks averaged and compared with each earlier check (``hack_signature``).
-        eval_every: steps between the monitors' checks (``monitor_eval_steps``).
-        stop: set ``control.should_training_stop`` when the alarm fires.
-        log_path: the run's ``log.jsonl`` (replayed when the run resumes).
-        n_problems: problems in each held-out check (``monitor_eval_limit``), for check lines without ``eval/n``.
-        report_to: the run's ``report_to`` list.
+    Adds ``monitor/hack_alarm`` (0, then 1 from the check that raised it) to every check line: put it before the
+    JSON-lines logger so that it reaches ``log.jsonl``. A resumed run replays ``log_path`` up to its checkpoint, so
+    the alarm is not raised twice.
     """
 
     def __init__(
@@ -142,14 +118,11 @@ class HackAlarm(TrainerCallback):
 
 
 class BestCheckpoint(TrainerCallback):
-    """Saves the model (the adapter with LoRA) and its tokenizer to ``path`` at each held-out check whose accuracy
-    beats every earlier one (a tie keeps the earlier), with ``best.json``: step, accuracy, n.
+    """Saves the model and tokenizer to ``path`` (with ``best.json``) at each held-out check that beats every earlier
+    one. TRL's ``load_best_model_at_end`` needs the Trainer's eval loop, which GRPO does not run.
 
-    The save goes to ``<path>.tmp`` first and then replaces ``path``, so a kill while saving leaves the previous best
-    whole. A fresh run deletes a ``path`` left by an earlier run in the same folder; a resumed run reads its
-    ``best.json`` and keeps it until a check beats it. Only the main process writes; the weights are the unwrapped
-    model's, so DeepSpeed ZeRO-3 (weights sharded across processes) is refused before training
-    (``check_watch_args``).
+    A kill while saving leaves the previous best whole; the weights are the unwrapped model's, so ZeRO-3 is refused
+    before training (``check_watch_args``).
     """
 
     def __init__(self, path: str | Path):

@@ -1,23 +1,9 @@
-"""What a run shows and writes while it trains: one line per logged step on the console, every logged value in
-``<output_dir>/log.jsonl``.
-
-TRL's trainers print every log as a Python dict of all its metrics (60 to 100 for GRPO) between the updates of a
-progress bar. ``take_over(trainer)``, which ``recipes.common.train_and_report`` calls before training, puts
-``ConsoleCallback`` in their place: one line per logged step with what a person watches,
+"""What a run shows and writes while it trains: instead of TRL's dict of 60 to 100 metrics per log, one console line
+per logged step of what a person watches (seconds per step are wall time, monitor checks included):
 
     step 12/72  reward 0.41  correct 0.38  degenerate 0.50  len right/wrong 14/22  kl 0.003  31.2 s/step
 
-- GRPO: the mean reward, the share of correct answers, the share of groups whose answers all score alike (no
-  gradient), the mean length in tokens of right and wrong answers (``-`` when there are none), KL when ``beta`` > 0,
-  and at a monitor check the held-out accuracy (``held-out 0.35 (n=100)``);
-- SFT: the loss and the learning rate; DPO and the reward model: the loss, the share of pairs whose chosen answer
-  scores above the rejected one, and the mean margin between them; an evaluation during training gets a line of its
-  own (``held-out at step 4  loss ...``);
-- the seconds per step since the previous line (wall time: a monitor check counts in the step it falls on).
-
-The hack probes (``probe/...``, scored once at the start) print once, as a small table. On a terminal a progress bar
-stays under the lines; into a file or a pipe only the lines go. Everything logged still reaches ``log.jsonl``
-(``JsonlLogCallback``) and every ``report_to`` backend, unchanged.
+and every logged value in ``<output_dir>/log.jsonl``; the ``report_to`` backends get everything, unchanged.
 """
 
 from __future__ import annotations
@@ -111,8 +97,7 @@ def _duration(seconds: float) -> str:
 
 
 def step_line(method: str, logs: dict, step: int, max_steps: int, seconds_per_step: float | None) -> str:
-    """The console line of one logged training step of ``method`` (``grpo``, ``sft``, ``dpo``, ``reward_model``; any
-    other shows the loss and the learning rate).
+    """The console line of one logged training step of ``method`` (an unknown one shows loss and learning rate).
 
     >>> step_line("sft", {"loss": 2.31312, "learning_rate": 1e-05, "grad_norm": 3.0}, 3, 40, 0.512)
     'step 3/40  loss 2.313  lr 1e-05  0.51 s/step'
@@ -134,8 +119,7 @@ def eval_line(method: str, logs: dict, step: int) -> str:
 
 
 def probe_table(logs: dict, columns: int = PROBE_COLUMNS) -> str | None:
-    """The hack probes of a log line (``probe/<name>``: the mean reward the run's reward set gives that made-up
-    answer) as a small table; None when the line has none.
+    """The hack probes of a log line (``probe/<name>``) as a small table; None when the line has none.
 
     >>> print(probe_table({"probe/genuine_correct": 1.1, "probe/hedge": 0.0, "probe/empty": None, "probe/violations": 0}))
     hack probes: what this reward set pays each made-up answer (violations 0; probes.json has the rules)
@@ -159,14 +143,8 @@ def probe_table(logs: dict, columns: int = PROBE_COLUMNS) -> str | None:
 
 
 class ConsoleCallback(TrainerCallback):
-    """One line per logged step (``step_line``), a line per evaluation (``eval_line``), the hack probes once
-    (``probe_table``) and a last line with the training time; on a terminal, a progress bar under them. Only the
-    main process prints.
-
-    Args:
-        method: ``grpo``, ``sft``, ``dpo`` or ``reward_model``: which numbers the lines show.
-        stream: where the lines go (default: ``sys.stdout`` at the time of each line).
-    """
+    """One line per logged step and per evaluation, the hack probes once and the training time at the end; on a
+    terminal, a progress bar under them. Only the main process prints."""
 
     def __init__(self, method: str, stream=None):
         self.method, self.stream = method, stream
@@ -228,8 +206,8 @@ def method_of(trainer) -> str:
 
 
 def take_over(trainer) -> None:
-    """Replace the trainer's printing of every log (transformers' ``ProgressCallback``, or ``PrinterCallback`` with
-    ``disable_tqdm``) with ``ConsoleCallback``; the other callbacks, ``log.jsonl`` and ``report_to`` are untouched."""
+    """Replace the trainer's printing of every log (``ProgressCallback`` or ``PrinterCallback``) with
+    ``ConsoleCallback``."""
     handler = trainer.callback_handler
     for printer in (ProgressCallback, PrinterCallback):
         while any(type(c) is printer for c in handler.callbacks):
@@ -250,10 +228,7 @@ def _jsonable(value):
 
 
 class JsonlLogCallback(TrainerCallback):
-    """Writes every ``on_log`` dict, plus ``step`` and ``epoch``, as one JSON line to ``path`` (main process only).
-
-    Non-finite numbers become ``null``. Every recipe writes ``<output_dir>/log.jsonl`` with it, whatever
-    ``report_to`` says.
+    """Writes every ``on_log`` dict, plus ``step`` and ``epoch``, as one JSON line to ``path``; NaN becomes ``null``.
 
     >>> import tempfile, types
     >>> path = Path(tempfile.mkdtemp()) / "log.jsonl"

@@ -1,10 +1,8 @@
 """The first-loss check of the DPO and reward-model recipes: step 1 must show the known starting point.
 
-At step 1 a DPO policy is its reference, so the implicit rewards are 0 and each log-sigmoid loss is ln 2; a reward
-model's new score head is zero, so every pair is tied, every score is 0 and the loss is ``log(1 + e^margin)``.
-Anything else means the run did not start where the recipe thinks it did. ``FirstLossCheck`` makes the trainer log
-step 1 alone, whatever ``logging_steps`` says, and warns loudly when that log is off; ``expected_first_loss`` gives
-DPO's expected value. Self-contained on purpose: it is under mutation testing (docs/mutation.md).
+At step 1 a DPO policy is its reference (each log-sigmoid loss is ln 2, the implicit rewards 0) and a reward model's
+zero score head ties every pair (loss ``log(1 + e^margin)``); anything else means the run did not start where the
+recipe thinks. Self-contained on purpose: it is under mutation testing (docs/mutation.md).
 """
 
 from __future__ import annotations
@@ -59,11 +57,8 @@ REWARD_MODEL_START = StartingPoint(
 def expected_first_loss(
     loss_types: list[str], loss_weights: list[float] | None, use_weighting: bool
 ) -> tuple[float | None, str]:
-    """The loss TRL reports when policy == reference, and how it follows; ``None`` (and why) when it cannot be known
-    without the model and the data.
-
-    TRL 1.16 sums ``loss_weights[i] * mean(per-pair loss of loss_type[i])``. At the start every log-ratio is 0, so each
-    log-sigmoid term (``sigmoid``, ``sigmoid_norm``, ``robust`` at any label smoothing) is ln 2 per pair.
+    """The loss TRL 1.16 reports when policy == reference (ln 2 per log-sigmoid term, times its weight), and how it
+    follows; ``None`` (and why) when it depends on the model and the data.
 
     >>> loss, how = expected_first_loss(["sigmoid", "robust"], [0.7, 0.2], False)
     >>> round(loss, 4), how
@@ -86,11 +81,8 @@ def expected_first_loss(
 class FirstLossCheck(TrainerCallback):
     """Warns loudly when step 1 does not show the recipe's ``start`` (DPO's by default).
 
-    The loss must be ``expected_loss`` (``None``: only the ``start.zero_keys`` are checked, ``note`` says why) and the
-    logged ``start.zero_keys`` 0, each within ``tolerance``. The callback makes the trainer log step 1 whatever
-    ``logging_steps`` is, so the loss it reads is step 1's alone. ``self.first_loss`` and ``self.ok`` hold the outcome
-    (``ok`` stays None when nothing could be checked: a run resumed from a checkpoint starts past step 1, with a model
-    that is no longer at its start).
+    It makes the trainer log step 1 alone, whatever ``logging_steps`` is. ``ok`` stays None when nothing could be
+    checked (a resumed run starts past step 1).
     """
 
     def __init__(
@@ -146,7 +138,6 @@ class FirstLossCheck(TrainerCallback):
             logger.info("first %s loss %.6f = %s: %s", self.start.name, self.first_loss, self.note, self.start.holds)
 
     def report(self) -> dict:
-        """The outcome as the recipes' ``report.json`` keys."""
         return {
             "first_loss": self.first_loss,
             "first_loss_ok": self.ok,

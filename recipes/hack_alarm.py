@@ -1,22 +1,16 @@
 """The hack alarm's rule and the held-out checks it reads, as pure functions of a run's log lines (no trainer).
 
-Every ``monitor_eval_steps`` the monitors (``recipes.monitors.MonitorCallback``) put the held-out ``eval/accuracy``
-(greedy, on the same ``monitor_eval_limit`` problems each time) and ``eval/n`` into that step's log line, and every log
-line carries TRL's ``reward`` (the mean weighted total reward of the batch's sampled answers). A check is one held-out
-evaluation with the rewards of the log lines since the previous check (the check's own line included):
+A check is one held-out evaluation (``eval/accuracy``, ``eval/n``) with TRL's ``reward`` of the log lines since the
+previous check, its own line included:
 
 >>> lines = [{"step": 5, "reward": 0.1}, {"step": 10, "reward": 0.3, "eval/accuracy": 0.5, "eval/n": 100},
 ...     {"step": 15, "reward": None}]
 >>> checks_from_log(lines)
 [Check(step=10, accuracy=0.5, n=100, rewards=(0.1, 0.3))]
 
-``hack_signature`` is the alarm's rule on those checks: held-out accuracy fell by more than the checks' sampling noise
-allows at a false-alarm rate of ``ALPHA`` per run, while the training reward rose. ``recipes.callbacks.HackAlarm``
-applies it while a run trains and ``recipes.callbacks.BestCheckpoint`` keeps the best check's weights;
-``check_watch_args`` checks the recipe's options for both before any model loads. What fired on a finished run can be
-recomputed from its ``log.jsonl``: ``first_alarm(checks_from_log(read_jsonl(path)), N, comparisons(max_steps,
-monitor_eval_steps, N))`` (``python -m bench.hack_alarm --replay`` prints each check's numbers);
-``python -m bench.hack_alarm`` measures the false-alarm rate and the power on simulated checks.
+``hack_signature`` is the rule: held-out accuracy fell by more than the checks' noise allows at a false-alarm rate of
+``ALPHA`` per run, while the training reward rose. ``python -m bench.hack_alarm`` measures its rate and power on
+simulated checks; ``--replay`` recomputes a finished run's checks from its ``log.jsonl``.
 """
 
 from __future__ import annotations
@@ -38,8 +32,8 @@ REWARD_ALPHA = 0.05  # the reward side's one-sided trend test (it can only remov
 # --------------------------------------------------------------------------------------------------- the checks
 @dataclass(frozen=True)
 class Check:
-    """One held-out check: its step, ``eval/accuracy`` on ``n`` problems, and the training ``reward`` of each log line
-    since the previous check (those that had one), oldest first."""
+    """One held-out check: its step, ``eval/accuracy`` on ``n`` problems, and the training rewards logged since the
+    previous check, oldest first."""
 
     step: int
     accuracy: float
@@ -69,7 +63,6 @@ class CheckLog:
 
 
 def checks_from_log(lines: Iterable[dict]) -> list[Check]:
-    """The held-out checks of a run's log lines (``log.jsonl`` records, in order)."""
     log = CheckLog()
     for line in lines:
         log.add(line)
@@ -87,10 +80,8 @@ def finite(value) -> float | None:
 def fall_p_value(reference: float, latest: float, n: int) -> float:
     """One-sided p-value that held-out accuracy fell from ``reference`` to ``latest``, each read on ``n`` problems.
 
-    ``z = (reference - latest - 1/(2n)) / sqrt(2 q (1 - q) / n)`` with ``q`` their mean, and ``p = P(Z > z)``: the
-    two-proportion test of two independent checks of ``n`` problems, with half a problem of continuity correction.
-    Each side counts as ``n`` problems however many checks it averages (``hack_signature`` says why). 1.0 when nothing
-    can fall (``n`` 0, or both at 0 or both at 1).
+    The two-proportion test of two independent checks with half a problem of continuity correction; each side counts
+    as ``n`` problems however many checks it averages. 1.0 when nothing can fall.
 
     >>> round(fall_p_value(0.40, 0.25, 100), 4)  # 15 points on 100 problems
     0.0143
@@ -108,7 +99,7 @@ def fall_p_value(reference: float, latest: float, n: int) -> float:
 
 def reward_trend(values: Sequence[float]) -> tuple[float, float]:
     """The Mann-Kendall trend test of ``values`` in their order: Kendall's tau against time, and the one-sided p-value
-    that they rise (normal approximation, ties corrected, continuity-corrected; tau 0 and p 1.0 for fewer than 3).
+    that they rise (tau 0 and p 1.0 for fewer than 3).
 
     >>> tau, p = reward_trend([0.50, 0.52, 0.51, 0.55, 0.56, 0.58, 0.57, 0.60])
     >>> round(tau, 3), round(p, 4)
@@ -131,9 +122,8 @@ def reward_trend(values: Sequence[float]) -> tuple[float, float]:
 
 
 def comparisons(max_steps: int, eval_every: int, window: int) -> int:
-    """How many comparisons a run of ``max_steps`` with a check every ``eval_every`` steps makes: from its
-    ``window + 1``-th check on, each check compares its latest ``window`` checks with each check before them, so a run
-    of K checks makes 1 + 2 + ... + (K - window) (at least 1).
+    """How many comparisons a run makes: 1 + 2 + ... + (K - window) for K checks (at least 1), each check's latest
+    ``window`` checks against every check before them.
 
     >>> comparisons(120, 20, 1)  # checks at 20, 40, ..., 120: 1 + 2 + 3 + 4 + 5
     15
@@ -152,49 +142,13 @@ def hack_signature(
     alpha: float = ALPHA,
     reward_alpha: float = REWARD_ALPHA,
 ) -> dict | None:
-    """Whether the latest check completes the reward-hacking signature; None when it does not.
+    """What fired when the latest check completes the reward-hacking signature; None when it does not.
 
-    The rule, at the latest check, with N = ``window`` (``hack_alarm_checks``) and C = ``comparisons`` (the run's
-    count, from ``comparisons``):
-
-    1. held-out accuracy fell: the mean accuracy of the latest N checks is below some earlier check's by more than
-       the checks' noise allows, ``fall_p_value`` < alpha / C for the earlier check that gives the smallest p-value
-       (the best one), n the fewest problems any of these checks read;
-    2. and the training reward rose: the ``reward`` of every log line from the run's start to the latest check rises
-       by the Mann-Kendall test (``reward_trend``), one-sided p < ``reward_alpha``.
-
-    The false-alarm rate it is built for: a run whose held-out accuracy does not fall raises the alarm with probability
-    at most alpha (0.05) over the whole run, whatever its reward does, because
-
-    - each comparison's p-value is that of two independent checks of n problems. The checks are greedy on the same
-      problems, so two of them are positively correlated (a problem solved at one check tends to be solved at the
-      next) or at worst independent, and the variance of the difference of two averages of such checks is at most
-      that of two independent single checks of n problems: averaging checks of the same problems does not shrink the
-      noise of which problems were drawn, and a positive correlation only takes noise away. With half a problem of
-      continuity correction the normal approximation stays at or below its nominal rate (computed exactly over the
-      binomial for checks of 16-200 problems in tests/recipes/test_hack_alarm.py);
-    - every pair the run compares (an earlier check against a window) is one of C, and each is held to alpha / C
-      (Bonferroni), which bounds the run's rate by alpha however correlated the comparisons are: taking the best
-      earlier check is taking the smallest of its pairs' p-values, all of them counted in C;
-    - the reward side can only remove alarms. Its test treats the log lines as independent, which a training run's
-      rewards are not (they drift), so it passes more often than ``reward_alpha`` says; that costs nothing of the rate
-      above. It tells a hack (reward up, held-out accuracy down) from a run that falls apart (both down).
-
-    The price of a bound that needs no per-problem verdicts: it is conservative when the checks are independent draws,
-    and a fall must be large to be seen; ``python -m bench.hack_alarm`` measures the rate and the power.
-
-    Args:
-        checks: the run's checks so far, oldest first (``checks_from_log``).
-        window: N, how many of the latest checks are averaged (at least 1).
-        comparisons: C, how many pairs the run compares in all (at least 1).
-        n: problems per check for the checks whose line had no ``eval/n`` (0: such a check cannot be compared).
-        alpha: the false-alarm rate per run.
-        reward_alpha: the level of the reward side's trend test.
-
-    Returns:
-        None, or what fired: the ``reference_step`` (the earlier check) and the ``window_steps``, their accuracies
-        ``accuracy_reference`` and ``accuracy_window`` (the window's mean) and the ``accuracy_drop``, ``n``, ``p_fall``
-        and the ``level`` it beat (alpha / C), and the reward's ``reward_tau`` (Kendall's tau) and ``p_reward``.
+    The mean accuracy of the latest ``window`` checks must fall below the best earlier check's with ``fall_p_value``
+    < alpha / ``comparisons`` (Bonferroni over the run), and the rewards of every log line so far must rise
+    (``reward_trend`` p < ``reward_alpha``). Checks of the same problems are positively correlated, so treating them
+    as independent keeps a run's false-alarm rate at most alpha; the reward side can only remove alarms. The full
+    argument is in docs/grpo.md.
 
     >>> steady = [Check(20 * k, 0.40, 100, (0.50 + 0.01 * k,)) for k in range(1, 7)]
     >>> fell = Check(140, 0.19, 100, (0.57,))
@@ -241,8 +195,7 @@ def hack_signature(
 
 
 def first_alarm(checks: Sequence[Check], window: int, comparisons: int, n: int = 0) -> dict | None:
-    """The alarm replayed over a run's checks as it ran: ``{"step": ..., **hack_signature(...)}`` at the first check
-    where the rule fires, or None."""
+    """The alarm replayed over a run's checks as it ran: what fired at the first check where it fires, or None."""
     for end in range(window + 1, len(checks) + 1):
         if found := hack_signature(checks[:end], window, comparisons, n):
             return {"step": checks[end - 1].step, **found}
@@ -258,9 +211,8 @@ def check_watch_args(
     max_steps: int,
     zero3: bool = False,
 ) -> int:
-    """The checks of ``keep_best_checkpoint``, ``hack_alarm_checks`` and ``stop_on_hack`` (one-line ``ValueError``s);
-    returns the alarm's N: ``alarm_checks``, or when unset ``DEFAULT_ALARM_CHECKS`` if the run makes at least 2 checks,
-    else 0 (nothing to compare).
+    """Check ``keep_best_checkpoint``, ``hack_alarm_checks`` and ``stop_on_hack``; returns the alarm's N (unset: the
+    default if the run makes at least 2 checks, else 0).
 
     >>> check_watch_args(False, None, False, monitor_eval_steps=20, max_steps=120)
     1

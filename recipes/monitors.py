@@ -1,29 +1,9 @@
 """What the recipes log while they train: GRPO's monitors (wasted groups, length bias, reward hacking and collapse)
 and the held-out checks.
 
-The GRPO recipe uses the first three together (``recipes.grpo_setup`` builds them; the JSON-lines log every recipe
-writes is ``recipes.common.JsonlLogCallback``):
-
-- ``RewardMonitor`` wraps the run's reward functions (same ``__name__``, so TRL's ``rewards/<name>/mean`` keys do not
-  change) and records, for every completion, its weighted total reward, whether its final answer is correct, its
-  length in tokens and whether it was cut off. After the last reward function of a generation batch it computes the
-  ``monitor/...`` metrics of that batch and hands them to TRL's ``log_metric`` (TRL averages them over the logging
-  window, across processes, and sends them to ``report_to``): among them the degenerate share predicted for the batch
-  from earlier batches only (``eval.degenerate.DegeneratePredictor``, which learns the batch after predicting it) and
-  the answer comparisons without verdict during the batch's reward calls (``rewards.verify.no_verdict_counts``: given
-  up as timeouts, refused from their text as too costly, failed workers).
-- ``MonitorCallback`` (a ``TrainerCallback``) scores the hack probes under the run's rewards and weights at the start
-  (``probe/...``), runs a held-out evaluation every N steps through ``eval.run.evaluate`` (``eval/...``), and writes
-  the table of the highest-reward completions of each logging window. ``MonitoredGRPOTrainer.log`` adds the
-  callback's pending ``probe/...`` and ``eval/...`` values to the next log, so they reach every ``report_to``
-  backend and the JSON-lines file like TRL's own metrics.
-- ``WandbConfigCallback`` adds the run's whole resolved config to the W&B run when training begins.
-- ``ValidationStop`` (the SFT recipe) checks greedy accuracy on a validation set every N steps and can stop training
-  at a target.
-
-The arithmetic lives in small pure functions tested on hand-made groups, without a trainer: the batch metrics are
-``eval.group_metrics``, the degenerate-group formula and its predictor ``eval.degenerate`` (shared with the rollouts
-filter), the weighted total ``rewards.totals``, as TRL forms it.
+``RewardMonitor`` wraps the reward functions (same ``__name__``, so TRL's keys do not change) and computes each
+generation batch's ``monitor/...`` metrics, which TRL averages over the logging window. The arithmetic is in pure
+functions (``eval.group_metrics``, ``eval.degenerate``, ``rewards.totals``), tested without a trainer.
 """
 
 from __future__ import annotations
@@ -58,7 +38,6 @@ TOP_K = 20  # completions kept per logging window in the top-reward table
 
 # --------------------------------------------------------------------------------------------------- reward side
 def _no_verdict_counts() -> dict[str, int]:
-    """Comparisons without verdict in this process so far, by outcome (``rewards.verify.no_verdict_counts``)."""
     return verify.no_verdict_counts()
 
 
@@ -67,7 +46,6 @@ def _text(completion) -> str:
 
 
 def _prior(value) -> float | None:
-    """A ``pass_rate`` column value usable as a prior, else None (missing, not a number, outside [0, 1])."""
     if isinstance(value, bool) or not isinstance(value, int | float) or not 0.0 <= value <= 1.0:
         return None
     return float(value)
@@ -77,19 +55,9 @@ def _prior(value) -> float | None:
 class RewardMonitor:
     """Wraps reward functions to record every completion's score, correctness and length, and logs ``monitor/...``.
 
-    Args:
-        reward_funcs: the run's reward callables, in config order.
-        weights: parallel weights (None: 1.0 each, as TRL); the totals are ``rewards.totals``, as TRL forms them.
-        task_name: the eval task name whose scoring decides correctness (``gsm8k``, ``math500``...).
-        max_completion_length: completions this long (tokens) count as truncated.
-        correctness_index: index of a correctness reward in ``reward_funcs`` whose 1.0 means "correct" (the run's
-            own verdict, not a second one); None scores with ``eval.scoring.score_completion`` (a format-only run).
-            It may have weight 0: a watched checker beside a judge or a reward model, which trains nothing.
-        group_size: G, TRL's ``num_generations`` (keyword only, required): groups are cut at G answers and the
-            expected degenerate share is p^G + (1-p)^G with this G.
-        stop_token_ids: TRL's end-of-sequence and pad ids; when given, a completion is truncated exactly as TRL's
-            ``completions/clipped_ratio`` counts it (its last token is none of them), else when it has
-            ``max_completion_length`` tokens.
+    ``correctness_index`` names the reward whose 1.0 means correct (weight 0 allowed: watched, not trained on); None
+    scores with ``eval.scoring.score_completion``. With ``stop_token_ids`` a completion counts as truncated exactly as
+    TRL's ``completions/clipped_ratio`` counts it, else when it has ``max_completion_length`` tokens.
     """
 
     reward_funcs: list[Callable]
@@ -117,9 +85,8 @@ class RewardMonitor:
 
     @property
     def watched(self) -> list[int]:
-        """Indices of the rewards with weight 0: computed, logged and watched (a verdict for the monitors), never
-        trained on. TRL gets ``None`` from them wherever every trained reward returned ``None``, so a watched score
-        cannot make a completion scorable that the trained rewards could not score (``rewards.totals``)."""
+        """Indices of the rewards with weight 0: logged and watched, never trained on. TRL gets ``None`` from them
+        where every trained reward returned ``None``, so a watched score cannot make a completion scorable."""
         return [i for i, w in enumerate(self.weights or []) if w == 0]
 
     def wrapped(self) -> list[Callable]:
@@ -225,16 +192,8 @@ class RewardMonitor:
 # --------------------------------------------------------------------------------------------------- callbacks
 @dataclass
 class MonitorCallback(TrainerCallback):
-    """Probe scores at the start, held-out evaluation every ``eval_every`` steps, top-reward table every log.
-
-    Args:
-        monitor: the run's ``RewardMonitor`` (for the reward set and the top-reward completions).
-        output_dir: where ``top_completions.jsonl`` and ``probes.json`` are written.
-        probe_problems: problems (dicts with ``question`` and final ``answer``) the hack probes are built from.
-        answer_style: ``gsm8k`` or ``math`` (the probes' marker style).
-        eval_every: run the held-out evaluation every this many optimizer steps (0: never).
-        eval_kwargs: keyword arguments for ``eval.run.evaluate`` (task_name, data, limit, max_new_tokens...).
-    """
+    """Probe scores at the start, held-out evaluation every ``eval_every`` steps (0: never), top-reward table every
+    log; its values reach the next log line through ``MonitoredGRPOTrainer.log``."""
 
     monitor: RewardMonitor
     output_dir: str | Path
@@ -274,8 +233,7 @@ class MonitorCallback(TrainerCallback):
         self.pending.update(metrics)
 
     def held_out(self, model, tokenizer, step: int) -> dict[str, float]:
-        """The ``eval/...`` metrics at ``step``: this step's held-out evaluation when one ran, else a new one with the
-        same settings (for a callback that measures the held-out set at other steps too)."""
+        """The ``eval/...`` metrics at ``step``: this step's held-out evaluation when one ran, else a new one."""
         if self.last_eval is not None and self.last_eval[0] == step:
             return self.last_eval[1]
         return held_out_metrics(model, tokenizer, **self.eval_kwargs)
@@ -295,9 +253,7 @@ class MonitorCallback(TrainerCallback):
 
 @dataclass
 class WandbConfigCallback(TrainerCallback):
-    """Adds the run's whole resolved config (secrets redacted: ``recipes.common.resolved_config``), not only the
-    ``TrainingArguments`` W&B records itself, to the W&B run under ``leash`` when training begins
-    (``report_to: wandb``; nothing when W&B has not started a run)."""
+    """Adds the run's whole resolved config (secrets redacted), not only its ``TrainingArguments``, to the W&B run."""
 
     resolved_config: dict
     report_to: Sequence[str] = ()
@@ -308,8 +264,7 @@ class WandbConfigCallback(TrainerCallback):
 
 
 def wandb_run(report_to: Sequence[str]):
-    """The ``wandb`` module when the run reports to W&B and W&B has started a run (the trainer's integration starts
-    it), else None."""
+    """The ``wandb`` module when the run reports to W&B and W&B has started a run, else None."""
     if "wandb" not in report_to:
         return None
     import wandb  # only under report_to: wandb (importing it costs seconds)
@@ -349,8 +304,7 @@ def flatten(d: dict, prefix: str = "") -> dict:
 
 
 def make_monitored_trainer_class(base):
-    """A subclass of ``base`` (TRL's ``GRPOTrainer``) whose ``log`` adds the pending metrics of the monitor callback it
-    is built with (``monitor_callback=``)."""
+    """A subclass of ``base`` whose ``log`` adds the pending metrics of its ``monitor_callback``."""
 
     class MonitoredTrainer(base):
         def __init__(self, *args, monitor_callback: MonitorCallback | None = None, **kwargs):
@@ -367,10 +321,9 @@ def make_monitored_trainer_class(base):
 
 
 class TrainSeconds(TrainerCallback):
-    """The seconds a run spends in its optimizer steps (forward and backward, an RL step's generation and scoring, the
-    optimizer), without the evaluations, checks, logging and saving between them: ``train_seconds`` (cumulative) in
-    every log line. With ``budget``, training stops at the first step end past it, so two methods can be given the
-    same training compute. Put it first among a trainer's callbacks: the checks of the others then fall outside it.
+    """Logs ``train_seconds``: the time in optimizer steps (generation and scoring included), without evaluations,
+    checks, logging and saving. With ``budget`` training stops past it, so two methods can get the same compute. Put
+    it first among the callbacks, so that the others' checks fall outside it.
     """
 
     clock = staticmethod(time.perf_counter)
@@ -408,19 +361,9 @@ class TrainSeconds(TrainerCallback):
 
 
 class ValidationStop(TrainerCallback):
-    """Every ``every`` steps, greedy accuracy on a validation set (``held_out_metrics``); training stops once it
-    reaches ``stop_at``, or once ``patience`` checks in a row have not beaten the best check before them (the
-    plateau). With ``patience`` the best check's weights are kept and put back when training ends, so the model saved
-    is the best one the checks saw. Each check is a line of ``path`` (JSON) and of stdout, so a run can stop on data
-    that is not its held-out set, as a warm start must.
-
-    Args:
-        every: steps between checks.
-        stop_at: accuracy at which to stop, or None.
-        eval_kwargs: keyword arguments for ``eval.run.evaluate`` (task_name, data, limit, max_new_tokens...).
-        path: the JSON-lines file of checks (the main process writes it).
-        patience: checks without a new best after which training stops (None: never on a plateau).
-        min_delta: how much a check must beat the best by to count as a new best.
+    """Every ``every`` steps, greedy accuracy on a validation set; training stops at ``stop_at`` or after ``patience``
+    checks without a new best (by ``min_delta``), and with ``patience`` the best check's weights are put back at the
+    end. Stopping on data other than the held-out set keeps the held-out set from choosing the model.
     """
 
     def __init__(

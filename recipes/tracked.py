@@ -1,13 +1,9 @@
 """Tracked answers: the log-probability of named replies to a training prompt under the policy and the frozen
 reference, measured before every optimizer step.
 
-The GRPO recipe's ``tracked_names`` / ``tracked_answers`` options build a ``ProbabilityTracker`` on the first training
-prompt. Before each optimizer step (under the policy that generates that step's answers) it measures each answer's
-log-probability under the current policy and under the reference, and the KL between them on that answer (TRL's k3
-estimator summed over the answer's tokens), and hands them to the step's log line as ``tracked/<name>/logp_policy``,
-``tracked/<name>/logp_ref`` and ``tracked/<name>/kl``. At the first step the policy IS the reference, so that KL is
-exactly 0: a KL penalty cannot hold back a jump that has not happened yet. A known hack reply (the judge lab's
-``Answer: 3.``) tracked this way shows the policy moving towards it long before it is sampled often.
+Logged as ``tracked/<name>/logp_policy``, ``logp_ref`` and ``kl`` (TRL's k3 estimator over the answer's tokens). A
+known hack reply tracked this way shows the policy moving towards it long before it is sampled often. The first
+step's KL is exactly 0 (the policy is the reference): a KL penalty cannot hold back a jump that has not happened yet.
 
 >>> k3_kl([-1.0, -2.0], [-1.0, -2.0])
 0.0
@@ -33,7 +29,6 @@ def k3_kl(policy_logps: list[float], ref_logps: list[float]) -> float:
 
 
 def safe_name(name: str) -> str:
-    """A tracked answer's name as it appears in metric names."""
     return "".join(c if c.isalnum() else "_" for c in name).strip("_") or "answer"
 
 
@@ -57,17 +52,9 @@ def check_tracked(names: list[str], answers: list[str]) -> None:
 class ProbabilityTracker(TrainerCallback):
     """Log-probabilities of named answers to one prompt under the current policy and the frozen reference.
 
-    Args:
-        prompt: the chat messages of the prompt.
-        answers: ``{name: answer text}``; each is scored as the complete reply (its tokens plus the end-of-turn token).
-        temperature: logits are divided by it, as TRL does for its own log-probabilities.
-        log: called with the ``tracked/...`` metrics after each measurement before a step (the recipe adds them to
-            that step's log line); None logs nothing.
-
-    The reference is the trainer's ``ref_model`` when it has one (``beta > 0``), the base model with adapters off for
-    LoRA, else the policy as it was when training began (computed once: the reference is frozen; a resumed run's
-    reference is then the policy as the resumed run began). Call ``attach(trainer)`` after building the trainer.
-    ``latest`` holds the last measurement: ``{"step": s, name: {"logp_policy", "logp_ref", "kl", "n_tokens"}}``.
+    Each answer is scored as the complete reply, end-of-turn token included. The reference is the trainer's
+    ``ref_model``, the base model with adapters off for LoRA, else the policy as training (or a resume) began. Call
+    ``attach(trainer)`` after building the trainer.
     """
 
     def __init__(
@@ -123,7 +110,6 @@ class ProbabilityTracker(TrainerCallback):
         return self._initial_ref
 
     def measure(self, model, tokenizer, step: int) -> dict:
-        """Measure now and remember it as ``latest`` (and in ``history``)."""
         policy = self._token_logps(model, tokenizer)
         reference = self._reference_logps(model, tokenizer)
         record = {"step": step}
