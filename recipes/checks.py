@@ -1,11 +1,7 @@
 """The checks every recipe runs BEFORE loading a model, each error saying what to change.
 
-TRL notices a bad ``loss_type`` or ``scale_rewards`` only inside the first training step (after the model is loaded
-and the first generation ran); these checks fail in a second instead. What TRL's own configs already refuse while
-they are parsed (a generation batch that does not hold whole groups, fewer than 2 generations, a DPO ``loss_weights``
-list of the wrong length) is not checked again: ``recipes.common.parse_or_explain`` adds the fix to TRL's error, or
-words it anew where the numbers give a better one. A recipe's ``main()`` runs its checks inside ``config_errors()``,
-so that the command line prints a refusal as one line.
+TRL notices a bad ``loss_type`` or ``scale_rewards`` only inside the first training step; these fail in a second.
+What TRL's configs already refuse while parsed is not checked again (``recipes.common.parse_or_explain`` words it).
 
 >>> check_loss("dr_grpo", "none")
 >>> check_loss("drgrpo", "group")
@@ -132,9 +128,8 @@ def recipe_words(message: str) -> str:
 
 
 def check_watched_rewards(names: list[str], weights: list[float] | None) -> None:
-    """A reward with weight 0 is watched, not trained on (the monitors can take it as their correctness verdict): at
-    least one reward must train, and the watched ones come after the trained ones, so that the monitor knows which
-    completions the trained rewards could not score before it hands TRL a watched score (``recipes.monitors``).
+    """A reward with weight 0 is watched, not trained on: at least one reward must train, and the watched ones come
+    last, so that the monitor knows which completions the trained rewards could not score (``recipes.monitors``).
 
     >>> check_watched_rewards(["llm_judge", "answer_line_correctness"], [1.0, 0.0])
     >>> check_watched_rewards(["answer_line_correctness", "llm_judge"], [0.0, 1.0])
@@ -173,8 +168,7 @@ def check_reward_task(names: Sequence[str], answer_style: str) -> None:
 
 
 def import_hook(spec: str):
-    """The function named by ``'module:function'`` (a config's hook, e.g. GRPO's ``curriculum``), imported before any
-    model loads.
+    """The function named by ``'module:function'`` (a config's hook), imported before any model loads.
 
     >>> import_hook("json:dumps").__name__
     'dumps'
@@ -193,9 +187,8 @@ def import_hook(spec: str):
 
 
 def check_model(model_args, build_tiny_model: bool = False) -> None:
-    """``model_name_or_path`` must be a local model folder or a hub id that can be loaded (in the cache, or on a hub
-    that answers; ``eval.sources.check_model_source``), checked before any weight loads. A folder that is not there
-    yet is fine when ``build_tiny_model: true`` builds the tiny model in it.
+    """``model_name_or_path`` must be a local model folder or a loadable hub id; a missing folder is fine when
+    ``build_tiny_model`` builds the tiny model in it.
 
     >>> from trl import ModelConfig
     >>> check_model(ModelConfig(model_name_or_path="runs/no/such/model"), build_tiny_model=True)
@@ -211,8 +204,7 @@ def check_model(model_args, build_tiny_model: bool = False) -> None:
 
 
 def check_held_out_data(task_name: str, data: str | None, limit: int, flag: str = "--eval_data") -> None:
-    """The held-out set a recipe evaluates before and after training loads (hub or ``eval_data``; ``flag`` names the
-    option in an error), checked before the model loads rather than after it; nothing to check when ``limit`` is 0."""
+    """The held-out set evaluated before and after training loads (``flag`` names the option in an error)."""
     if not limit:
         return
     load_rows(get_task(task_name), data, flag=flag)
@@ -220,7 +212,7 @@ def check_held_out_data(task_name: str, data: str | None, limit: int, flag: str 
 
 def check_one_prompt(question: str | None, gold_answer: str | None, **data_options) -> None:
     """A one-prompt training set (``question`` + ``gold_answer``) replaces the task's data: none of ``data_options``
-    (``data``, ``curriculum``, ``train_limit``) can be set beside it, and the monitors and checkers need the gold.
+    can be set beside it.
 
     >>> check_one_prompt("How many?", None)
     Traceback (most recent call last):
@@ -244,8 +236,7 @@ def check_one_prompt(question: str | None, gold_answer: str | None, **data_optio
 
 
 def check_one_update_per_group(num_iterations: int, steps_per_generation: int | None, accumulation: int) -> None:
-    """One optimizer update per generated group: the answers of a step are the ones that step trains on, and a log
-    line holds one step's answers (``one_update_per_group: true``; the judge lab's step log needs it).
+    """One optimizer update per generated group, so that a log line holds the answers its step trained on.
 
     >>> check_one_update_per_group(1, 1, 1)
     >>> check_one_update_per_group(2, 1, 1)
@@ -262,7 +253,6 @@ def check_one_update_per_group(num_iterations: int, steps_per_generation: int | 
 
 
 def check_answer_column(columns: Sequence[str], source: str) -> None:
-    """The training rows must carry the gold final answer in an ``answer`` column (what the rewards compare to)."""
     if "answer" not in columns:
         raise ValueError(
             f"dataset {source} has no 'answer' column (it has {list(columns)}): the rewards compare completions to "
@@ -298,11 +288,9 @@ QUANTIZED_VLLM_ISSUE = "huggingface/trl#4973"  # vLLM rejects the packed 4-bit w
 def decide_vllm(
     use_vllm: bool, if_available: bool, vllm_mode: str, load_in_4bit: bool, load_in_8bit: bool
 ) -> tuple[bool, str]:
-    """Whether GRPO generates with vLLM, and the one line that says why; decided before any model loads.
+    """Whether GRPO generates with vLLM, and the one line that says why.
 
-    ``use_vllm_if_available`` turns vLLM on where it can run (``vllm_usable``). A 4-bit or 8-bit model always
-    generates with transformers: TRL 1.16 starts vLLM with bitsandbytes quantization and at the first weight sync
-    sends packed 4-bit weights that fail vLLM's shape check (8-bit it refuses outright).
+    A 4-bit or 8-bit model always generates with transformers: TRL 1.16's weight sync to vLLM fails on its weights.
 
     >>> decide_vllm(True, False, "colocate", load_in_4bit=True, load_in_8bit=False)[0]
     False
@@ -324,9 +312,8 @@ def decide_vllm(
 
 
 def check_precision(use_peft: bool, dtype: str | None, deepspeed: bool) -> None:
-    """Full fine-tuning keeps float32 master weights: loaded in float32 and trained under ``bf16: true`` autocast,
-    unless DeepSpeed holds float32 copies itself. AdamW's updates written straight into bf16 weights mostly round
-    away (a bf16 weight of 0.02 moves in steps of 1.2e-4; an lr of 1e-5 moves it by ~1e-5).
+    """Full fine-tuning keeps float32 master weights (unless DeepSpeed does): AdamW's updates written into bf16
+    weights mostly round away (a bf16 weight of 0.02 moves in steps of 1.2e-4; an lr of 1e-5 moves it by ~1e-5).
 
     >>> check_precision(True, "bfloat16", False)   # LoRA: the adapters are float32 (peft), the base is frozen
     >>> check_precision(False, "float32", False)
@@ -346,7 +333,6 @@ def check_precision(use_peft: bool, dtype: str | None, deepspeed: bool) -> None:
 
 
 def uses_deepspeed(training_args) -> bool:
-    """True when DeepSpeed runs this training (a ``deepspeed`` config, or ``accelerate launch`` with DeepSpeed)."""
     return bool(training_args.deepspeed) or os.environ.get("ACCELERATE_USE_DEEPSPEED", "").lower() == "true"
 
 
@@ -362,9 +348,8 @@ def deepspeed_installed() -> bool:
 
 
 def check_deepspeed(request: str | None) -> None:
-    """A run that asks for DeepSpeed (``request`` says what asked, as ``deepspeed_request`` words it) needs the
-    package. Without this check, transformers' ``TrainingArguments`` fails while the config is parsed, with a
-    traceback and no pin."""
+    """A run that asks for DeepSpeed (``request`` says what asked) needs the package; transformers' own error has no
+    pin."""
     if request and not deepspeed_installed():
         raise ValueError(
             f"{request} asks for DeepSpeed, which is not installed: run `make venv-gpu` (requirements-gpu.txt) or "
@@ -378,7 +363,7 @@ WANDB_HOST = "https://api.wandb.ai"  # W&B's default server (WANDB_BASE_URL chan
 
 
 def netrc_path(env) -> Path:
-    """The netrc file W&B reads: ``NETRC``, else ``~/.netrc``, else ``~/_netrc`` where only that one exists."""
+    """The netrc file W&B reads."""
     if env.get("NETRC"):
         return Path(env["NETRC"]).expanduser()
     unix, windows = Path("~/.netrc").expanduser(), Path("~/_netrc").expanduser()
@@ -386,9 +371,8 @@ def netrc_path(env) -> Path:
 
 
 def wandb_login(environ: dict[str, str] | None = None) -> str | None:
-    """Where W&B would find its login, read as W&B 0.31 reads it and without a request: ``WANDB_API_KEY`` (or an
-    identity token file), else a ``machine`` entry for the server (``WANDB_BASE_URL``) in the netrc file that `wandb
-    login` writes (``NETRC``, else ``~/.netrc``, else ``~/_netrc``). None when there is none.
+    """Where W&B 0.31 would find its login (an environment variable or a netrc entry for the server), without a
+    request; None when there is none.
 
     >>> wandb_login({"WANDB_API_KEY": "x"}), wandb_login({"NETRC": "/nonexistent/netrc"})
     ('WANDB_API_KEY', None)
@@ -408,8 +392,8 @@ def wandb_login(environ: dict[str, str] | None = None) -> str | None:
 
 
 def check_wandb(report_to: str | Sequence[str] | None, environ: dict[str, str] | None = None) -> None:
-    """``report_to: wandb`` needs a W&B login, or ``WANDB_MODE`` offline or disabled; without one, W&B stops the run
-    at its first log, after the model has loaded and the first evaluation has run. Checked before any of that.
+    """``report_to: wandb`` needs a W&B login or an offline ``WANDB_MODE``; W&B itself would stop the run only at its
+    first log, after the model has loaded.
 
     >>> check_wandb(["wandb"], {"WANDB_MODE": "offline"})
     >>> check_wandb("none", {})

@@ -1,30 +1,10 @@
 """Online dynamic sampling (DAPO, Yu et al. 2025): a generation batch trains only on groups that teach something.
 
-Under group-normalised advantages a group whose G completions all get the same total reward has advantage 0 on every
-completion: it adds no policy gradient, only tokens to the loss's denominator (and KL terms). With dynamic sampling,
-after a generation batch is generated and scored, such groups are dropped and replaced by groups of fresh prompts,
-generated and scored the same way (TRL's own ``_generate_and_score_completions``, called again), until the batch holds
-as many groups as before. A group is degenerate when its total weighted reward (``reward_weights``, as TRL forms the
-advantages) has zero standard deviation, TRL's own test for ``frac_reward_zero_std``, or when fewer than two of its
-completions could be scored (its advantages are 0 too).
-
-- **Fresh prompts**: each extra round draws as many prompts as the generation batch holds from the trainer's
-  ``train_dataset``, without repeats within a batch, in an order seeded by the run's ``seed``, the optimizer step and
-  the micro-step (so a resumed run draws the same ones); the training loop's own order is left untouched, so the
-  scheduled batches are those of a run without the option.
-- **The cap**: at most ``max_rounds`` extra rounds per generation batch. When the cap is hit with the batch still
-  short, the scheduled batch's own degenerate groups fill it, in their order: what TRL would have trained on, with
-  zero advantages. With a constant reward the batch trained on is the scheduled one.
-- **Consistency**: advantages are per group (``scale_rewards`` ``group`` or ``none``, ``sum_then_normalize``: the
-  check refuses the batch-level ones), so each kept group keeps the advantages its own round gave it, with its old and
-  reference log-probabilities. Prompts are re-padded on the left and completions on the right to the widest round;
-  ``num_items_in_batch`` is recounted over the kept completions.
-- **Metrics** (each generation batch; TRL averages them over the logging window): ``dynamic_sampling/dropped_share``
-  (degenerate groups left out / groups generated in every round), ``dynamic_sampling/extra_rounds`` and
-  ``dynamic_sampling/degenerate_kept_share`` (degenerate groups in the batch trained on / its groups: above 0 only
-  when the cap was hit). TRL's own generation metrics (``reward``, ``frac_reward_zero_std``, ``completions/...``) and
-  the monitors' ``monitor/...`` describe every round generated; TRL's completions table (``trainer._logs``) holds the
-  last generation-batch-size completions generated, the last round's.
+A group whose completions all score alike has advantage 0: tokens in the loss's denominator, no gradient. Such groups
+are replaced by groups of fresh prompts (seeded by the run's seed and step) for at most ``max_rounds`` extra rounds;
+if the batch is still short, the scheduled batch's own degenerate groups fill it. Each kept group keeps its own
+round's advantages, so only per-group advantages are allowed. ``dynamic_sampling/degenerate_kept_share`` is above 0
+only when the cap was hit; TRL's and the monitors' metrics cover every round generated.
 
 One process only (a group may straddle two ranks' batches): ``check_dynamic_sampling`` refuses the rest before any
 model loads.
@@ -101,8 +81,8 @@ def check_dynamic_sampling(
 
 
 def degenerate_groups(rewards_per_func: torch.Tensor, weights: torch.Tensor, group_size: int) -> torch.Tensor:
-    """``[n_groups]`` True where a group teaches nothing: its total weighted reward has zero std (as TRL's
-    ``frac_reward_zero_std`` tests it), or fewer than two of its completions are scorable (every reward None).
+    """``[n_groups]`` True where a group's total weighted reward has zero std (TRL's ``frac_reward_zero_std`` test)
+    or fewer than two of its completions are scorable.
 
     >>> nan = float("nan")
     >>> rewards = torch.tensor([[1.0, 0.0], [1.0, 0.0], [0.0, 1.0], [1.0, 0.0], [1.0, nan], [nan, nan]])  # [B, funcs]
@@ -120,8 +100,8 @@ def degenerate_groups(rewards_per_func: torch.Tensor, weights: torch.Tensor, gro
 
 
 def take_groups(parts: list[tuple[dict, list[int]]], group_size: int, pad_token_id: int) -> dict:
-    """One generation output of the groups ``indices`` of each ``(output, indices)`` in ``parts``, in that order:
-    per-row tensors concatenated (padded to the widest part on their side), ``num_items_in_batch`` recounted."""
+    """One generation output of the groups ``indices`` of each ``(output, indices)`` in ``parts``, padded to the
+    widest part, with ``num_items_in_batch`` recounted."""
     keys = set(parts[0][0])
     for output, _ in parts:
         unknown = set(output) - set(PADDING) - {"num_items_in_batch"}
@@ -151,8 +131,7 @@ def take_groups(parts: list[tuple[dict, list[int]]], group_size: int, pad_token_
 
 
 def dynamic_sampling_trainer(trainer_class: type, max_rounds: int) -> type:
-    """``trainer_class`` (a ``GRPOTrainer``) whose training generation batches keep only groups with reward variance,
-    with at most ``max_rounds`` extra generation rounds a batch (the module docstring)."""
+    """``trainer_class`` (a ``GRPOTrainer``) whose training batches keep only groups with reward variance."""
 
     class DynamicSampling(trainer_class):
         dynamic_sampling_max_rounds = max_rounds

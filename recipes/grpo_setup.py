@@ -1,43 +1,11 @@
-"""The GRPO recipe's own setup, in the order ``recipes.grpo.main`` calls it: its arguments and the checks that need
-no model, the training rows, the rewards, the monitors wrapped around them, the tracked answers and the config's
-callback hooks, and the trainer, built complete with its callbacks.
+"""The GRPO recipe's own setup, in the order ``recipes.grpo.main`` calls it: arguments and checks, training rows,
+rewards, monitors, tracked answers, callback hooks and the trainer. docs/grpo.md lists every option.
 
-``GRPOScriptArguments`` is what the recipe adds to TRL's ``GRPOConfig`` and ``ModelConfig``; docs/grpo.md lists every
-option with what it does. The callbacks are training code with modules of their own, built here: the monitors and
-the reward recorder (``recipes.monitors``), the tracked answers (``recipes.tracked``), the hack alarm and the best
-checkpoint (``recipes.callbacks``, on the rule of ``recipes.hack_alarm``). The trainer itself is TRL's, with the
-CPU speed-ups (``recipes.cpu_speed``) and DAPO's dynamic sampling (``recipes.dynamic_sampling``) when the run asks.
-
-Rewards: registry names turned into the callables TRL gets, with the judge and the learned reward model configured by
-recipe options (``RewardArguments``) and checked before any policy model loads.
-
-- ``llm_judge``: ``judge_backend`` (``openai``: any OpenAI-compatible endpoint at ``judge_base_url``; ``hf``: a local
-  model), ``judge_model``, ``judge_api_key_env`` (the NAME of the variable holding the key: the key itself is never in
-  a config, a log or ``resolved_config.json``), ``judge_mode`` (``text`` or ``logprob``) and the client's limits. Before
-  training the endpoint must answer (``check_judge``) and score one answer, so a wrong URL or model name
-  fails in seconds.
-- ``reward_model``: ``reward_model_path``, the folder ``python -m recipes.reward_model`` wrote (default: the
-  ``LEASH_REWARD_MODEL`` variable); refused before training when it cannot score (``check_reward_model``).
-- every other name: the registered function (``rewards.get_reward``).
-
-Callback hooks: extra callbacks named in the config as ``'module:function'`` (``callbacks:``):
-
-    callbacks: [judge_lab.tracker:lab_step_log]
-
-Each function is imported before any model loads (a bad spec is one line: ``recipes.checks.import_hook``) and
-called, still before any model loads, with a ``HookContext``: the parsed arguments, the output folder, the training
-rows, the run's reward functions (in ``reward_funcs`` order, as ``build_rewards`` builds them), the tracked answers'
-tracker and the monitors. It returns a ``TrainerCallback`` or a list of them; a ``ValueError`` it raises is reported
-as one line, like the recipe's own checks. ``build_trainer`` adds them after the recipe's own callbacks (the JSON-lines
-log, the monitors, the tracker), calls ``attach(trainer)`` on those that have it once the trainer is built, and the
-recipe appends to each one's ``run_files`` (names under ``output_dir``) when the run resumes, or deletes them when it
-starts afresh. What a callback has to add to a log line goes through ``context.log(metrics)``: the values reach the
-next log line, in ``log.jsonl`` and every ``report_to`` backend alike. ``context.held_out(model, tokenizer, step)``
-gives the recipe's held-out ``eval/...`` metrics at ``step`` (the monitors' own evaluation when one ran at that step,
-else one with the same settings). Callbacks that the judge lab and the over-optimisation lab use:
-``judge_lab.tracker:lab_step_log`` (every answer of every step, ``steps.jsonl``) and
-``reward_model_lab.overoptimisation:leash_curve`` (held-out accuracy, proxy reward and sqrt KL every
-``monitor_eval_steps``, ``curve.jsonl``).
+The judge and the learned reward model must answer before any policy model loads, so a wrong URL fails in seconds; a
+judge's key is named by its variable, never written anywhere. A callback hook (``callbacks:
+[judge_lab.tracker:lab_step_log]``) is called before any model loads with a ``HookContext`` and returns
+``TrainerCallback``s; those with ``attach(trainer)`` get the trainer once built, and their ``run_files`` are appended
+to on resume and deleted on a fresh start.
 
 >>> [f.__name__ for f in build_rewards(["gsm8k_correctness", "gsm8k_format"], RewardArguments())]
 ['gsm8k_correctness_reward', 'gsm8k_format_reward']
@@ -114,8 +82,7 @@ class RewardArguments:
 
 @dataclass
 class GRPOScriptArguments(RunArguments, RewardArguments):
-    """What the recipe adds to TRL's ``GRPOConfig`` and ``ModelConfig`` (``build_tiny_model``, ``resume`` and the judge
-    and reward-model settings of ``RewardArguments`` too)."""
+    """What the recipe adds to TRL's ``GRPOConfig`` and ``ModelConfig``."""
 
     task: str = field(default="gsm8k_train", metadata={"help": "training task of eval.tasks.TASKS"})
     data: str | None = field(default=None, metadata={"help": "hub id or local .jsonl (default: the task's hub set)"})
@@ -249,8 +216,7 @@ def check_args(script_args, training_args, model_args):
 
 
 def uses_zero3(training_args) -> bool:
-    """True when DeepSpeed ZeRO-3 shards the weights: ``accelerate launch`` with ``zero_stage: 3``, or a
-    ``deepspeed`` config (a dict or a JSON file) whose ``zero_optimization.stage`` is 3."""
+    """True when DeepSpeed ZeRO-3 shards the weights (from ``accelerate launch`` or a ``deepspeed`` config)."""
     if not checks.uses_deepspeed(training_args):
         return False
     if os.environ.get("ACCELERATE_DEEPSPEED_ZERO_STAGE") == "3":
@@ -262,8 +228,7 @@ def uses_zero3(training_args) -> bool:
 
 
 def held_out_limit(args, max_steps: int) -> int:
-    """Problems of the held-out set the run reads: ``eval_limit`` before and after, else ``monitor_eval_limit`` when a
-    monitor evaluation falls within ``max_steps`` (0: none, nothing to check)."""
+    """Problems of the held-out set the run reads (0: none, nothing to check)."""
     monitored = args.monitor_eval_steps and (max_steps < 0 or args.monitor_eval_steps <= max_steps)
     return args.eval_limit or (args.monitor_eval_limit if monitored else 0)
 
@@ -290,8 +255,7 @@ def training_rows(args, task):
 
 # --------------------------------------------------------------------------------------------------- rewards
 def build_judge(args: RewardArguments, policy_path: str | None = None, build_tiny_model: bool = False):
-    """The ``llm_judge`` reward from the recipe's options, checked: the key's variable is set, the endpoint answers and
-    scores one answer (a local judge: its model can be loaded, unless it is the tiny policy the recipe builds)."""
+    """The ``llm_judge`` reward from the recipe's options, checked by scoring one answer."""
     if not args.judge_model:
         raise ValueError(
             "reward llm_judge needs judge_model: the model name the endpoint serves (with judge_base_url), or a local "
@@ -327,10 +291,8 @@ def build_judge(args: RewardArguments, policy_path: str | None = None, build_tin
 
 
 def check_judge(client, setting: str = "--judge_base_url") -> None:
-    """Before any training: an endpoint judge must have a server answering at its base URL (a GET of ``/models`` with
-    a short timeout; the key is sent, never shown), a local judge a model that can be loaded. Raises
-    ``eval.sources.SourceError``, one line naming the URL or model and the fix (``setting`` is where the URL is set).
-    """
+    """An endpoint judge must answer at its base URL (the key is sent, never shown), a local judge's model must load;
+    raises ``eval.sources.SourceError`` (``setting`` is where the URL is set)."""
     if isinstance(client, OpenAIJudgeClient):
         fix = f"start the judge server (vllm serve {client.model}, docs/judge_lab.md) or set {setting} to its URL"
         check_endpoint(client.base_url, client._key() or None, fix, what="the judge endpoint")
@@ -362,17 +324,15 @@ def build_rewards(
 
 
 def reward_stats(reward_funcs: Sequence[Callable]) -> dict:
-    """``{"reward_stats": ...}`` for the run's report: the counts kept by rewards that call out (a judge's requests,
-    retries, failures), by reward name; nothing when no reward keeps counts."""
+    """``{"reward_stats": ...}`` for the run's report: the counts kept by rewards that call out (a judge's requests)."""
     stats = {f.__name__: f.client.stats.as_dict() for f in reward_funcs if hasattr(getattr(f, "client", None), "stats")}
     return {"reward_stats": stats} if stats else {}
 
 
 # --------------------------------------------------------------------------------------------------- monitors
 def reward_monitor(names: list[str], funcs: list, training_args, eval_task_name: str):
-    """The run's rewards wrapped by ``recipes.monitors.RewardMonitor`` with the run's weights, G, completion budget, and
-    its correctness reward (the first of kind ``correctness``, wherever it is in the list, weight 0 included) as the
-    verdict."""
+    """The run's rewards wrapped by ``recipes.monitors.RewardMonitor``, the first correctness reward (weight 0
+    included) as the verdict."""
     correctness = [i for i, name in enumerate(names) if reward_info(name).kind == "correctness"]
     return RewardMonitor(
         funcs,
@@ -385,9 +345,7 @@ def reward_monitor(names: list[str], funcs: list, training_args, eval_task_name:
 
 
 def build_monitors(args, training_args, rows, reward_funcs: list, task, eval_task) -> MonitorCallback:
-    """The monitors, complete: the reward recorder (``reward_monitor``; the trainer gets its wrapped rewards) in a
-    ``recipes.monitors.MonitorCallback`` that scores the hack probes at the start (``probe/...``), evaluates the
-    held-out set every ``monitor_eval_steps`` (``eval/...``) and writes the top completions of each log window."""
+    """The monitors: the reward recorder in a ``MonitorCallback`` that also probes, evaluates and keeps top answers."""
     monitor = reward_monitor(args.reward_funcs, reward_funcs, training_args, eval_task.name)
     probes = rows.select(range(min(args.probe_problems, len(rows))))
     return MonitorCallback(
@@ -408,8 +366,7 @@ def build_monitors(args, training_args, rows, reward_funcs: list, task, eval_tas
 
 # ------------------------------------------------------------------------------------------ tracked answers, hooks
 def make_tracker(args, rows, temperature: float, log):
-    """The tracked answers' ``recipes.tracked.ProbabilityTracker`` on the first training prompt, its values added to
-    each step's log line by ``log`` (None without tracked answers)."""
+    """The tracked answers' ``recipes.tracked.ProbabilityTracker`` on the first training prompt (None without any)."""
     if not args.tracked_names:
         return None
     answers = dict(zip(args.tracked_names, args.tracked_answers, strict=True))
@@ -440,7 +397,6 @@ class HookContext:
 
 
 def load_hooks(specs: Sequence[str]) -> list[Callable]:
-    """Import every ``'module:function'`` in ``specs`` (before any model loads)."""
     return [checks.import_hook(spec) for spec in specs]
 
 
@@ -466,8 +422,7 @@ def run_files(callbacks: Sequence) -> list[str]:
 
 
 def extra_callbacks(args, training_args, model_args, rows, reward_funcs: list, monitors: MonitorCallback) -> list:
-    """The tracked answers' tracker (``make_tracker``) and the callbacks of the config's hooks, in that order: the
-    hooks are called with a ``HookContext`` of the run, before any model loads; both log through ``monitors``."""
+    """The tracked answers' tracker and the callbacks of the config's hooks, in that order."""
     tracker = make_tracker(args, rows, training_args.temperature, monitors.log)
     out = Path(training_args.output_dir)
     context = HookContext(
@@ -478,9 +433,7 @@ def extra_callbacks(args, training_args, model_args, rows, reward_funcs: list, m
 
 # --------------------------------------------------------------------------------------------------- the trainer
 def held_out_watch(script_args, output_dir: str | Path, report_to: Sequence[str]) -> list[TrainerCallback]:
-    """The recipe's callbacks on the held-out checks, as its options ask (``hack_alarm_checks`` resolved by
-    ``check_watch_args``): the hack alarm, then the best checkpoint. ``build_trainer`` puts them before the JSON-lines
-    logger, so what they add to a check's log line reaches ``log.jsonl``."""
+    """The recipe's callbacks on the held-out checks, as its options ask: the hack alarm, then the best checkpoint."""
     out = Path(output_dir)
     made: list[TrainerCallback] = []
     if script_args.hack_alarm_checks:
@@ -527,13 +480,8 @@ def watch_lines(report: dict) -> list[str]:
 def build_trainer(
     args, training_args, model_args, rows, monitors: MonitorCallback, watch: list, extra: list, curriculum, config: dict
 ):
-    """The run's trainer, complete (``grpo_trainer``): the monitors' wrapped rewards; the callbacks in order (the
-    optimizer steps' clock, ``TrainSeconds``, first; then the curriculum's, so that what it adds to a log line reaches
-    ``log.jsonl``; the held-out ``watch`` before the JSON-lines log, for the same reason; the W&B config, the
-    monitors, the tracker and the hooks' callbacks); the
-    hooks' callbacks handed the trainer (``attach``); and the monitor counting a completion as truncated as TRL's
-    ``completions/clipped_ratio`` does, with the end-of-sequence ids TRL knows once the trainer is built.
-    ``curriculum`` is the config's curriculum function (None: the rows as they are)."""
+    """The run's trainer with its callbacks; those that add to a log line (the curriculum's, the held-out ``watch``)
+    come before the JSON-lines logger so that their values reach ``log.jsonl``."""
     out = Path(training_args.output_dir)
     report_to = training_args.report_to or []
     callbacks = [*watch, JsonlLogCallback(out / "log.jsonl"), WandbConfigCallback(config, report_to), monitors, *extra]
@@ -568,12 +516,8 @@ def grpo_trainer(
     dynamic_sampling_max_rounds: int = 0,
     **kwargs,
 ):
-    """TRL's ``GRPOTrainer`` with the monitors' log (``recipes.monitors.make_monitored_trainer_class``): the trainer
-    every GRPO run of this project trains with; ``kwargs`` are GRPOTrainer's. With ``cpu_speedups``, a run on a CPU
-    under bf16 autocast gets ``recipes.cpu_speed``'s trainer (the same numbers, ~1.6x faster a step on a CPU with
-    bf16 units: docs/LOG.md). With ``dynamic_sampling_max_rounds`` above 0, generation batches train only on
-    groups with reward variance, refilled in at most that many extra rounds (``recipes.dynamic_sampling``); 0: TRL's
-    batches as they are."""
+    """TRL's ``GRPOTrainer`` with the monitors' log, plus ``recipes.cpu_speed`` on a bf16 CPU run (~1.6x faster a
+    step, same numbers) and ``recipes.dynamic_sampling`` when ``dynamic_sampling_max_rounds`` > 0."""
     base = trl.GRPOTrainer
     if cpu_speedups and cpu_bf16_run(kwargs["args"]):
         base = fast_cpu_trainer(base)

@@ -4,23 +4,9 @@ state, saved activations, logits, the vLLM share, and a fixed overhead.
     python -m recipes.memory recipes/configs/gsm8k/qwen2.5-0.5b-instruct/grpo_lora_b0.yaml     # one config
     python -m recipes.memory recipes/configs                                                    # every GPU config
 
-The terms (bytes; B = per_device_train_batch_size sequences of T = prompt + completion tokens, C = completion):
-- weights: parameters x their load dtype (4-bit: 0.53 bytes per quantized linear weight, embeddings in 16 bit);
-- training state: full fine-tuning keeps float32 gradients and two AdamW moments (12 bytes per parameter); LoRA the
-  same for its adapters only;
-- activations saved for backward, per token per layer: ``act_bytes x (ACT_PER_HIDDEN x hidden + ACT_PER_MLP x
-  intermediate)``: norms, q/k/v, rotary and attention inputs, the SwiGLU gate/up/product; with gradient
-  checkpointing, one hidden vector per token per layer plus one layer recomputed;
-- logits of the completion tokens (TRL keeps only those): ``B x C x vocab x (2 x act_bytes + 8)``: the logits,
-  their temperature-scaled copy, a float32 log-softmax and its gradient;
-- vLLM (colocate): ``vllm_gpu_memory_utilization`` x the GPU, reserved up front; a 4-bit model generates with
-  transformers instead (``recipes.checks.decide_vllm``), whose KV cache holds the generation batch
-  (per_device_train_batch_size x gradient_accumulation_steps sequences of T tokens) in 16 bit;
-- overhead: CUDA context, allocator fragmentation, kernels' workspaces (a fixed ``OVERHEAD_GB``).
-
-The activation and logits terms are checked against peaks measured on CPU (``torch.distributed._tools.mem_tracker``)
-for small shapes in tests/recipes/test_memory.py; GPU peaks (autocast, kernels, the allocator) can only be measured
-there: docs/gpu.md lists what is still to check.
+vLLM (colocate) reserves ``vllm_gpu_memory_utilization`` of the GPU up front; a 4-bit model generates with
+transformers and pays for its KV cache instead. The activation and logits terms match CPU-measured peaks for small
+shapes (tests/recipes/test_memory.py); GPU peaks can only be measured there (docs/gpu.md).
 """
 
 from __future__ import annotations
@@ -132,8 +118,7 @@ def sized_for(path: Path) -> tuple[int, float] | None:
 
 
 def gpu_configs(root: Path) -> list[Path]:
-    """Every GRPO-trained config (``grpo_*``, ``judge_lab_*``) under ``root`` for a model in ``SHAPES``: the GPU
-    configs."""
+    """The GPU configs: every GRPO-trained config under ``root`` for a model in ``SHAPES``."""
     paths = sorted([*root.rglob("grpo_*.yaml"), *root.rglob("judge_lab_*.yaml")]) if root.is_dir() else [root]
     return [p for p in paths if not is_base_config(p) and load_config(p).get("model_name_or_path") in SHAPES]
 

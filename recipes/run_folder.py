@@ -1,25 +1,12 @@
 """One output folder, one run: what a training run finds in its ``output_dir`` decides whether it resumes, starts
-over or is refused, and the folder is locked while the run lives. ``recipes.common.start_run`` calls ``prepare``
-before any model loads; ``release`` ends the lock (``train_and_report`` and the command line call it, however the run
-ends).
+over or is refused, and the folder is locked while the run lives.
 
-- The lock is ``eval run``'s (``eval.folder.lock_output_folder``: the OS's ``flock`` on ``output_dir/.lock``): a second
-  run into a folder that a live process writes is refused, naming that process. The OS drops the lock when its process
-  ends, however it ends, so a killed run leaves nothing that blocks its rerun.
-- ``resolved_config.json`` says which run the folder holds. A run whose settings differ in any option outside
-  ``MAY_CHANGE_ON_RESUME`` (``training_changes``: the rewards and their weights, the data, the rates and schedule,
-  the model, the loss, beta, the seed, LoRA, generation...) is refused in one line naming each change, whether it would
-  resume or start fresh: another ``--output_dir`` keeps that run, ``--overwrite`` replaces it.
-- The same settings with a checkpoint to resume (and ``resume`` on) continue the run; ``resolved_config.json`` then
-  holds the new values and, in ``segments``, each start: its step, its checkpoint and what changed (old, new).
-- The same settings and nothing to resume: an interrupted run starts over; a finished one (``report.json``) is
-  refused without ``--overwrite`` (training it again would replace its results).
-- Outputs of a run with no ``resolved_config.json`` (``RUN_MARKERS``) are of unknown origin: refused without
-  ``--overwrite``.
-
-Starting over clears what training writes (``RUN_OUTPUTS``, and the evaluations in ``eval_before/`` and
-``eval_after/`` through ``eval.folder.discard_run``) before anything new is written, and keeps the rest: the lock, a
-launcher's log beside the run, and any path the new run reads.
+- The lock is the OS's ``flock`` on ``output_dir/.lock``, dropped however its process ends, so a killed run leaves
+  nothing that blocks its rerun.
+- A run whose settings differ from the folder's ``resolved_config.json`` outside ``MAY_CHANGE_ON_RESUME`` is refused
+  in one line naming each change; the same settings resume from a checkpoint, recording each start in ``segments``.
+- With nothing to resume, an interrupted run starts over; a finished run, or outputs of unknown origin, are refused
+  without ``--overwrite``. Starting over clears only what training writes, never a path the new run reads.
 """
 
 from __future__ import annotations
@@ -87,8 +74,7 @@ class RunFolderError(ConfigError):
 
 @dataclass(frozen=True)
 class RunStart:
-    """What ``prepare`` decided for a folder: the checkpoint the run resumes (None: it starts fresh) and the
-    command-line choices that a rerun after Ctrl-C must repeat or undo."""
+    """What ``prepare`` decided: the checkpoint the run resumes (None: fresh) and the choices a rerun must undo."""
 
     checkpoint: str | None
     resume: bool
@@ -100,7 +86,6 @@ _starts: dict[Path, RunStart] = {}
 
 
 def release() -> None:
-    """Let go of the folder this process holds (nothing when it holds none)."""
     _lock.close()
 
 
@@ -120,8 +105,7 @@ def show(value) -> str:
 
 
 def length_change(key: str, old: dict, new: dict) -> str | None:
-    """Why a change of ``max_steps`` or ``num_train_epochs`` is refused on a resume, None when it is allowed: a run
-    may go on for longer, not shorter, and -1 (train ``num_train_epochs``) stays -1.
+    """Why a change of ``max_steps`` or ``num_train_epochs`` is refused on a resume (it may only grow), else None.
 
     >>> length_change("max_steps", {"max_steps": 60}, {"max_steps": 65})
     >>> length_change("max_steps", {"max_steps": 60}, {"max_steps": 50})
@@ -138,8 +122,8 @@ def length_change(key: str, old: dict, new: dict) -> str | None:
 
 
 def training_changes(old: dict, new: dict) -> list[str]:
-    """Each setting that differs between the folder's run (``old``) and this one (``new``) and may not, as
-    ``key old -> new``; an option one of them does not know (leash versions apart) is no change.
+    """Each setting that differs between ``old`` and ``new`` and may not, as ``key old -> new``; an option one of
+    them does not know is no change.
 
     >>> training_changes({"learning_rate": 1e-3, "logging_steps": 1}, {"learning_rate": 1e-4, "logging_steps": 5})
     ['learning_rate 0.001 -> 0.0001']
@@ -196,7 +180,6 @@ def read_config(out: Path) -> dict | None:
 
 
 def markers(out: Path) -> list[str]:
-    """The names in ``out`` that only a training run leaves (``RUN_MARKERS``)."""
     return sorted({p.name for pattern in RUN_MARKERS for p in out.glob(pattern)}) if out.is_dir() else []
 
 
@@ -214,8 +197,7 @@ def inputs_in(out: Path, config: dict) -> list[Path]:
 
 
 def clear(out: Path, config: dict) -> list[str]:
-    """Remove what an earlier run wrote in ``out`` (``RUN_OUTPUTS``; the evaluations of ``EVAL_FOLDERS``), keeping
-    the lock, other files and what the run ``config`` reads; returns the names removed."""
+    """Remove what an earlier run wrote in ``out``, keeping the lock, other files and what ``config`` reads."""
     keep = inputs_in(out, config)
     removed = []
     for path in sorted({p for pattern in RUN_OUTPUTS for p in out.glob(pattern)}):
@@ -229,8 +211,7 @@ def clear(out: Path, config: dict) -> list[str]:
 
 
 def segment(step: int, checkpoint: str | None = None, changed: dict | None = None) -> dict:
-    """One start of the run in ``resolved_config.json``'s ``segments``: the step it starts from, the checkpoint it
-    resumes and the settings that changed (``[old, new]``)."""
+    """One start of the run in ``resolved_config.json``'s ``segments``: step, checkpoint and changed settings."""
     record = {"step": step, "started": time.strftime("%Y-%m-%dT%H:%M:%S")}
     if checkpoint is not None:
         record |= {"checkpoint": checkpoint, "changed": changed or {}}
@@ -238,7 +219,6 @@ def segment(step: int, checkpoint: str | None = None, changed: dict | None = Non
 
 
 def checkpoint_step(checkpoint: str) -> int:
-    """The global step of a checkpoint: its folder's number, else its ``trainer_state.json``'s."""
     if found := CHECKPOINT.search(str(checkpoint).rstrip("/")):
         return int(found.group(1))
     return json.loads((Path(checkpoint) / "trainer_state.json").read_text())["global_step"]
@@ -255,10 +235,8 @@ def write(out: Path, config: dict) -> None:
 def prepare(
     out: Path, config: dict, *, resume: bool, resume_from: str | None, overwrite: bool, writes: bool
 ) -> RunStart:
-    """Make ``out`` ready for the run ``config`` (its resolved settings) as the module docstring says: lock it,
-    refuse it, clear it or record the resumed segment, then write ``resolved_config.json``. ``writes`` is False on
-    the processes of a multi-GPU run other than the main one: they decide (and refuse) alike and touch nothing.
-    Returns the decision, also kept for ``start_of``."""
+    """Lock, refuse, clear or resume ``out`` for the run ``config`` and write ``resolved_config.json``; with
+    ``writes`` False (a multi-GPU run's other processes) decide alike and touch nothing."""
     if writes:
         hold(out)
     try:
@@ -329,8 +307,7 @@ class Interrupted(KeyboardInterrupt):
     overwrite: bool = False
 
     def rerun(self, command: str) -> str:
-        """``command`` (the one that was run), with what makes it resume: ``--resume true`` where it said false,
-        ``--overwrite false`` where it overwrote."""
+        """``command`` with what makes it resume (``--resume true``, ``--overwrite false``)."""
         if self.checkpoint:
             command += " --resume true" * (not self.resume) + " --overwrite false" * self.overwrite
         return command

@@ -1,14 +1,9 @@
 """Build a tiny local causal LM and tokenizer, so tests, the demo and benchmarks need no download.
 
-The model is a `Qwen2ForCausalLM` (the architecture of the Qwen2.5 reference models) with ~100k parameters by
-default; the tokenizer is a byte-level BPE trained on a small corpus that includes the chat-template strings
-(otherwise "assistant" would be split into characters) and uses the Qwen2 pre-tokenizer split, which puts each
-digit in its own token. Both are saved with `save_pretrained` and load back with `from_pretrained`.
+A ~100k-parameter ``Qwen2ForCausalLM`` and a byte-level BPE trained on a corpus that includes the chat-template
+strings (else "assistant" would be split into characters), one token per digit.
 
     python -m recipes.tiny_model /tmp/tiny          # writes config, weights and tokenizer to /tmp/tiny
-
-A recipe config with ``build_tiny_model: true`` builds it where ``model_name_or_path`` points when nothing is there
-yet, under the rules of ``may_build_at``: the random model never lands where a real one was meant to be.
 """
 
 from __future__ import annotations
@@ -118,8 +113,7 @@ def build_model(tokenizer, hidden_size: int = 64, num_layers: int = 2, seed: int
 
 
 def reads_as_hub_id(path: str) -> bool:
-    """Whether ``path`` is written as the hub writes a model (``org/name`` or ``name``); a local folder that is not
-    there yet must then be written ``./org/name`` (or absolute, or with more than one ``/``) to tell the two apart.
+    """Whether ``path`` reads as a hub id (``org/name`` or ``name``); a local folder not there yet needs ``./``.
 
     >>> reads_as_hub_id("Qwen/Qwen2.5-0.5B-Instruct"), reads_as_hub_id("./runs/tiny"), reads_as_hub_id("/tmp/a/b")
     (True, False, False)
@@ -139,11 +133,8 @@ def is_tiny_model_dir(path: str) -> bool:
 def may_build_at(path: str, asked_on_command_line: bool, path_on_command_line: bool) -> bool:
     """Whether ``build_tiny_model: true`` may build the random tiny model at the missing folder ``path``.
 
-    It builds at the tiny configs' folder (``TINY_MODEL_DIR``); at another local folder only when the same place set
-    both ``build_tiny_model`` and ``model_name_or_path`` (the config, or ``--build_tiny_model true`` on the command
-    line); never at a name that reads as a hub id (False: the model is loaded from the hub, or its check says why it
-    cannot be). A model path given on the command line under a config that builds is a ValueError: a typo there would
-    otherwise train a random model without a word.
+    Only at ``TINY_MODEL_DIR``, or where the same place set both options, never at a hub id: a typo in a model path
+    must not train a random model without a word.
 
     >>> may_build_at("runs/tiny_model", False, True), may_build_at("Qwen/Qwen2.5-0.5B-Instruct", False, True)
     (True, False)
