@@ -151,7 +151,7 @@ def planned_steps(config: str | Path, extra_args) -> int | None:
     """
     import argparse
 
-    reader = argparse.ArgumentParser(add_help=False, allow_abbrev=False)  # as a recipe's parser reads the flag
+    reader = argparse.ArgumentParser(prog="python -m cpu_lab.runner", add_help=False, allow_abbrev=False)
     reader.add_argument("--max_steps", action="append", nargs="?", default=[])
     given = [v for v in reader.parse_known_args([str(a) for a in extra_args])[0].max_steps if v is not None]
     if given:

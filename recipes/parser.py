@@ -499,7 +499,7 @@ class RecipeParser(argparse.ArgumentParser):
         """The command line ``args`` (default: ``sys.argv[1:]``) read once, for every check before the parse and for
         the parse itself: ``--config`` split off and its YAML read, and the options given (``given_options``)."""
         args = list(sys.argv[1:] if args is None else args)
-        split = argparse.ArgumentParser(add_help=False, allow_abbrev=False, exit_on_error=False)
+        split = argparse.ArgumentParser(prog=self.prog, add_help=False, allow_abbrev=False, exit_on_error=False)
         split.add_argument("--config")
         try:
             found, rest = split.parse_known_args(args)
@@ -518,7 +518,7 @@ class RecipeParser(argparse.ArgumentParser):
         """The options ``args`` give, by name, as written (a bare flag: its ``const``; a help flag: ``help``), read by
         argparse with copies of this parser's options that default to nothing and convert nothing: ``--a=b``, ``--a-b``
         and ``--no_a`` read as in the parse, and an unknown option is left out."""
-        reader = argparse.ArgumentParser(add_help=False, allow_abbrev=False, exit_on_error=False)
+        reader = argparse.ArgumentParser(prog=self.prog, add_help=False, allow_abbrev=False, exit_on_error=False)
         for action in self._actions:
             if isinstance(action, argparse._HelpAction | HelpAllAction):
                 action = argparse._StoreTrueAction(action.option_strings, dest="help")
