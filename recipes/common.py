@@ -124,13 +124,13 @@ def run_cli(make_parser, main) -> None:
         print(f"error: {error}", file=sys.stderr)
         sys.exit(2)
     except KeyboardInterrupt as stop:
-        command = f"{parser.prog} {shlex.join(argv)}" if parser is not None else None
+        rerun = f"{parser.prog} {shlex.join(argv)}" if parser is not None else None
         if int(os.environ.get("WORLD_SIZE", "1")) > 1:
-            command = "the same launch command"  # accelerate's, which this process cannot see
+            rerun = "the same launch command"  # accelerate's, which this process cannot see
         if isinstance(stop, run_folder.Interrupted):
-            line = stop.line(command)
+            line = stop.line(rerun)
         else:
-            line = f"interrupted before training began: nothing was trained; rerun {command or 'the command'} to start"
+            line = f"interrupted before training began: nothing was trained; rerun {rerun or 'the command'} to start"
         print(f"\n{line}", file=sys.stderr)  # a new line: a progress bar may hold the current one
         sys.exit(130)
     finally:
