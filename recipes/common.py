@@ -1,7 +1,5 @@
-"""What every recipe shares, written once, in the order a run uses it: the command line, the run's name and folder,
-the model's loading options, the JSON-lines log, and the end of a run (evaluate before, train, save, evaluate after,
-report). ``recipes.sft``, ``recipes.grpo`` (and so the judge lab and the over-optimisation lab, which run it),
-``recipes.dpo`` and ``recipes.reward_model`` all use it:
+"""What every recipe shares: the command line, the run's name and folder, the model's loading options, and the end of
+a run (evaluate before, train, save, evaluate after, report). A recipe's shape:
 
     if __name__ == "__main__":
         common.run_cli(make_parser, main)  # make_parser: common.recipe_parser(...); bad input: one line, exit 2
@@ -14,21 +12,10 @@ report). ``recipes.sft``, ``recipes.grpo`` (and so the judge lab and the over-op
         trainer = ...  # built complete, with common.JsonlLogCallback(out / "log.jsonl") among its callbacks
         return common.train_and_report(trainer, training_args, report, summary, resume=script_args.resume, ...)
 
-The command line is TRL's parser (``recipes.parser.RecipeParser``: a YAML ``--config`` sets the options, flags after
-it override them) with what to change added to the errors TRL raises while parsing (``parse_or_explain``) and the
-libraries' noise quieted (``run_cli``). A recipe module imports no torch, transformers, TRL, peft or datasets: its
-``main()`` and ``make_parser()`` import them where a run starts, and ``run_cli`` answers ``--help`` and refuses a bad
-option from a table of the recipe's options (``recipes.parser.table_parser``) before any of them loads. While it
-trains, a run prints one line per logged step (``recipes.console``).
-
-Every process trains, generates and evaluates (ZeRO-3 needs all of them); only the main one writes files. A fresh run
-(no checkpoint to resume, or ``resume: false``) reuses nothing of an earlier run in ``output_dir``: ``start_run``
-empties its ``eval_before/`` and ``eval_after/`` and ``resume_checkpoint`` deletes its logs. A resumed run keeps them,
-and an evaluation there resumes only when the same weights were evaluated (``eval.fingerprint.weights_fingerprint``).
-
-TRL's trainers load a model named by a string with ``from_pretrained(name, **model_init_kwargs)`` and its tokenizer
-with ``revision=model_init_kwargs["revision"]``; ``ModelConfig``'s ``dtype``, ``attn_implementation`` and
-``model_revision`` reach the model only through these kwargs, so every recipe builds them with ``model_init_kwargs``.
+A recipe module imports torch, transformers and TRL only where a run starts, so that ``--help`` and a bad option are
+answered from a table of its options (``recipes.parser``) in well under two seconds. Every process trains and
+evaluates (ZeRO-3 needs all of them); only the main one writes files. ``ModelConfig``'s ``dtype``,
+``attn_implementation`` and ``model_revision`` reach the model only through TRL's ``model_init_kwargs``.
 
 >>> redact({"wandb_api_key": "abc", "hub_token": None, "max_new_tokens": 512, "nested": {"my_secret": "s"}})
 {'wandb_api_key': '<redacted>', 'hub_token': None, 'max_new_tokens': 512, 'nested': {'my_secret': '<redacted>'}}
@@ -84,19 +71,9 @@ COMMON_OPTIONS = (
 
 # --------------------------------------------------------------------------------------------------- the command line
 def run_cli(make_parser, main) -> None:
-    """A recipe's command line: YAML + flags, then ``main``; bad input exits with ``error: ...`` and status 2
-    instead of a traceback (errors after the model is loaded keep their traceback), and no arguments at all with the
-    usage. The libraries' noise that leash causes is silenced first (``quiet_library_noise``), so that leash's lines
-    come first: the config and the output folder, then (reporting to W&B offline) where W&B keeps the run. Ctrl-C
-    ends in one line, where the run stopped and the command that goes on (``run_folder.Interrupted``), and status
-    130; the output folder's lock is let go however the run ends.
-
-    Run as ``python -m <recipe>``, the command line is first read with a table of the recipe's options
-    (``recipes.parser.table_parser``: the one an earlier command saved in the cache, else the one leash ships in
-    recipes/options/): ``--help`` is answered and a bad option refused from it, before torch, transformers or TRL
-    load; a command line it lets through is parsed again with TRL's configs. Without a table that still describes the
-    checkout and its libraries (a source file of the options changed, or other versions of the libraries), the full
-    parser answers and its table is saved in the cache for the next command."""
+    """A recipe's command line, YAML + flags, then ``main``: bad input is one ``error:`` line (status 2), Ctrl-C one
+    line that says how to go on (130). ``--help`` and a bad option are answered from a table of the options
+    (``recipes.parser.table_parser``) before torch, transformers or TRL load."""
     quiet_library_noise()
     argv = sys.argv[1:]
     module = command_module(make_parser)
@@ -138,8 +115,7 @@ def run_cli(make_parser, main) -> None:
 
 
 def command_module(make_parser) -> str | None:
-    """The recipe module that ``python -m`` runs (``recipes.sft``) when ``make_parser`` is its own; None when a test or
-    another module calls ``run_cli``."""
+    """The recipe module ``python -m`` runs (``recipes.sft``); None when a test or another module calls ``run_cli``."""
     if make_parser.__module__ != "__main__":
         return None
     spec = getattr(sys.modules["__main__"], "__spec__", None)
@@ -147,8 +123,8 @@ def command_module(make_parser) -> str | None:
 
 
 def full_parser(make_parser, save_as: str | None = None) -> RecipeParser:
-    """``make_parser()``, which imports TRL's configs (and with them torch and transformers); ``save_as`` a recipe
-    module: its table of options saved for the next command (``recipes.parser.save_table``)."""
+    """``make_parser()``, which imports TRL, torch and transformers; its table is saved in the cache for the next
+    command when ``save_as`` names the recipe."""
     parser = make_parser()
     if save_as:
         save_table(save_as, parser)
@@ -165,9 +141,8 @@ def recipe_parser(
     folded: Sequence[str] = (),
     docs: str = "",
 ) -> RecipeParser:
-    """A recipe's parser (``recipes.parser.RecipeParser``): ``--help`` shows the recipe's own options by group, then
-    ``COMMON_OPTIONS`` and the recipe's ``options`` of TRL's config; ``parts`` are the script arguments, TRL's config
-    and ``ModelConfig``."""
+    """A recipe's ``recipes.parser.RecipeParser`` from the script arguments, TRL's config and ``ModelConfig``;
+    ``--help`` shows ``COMMON_OPTIONS`` and ``options`` after the recipe's own."""
     quiet_wandb_notice()  # before any parse
     return RecipeParser.from_dataclasses(
         parts,
@@ -181,13 +156,8 @@ def recipe_parser(
 
 
 def parse_or_explain(parser, args: Sequence[str] | None = None, *, command: Command | None = None):
-    """``parser.parse_args_and_config(args)``, with what to change added to the errors TRL raises while building
-    configs (``HINTS``, ``reword_group_error``); a flag given on the command line wins over the config's automatic
-    choices (``let_explicit_flags_win``). A run that asks for DeepSpeed where it is not installed stops first, with
-    the install command (``check_deepspeed``); one that reports to W&B without a login, with the ways to log in
-    (``check_wandb``). A parser built from a saved table runs the same checks, less what needs TRL's configs (the
-    precision chosen for this machine, the errors of the configs' own checks). ``command``: the command line already
-    read (``RecipeParser.read_command``), in place of ``args``."""
+    """The parsed configs, with what to change added to the errors TRL raises while parsing. A missing DeepSpeed or W&B
+    login fails here, before any model loads, and a CPU run gets its precision (``recipes.precision``)."""
     command = command or parser.read_command(args)  # a malformed YAML: one line with its place, before anything else
     check_deepspeed(deepspeed_request(command))  # before parsing: TrainingArguments itself fails without the package
     chosen: list[str] = []
@@ -226,8 +196,8 @@ TRL_GROUP_ERROR = re.compile(r"generation_batch_size \((\d+)\) must be divisible
 
 
 def reword_group_error(message: str) -> str | None:
-    """TRL's refusal of a generation batch that does not hold whole groups, in words that say what to set; None for
-    any other message.
+    """TRL's refusal of a generation batch that does not hold whole groups, reworded to say what to set; None for any
+    other message.
 
     >>> reword_group_error("generation_batch_size (4) must be divisible by num_generations (8).")
     'the generation batch (per_device_train_batch_size x processes x steps_per_generation) is 4 completions, not a multiple of num_generations 8 (group size). Set steps_per_generation to 2 times its value (gradient_accumulation_steps when unset), or per_device_train_batch_size: 8, or num_generations to a divisor of 4'
@@ -246,9 +216,8 @@ def reword_group_error(message: str) -> str | None:
 
 
 def let_explicit_flags_win(parsed, given: dict) -> None:
-    """An explicit ``--use_vllm`` on the command line (``given``: the options it gives) beats
-    ``use_vllm_if_available: true`` from the YAML: the latter is switched off, so ``--use_vllm false`` generates with
-    transformers even where vLLM could run."""
+    """An explicit ``--use_vllm`` on the command line beats the config's ``use_vllm_if_available: true``, so that
+    ``--use_vllm false`` generates with transformers even where vLLM could run."""
     if "use_vllm" not in given:
         return
     for args in parsed:
@@ -258,9 +227,7 @@ def let_explicit_flags_win(parsed, given: dict) -> None:
 
 
 def deepspeed_request(command: Command) -> str | None:
-    """What asks a recipe's run for DeepSpeed, known before its configs are built (None when nothing does):
-    ``accelerate launch`` with a ZeRO config (it sets ``ACCELERATE_USE_DEEPSPEED=true``), ``--deepspeed`` on the
-    command line, or a ``deepspeed:`` key in its ``--config`` YAML."""
+    """What asks the run for DeepSpeed (None when nothing does), read before its configs are built."""
     if os.environ.get("ACCELERATE_USE_DEEPSPEED", "").lower() == "true":
         return "accelerate launch with a DeepSpeed config (ACCELERATE_USE_DEEPSPEED=true)"
     if "deepspeed" in command.given:
@@ -271,19 +238,15 @@ def deepspeed_request(command: Command) -> str | None:
 
 
 def quiet_wandb_notice() -> None:
-    """transformers' reporting integrations print "[INFO] Running in WANDB offline mode" as they are imported (parsing
-    a config imports them, and so do some of the trainers' modules): `make` sets WANDB_MODE=offline for every run,
-    reporting to W&B or not, and a run that does report to W&B gets ``wandb_line`` instead. Imported here, with that
-    print swallowed; a recipe calls this before it imports them."""
+    """Imports transformers' reporting integrations with their "Running in WANDB offline mode" print swallowed: the
+    Makefile sets WANDB_MODE=offline for every run, and one that reports to W&B gets ``wandb_line`` instead."""
     with redirect_stdout(StringIO()):
         import transformers.integrations.integration_utils  # noqa: F401
 
 
 def quiet_library_noise() -> None:
-    """Silence transformers' FutureWarning each time TRL's trainers (not leash, not the config) read
-    ``model.is_gradient_checkpointing``: no user can act on it. The renamed ``gradient_checkpointing`` options need no
-    filter (the recipe's parser passes them under their new names: ``recipes.parser``), and bitsandbytes' search for a
-    CPU kernel package is quieted when the ``recipes`` package is imported."""
+    """Silences transformers' FutureWarning on TRL's reads of ``model.is_gradient_checkpointing``: no user can act on
+    it."""
     warnings.filterwarnings("ignore", message="`is_gradient_checkpointing` is deprecated", category=FutureWarning)
 
 
@@ -329,8 +292,7 @@ class RunArguments:
 
 @dataclass
 class PairArguments(RunArguments):
-    """Where the pairs come from and how many a problem gives (the DPO and reward-model recipes add to these); the
-    pairs themselves are built, loaded, checked and split by ``training_data.pairs``."""
+    """Where the pairs come from and how many a problem gives (the DPO and reward-model recipes add to these)."""
 
     data: str = field(default="", metadata={"help": "rollouts .jsonl, pairs .jsonl or hub preference data set"})
     data_split: str = field(default="train", metadata={"help": "split of a hub data set"})
@@ -340,7 +302,7 @@ class PairArguments(RunArguments):
     )
 
     def pair_options(self) -> dict:
-        """The options of ``training_data.pairs.load_pairs`` these arguments set (0 pairs per problem: no cap).
+        """The options of ``training_data.pairs.load_pairs`` these arguments set.
 
         >>> PairArguments(max_pairs_per_problem=0).pair_options()
         {'split': 'train', 'max_pairs_per_problem': None, 'length_tolerance': None}
@@ -364,9 +326,7 @@ def short_model_name(path: str) -> str:
 def run_identity(
     task: str, model_args, method: str, beta: float | None, reward_funcs: Sequence[str], seed: int
 ) -> dict:
-    """W&B run name, group (the same minus the seed, so seeds of one setting group together) and tags; the model and
-    its adapter (``qlora``, ``lora`` or ``full``) come from ``model_args``. ``beta`` is None for a method that has
-    none (SFT): the name and tags then leave it out.
+    """W&B run name, group (the name minus the seed, so that the seeds of one setting group together) and tags.
 
     >>> from trl import ModelConfig
     >>> model = ModelConfig(model_name_or_path="Qwen/Qwen2.5-0.5B-Instruct", use_peft=True)
@@ -389,7 +349,7 @@ def run_identity(
 
 
 def redact(value):
-    """A copy with string values under keys that look like secrets (``*key*``, ``*token*``, ``*secret*``) masked."""
+    """A copy with string values under keys that look like secrets masked: no saved config holds a secret."""
     if isinstance(value, dict):
         return {
             k: "<redacted>" if SECRET_KEY_RE.search(str(k)) and isinstance(v, str) and v else redact(v)
@@ -433,9 +393,8 @@ def main_process_path(training_args, path: Path) -> Path | None:
 
 
 def build_tiny_model_if_asked(script_args, model_args) -> None:
-    """``build_tiny_model: true`` builds the tiny local model at ``model_name_or_path`` when nothing is there yet, and
-    never at a name that reads as a hub id (the recipe's parser has already switched it off there, and refused a model
-    path the command line gave under a config that builds: ``recipes.tiny_model.may_build_at``)."""
+    """Builds the tiny local model at ``model_name_or_path`` when asked and nothing is there, never at a name that reads
+    as a hub id (``recipes.tiny_model.may_build_at``)."""
     path = model_args.model_name_or_path
     if not script_args.build_tiny_model or Path(path).exists():
         return
@@ -447,11 +406,8 @@ def build_tiny_model_if_asked(script_args, model_args) -> None:
 
 
 def start_run(script_args, training_args, model_args, identity: dict) -> tuple[Path, dict]:
-    """Names the run (``run_name`` from the config wins), sets W&B's group and tags when reporting to W&B, makes
-    ``output_dir`` ready (``run_folder.prepare``: locked for the run, refused when it holds another run, cleared when
-    the run starts over, the resumed segment recorded), writes the resolved config (secrets redacted) to
-    ``<output_dir>/resolved_config.json`` and builds the tiny model if asked. ``identity`` is a ``run_identity``, or
-    just ``{"name": ...}``. Returns the output folder and the config."""
+    """Names the run, readies ``output_dir`` (``run_folder.prepare``: locked, refused when it holds another run),
+    records the resolved config with secrets redacted and builds the tiny model if asked."""
     training_args.run_name = training_args.run_name or identity["name"]
     if "wandb" in (training_args.report_to or []) and "group" in identity:  # read by wandb.init; the user's win
         os.environ.setdefault("WANDB_RUN_GROUP", identity["group"])
@@ -479,16 +435,13 @@ def last_checkpoint(training_args, resume: bool) -> str | None:
 
 
 def resumes(training_args, resume: bool) -> bool:
-    """Whether the run continues an earlier one: ``resume_from_checkpoint`` is set, or ``resume`` finds a checkpoint
-    in ``output_dir``."""
+    """Whether the run continues an earlier one."""
     return bool(training_args.resume_from_checkpoint or last_checkpoint(training_args, resume))
 
 
 def resume_checkpoint(training_args, resume: bool, logs: Sequence[str]) -> str | None:
-    """The checkpoint for ``trainer.train(resume_from_checkpoint=...)``: what ``start_run`` decided
-    (``run_folder.start_of``), or without it ``resume_from_checkpoint`` when set, else (with ``resume``) the last
-    ``checkpoint-*`` in ``output_dir``, whose ``logs`` the resumed run appends to. A fresh run deletes the previous
-    run's ``logs`` there instead, as it replaces its weights."""
+    """The checkpoint ``trainer.train`` resumes from; a fresh run (None) deletes the previous run's ``logs`` instead, as
+    it replaces its weights."""
     out = Path(training_args.output_dir)
     start = run_folder.start_of(out)
     checkpoint = (
@@ -503,8 +456,9 @@ def resume_checkpoint(training_args, resume: bool, logs: Sequence[str]) -> str |
 
 
 def model_init_kwargs(model_args, existing: dict | None = None) -> dict:
-    """``existing`` (a config's own ``model_init_kwargs``) plus dtype, attention implementation and revision of
-    ``model_args``; the attention key is left out when unset, so transformers picks its default."""
+    """``existing`` plus ``model_args``' dtype, attention implementation and revision, which reach the model (and the
+    tokenizer's revision) only through TRL's ``model_init_kwargs``; no attention key when unset, so that transformers
+    picks its default."""
     kwargs = dict(existing or {}) | {"dtype": model_args.dtype}
     if model_args.attn_implementation is not None:
         kwargs["attn_implementation"] = model_args.attn_implementation
@@ -514,8 +468,8 @@ def model_init_kwargs(model_args, existing: dict | None = None) -> dict:
 
 # --------------------------------------------------------------------------------------------------- training
 def __getattr__(name: str):
-    """``JsonlLogCallback`` is ``recipes.console``'s: a trainer callback, it imports transformers, which a recipe's
-    command line loads only where a run starts."""
+    """``JsonlLogCallback``, imported on first use: it imports transformers, which a recipe's command line loads only
+    where a run starts."""
     if name == "JsonlLogCallback":
         from recipes.console import JsonlLogCallback
 
@@ -536,24 +490,9 @@ def train_and_report(
     results: Sequence[Callable[[], dict]] = (),
     started: float | None = None,
 ) -> dict:
-    """The end of every recipe: evaluate before, train (resuming after a kill), save, evaluate after, report. Every
-    process evaluates (ZeRO-3 needs all of them); one writes. Returns the report. Ctrl-C raises
-    ``run_folder.Interrupted`` (where the run stopped); the output folder's lock is let go however it ends. While it
-    trains, the console shows one line per logged step (``recipes.console.take_over``), not the trainer's dicts.
-
-    Args:
-        trainer: the recipe's TRL trainer, built complete.
-        training_args: its config (``output_dir``, the process index).
-        report: what the recipe reports already (run name, output folder, data counts); the rest is added to it.
-        summary: the lines printed at the end, from the finished report.
-        resume: the recipe's ``resume`` option (``resume_checkpoint``).
-        logs: the files in ``output_dir`` that a resumed run appends to and a fresh one deletes.
-        held_out: ``eval.run.evaluate``'s settings (``task_name``, ``data``, ``limit``...) for the held-out accuracy
-            before and after training (``eval_before/``, ``eval_after/``); None or a ``limit`` of 0: no evaluation.
-        before_save: called once training ends, before the model is saved; what it returns joins the report.
-        results: called after the evaluation after training, in order; what each returns joins the report.
-        started: ``time.monotonic()`` when the run began: the report's ``seconds`` (evals, training, saving).
-    """
+    """The end of every recipe: evaluate before, train (resuming after a kill), save, evaluate after, report; returns
+    the report. Every process evaluates (ZeRO-3 needs all of them), the main one writes; Ctrl-C raises
+    ``run_folder.Interrupted``, which says where the run stopped."""
     from recipes import console
 
     out = Path(training_args.output_dir)
@@ -591,8 +530,7 @@ def train_and_report(
 
 
 def evaluate_held_out(trainer, training_args, folder: Path, held_out: dict) -> dict:
-    """``eval.run.evaluate`` of the trainer's model on the held-out set; the report goes to ``folder`` from the main
-    process."""
+    """``eval.run.evaluate`` of the trainer's model on the held-out set, written to ``folder`` by the main process."""
     return eval_run.evaluate(
         trainer.model,
         trainer.processing_class,

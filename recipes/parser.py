@@ -1,50 +1,13 @@
-"""A recipe's parser: the help a reader needs first, config keys checked by name, quiet libraries, and an answer in
-well under two seconds to ``--help`` and to an option it refuses.
+"""A recipe's parser: TRL's reading of a command line (a YAML ``--config``, flags after it win) with a one-screen
+``--help``, config keys checked by name and value, one-line errors, and configs built on a ``base:`` (``load_config``).
 
-``RecipeParser`` parses as TRL's ``TrlParser`` does (a YAML ``--config`` sets the options, flags after it override
-them), with:
-
-- ``--help``: what the recipe does, ``--config``, leash's own options in named groups and the TRL options most runs
-  set, on one screen; ``--help-all`` adds every option of TRL's config and ``ModelConfig`` (some 250 for GRPO).
-- an unknown key in the config or flag on the command line: one line that names it, the closest known option and the
-  file, where TRL says "add them to the dataclass, or set fail_with_unknown_args=False". A value argparse cannot read
-  (``--learning_rate fast``, or ``max_steps: two`` in the config, named with its file) is one line too, not a usage
-  block of 300 options; so is a config that is not valid YAML (its file, line and column: ``load_config``). A flag is
-  never read as the option it begins (argparse's ``allow_abbrev``: ``--max_step`` is refused, not ``--max_steps``).
-- ``base: other.yaml`` in a config: its options start from that config's (a path relative to its folder, a chain
-  allowed) and its own keys replace them (``load_config``, which every reader of a config goes through); an unknown or
-  unreadable key is named with the file that sets it.
-- ``max_steps``: a number of optimizer steps, or -1 to train ``num_train_epochs`` (transformers reads every value
-  below 1 as -1; ``check_max_steps`` refuses the others).
-- ``gradient_checkpointing`` and ``gradient_checkpointing_kwargs`` (TRL's names, in the configs) passed to
-  transformers under their new names ``activation_checkpointing*`` where it has them, so it warns about nothing.
-- ``build_tiny_model: true`` settled against the model path (``recipes.tiny_model.may_build_at``).
-- one reading of the command line (``read_command``, a ``Command``): the ``--config`` YAML and the options given, as
-  argparse reads them, for the checks before the parse (``recipes.common.parse_or_explain``) and the parse itself.
-
-It is built in one of two ways. ``RecipeParser.from_dataclasses`` reads TRL's config dataclasses, which subclass
-transformers' ``TrainingArguments``: importing them loads torch, transformers and peft, several seconds.
-``RecipeParser.from_table`` rebuilds the same parser from its ``table()`` (every option's names, type, default, choices
-and help, and the help's layout) without those libraries. ``recipes.common.run_cli`` answers ``--help`` from a table
-and checks a command line against it first, so that what the table can refuse is refused before anything loads, in
-the words the full parser uses; what it lets through is parsed again with TRL's configs, whose own checks run then.
-The table is the first of these that still describes the checkout and its libraries (``table_parser``):
-
-- the one the full parser saved in the cache (``save_table``: ``~/.cache/leash/options/``; ``$XDG_CACHE_HOME/leash``
-  when that is set, ``$LEASH_CACHE_DIR`` when that is), keyed by the Python, the versions of the libraries of
-  ``VERSIONED`` and the contents of every source file the options came from (``saved_parser``);
-- the one leash ships, ``recipes/options/<recipe>.json``, which answers the first command of a fresh clone: keyed by
-  the Python's version (``3.11``: the options are made from the configs' type hints, which Python reads), the versions
-  of ``VERSIONED`` (TRL, transformers, torch and accelerate) and the contents of the same source files, leash's by
-  their path in the checkout and the libraries' by their path in the library, so that the key holds wherever the clone
-  is (``shipped_parser``). ``python -m recipes.parser --write-tables`` writes them again, with the versions
-  requirements.txt pins; ``tests/recipes/test_option_tables.py`` fails while one is stale (a change to any module a
-  recipe loads makes it so).
-
-Without either, the full parser answers, and its table is saved in the cache for the next command.
-
-Recipes build it through ``recipes.common.recipe_parser`` (the TRL options every recipe shows first) and run it
-through ``recipes.common.run_cli``.
+TRL's configs import torch, transformers and peft, several seconds, so ``recipes.common.run_cli`` first reads a command
+line with a table of the recipe's options (``RecipeParser.from_table``): ``--help`` and what the table can refuse are
+answered before those libraries load, in the full parser's words. The table is the one the full parser saved in the
+cache (``save_table``), else the one leash ships in ``recipes/options/``; each is keyed by the Python, the versions of
+``VERSIONED`` and the contents of the files the options are written in, so that a stale one is never read.
+``python -m recipes.parser --write-tables`` writes the shipped ones again (``tests/recipes/test_option_tables.py``
+fails while one is stale).
 """
 
 from __future__ import annotations
@@ -123,8 +86,8 @@ def first_sentence(text: str | None) -> str:
 
 
 def first_clause(text: str | None) -> str | None:
-    """An option's help up to its first ``;`` outside brackets: what the option does, for the summary (the rest,
-    the fine print, is in ``--help-all``).
+    """An option's help up to its first ``;`` outside brackets: what the option does, for the summary (the fine print
+    waits for ``--help-all``).
 
     >>> first_clause("generate with vLLM when a GPU is present; an explicit --use_vllm wins (default: off; or not)")
     'generate with vLLM when a GPU is present'
@@ -155,8 +118,8 @@ def docs_summary(doc: str) -> str:
 
 
 def unknown_option_message(name: str, known: Sequence[str], where: str, module: str) -> str:
-    """One line for an option no dataclass of the recipe has: the closest known name, written as it was given (a
-    config key, or a ``--flag``), and where it was given.
+    """One line for an option the recipe does not have: the closest known name, written as it was given (a config key or
+    a ``--flag``), and where it was given.
 
     >>> unknown_option_message("learnig_rate", ["learning_rate", "lr_scheduler_type"], "in a.yaml", "recipes.grpo")
     'unknown option learnig_rate in a.yaml: did you mean learning_rate? (python -m recipes.grpo --help-all lists every option)'
@@ -182,14 +145,14 @@ def is_base_config(path: str | Path) -> bool:
 
 
 def recipe_configs(root: str | Path = ROOT / "recipes" / "configs") -> list[Path]:
-    """Every config a recipe runs under ``root`` (``*.yaml`` and ``*.yml``, recursively), without the bases."""
+    """Every config a recipe runs under ``root``, without the bases."""
     found = [*Path(root).rglob("*.yaml"), *Path(root).rglob("*.yml")]
     return sorted(p for p in found if not is_base_config(p))
 
 
 def read_yaml_options(path: str, base_of: str | None = None) -> dict:
-    """The ``option: value`` lines of one YAML file, as written (a ``base:`` key included); a file that is not YAML,
-    or not such lines, is one ValueError naming the file (and, for a base, the config whose ``base:`` names it)."""
+    """The ``option: value`` lines of one YAML file, as written; anything else is one ValueError naming the file (and,
+    for a base, the config whose ``base:`` names it)."""
     of = f" (the base of {base_of})" if base_of else ""
     try:
         with open(path) as file:
@@ -216,13 +179,9 @@ def read_yaml_options(path: str, base_of: str | None = None) -> dict:
 
 
 def load_config(path: str | Path) -> dict:
-    """The options of the YAML config ``path``: those of the config its ``base:`` names (a path relative to this
-    file's folder; a base may have a base of its own), with this file's keys in their place. Nothing merges deeper: a
-    list or a mapping of the file replaces the base's whole. ``base`` itself is not an option. Every reader of a
-    recipe config reads it through this function.
-
-    A file that is not YAML, or not ``option: value`` lines, is one ValueError naming the file, line and column; so is
-    a ``base:`` that names no file, makes a cycle, or names a file that is not ``option: value`` lines.
+    """The options of the YAML config ``path``: those of the config its ``base:`` names (relative to this file's folder;
+    a base may have a base), each replaced whole by this file's keys. Every reader of a recipe config reads it here; a
+    bad file or ``base:`` is one ValueError that names the file.
 
     >>> import tempfile
     >>> with tempfile.NamedTemporaryFile("w", suffix=".yaml", delete=False) as f:
@@ -282,8 +241,7 @@ def check_config_value(key: str, value, action: argparse.Action, path: str) -> N
 
 
 def check_max_steps(parsed: Sequence) -> None:
-    """``max_steps`` is a number of steps (1 or more) or -1: transformers would train ``num_train_epochs`` epochs
-    for -3 as for -1.
+    """``max_steps`` is 1 or more, or -1: transformers would train ``num_train_epochs`` for -3 as for -1.
 
     >>> import types
     >>> check_max_steps([types.SimpleNamespace(max_steps=-3)])
@@ -302,9 +260,7 @@ def check_max_steps(parsed: Sequence) -> None:
 
 @dataclass
 class Command:
-    """A recipe's command line read once (``RecipeParser.read_command``), for the checks before the parse and the
-    parse itself: the ``--config`` file, its options (``base:`` resolved) and the file that sets each, the options the
-    command line gives (by name, as written) and the command line without ``--config``.
+    """A recipe's command line read once, for the checks before the parse and the parse itself.
 
     >>> parser = RecipeParser(module="recipes.x", doc="")
     >>> _ = parser.add_argument("--use_vllm", "--use-vllm", nargs="?", const=True, default=False)
@@ -321,21 +277,9 @@ class Command:
 
 
 class RecipeParser(argparse.ArgumentParser):
-    """A recipe's parser (module docstring at the top of its help), with leash's help, errors and renames; built from
-    TRL's configs (``from_dataclasses``) or from a saved table of their options (``from_table``).
-
-    Args:
-        module: the recipe's module (``recipes.grpo``), as a user runs it with ``python -m``.
-        doc: the recipe's module docstring.
-        groups: titles of the script arguments' option groups, each with its field names, in the order shown (fields
-            left out go under "other options of the recipe").
-        common: the TRL options most runs set, shown on the first screen.
-        folded: titles of groups that ``--help`` names in one paragraph (options few runs set, such as the LLM
-            judge's), so that the summary stays on one screen; ``--help-all`` shows them in full.
-        docs: the page that explains the options (``docs/grpo.md``).
-        script_fields: the field names of the recipe's script arguments, in order.
-        trl_parts: TRL's dataclasses after them, each as (class name, field names).
-    """
+    """A recipe's parser with leash's help, errors and renames, built from TRL's configs (``from_dataclasses``) or from
+    a saved table of their options (``from_table``). ``--help`` names the ``folded`` groups (options few runs set) in
+    one paragraph each, so that it stays on one screen."""
 
     def __init__(
         self,
@@ -366,8 +310,8 @@ class RecipeParser(argparse.ArgumentParser):
 
     @classmethod
     def from_dataclasses(cls, dataclass_types: Sequence[type], **layout) -> RecipeParser:
-        """The parser of the recipe's script arguments (first), TRL's config and ``ModelConfig``, whose options TRL's
-        own parser makes from their fields; ``layout`` is ``__init__``'s (module, doc, groups...)."""
+        """The parser of the recipe's script arguments (first), TRL's config and ``ModelConfig``, with the options TRL's
+        own parser makes from their fields."""
         from trl import TrlParser
 
         script_type, *trl_types = dataclass_types
@@ -426,8 +370,7 @@ class RecipeParser(argparse.ArgumentParser):
         return found
 
     def leash_groups(self) -> list[tuple[str, list[str]]]:
-        """The script arguments' fields by group title, in order (``BESIDE``'s after the field they go with);
-        unnamed ones last."""
+        """The script arguments' fields by group title, in order; unnamed ones last."""
         names = self.script_fields
         grouped = [
             (title, [m for n in members if n in names for m in (n, *BESIDE.get(n, ())) if m in names])
@@ -496,8 +439,7 @@ class RecipeParser(argparse.ArgumentParser):
         raise ValueError(f"{message} ({self.prog} --help lists the options)")
 
     def read_command(self, args: Sequence[str] | None = None) -> Command:
-        """The command line ``args`` (default: ``sys.argv[1:]``) read once, for every check before the parse and for
-        the parse itself: ``--config`` split off and its YAML read, and the options given (``given_options``)."""
+        """The command line ``args`` read once, for every check before the parse and for the parse itself."""
         args = list(sys.argv[1:] if args is None else args)
         split = argparse.ArgumentParser(prog=self.prog, add_help=False, allow_abbrev=False, exit_on_error=False)
         split.add_argument("--config")
@@ -515,9 +457,8 @@ class RecipeParser(argparse.ArgumentParser):
         return Command(found.config, config, sources, self.given_options(rest), rest)
 
     def given_options(self, args: Sequence[str]) -> dict:
-        """The options ``args`` give, by name, as written (a bare flag: its ``const``; a help flag: ``help``), read by
-        argparse with copies of this parser's options that default to nothing and convert nothing: ``--a=b``, ``--a-b``
-        and ``--no_a`` read as in the parse, and an unknown option is left out."""
+        """The options ``args`` give, by name and as written, read with unconverting copies of this parser's options so
+        that every spelling (``--a=b``, ``--a-b``, ``--no_a``) reads as in the parse."""
         reader = argparse.ArgumentParser(prog=self.prog, add_help=False, allow_abbrev=False, exit_on_error=False)
         for action in self._actions:
             if isinstance(action, argparse._HelpAction | HelpAllAction):
@@ -540,14 +481,13 @@ class RecipeParser(argparse.ArgumentParser):
         fail_with_unknown_args: bool = True,
         separate_remaining_strings: bool = False,
     ):
-        """TRL's ``parse_args_and_config`` (YAML from ``--config``, its ``env:`` exported, flags win): the
-        ``parse_command`` of ``read_command(args)``."""
+        """TRL's ``parse_args_and_config``, as ``parse_command(read_command(args))``."""
         return self.parse_command(self.read_command(args))
 
     def parse_command(self, command: Command, before: Sequence[str] = ()) -> tuple:
-        """The dataclasses of a command line read by ``read_command``: its config's keys checked by name and value, its
-        ``env:`` exported, its flags (after ``before``, flags chosen for this machine) over the config, the renames of
-        ``RENAMED`` and the tiny model settled. Built from a saved table: a namespace for each dataclass."""
+        """The dataclasses of a command line, its flags (after ``before``, those chosen for this machine) over its
+        config; TRL's ``gradient_checkpointing*`` reach transformers under their new names, so that it warns about
+        nothing."""
         config, sources = dict(command.config), command.sources
         known = [a.dest for a in self._actions if a.option_strings and a.dest != argparse.SUPPRESS]
         actions = {a.dest: a for a in self._actions if a.option_strings}
@@ -587,8 +527,8 @@ class RecipeParser(argparse.ArgumentParser):
         return tuple(parsed)
 
     def parts(self, values: dict) -> list:
-        """The parsed values as TRL's dataclasses (their own checks run here), or one namespace per dataclass when
-        the parser was built from a saved table."""
+        """The parsed values as TRL's dataclasses (their own checks run here), or one namespace per dataclass when built
+        from a table."""
         names = [self.script_fields, *(part_names for _, part_names in self.trl_parts)]
         if self.dataclass_types is None:
             return [types.SimpleNamespace(**{n: values[n] for n in part if n in values}) for part in names]
@@ -597,9 +537,8 @@ class RecipeParser(argparse.ArgumentParser):
 
     @staticmethod
     def settle_tiny_model(parsed: Sequence, given: Collection[str]) -> None:
-        """``build_tiny_model`` switched off where ``recipes.tiny_model.may_build_at`` says no (a hub id), and a
-        ValueError where the command line (``given``: the options it gives) moved the model path of a config that
-        builds."""
+        """``build_tiny_model`` switched off at a hub id, and refused where the command line moved the model path of a
+        config that builds (``recipes.tiny_model.may_build_at``)."""
         script = next((p for p in parsed if getattr(p, "build_tiny_model", False)), None)
         model = next((p for p in parsed if hasattr(p, "model_name_or_path")), None)
         if script is None or model is None or not model.model_name_or_path:
@@ -614,8 +553,8 @@ class RecipeParser(argparse.ArgumentParser):
 
 # --------------------------------------------------------------------------------------------------- the saved table
 def string_to_bool(value):
-    """TRL's reading of a truth value on the command line (``trl.scripts._hf_argparser.string_to_bool``), for a
-    parser built from a saved table; the same words when it refuses one."""
+    """TRL's ``string_to_bool`` (``trl.scripts._hf_argparser``), refusals worded the same, for a parser built from a
+    table."""
     if isinstance(value, bool):
         return value
     if value.lower() in ("yes", "true", "t", "y", "1"):
@@ -645,8 +584,8 @@ BUILTIN_TYPES = {"int": int, "float": float, "str": str}
 
 
 def type_spec(kind: Callable | None, choices) -> dict | None:
-    """How a TRL option reads its value, as JSON: a built-in type, a truth value, one of its choices, any of these
-    or ``none``, or a type the table cannot rebuild (``opaque``: any text passes here, TRL's configs check it).
+    """How a TRL option reads its value, as JSON; ``opaque`` for a type a table cannot rebuild (any text passes here,
+    TRL's configs check it).
 
     >>> type_spec(int, None), type_spec(string_to_bool, None), type_spec(lambda v: v, ["a", "b"])
     ({'name': 'int'}, {'name': 'bool'}, {'name': 'choice'})
@@ -742,8 +681,7 @@ def table_path(module: str) -> Path:
 
 
 def _own(path: Path) -> bool:
-    """Whether ``path`` (resolved) is a file of leash's: in this checkout, not in a hidden folder (.venv) nor in an
-    environment's site-packages."""
+    """Whether ``path`` is one of leash's files: in the checkout, not in a hidden folder (.venv) nor a site-packages."""
     if not path.is_relative_to(ROOT):
         return False
     relative = path.relative_to(ROOT)
@@ -751,11 +689,9 @@ def _own(path: Path) -> bool:
 
 
 def table_sources(parser: RecipeParser, module: str | None = None) -> list[Path]:
-    """The files a parser's options are written in: the recipe ``module`` (its description and help), this module and
-    ``recipes/common.py`` (the groups and the help's layout), and every file of the config dataclasses' classes,
-    leash's (the recipes' own options) and TRL's and transformers' (theirs). A default read from a constant elsewhere
-    is not followed: ``tests/recipes/test_option_tables.py`` compares each shipped table with the one TRL's configs
-    give, so a change there fails the tests, not a user's command."""
+    """The files a parser's options are written in: the recipe, this module, ``recipes/common.py`` and the config
+    dataclasses' modules. A constant elsewhere that a default reads is not followed:
+    ``tests/recipes/test_option_tables.py`` catches such a change instead of a user's command."""
     import inspect
 
     found = {Path(__file__).resolve(), (ROOT / "recipes" / "common.py").resolve()}
@@ -788,16 +724,15 @@ def _distributions() -> dict[str, metadata.Distribution | None]:
 
 
 def _versions(distributions: dict[str, metadata.Distribution | None] | None = None) -> dict[str, str | None]:
-    """The installed versions of ``VERSIONED`` without a build's local label (torch ``2.13.0+cpu`` is ``2.13.0``: the
-    CPU and CUDA builds define the same options)."""
+    """The installed versions of ``VERSIONED`` without a build's local label: torch's CPU and CUDA builds define the
+    same options."""
     distributions = _distributions() if distributions is None else distributions
     return {name: found.version.split("+")[0] if found else None for name, found in distributions.items()}
 
 
 def save_table(module: str, parser: RecipeParser, sources: Sequence[Path] | None = None) -> Path | None:
-    """Save ``parser.table()`` for ``module``, keyed by the Python and library versions and the contents of
-    ``sources`` (default: ``table_sources``). Returns the file; None when the table or the file could not be made,
-    which costs the next command only its speed."""
+    """Saves ``parser.table()`` for ``module`` in the cache, keyed by the Python, the library versions and the contents
+    of ``sources``; None when it cannot, which costs the next command only its speed."""
     try:
         table = parser.table()
     except ValueError:
@@ -816,8 +751,8 @@ def save_table(module: str, parser: RecipeParser, sources: Sequence[Path] | None
 
 
 def saved_parser(module: str) -> RecipeParser | None:
-    """The parser of ``module`` from the table saved in the cache, when one is saved and still describes this
-    checkout and these libraries (every source file unchanged); else None."""
+    """The parser of ``module`` from the cache's table while that still describes this checkout and these libraries;
+    else None."""
     try:
         saved = json.loads(table_path(module).read_text())
         key, table = saved["key"], saved["table"]
@@ -831,9 +766,7 @@ def saved_parser(module: str) -> RecipeParser | None:
 
 
 def table_parser(module: str) -> RecipeParser | None:
-    """The parser of ``module`` from a table of its options that still describes this checkout and these libraries:
-    the one saved in the cache (``saved_parser``), else the one leash ships (``shipped_parser``); None when neither
-    does."""
+    """The parser of ``module`` from the cache's table, else from the one leash ships; None when neither is current."""
     saved = saved_parser(module)
     return saved if saved is not None else shipped_parser(module)
 
@@ -863,10 +796,9 @@ def _library_file(path: Path, distributions: dict) -> tuple[str, str]:
 
 
 def shipped_key(sources: Sequence[Path]) -> dict:
-    """A shipped table's key: the Python (``3.11``; the options are made from the configs' type hints, which Python
-    reads), the versions of ``VERSIONED`` and the digest of every file of ``sources``, leash's by their path in the
-    checkout and the libraries' by their path in the library's installation, so that the key holds wherever leash and
-    its libraries are installed."""
+    """A shipped table's key: the Python's version (the options come from the configs' type hints, which Python reads),
+    those of ``VERSIONED`` and the digests of ``sources`` by their path in the checkout or the library, so that it holds
+    wherever leash and its libraries are installed."""
     distributions = _distributions()
     own, libraries = {}, {}
     for path in sorted(Path(p).resolve() for p in sources):
@@ -884,9 +816,8 @@ def changed_sources(key: dict) -> list[str]:
 
 
 def stale_parts(key: dict) -> list[str]:
-    """What no longer holds of a shipped table's ``key``, one phrase each (``recipes/grpo.py changed``, ``made with
-    transformers 5.24.0, not 5.17.0``); empty when the table describes this checkout, this Python and these libraries.
-    """
+    """What no longer holds of a shipped table's ``key``, one phrase each (``recipes/grpo.py changed``); empty while the
+    table is current."""
     distributions = _distributions()
     versions = _versions(distributions)
     stale = [] if key["python"] == PYTHON else [f"made with Python {key['python']}, not {PYTHON}"]
@@ -906,8 +837,7 @@ def stale_parts(key: dict) -> list[str]:
 
 
 def shipped_parser(module: str) -> RecipeParser | None:
-    """The parser of ``module`` from the table leash ships, when it still describes this checkout, this Python and
-    these libraries (``stale_parts`` finds nothing); else None."""
+    """The parser of ``module`` from the table leash ships, while ``stale_parts`` finds nothing; else None."""
     try:
         shipped = json.loads(shipped_table_path(module).read_text())
         if shipped["table"]["format"] != TABLE_FORMAT or stale_parts(shipped["key"]):
@@ -918,9 +848,8 @@ def shipped_parser(module: str) -> RecipeParser | None:
 
 
 def write_table(module: str, folder: Path | str = SHIPPED) -> Path:
-    """Write the table of recipe ``module``'s options, with its shipped key, into ``folder``. Run it in a process that
-    has imported nothing else of leash (``write_tables`` starts one a recipe), so that the key names the files the
-    recipe's own command loads."""
+    """Writes the table of recipe ``module``'s options, with its shipped key, into ``folder``; run in a process that
+    imported nothing else of leash, so that the key names just the files the recipe's command loads."""
     made = importlib.import_module(module).make_parser()
     key, path = shipped_key(table_sources(made, module)), Path(folder) / f"{module}.json"
     path.write_text(json.dumps({"key": key, "table": made.table()}, indent=1) + "\n")
@@ -930,8 +859,8 @@ def write_table(module: str, folder: Path | str = SHIPPED) -> Path:
 
 
 def write_tables(folder: Path | str = SHIPPED, modules: Sequence[str] = RECIPES) -> list[Path]:
-    """Write the tables of ``modules`` into ``folder`` (default: those leash ships), each in a process of its own.
-    The libraries must be the versions requirements.txt pins, which ``make venv`` installs and the tables are for."""
+    """Writes the tables of ``modules``, each in a process of its own, with the library versions requirements.txt pins
+    (``make venv`` installs them)."""
     pins, installed = pinned_versions(), _versions()
     if installed != pins:
         raise ValueError(f"the shipped tables are made with requirements.txt's versions {pins}, not {installed}")

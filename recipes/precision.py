@@ -1,14 +1,8 @@
-"""The precision a CPU run trains in, decided by what the CPU can do rather than by a fixed ``bf16:`` line.
+"""The precision a CPU run trains in when neither its config nor its command line sets ``bf16`` or ``fp16``.
 
-TRL's configs default to ``bf16: true``, and on a CPU that autocasts the matmuls to bf16 too. Where the CPU has native
-bf16 units (``avx512_bf16``, ``amx_bf16``) that is the faster setting; where it has none, bf16 is emulated and a
-bf16 matmul is far slower than a float32 one (~8x on an AVX2 CPU: docs/real_model_lab.md). So a
-CPU run whose config and command line leave ``bf16``/``fp16`` unset gets ``bf16: true`` (float32 weights, bf16
-autocast) on a CPU with bf16 units and ``bf16: false`` (float32 throughout) on one without. oneDNN's ISA cap
-(``ONEDNN_MAX_CPU_ISA``, or the older ``DNNL_MAX_CPU_ISA``) counts: a cap below ``AVX512_CORE_BF16`` turns the bf16
-units off for oneDNN, and so for this choice. A ``bf16:`` or ``fp16:`` key in the YAML, or ``--bf16``/``--fp16`` on
-the command line, always wins; on a GPU (no ``use_cpu``, an accelerator present) TRL's own default stands.
-``recipes.common.parse_or_explain`` applies it to every recipe run and every lab run.
+bf16 autocast over float32 weights where the CPU has bf16 units (``avx512_bf16``, ``amx_bf16``) that oneDNN may use;
+float32 where it has none, as emulated bf16 matmuls are ~8x slower there (docs/real_model_lab.md). On a GPU TRL's own
+default stands.
 
 >>> cpu_bf16_choice({"avx2", "avx512f", "avx512_bf16"}, None)
 (True, 'the CPU has bf16 units (avx512_bf16)')
@@ -58,8 +52,7 @@ ISA_VARIABLES = ("ONEDNN_MAX_CPU_ISA", "DNNL_MAX_CPU_ISA")  # oneDNN reads the f
 
 
 def cpu_flags(cpuinfo: Path | None = None) -> set[str]:
-    """The CPU's feature flags: ``/proc/cpuinfo``'s first ``flags`` line, or (where there is none, e.g. macOS)
-    the bf16 checks torch makes itself."""
+    """The CPU's feature flags from ``/proc/cpuinfo``, else (e.g. macOS) from torch's own bf16 checks."""
     path = CPUINFO if cpuinfo is None else cpuinfo
     try:
         text = path.read_text()
@@ -73,8 +66,7 @@ def cpu_flags(cpuinfo: Path | None = None) -> set[str]:
 
 
 def onednn_isa_cap(environ: Mapping[str, str] | None = None) -> str | None:
-    """The ISA oneDNN is capped to (``ONEDNN_MAX_CPU_ISA``, else ``DNNL_MAX_CPU_ISA``), upper-case; None when unset,
-    ``ALL``, or a value oneDNN does not know (it ignores those too).
+    """The ISA oneDNN is capped to, upper-case; None when unset, ``ALL``, or a value oneDNN ignores too.
 
     >>> onednn_isa_cap({"ONEDNN_MAX_CPU_ISA": "avx2"}), onednn_isa_cap({"DNNL_MAX_CPU_ISA": "junk"}), onednn_isa_cap({})
     ('AVX2', None, None)
@@ -85,8 +77,7 @@ def onednn_isa_cap(environ: Mapping[str, str] | None = None) -> str | None:
 
 
 def cpu_bf16_choice(flags: set[str], isa_cap: str | None) -> tuple[bool, str]:
-    """Whether a CPU run trains under bf16 autocast (True) or in float32 (False), and why, from the CPU's flags
-    and oneDNN's ISA cap (``onednn_isa_cap``)."""
+    """Whether a CPU run trains under bf16 autocast (True) or in float32 (False), and why."""
     units = [flag for flag in BF16_FLAGS if flag in flags]
     if not units:
         return False, "the CPU has no bf16 units (no avx512_bf16 or amx_bf16 flag)"
@@ -106,14 +97,8 @@ def accelerator_available() -> bool:
 
 
 def precision_flags(command: Command, fields: set[str]) -> tuple[list[str], str | None]:
-    """The flags to add to a recipe's command line (``command``: ``RecipeParser.read_command``'s) for its precision,
-    and the line that says which and why.
-
-    Nothing is added (and the line is None) when the parser has no ``bf16`` field (``fields``: its dataclass
-    fields), when help is asked for (``-h``, ``--help``, ``--help-all``), when the ``--config`` YAML or the command
-    line sets ``bf16`` or ``fp16``, or when the run is not on a CPU (no ``use_cpu`` and an accelerator present,
-    where TRL's own default stands).
-    """
+    """The ``--bf16`` flags for a CPU run whose config and command line leave its precision unset, and the line that
+    says why; none (and None) otherwise."""
     if "bf16" not in fields or "help" in command.given:
         return [], None  # no precision to choose; under --help the help comes first and alone
     given, config = command.given, command.config
