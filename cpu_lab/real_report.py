@@ -43,8 +43,9 @@ CURVES = [  # (log key, title) of the curves drawn per arm: the monitors' view o
 
 
 def _samples(folder: Path) -> list[dict] | None:
+    """A finished evaluation's samples; None while it runs (no ``results.json`` yet: its samples are a part)."""
     path = folder / "samples.jsonl"
-    return read_jsonl(path) if path.exists() else None
+    return read_jsonl(path) if path.exists() and (folder / "results.json").exists() else None
 
 
 def _points(gain: dict) -> tuple[float, float, float]:
@@ -442,7 +443,8 @@ def plot_curves(folders: list[Path], path: Path) -> Path:
 
 def write_report(out: Path, seconds: dict) -> Path:
     """``report.md``: the answers from each start, the SFT starts, every run's table, curves, probes, commands."""
-    sft_dirs = sorted((out / "sft").glob("*/seed*"))
+    started_sft = sorted((out / "sft").glob("*/seed*"))
+    sft_dirs = [f for f in started_sft if (f / "report.json").exists()]  # finished starts
     grpo = sorted(out.glob("*/grpo/*/seed*"), key=lambda f: (f.parts[-4], _arm(f) != DEFAULT_ARM, _arm(f), f.name))
     others = sorted([*out.glob(f"*/{MORE_SFT}/seed*"), *out.glob("*/dpo/*/seed*")])
     if not sft_dirs and not grpo:
@@ -465,6 +467,8 @@ def write_report(out: Path, seconds: dict) -> Path:
             f"{_ood_accuracy(sft_dir, ood_rows)} (all / by shift). Sampled: test "
             f"{sampled_accuracy(sft_dir, 'eval_pass')}; OOD {sampled_accuracy(sft_dir, 'eval_ood_pass')}.",
         ]
+    for sft_dir in sorted(set(started_sft) - set(sft_dirs)):
+        lines.append(f"- **{sft_dir.parent.name}**: not finished (no report.json yet).")
     lines += ["", "## Every run", "", accuracy_table(sft_dirs + grpo + others, ood_rows), ""]
     for dpo_dir in sorted(out.glob("*/dpo/*/seed*")):
         dpo = _report(dpo_dir)

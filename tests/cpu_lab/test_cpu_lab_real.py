@@ -38,6 +38,7 @@ def _run(folder: Path, before: list[bool], after: list[bool], config: str, log: 
     for name, verdicts in (("eval_before", before), ("eval_after", after)):
         rows = [{"index": i, "correct": c, "completion": "#### 1"} for i, c in enumerate(verdicts)]
         write_jsonl(rows, folder / name / "samples.jsonl")
+        (folder / name / "results.json").write_text("{}")  # a finished evaluation
     report = {"before": _result(before, 0.5), "after": _result(after, 0.9), "steps": len(log), "seconds": 12.0}
     (folder / "report.json").write_text(json.dumps(report))
     write_jsonl(log, folder / "log.jsonl")
@@ -45,10 +46,13 @@ def _run(folder: Path, before: list[bool], after: list[bool], config: str, log: 
     (folder / "matrix_run.json").write_text(json.dumps(settings))
 
 
-def _ood(folder: Path, verdicts: list[bool]) -> None:
-    """An ``eval_ood`` folder: problem i is right when verdicts[i] (the shift comes from the data's rows)."""
+def _ood(folder: Path, verdicts: list[bool], finished: bool = True) -> None:
+    """An ``eval_ood`` folder: problem i is right when verdicts[i] (the shift comes from the data's rows); finished:
+    with its results.json, else an evaluation still running."""
     rows = [{"index": i, "correct": c, "completion": "#### 1"} for i, c in enumerate(verdicts)]
     write_jsonl(rows, folder / "eval_ood" / "samples.jsonl")
+    if finished:
+        (folder / "eval_ood" / "results.json").write_text("{}")
 
 
 def _lab(tmp_path: Path, default_after: list[bool], random_after: list[bool] | None, more_after=None) -> Path:
@@ -142,6 +146,25 @@ def test_report_compares_grpo_with_more_sft_and_ood_by_shift(tmp_path):
     assert "GRPO 40 s, 4 steps" in lead and "more SFT" in lead
 
 
+def test_an_evaluation_still_running_and_a_start_still_training_give_no_figures(tmp_path):
+    sft = _lab(tmp_path, SOLVED_18, SOLVED_10)
+    write_jsonl(
+        [{"question": "q", "answer": "#### 1", "final": "1", "shift": "more_steps"}] * 40,
+        tmp_path / "data" / "ood.jsonl",
+    )
+    _ood(sft, [True] * 10, finished=False)  # 10 of 40 problems answered so far, all right: not an accuracy of 1.0
+    plateau = tmp_path / "sft" / "sft_smollm2_plateau" / "seed0"
+    plateau.mkdir(parents=True)
+    write_jsonl([{"step": 5, "loss": 1.0, "train_seconds": 60.0}], plateau / "log.jsonl")
+    text = real.write_report(tmp_path, {}).read_text()
+    assert "OOD after – (all / by shift)" in text and "1.000" not in text
+    assert "Out of distribution: not measured" in text
+    assert "- **sft_smollm2_plateau**: not finished (no report.json yet)." in text
+    assert "| sft_smollm2_plateau |" not in text  # no row of dashes for a start still training
+    _ood(sft, [True] * 10 + [False] * 30)  # finished: now it counts
+    assert "OOD after 0.250 / 0.250 (all / by shift)" in real.write_report(tmp_path, {}).read_text()
+
+
 def test_coverage_verdict_tells_sharpening_from_new_coverage(tmp_path):
     sft = _lab(tmp_path, SOLVED_18, SOLVED_10)
     grpo = tmp_path / "early" / "grpo" / "grpo_real_default" / "seed0"
@@ -149,6 +172,7 @@ def test_coverage_verdict_tells_sharpening_from_new_coverage(tmp_path):
     def sampled(folder, rights, name="eval_pass4"):  # 4 samples a problem; problem i has rights[i] right answers
         rows = [{"index": i, "samples": [{"correct": j < r} for j in range(4)]} for i, r in enumerate(rights)]
         write_jsonl(rows, folder / name / "samples.jsonl")
+        (folder / name / "results.json").write_text("{}")
 
     sampled(sft, [1, 1, 0, 0])  # pass@1 0.125, pass@4 0.5
     sampled(grpo, [4, 4, 0, 0])  # sharper: pass@1 0.5, pass@4 still 0.5
