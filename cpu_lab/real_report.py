@@ -181,7 +181,7 @@ NO_PASSK = "Not measured (run the lab with --passk K)."
 
 def _passk_folder(folder: Path, prefix: str) -> Path | None:
     """The folder of K samples a problem (``eval_pass<K>`` on test, ``eval_ood_pass<K>`` on OOD), if one finished."""
-    return next((p for p in sorted(folder.glob(f"{prefix}[0-9]*")) if (p / "samples.jsonl").exists()), None)
+    return next((p for p in sorted(folder.glob(f"{prefix}[0-9]*")) if _samples(p) is not None), None)
 
 
 def sampled_accuracy(folder: Path, prefix: str) -> str:
@@ -196,12 +196,12 @@ def sampled_accuracy(folder: Path, prefix: str) -> str:
 
 def _coverage(sft: Path, grpo: list[Path], prefix: str) -> str:
     found = _passk_folder(sft, prefix)
-    name = found.name if found is not None else None
-    if name is None or not all((f / name / "samples.jsonl").exists() for f in grpo):
+    arms = {folder: _samples(folder / found.name) for folder in grpo} if found is not None else {}
+    if found is None or any(samples is None for samples in arms.values()):  # each arm's evaluation finished
         return NO_PASSK
-    base = _samples(sft / name)
+    base = _samples(found)
     k = len(pass_at_k_curve(base))
-    gains = {folder: [compare_pass_at_k(base, _samples(folder / name), j) for j in (1, k)] for folder in grpo}
+    gains = {folder: [compare_pass_at_k(base, samples, j) for j in (1, k)] for folder, samples in arms.items()}
     parts = [
         f"seed {_seed(f)}: pass@1 {gain_points(one)}, pass@{k} {gain_points(top)}" for f, (one, top) in gains.items()
     ]

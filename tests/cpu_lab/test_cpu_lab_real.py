@@ -175,6 +175,8 @@ def test_coverage_verdict_tells_sharpening_from_new_coverage(tmp_path):
         (folder / name / "results.json").write_text("{}")
 
     sampled(sft, [1, 1, 0, 0])  # pass@1 0.125, pass@4 0.5
+    write_jsonl([{"index": 0, "samples": [{"correct": True}] * 4}], grpo / "eval_pass4" / "samples.jsonl")
+    assert "3. **Sharpening or new coverage?** Not measured" in real.write_report(tmp_path, {}).read_text()  # running
     sampled(grpo, [4, 4, 0, 0])  # sharper: pass@1 0.5, pass@4 still 0.5
     lead = real.write_report(tmp_path, {}).read_text()
     assert "3. **Sharpening or new coverage?** sharpening: pass@1 rose +37.5, pass@4 did not (+0.0)" in lead
