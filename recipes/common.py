@@ -301,6 +301,15 @@ class PairArguments(RunArguments):
         default=None, metadata={"help": "pair only answers whose |a-b|/max(a,b) token lengths are within this"}
     )
 
+    def __post_init__(self):  # checked as they are parsed, before anything loads: one line on the command line
+        if self.max_pairs_per_problem < 0:
+            raise ConfigError(f"max_pairs_per_problem={self.max_pairs_per_problem}: give a number of pairs >= 1, or 0")
+        if self.length_tolerance is not None and self.length_tolerance < 0:
+            raise ConfigError(
+                f"length_tolerance={self.length_tolerance}: give a largest |a-b|/max(a,b) of the two answers' token "
+                "lengths >= 0 (0.2: within 20%), or leave it unset for no length rule"
+            )
+
     def pair_options(self) -> dict:
         """The options of ``training_data.pairs.load_pairs`` these arguments set.
 

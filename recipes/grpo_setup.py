@@ -170,6 +170,12 @@ class GRPOScriptArguments(RunArguments, RewardArguments):
         },
     )
 
+    def __post_init__(self):  # the checks these settings alone decide, as they are parsed; check_args has the rest
+        with checks.config_errors():  # one line on the command line, as check_args's
+            one = {"data": self.data, "curriculum": self.curriculum, "train_limit": self.train_limit}
+            checks.check_one_prompt(self.question, self.gold_answer, **one)
+            check_tracked(self.tracked_names, self.tracked_answers)  # recipes.tracked
+
 
 def check_args(script_args, training_args, model_args):
     """Every check that needs no model (recipes/checks.py); returns the training and held-out tasks."""
@@ -198,9 +204,6 @@ def check_args(script_args, training_args, model_args):
         training_args.max_steps,
         zero3=uses_zero3(training_args),
     )
-    one = {"data": script_args.data, "curriculum": script_args.curriculum, "train_limit": script_args.train_limit}
-    checks.check_one_prompt(script_args.question, script_args.gold_answer, **one)
-    check_tracked(script_args.tracked_names, script_args.tracked_answers)  # recipes.tracked
     if script_args.one_update_per_group:
         t = training_args
         checks.check_one_update_per_group(t.num_iterations, t.steps_per_generation, t.gradient_accumulation_steps)

@@ -68,9 +68,13 @@ class SFTScriptArguments(common.RunArguments):
         },
     )
 
+    def __post_init__(self):  # checked as they are parsed, before anything loads: one line on the command line
+        with checks.config_errors():
+            check_args(self)
+
 
 def check_args(args: SFTScriptArguments) -> None:
-    """The recipe's own settings, checked before anything loads."""
+    """The recipe's own settings, which no other options decide (``SFTScriptArguments.__post_init__`` calls it)."""
     if args.stop_at_accuracy is not None and not args.validation_data:
         raise ValueError("stop_at_accuracy needs validation_data: a .jsonl of problems that is not the held-out set")
     if args.max_train_seconds is not None and args.max_train_seconds <= 0:
@@ -129,7 +133,6 @@ def main(script_args, training_args, model_args):
     # Validate everything that can be checked without a model, data included
     args = script_args
     with checks.config_errors():  # bad input stops here, before any model loads (one line on the CLI)
-        check_args(args)
         task, eval_task = get_task(args.task), get_task(args.eval_task)
         checks.check_quantization(model_args.load_in_4bit, model_args.load_in_8bit, model_args.use_peft)
         checks.check_precision(model_args.use_peft, model_args.dtype, checks.uses_deepspeed(training_args))

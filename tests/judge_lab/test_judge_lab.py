@@ -222,17 +222,17 @@ BAD_OVERRIDES = [
 def test_bad_lab_settings_fail_before_any_model_loads(tmp_path, overrides, message, monkeypatch):
     monkeypatch.delenv("LEASH_UNSET_VAR_X", raising=False)
     missing_model = str(tmp_path / "no_model_here")  # loading it would fail differently
-    args = parse_recipe_config(
-        grpo,
-        TINY_CHECKER,
-        "--output_dir",
-        str(tmp_path / "o"),
-        "--model_name_or_path",
-        missing_model,
-        *BUILDS,
-        *overrides,
-    )
-    with pytest.raises(ValueError, match=message):
+    with pytest.raises(ValueError, match=message):  # a setting the options alone decide fails as they are parsed
+        args = parse_recipe_config(
+            grpo,
+            TINY_CHECKER,
+            "--output_dir",
+            str(tmp_path / "o"),
+            "--model_name_or_path",
+            missing_model,
+            *BUILDS,
+            *overrides,
+        )
         grpo.main(*args)
     assert not Path(missing_model).exists()
 

@@ -6,6 +6,7 @@ OMP_NUM_THREADS=1 .venv/bin/python -m pytest -q tests/recipes/test_dpo.py
 
 import logging
 import math
+import re
 import types
 from pathlib import Path
 
@@ -133,6 +134,24 @@ def test_errors_before_model_load(tmp_path, rows, flags, message):
     with pytest.raises(ValueError, match=message):
         main(*args)
     assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize(
+    "recipe, config", [("dpo", CONFIG), ("reward_model", "recipes/configs/tiny/reward_model_cpu.yaml")]
+)
+@pytest.mark.parametrize(
+    "flags, message",
+    [
+        (["--max_pairs_per_problem", "-1"], "max_pairs_per_problem=-1: give a number of pairs >= 1, or 0"),
+        (["--length_tolerance", "-0.1"], "length_tolerance=-0.1: give a largest"),
+    ],
+)
+def test_pair_settings_are_refused_as_they_are_parsed(recipe, config, flags, message):
+    """A negative cap would drop pairs silently and a negative tolerance would leave none: both are refused by the
+    pair options themselves, before the data is read."""
+    with pytest.raises(ValueError, match=re.escape(message)):
+        parse_recipe_config(recipe, config, "--data", "no/such.jsonl", *flags)
+    parse_recipe_config(recipe, config, "--data", "no/such.jsonl", "--max_pairs_per_problem", "0")  # 0: no cap
 
 
 def state(step):
