@@ -47,7 +47,7 @@ lint: venv  # ruff check and ruff format --check
 demo: venv  # the embedded CPU demo (python -m cpu_lab.demo)
 	OMP_NUM_THREADS=2 $(PY) -m cpu_lab.demo
 
-stats: venv  # the project's size: a GRPO run's code within two imports, product code, config keys, README
+stats: venv  # the project's size: what a GRPO run reads within two hops, product code, config keys, README
 	$(PY) -m bench.stats
 
 bench: venv  # CPU benchmarks; bench.grpo_gpu needs a CUDA GPU

@@ -3,8 +3,9 @@ and the README.
 
     python -m bench.stats          # or: make stats
 
-- **A GRPO run within two hops**: ``recipes/grpo.py`` and every module of the project it imports, and every module
-  those import (top-level and lazy imports alike: a reader follows both), by lines.
+- **A GRPO run within two hops**, as a reader follows it: ``recipes/grpo.py``, every definition of the project it
+  names (a function, a class, a module-level constant: hop 1) and every definition those name (hop 2), by lines; a
+  class counts whole. Also, coarser: every module within two imports of it (top-level and lazy imports alike).
 - **Product code**: the lines of the packages (rewards, eval, training_data, recipes, the labs, bench); tests not
   counted.
 - **Config keys**: the option lines the YAML configs write themselves (a variant's own keys; what it takes from its
@@ -25,12 +26,12 @@ ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = ("rewards", "eval", "training_data", "recipes", "cpu_lab", "judge_lab", "reward_model_lab", "bench")
 
 
-def module_path(name: str) -> Path | None:
+def module_path(name: str, root: Path = ROOT) -> Path | None:
     """The file of a project module named ``a.b.c`` (a module or a package's ``__init__.py``), or None."""
     parts = name.split(".")
     if parts[0] not in PACKAGES:
         return None
-    for candidate in (ROOT.joinpath(*parts).with_suffix(".py"), ROOT.joinpath(*parts, "__init__.py")):
+    for candidate in (root.joinpath(*parts).with_suffix(".py"), root.joinpath(*parts, "__init__.py")):
         if candidate.is_file():
             return candidate
     return None
@@ -60,21 +61,109 @@ def within_hops(start: Path, hops: int) -> set[Path]:
     return seen
 
 
-def lines(path: Path) -> int:
-    """Lines of code: not blank, not a comment alone, not in a docstring."""
-    text = path.read_text()
-    docstrings = set()
-    for node in ast.walk(ast.parse(text)):
+def docstring_lines(tree: ast.AST) -> set[int]:
+    found = set()
+    for node in ast.walk(tree):
         body = getattr(node, "body", None)
         if isinstance(body, list) and body and isinstance(body[0], ast.Expr):
             value = body[0].value
             if isinstance(value, ast.Constant) and isinstance(value.value, str):
-                docstrings |= set(range(body[0].lineno, body[0].end_lineno + 1))
+                found |= set(range(body[0].lineno, body[0].end_lineno + 1))
+    return found
+
+
+def code_lines(text: list[str], first: int, last: int, docstrings: set[int]) -> int:
+    """Lines ``first``..``last`` (from 1) that are code: not blank, not a comment alone, not in a docstring."""
     return sum(
         1
-        for number, line in enumerate(text.splitlines(), 1)
-        if line.strip() and not line.strip().startswith("#") and number not in docstrings
+        for number in range(first, last + 1)
+        if text[number - 1].strip() and not text[number - 1].strip().startswith("#") and number not in docstrings
     )
+
+
+def lines(path: Path) -> int:
+    """Lines of code: not blank, not a comment alone, not in a docstring."""
+    text = path.read_text()
+    return code_lines(text.splitlines(), 1, len(text.splitlines()), docstring_lines(ast.parse(text)))
+
+
+class Module:
+    """A project module as the call graph reads it: its top-level definitions (functions, classes, constants) and
+    what each name it imports stands for (a project module, or a definition in one)."""
+
+    def __init__(self, path: Path, root: Path = ROOT):
+        text = path.read_text()
+        self.path, self.tree, self.text = path, ast.parse(text), text.splitlines()
+        self.docstrings = docstring_lines(self.tree)
+        self.units: dict[str, ast.stmt] = {}
+        for node in self.tree.body:
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+                self.units[node.name] = node
+            elif isinstance(node, ast.Assign | ast.AnnAssign):
+                for target in node.targets if isinstance(node, ast.Assign) else [node.target]:
+                    if isinstance(target, ast.Name):
+                        self.units[target.id] = node
+        self.modules: dict[str, Path] = {}  # alias -> a project module
+        self.imported: dict[str, tuple[Path, str]] = {}  # name -> (module, its name there)
+        for node in ast.walk(self.tree):  # lazy imports too: a reader follows them
+            if isinstance(node, ast.Import):
+                for alias in node.names:
+                    if (found := module_path(alias.name, root)) and alias.asname:
+                        self.modules[alias.asname] = found
+            elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                for alias in node.names:
+                    name = alias.asname or alias.name
+                    if sub := module_path(f"{node.module}.{alias.name}", root):
+                        self.modules[name] = sub
+                    elif found := module_path(node.module, root):
+                        self.imported[name] = (found, alias.name)
+
+    def size(self, name: str) -> int:
+        node = self.units[name]
+        first = min([node.lineno, *(d.lineno for d in getattr(node, "decorator_list", []))])
+        return code_lines(self.text, first, node.end_lineno, self.docstrings)
+
+    def named_in(self, node: ast.AST) -> set[tuple[Path, str]]:
+        """The project definitions ``node`` names: its own module's, imported ones, and ``module.name``."""
+        found = set()
+        for n in ast.walk(node):
+            if isinstance(n, ast.Name) and n.id in self.units and self.units[n.id] is not node:
+                found.add((self.path, n.id))
+            elif isinstance(n, ast.Name) and n.id in self.imported:
+                found.add(self.imported[n.id])
+            elif isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name) and n.value.id in self.modules:
+                found.add((self.modules[n.value.id], n.attr))
+        return found
+
+
+def reached_within(start: Path, hops: int, root: Path = ROOT) -> dict[tuple[Path, str], int]:
+    """The definitions a reader of ``start`` reaches within ``hops`` names, each with its lines of code (a name
+    re-exported by another module is followed to its definition)."""
+    modules: dict[Path, Module] = {}
+
+    def module(path: Path) -> Module:
+        if path not in modules:
+            modules[path] = Module(path, root)
+        return modules[path]
+
+    def definition(path: Path, name: str) -> tuple[Path, str] | None:
+        seen = set()
+        while (path, name) not in seen:
+            seen.add((path, name))
+            if name in module(path).units:
+                return path, name
+            if name not in module(path).imported:
+                return None
+            path, name = module(path).imported[name]
+        return None
+
+    reached = {}
+    named = module(start).named_in(module(start).tree)
+    for _ in range(hops):
+        found = {d for path, name in named if (d := definition(path, name)) and d[0] != start} - set(reached)
+        reached |= {d: module(d[0]).size(d[1]) for d in found}
+        named = {n for path, name in found for n in module(path).named_in(module(path).units[name])}
+    return reached
 
 
 def config_keys(folder: Path) -> int:
@@ -95,11 +184,19 @@ def physical_lines(path: Path) -> int:
 
 
 def stats() -> dict:
-    run = within_hops(ROOT / "recipes" / "grpo.py", 2)
+    grpo = ROOT / "recipes" / "grpo.py"
+    reached = reached_within(grpo, 2)
+    by_file = {str(grpo.relative_to(ROOT)): lines(grpo)}
+    for (path, _), n in reached.items():
+        key = str(path.relative_to(ROOT))
+        by_file[key] = by_file.get(key, 0) + n
+    run = within_hops(grpo, 2)
     product = [p for package in PACKAGES for p in (ROOT / package).rglob("*.py")]
     readme = (ROOT / "README.md").read_text()
     return {
-        "grpo_two_hops": {str(p.relative_to(ROOT)): lines(p) for p in sorted(run)},
+        "grpo_two_hops": by_file,
+        "grpo_two_hops_definitions": len(reached),
+        "grpo_two_imports": {str(p.relative_to(ROOT)): lines(p) for p in sorted(run)},
         "product_lines": sum(lines(p) for p in product),
         "product_physical_lines": sum(physical_lines(p) for p in product),
         "config_keys": config_keys(ROOT / "recipes" / "configs"),
@@ -116,9 +213,14 @@ def main(argv: list[str] | None = None) -> dict:
     parser.parse_args(argv)
     s = stats()
     files = s["grpo_two_hops"]
-    print(f"a GRPO run within two hops of recipes/grpo.py: {sum(files.values()):,} lines in {len(files)} files")
+    print(
+        f"a GRPO run within two hops of recipes/grpo.py (the file, and {s['grpo_two_hops_definitions']} definitions "
+        f"it names or they name): {sum(files.values()):,} lines in {len(files)} files"
+    )
     for path, n in sorted(files.items(), key=lambda item: -item[1]):
         print(f"  {n:6,d}  {path}")
+    modules = s["grpo_two_imports"]
+    print(f"the modules within two imports of it, whole: {sum(modules.values()):,} lines in {len(modules)} files")
     print(
         f"product code ({', '.join(PACKAGES)}): {s['product_lines']:,} lines of code, "
         f"{s['product_physical_lines']:,} lines in all"

@@ -457,6 +457,33 @@ def test_eval_speed_refuses_batch_sizes_that_are_not_whole_numbers():
     assert done.returncode == 2 and "--batch-sizes '16,x'" in done.stderr and done.stderr.count("\n") == 1
 
 
+def test_stats_follow_a_run_two_names_deep(tmp_path):
+    """What a reader of the start file reaches: the definitions it names (hop 1), those they name (hop 2), followed
+    through a re-export, each counted by its own lines; what only a third hop or nobody names is not counted."""
+    from bench import stats
+
+    package = tmp_path / "recipes"
+    package.mkdir()
+    files = {
+        "start.py": "from recipes import helpers\nfrom recipes.reexport import g\n\n\ndef main():\n    helpers.f()\n"
+        "    return g\n",
+        "helpers.py": "from recipes.deep import h\n\nLIMIT = 3\n\n\ndef f():\n    # a comment\n    return h() + LIMIT\n"
+        "\n\ndef unused():\n    return 1\n",
+        "reexport.py": "from recipes.deep import g\n",
+        "deep.py": 'def g():\n    return 1\n\n\ndef h():\n    """Hop 3: deeper."""\n    return deeper()\n'
+        "\n\ndef deeper():\n    return 3\n",
+    }
+    for name, text in files.items():
+        (package / name).write_text(text)
+    start = package / "start.py"
+    named = {(path.name, name): n for (path, name), n in stats.reached_within(start, 2, root=tmp_path).items()}
+    assert named == {("helpers.py", "f"): 2, ("deep.py", "g"): 2, ("helpers.py", "LIMIT"): 1, ("deep.py", "h"): 2}
+    one = {(path.name, name) for path, name in stats.reached_within(start, 1, root=tmp_path)}
+    assert one == {("helpers.py", "f"), ("deep.py", "g")}
+    real = stats.reached_within(stats.ROOT / "recipes" / "grpo.py", 2)
+    assert any(path.name == "grpo_setup.py" and name == "check_args" for path, name in real)
+
+
 def test_stats_count_code_lines_and_follow_imports_two_hops(tmp_path):
     from bench import stats
 
