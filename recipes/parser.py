@@ -351,86 +351,15 @@ class RecipeParser(argparse.ArgumentParser):
         actions = [action_spec(a) for a in self._actions if a.option_strings and not isinstance(a, own)]
         return {"format": TABLE_FORMAT, "layout": layout, "actions": actions}
 
-    # --- help --------------------------------------------------------------------------------------------------------
-
-    def _actions_of(self, name: str, short: bool) -> list[argparse.Action]:
-        """Copies of the actions of field ``name`` with short value names (the summary drops ``--no_*`` twins)."""
-        found = []
-        for action in self._actions:
-            if action.dest != name or (short and isinstance(action, argparse._StoreFalseAction)):
-                continue
-            shown = copy.copy(action)
-            shown.metavar = metavar(action)
-            shown.option_strings = action.option_strings[:1]  # --name, not its --dashed-name twin as well
-            if short and name in self.common:
-                shown.help = first_sentence(action.help).replace("%%", "%").replace("%", "%%")
-            elif short:
-                shown.help = first_clause(action.help)
-            found.append(shown)
-        return found
-
-    def leash_groups(self) -> list[tuple[str, list[str]]]:
-        """The script arguments' fields by group title, in order; unnamed ones last."""
-        names = self.script_fields
-        grouped = [
-            (title, [m for n in members if n in names for m in (n, *BESIDE.get(n, ())) if m in names])
-            for title, members in self.groups.items()
-        ]
-        placed = {n for _, members in grouped for n in members}
-        rest = [n for n in names if n not in placed]
-        return [(title, members) for title, members in [*grouped, ("other options of the recipe", rest)] if members]
-
-    def _display(self, full: bool) -> argparse.ArgumentParser:
-        shown = argparse.ArgumentParser(
-            prog=self.prog,
-            usage=self.usage,
-            description=self.doc if full else self.description,
-            formatter_class=RecipeHelpFormatter,
-            add_help=False,
-        )
-        start = shown.add_argument_group("start here")
-        start.add_argument(
-            "--config", metavar="CONFIG.yaml", help="option: value lines (recipes/configs/); flags after it win"
-        )
-        start.add_argument("-h", "--help", action="store_true", help="this summary")
-        start.add_argument("--help-all", action="store_true", help="every option, TRL's included")
-        for title, names in self.leash_groups():
-            if title in self.folded and not full:
-                listed = ", ".join(f"--{name}" for name in names) + " (--help-all describes them)"
-                shown.add_argument_group(title, textwrap.fill(listed, 74))  # argparse indents it by 2
-                continue
-            group = shown.add_argument_group(title)
-            for name in names:
-                for action in self._actions_of(name, short=not full):
-                    group._add_action(action)
-        count = sum(len(names) for _, names in self.trl_parts)
-        pointer = f"{self.prog} --help-all lists all {count} options of {self.trl_title()}"
-        pointer += f";\n{self.docs} explains the recipe's own options" if self.docs else ""
-        if full:
-            for kind, names in self.trl_parts:
-                group = shown.add_argument_group(f"TRL's {kind}")
-                for name in names:
-                    for action in self._actions_of(name, short=False):
-                        group._add_action(action)
-        else:
-            group = shown.add_argument_group(f"options of {self.trl_title()} that runs often set")
-            for name in self.common:
-                for action in self._actions_of(name, short=True):
-                    group._add_action(action)
-            shown.epilog = pointer
-        return shown
-
-    def trl_title(self) -> str:
-        """``TRL's GRPOConfig and ModelConfig``."""
-        return "TRL's " + " and ".join(name for name, _ in self.trl_parts)
+    # --- help: the screens are built by help_screen (below the class), which a run never reads ------------------------
 
     def format_help(self) -> str:
         """The one-screen summary ``--help`` prints."""
-        return self._display(full=False).format_help()
+        return help_screen(self, full=False).format_help()
 
     def format_full_help(self) -> str:
         """Every option, by group, as ``--help-all`` prints it."""
-        return self._display(full=True).format_help()
+        return help_screen(self, full=True).format_help()
 
     # --- parsing -----------------------------------------------------------------------------------------------------
 
@@ -549,6 +478,83 @@ class RecipeParser(argparse.ArgumentParser):
         from recipes.tiny_model import may_build_at  # torch and transformers: only for a tiny model still to build
 
         script.build_tiny_model = may_build_at(path, "build_tiny_model" in given, "model_name_or_path" in given)
+
+
+# -------------------------------------------------------------------------------------------------- the help screens
+def shown_actions(parser: RecipeParser, name: str, short: bool) -> list[argparse.Action]:
+    """Copies of the actions of field ``name`` with short value names (the summary drops ``--no_*`` twins)."""
+    found = []
+    for action in parser._actions:
+        if action.dest != name or (short and isinstance(action, argparse._StoreFalseAction)):
+            continue
+        shown = copy.copy(action)
+        shown.metavar = metavar(action)
+        shown.option_strings = action.option_strings[:1]  # --name, not its --dashed-name twin as well
+        if short and name in parser.common:
+            shown.help = first_sentence(action.help).replace("%%", "%").replace("%", "%%")
+        elif short:
+            shown.help = first_clause(action.help)
+        found.append(shown)
+    return found
+
+
+def leash_groups(parser: RecipeParser) -> list[tuple[str, list[str]]]:
+    """The script arguments' fields by group title, in order; unnamed ones last."""
+    names = parser.script_fields
+    grouped = [
+        (title, [m for n in members if n in names for m in (n, *BESIDE.get(n, ())) if m in names])
+        for title, members in parser.groups.items()
+    ]
+    placed = {n for _, members in grouped for n in members}
+    rest = [n for n in names if n not in placed]
+    return [(title, members) for title, members in [*grouped, ("other options of the recipe", rest)] if members]
+
+
+def help_screen(parser: RecipeParser, full: bool) -> argparse.ArgumentParser:
+    """The parser whose help is the recipe's screen: the summary, or (``full``) every option by group."""
+    shown = argparse.ArgumentParser(
+        prog=parser.prog,
+        usage=parser.usage,
+        description=parser.doc if full else parser.description,
+        formatter_class=RecipeHelpFormatter,
+        add_help=False,
+    )
+    start = shown.add_argument_group("start here")
+    start.add_argument(
+        "--config", metavar="CONFIG.yaml", help="option: value lines (recipes/configs/); flags after it win"
+    )
+    start.add_argument("-h", "--help", action="store_true", help="this summary")
+    start.add_argument("--help-all", action="store_true", help="every option, TRL's included")
+    for title, names in leash_groups(parser):
+        if title in parser.folded and not full:
+            listed = ", ".join(f"--{name}" for name in names) + " (--help-all describes them)"
+            shown.add_argument_group(title, textwrap.fill(listed, 74))  # argparse indents it by 2
+            continue
+        group = shown.add_argument_group(title)
+        for name in names:
+            for action in shown_actions(parser, name, short=not full):
+                group._add_action(action)
+    count = sum(len(names) for _, names in parser.trl_parts)
+    pointer = f"{parser.prog} --help-all lists all {count} options of {trl_title(parser)}"
+    pointer += f";\n{parser.docs} explains the recipe's own options" if parser.docs else ""
+    if full:
+        for kind, names in parser.trl_parts:
+            group = shown.add_argument_group(f"TRL's {kind}")
+            for name in names:
+                for action in shown_actions(parser, name, short=False):
+                    group._add_action(action)
+    else:
+        group = shown.add_argument_group(f"options of {trl_title(parser)} that runs often set")
+        for name in parser.common:
+            for action in shown_actions(parser, name, short=True):
+                group._add_action(action)
+        shown.epilog = pointer
+    return shown
+
+
+def trl_title(parser: RecipeParser) -> str:
+    """``TRL's GRPOConfig and ModelConfig``."""
+    return "TRL's " + " and ".join(name for name, _ in parser.trl_parts)
 
 
 # --------------------------------------------------------------------------------------------------- the saved table
