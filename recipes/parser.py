@@ -2,7 +2,7 @@
 ``--help``, config keys checked by name and value, one-line errors, and configs built on a ``base:`` (``load_config``).
 
 TRL's configs import torch, transformers and peft, several seconds, so ``recipes.common.run_cli`` first reads a command
-line with a table of the recipe's options (``RecipeParser.from_table``): ``--help`` and what the table can refuse are
+line with a table of the recipe's options (``parser_from_table``): ``--help`` and what the table can refuse are
 answered before those libraries load, in the full parser's words. The table is the one the full parser saved in the
 cache (``save_table``), else the one leash ships in ``recipes/options/``; each is keyed by the Python, the versions of
 ``VERSIONED`` and the contents of the files the options are written in, so that a stale one is never read.
@@ -277,9 +277,9 @@ class Command:
 
 
 class RecipeParser(argparse.ArgumentParser):
-    """A recipe's parser with leash's help, errors and renames, built from TRL's configs (``from_dataclasses``) or from
-    a saved table of their options (``from_table``). ``--help`` names the ``folded`` groups (options few runs set) in
-    one paragraph each, so that it stays on one screen."""
+    """A recipe's parser with leash's help, errors and renames, built from TRL's configs (``from_dataclasses``) or
+    from a saved table of their options (``parser_from_table``). ``--help`` names the ``folded`` groups (options few
+    runs set) in one paragraph each, so that it stays on one screen."""
 
     def __init__(
         self,
@@ -325,31 +325,6 @@ class RecipeParser(argparse.ArgumentParser):
                 parser._add_action(action)
         parser.dataclass_types = tuple(dataclass_types)
         return parser
-
-    @classmethod
-    def from_table(cls, table: dict) -> RecipeParser:
-        """The parser ``table()`` describes, without TRL's configs: it prints the same help and refuses the same
-        command lines in the same words; its ``parse_args_and_config`` returns one namespace per dataclass."""
-        parser = cls(**table["layout"])
-        for spec in table["actions"]:
-            parser._add_action(action_from_spec(spec))
-        return parser
-
-    def table(self) -> dict:
-        """Everything ``from_table`` needs, as JSON values; ValueError for an option it could not rebuild."""
-        layout = {
-            "module": self.module,
-            "doc": self.doc,
-            "groups": self.groups,
-            "common": list(self.common),
-            "folded": list(self.folded),
-            "docs": self.docs,
-            "script_fields": self.script_fields,
-            "trl_parts": self.trl_parts,
-        }
-        own = (argparse._HelpAction, HelpAllAction)
-        actions = [action_spec(a) for a in self._actions if a.option_strings and not isinstance(a, own)]
-        return {"format": TABLE_FORMAT, "layout": layout, "actions": actions}
 
     # --- help: the screens are built by help_screen (below the class), which a run never reads ------------------------
 
@@ -675,6 +650,32 @@ def action_from_spec(spec: dict) -> argparse.Action:
     )
 
 
+def table_of(parser: RecipeParser) -> dict:
+    """Everything ``parser_from_table`` needs, as JSON values; ValueError for an option it could not rebuild."""
+    layout = {
+        "module": parser.module,
+        "doc": parser.doc,
+        "groups": parser.groups,
+        "common": list(parser.common),
+        "folded": list(parser.folded),
+        "docs": parser.docs,
+        "script_fields": parser.script_fields,
+        "trl_parts": parser.trl_parts,
+    }
+    own = (argparse._HelpAction, HelpAllAction)
+    actions = [action_spec(a) for a in parser._actions if a.option_strings and not isinstance(a, own)]
+    return {"format": TABLE_FORMAT, "layout": layout, "actions": actions}
+
+
+def parser_from_table(table: dict) -> RecipeParser:
+    """The parser ``table_of`` describes, without TRL's configs: it prints the same help and refuses the same command
+    lines in the same words; its ``parse_args_and_config`` returns one namespace per dataclass."""
+    parser = RecipeParser(**table["layout"])
+    for spec in table["actions"]:
+        parser._add_action(action_from_spec(spec))
+    return parser
+
+
 PYTHON = f"{sys.version_info[0]}.{sys.version_info[1]}"  # a shipped table's Python
 
 
@@ -737,10 +738,10 @@ def _versions(distributions: dict[str, metadata.Distribution | None] | None = No
 
 
 def save_table(module: str, parser: RecipeParser, sources: Sequence[Path] | None = None) -> Path | None:
-    """Saves ``parser.table()`` for ``module`` in the cache, keyed by the Python, the library versions and the contents
-    of ``sources``; None when it cannot, which costs the next command only its speed."""
+    """Saves ``table_of(parser)`` for ``module`` in the cache, keyed by the Python, the library versions and the
+    contents of ``sources``; None when it cannot, which costs the next command only its speed."""
     try:
-        table = parser.table()
+        table = table_of(parser)
     except ValueError:
         return None
     files = sources if sources is not None else table_sources(parser, module)
@@ -766,7 +767,7 @@ def saved_parser(module: str) -> RecipeParser | None:
             return None
         if any(_digest(Path(path)) != digest for path, digest in key["sources"].items()):
             return None
-        return RecipeParser.from_table(table)
+        return parser_from_table(table)
     except Exception:  # a table that cannot be read, whatever is wrong with it, costs the command only its speed
         return None
 
@@ -848,7 +849,7 @@ def shipped_parser(module: str) -> RecipeParser | None:
         shipped = json.loads(shipped_table_path(module).read_text())
         if shipped["table"]["format"] != TABLE_FORMAT or stale_parts(shipped["key"]):
             return None
-        return RecipeParser.from_table(shipped["table"])
+        return parser_from_table(shipped["table"])
     except Exception:  # a table that cannot be read, whatever is wrong with it, costs the command only its speed
         return None
 
@@ -858,7 +859,7 @@ def write_table(module: str, folder: Path | str = SHIPPED) -> Path:
     imported nothing else of leash, so that the key names just the files the recipe's command loads."""
     made = importlib.import_module(module).make_parser()
     key, path = shipped_key(table_sources(made, module)), Path(folder) / f"{module}.json"
-    path.write_text(json.dumps({"key": key, "table": made.table()}, indent=1) + "\n")
+    path.write_text(json.dumps({"key": key, "table": table_of(made)}, indent=1) + "\n")
     if stale_parts(key):  # a file changed while the table was made
         raise RuntimeError(f"{path}: {', '.join(stale_parts(key))} while it was written: run {WRITE_TABLES} again")
     return path

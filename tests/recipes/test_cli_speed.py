@@ -43,7 +43,7 @@ def test_importing_a_recipe_loads_no_library():
 def light(module: str) -> tuple[parser.RecipeParser, parser.RecipeParser]:
     """The recipe's parser and the one the saved table (through JSON, as on disk) gives."""
     full = importlib.import_module(module).make_parser()
-    return full, parser.RecipeParser.from_table(json.loads(json.dumps(full.table())))
+    return full, parser.parser_from_table(json.loads(json.dumps(parser.table_of(full))))
 
 
 @pytest.mark.parametrize("module", RECIPES)

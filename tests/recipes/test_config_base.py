@@ -15,7 +15,15 @@ from pathlib import Path
 
 import pytest
 
-from recipes.parser import RecipeParser, config_sources, is_base_config, load_config, recipe_configs, shipped_table_path
+from recipes.parser import (
+    RecipeParser,
+    config_sources,
+    is_base_config,
+    load_config,
+    parser_from_table,
+    recipe_configs,
+    shipped_table_path,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 CONFIGS = recipe_configs(ROOT / "recipes" / "configs")
@@ -117,7 +125,7 @@ def test_a_malformed_base_names_the_base_and_its_config(tmp_path):
 
 def sft_parser() -> RecipeParser:
     """The SFT recipe's parser, from the table leash ships (no TRL: the config keys are checked the same way)."""
-    return RecipeParser.from_table(json.loads(shipped_table_path("recipes.sft").read_text())["table"])
+    return parser_from_table(json.loads(shipped_table_path("recipes.sft").read_text())["table"])
 
 
 def test_an_unknown_or_unreadable_key_of_a_base_is_named_with_the_base(tmp_path):

@@ -73,7 +73,7 @@ def test_a_flag_without_its_value_is_refused_as_the_parse_refuses_it(grpo_parser
 def test_a_run_reads_its_config_once(grpo_parser, tmp_path, monkeypatch, capsys):
     """``run_cli`` with a table of the options, then TRL's configs: one reading of the YAML serves the DeepSpeed
     check, the precision, both parses and the printed line."""
-    reads, real, table = [], parser.config_sources, grpo_parser.table()
+    reads, real, table = [], parser.config_sources, parser.table_of(grpo_parser)
 
     def counted(path, _chain=()):
         if not _chain:
@@ -82,7 +82,7 @@ def test_a_run_reads_its_config_once(grpo_parser, tmp_path, monkeypatch, capsys)
 
     monkeypatch.setattr(parser, "config_sources", counted)
     monkeypatch.setattr(common, "command_module", lambda make_parser: "recipes.grpo")
-    monkeypatch.setattr(common, "table_parser", lambda module: parser.RecipeParser.from_table(table))
+    monkeypatch.setattr(common, "table_parser", lambda module: parser.parser_from_table(table))
     monkeypatch.setattr(common, "save_table", lambda module, made: None)
     config = str(TINY / "grpo_cpu.yaml")
     argv = ["--config", config, "--model_name_or_path", str(tmp_path / "none"), "--build_tiny_model", "false"]
