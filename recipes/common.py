@@ -233,7 +233,7 @@ def deepspeed_request(command: Command) -> str | None:
     if "deepspeed" in command.given:
         return "--deepspeed"
     if command.config.get("deepspeed"):
-        return f"deepspeed: in {command.path}"
+        return f"deepspeed: in {command.sources.get('deepspeed', command.path)}"  # the file that sets it (a base's)
     return None
 
 

@@ -8,6 +8,7 @@ is not installed stops before anything is parsed or loaded, with one line naming
 import importlib
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -101,6 +102,19 @@ def test_deepspeed_asked_for_but_not_installed_is_one_line_before_parsing(recipe
     assert "\n" not in message and route in message.split(" asks for ")[0]
     assert "DeepSpeed, which is not installed" in message
     assert "make venv-gpu" in message and f"pip install {checks.DEEPSPEED_PIN}" in message
+
+
+def test_deepspeed_in_a_base_config_names_the_base(monkeypatch, tmp_path):
+    """A variant that takes ``deepspeed:`` from its ``base:``: the refusal names the file that sets it."""
+    monkeypatch.setitem(sys.modules, "deepspeed", None)
+    monkeypatch.delenv("ACCELERATE_USE_DEEPSPEED", raising=False)
+    config = ROOT / "recipes" / "configs" / "tiny" / TINY_CONFIGS["grpo"]
+    base, variant = tmp_path / "base.yaml", tmp_path / "variant.yaml"
+    base.write_text(config.read_text() + "\ndeepspeed: ds_config.json\n")
+    variant.write_text("base: base.yaml\nseed: 3\n")
+    parser = importlib.import_module("recipes.grpo").make_parser()
+    with pytest.raises(ValueError, match=f"deepspeed: in {re.escape(str(base))} asks for DeepSpeed"):
+        common.parse_or_explain(parser, ["--config", str(variant)])
 
 
 def test_deepspeed_check_lets_runs_through_when_nothing_asks_or_it_is_installed(monkeypatch):
