@@ -178,7 +178,7 @@ def parse_or_explain(parser, args: Sequence[str] | None = None, *, command: Comm
         reworded = reword_group_error(str(error))
         if reworded:
             raise ValueError(reworded) from error
-        hint = next((h for key, h in HINTS.items() if key in str(error)), None)
+        hint = next((h for key, h in HINTS.items() if key in str(error)), None) or precision_hint(str(error))
         if hint is None:
             raise
         raise ValueError(f"{error}\n  -> {hint}") from error
@@ -188,10 +188,23 @@ HINTS = {  # TRL/transformers errors raised while parsing a config -> what to ch
     "at least 2 generations per prompt": "set num_generations: 2 or more (GRPO compares the answers of a group)",
     "`loss_weights` must have the same length": "give one loss_weights value per loss_type, in the same order (or "
     "drop loss_weights for 1.0 each)",
-    "bf16": "this machine has no GPU: set use_cpu: true (or bf16: false) for CPU runs",
-    "fp16": "this machine has no GPU: set use_cpu: true (or fp16: false) for CPU runs",
     "Some specified arguments are not used": "remove or rename the unknown keys (use the dataclass field names)",
 }
+
+
+def precision_hint(message: str) -> str | None:
+    """What to change when transformers refuses a run's bf16 (``Your setup doesn't support bf16/gpu``): on a machine
+    with no GPU, run on the CPU; on a GPU without bf16 (older than Ampere), fp16 or float32. None for any other
+    message, among them transformers' refusal of bf16 and fp16 together, which says what to change itself."""
+    if "doesn't support bf16" not in message:
+        return None
+    import torch  # loaded by the parse that raised the message
+
+    if not torch.cuda.is_available():
+        return "this machine has no GPU: set use_cpu: true (or bf16: false) for CPU runs"
+    return "this GPU has no bf16 (it needs an Ampere or newer GPU): set bf16: false, and fp16: true for half precision"
+
+
 TRL_GROUP_ERROR = re.compile(r"generation_batch_size \((\d+)\) must be divisible by num_generations \((\d+)\)")
 
 

@@ -162,3 +162,21 @@ def test_accelerate_launch_with_a_zero_config_stops_at_once_without_deepspeed(pa
     assert result.returncode != 0 and time.monotonic() - start < 60
     assert "DeepSpeed is not installed" in result.stderr.strip().splitlines()[-1], result.stderr[-3000:]
     assert "recipes/grpo.py" not in result.stderr  # the recipe never ran
+
+
+def test_a_refused_bf16_gets_the_hint_of_the_machine(monkeypatch):
+    """On a machine with no GPU the hint is the CPU; on a GPU without bf16, fp16; transformers' refusal of bf16 and
+    fp16 together already says what to change and gets no hint (it once got "this machine has no GPU")."""
+    import torch
+
+    parser = importlib.import_module("recipes.sft").make_parser()
+    argv = ["--config", "recipes/configs/tiny/sft_cpu.yaml"]
+    with pytest.raises(ValueError) as error:
+        common.parse_or_explain(parser, [*argv, "--use_cpu", "false", "--bf16", "true"])
+    assert str(error.value).endswith("-> this machine has no GPU: set use_cpu: true (or bf16: false) for CPU runs")
+    with pytest.raises(ValueError) as error:
+        common.parse_or_explain(parser, [*argv, "--use_cpu", "true", "--bf16", "true", "--fp16", "true"])
+    assert str(error.value) == "At most one of fp16 and bf16 can be True, but not both"
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    hint = common.precision_hint("Your setup doesn't support bf16/gpu. You need Ampere+ GPU with cuda>=11.0.")
+    assert hint.startswith("this GPU has no bf16") and "fp16: true" in hint
