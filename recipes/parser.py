@@ -408,10 +408,15 @@ class RecipeParser(argparse.ArgumentParser):
             defaults = {a.dest: a.default for a in self._actions}
             for old, new in renamed.items():
                 config.setdefault(new, defaults[old])
-        for action in self._actions:  # the config's values are the defaults that flags override
-            if action.dest in config:
+        overridden = [a for a in self._actions if a.dest in config]
+        saved = [(a.default, a.required) for a in overridden]
+        try:  # the config's values are the defaults that flags override, for this parse only
+            for action in overridden:
                 action.default, action.required = config[action.dest], False
-        namespace, remaining = self.parse_known_args([*before, *command.args])
+            namespace, remaining = self.parse_known_args([*before, *command.args])
+        finally:  # a second command parsed by this parser starts from the options' own defaults
+            for action, (default, required) in zip(overridden, saved, strict=True):
+                action.default, action.required = default, required
         for old, new in renamed.items():  # a flag under TRL's name: its value under the new name, the old one unset
             if old in command.given:
                 setattr(namespace, new, getattr(namespace, old))

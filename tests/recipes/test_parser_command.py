@@ -91,3 +91,18 @@ def test_a_run_reads_its_config_once(grpo_parser, tmp_path, monkeypatch, capsys)
     common.run_cli(grpo.make_parser, lambda *args: seen.setdefault("args", args))
     assert reads == [config] and len(seen["args"]) == 3
     assert f"python -m recipes.grpo: {config} -> {tmp_path / 'out'}" in capsys.readouterr().out
+
+
+def test_a_parser_parses_a_second_command_from_the_options_own_defaults(tmp_path):
+    """A config's values are the defaults of its own parse only: a second command parsed by the same parser, from a
+    config without that key, gets the option's default, not the first config's value."""
+    from recipes import sft
+
+    first, second = tmp_path / "first.yaml", tmp_path / "second.yaml"
+    base = Path("recipes/configs/tiny/sft_cpu.yaml").read_text()
+    first.write_text(base + "\neval_limit: 7\n")
+    second.write_text("\n".join(line for line in base.splitlines() if not line.startswith("eval_limit:")) + "\n")
+    made = sft.make_parser()
+    default = made.get_default("eval_limit")
+    assert made.parse_command(made.read_command(["--config", str(first)]))[0].eval_limit == 7
+    assert made.parse_command(made.read_command(["--config", str(second)]))[0].eval_limit == default != 7
