@@ -1,4 +1,4 @@
-"""Print the hack-probe matrix: every probe (rows) scored by every reward set (columns), per task.
+r"""Print the hack-probe matrix: every probe (rows) scored by every reward set (columns), per task.
 
 Each cell is the probe's mean weighted total score over a seeded sample of real problems; a ``!`` marks a cell that
 breaks its probe kind's rule (``rewards.probes``). Run it before trusting a new reward set:

@@ -67,3 +67,18 @@ def test_make_help_lists_every_target_with_its_line():
         assert len(listed[target].split(None, 1)) == 2, f"make help: {target} has no line"
     assert "OMP_NUM_THREADS" not in done.stdout  # targets, not the variables
     assert ".venv/.installed" not in listed and "mutate" in listed
+
+
+def test_a_docstring_keeps_its_line_continuations():
+    """A command split over lines with ``\\`` in a module's docstring is printed by ``--help`` as written only in a raw
+    docstring; in a plain one the backslash and the newline vanish and the two lines run together."""
+    joined = []
+    for path in SOURCES:
+        tree = ast.parse(path.read_text())
+        doc = tree.body[0] if tree.body and isinstance(tree.body[0], ast.Expr) else None
+        if doc is None or not isinstance(doc.value, ast.Constant) or not isinstance(doc.value.value, str):
+            continue
+        source = ast.get_source_segment(path.read_text(), doc.value) or ""
+        if source[:1] not in "rR" and re.search(r"(?<!\\)(?:\\\\)*\\\n", source):  # an odd run of \ ends a line
+            joined.append(str(path.relative_to(ROOT)))
+    assert not joined, f"docstrings whose \\-continued lines --help joins (make them r-strings): {joined}"
