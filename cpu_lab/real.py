@@ -18,6 +18,9 @@
 4. Every model (the starts and the arms) on the OOD set, greedy, each shift on its own; with ``--passk K``, K samples
    per test and OOD problem at temperature 1 (pass@1..K: sharpening or new coverage?); with ``--forgetting-data``,
    how far each arm moved from its start on text outside the task (``eval forgetting``).
+With ``--screen``, the lab chooses before it measures: from the first start, the default arm and the random control
+with each setting's recipe options, read before and after on dev only (``<out>/screen/screen.md``); then it stops.
+
 5. ``<out>/report.md`` leads with the answers: does GRPO beat its start, does it beat more SFT for the same compute,
    in-distribution (test) and out of distribution, and is it sharpening or new coverage; then the controls, every
    run's table, curves, probes, times and the commands that reproduce each stage (``cpu_lab.real_report``).
@@ -30,6 +33,7 @@ Finished stages are reused when their settings match (a killed lab continues whe
     python -m cpu_lab.real --seeds 0,1,2 --passk 64                 # three seeds, pass@1..64 on the test set
     python -m cpu_lab.real --starts plateau --sampling-arms dynamic,filtered   # online against offline filtering
     python -m cpu_lab.real --starts early --controls random         # one start, the random control alone
+    python -m cpu_lab.real --starts early --screen '' --screen beta=0.3 --screen learning_rate=1e-5   # choose on dev
     python -m cpu_lab.real --report-only --out runs/real_lab        # rewrite the report
     python -m cpu_lab.real --summarize runs/real_lab/early/grpo/grpo_real_default/seed0   # one run's monitors
 """
@@ -46,7 +50,15 @@ from pathlib import Path
 
 from cpu_lab import matrix
 from cpu_lab.problems import OOD_SIZE, check_disjoint, write_lab_data
-from cpu_lab.real_report import STARTS, run_summary, train_seconds, write_report
+from cpu_lab.real_report import (
+    SCREEN,
+    STARTS,
+    run_summary,
+    screen_folder,
+    train_seconds,
+    write_report,
+    write_screen_report,
+)
 from eval.jsonl import write_jsonl
 from recipes.parser import load_config
 
@@ -107,6 +119,14 @@ def main(argv: list[str] | None = None) -> Path:
     )
     parser.add_argument("--jobs", type=int, default=2, help="runs at once (1: in turn, in this process)")
     parser.add_argument("--dpo", action="store_true", help="also DPO from each start on its own verified rollouts")
+    parser.add_argument(
+        "--screen",
+        action="append",
+        metavar="KEY=VALUE[,KEY=VALUE]",
+        help="choose on dev instead: from the first start, the default arm and the random control with these GRPO "
+        "recipe options (e.g. beta=0.3; '' for the configs as they are), read on dev only; repeat for several; the "
+        "lab stops after them (<out>/screen/screen.md)",
+    )
     parser.add_argument("--summarize", metavar="RUN_DIR", help="print a GRPO run's monitors at the start and the end")
     parser.add_argument("--report-only", action="store_true", help="only (re)write the report of finished runs")
     args = parser.parse_args(argv)
@@ -135,12 +155,15 @@ def main(argv: list[str] | None = None) -> Path:
         parser.error("--passk 1 is one sample a problem, the greedy eval's job: give K >= 2, e.g. 64")
     if args.forgetting_data and not Path(args.forgetting_data).is_file():
         parser.error(f"--forgetting-data {args.forgetting_data}: no such file (pass a .jsonl, or '' to skip)")
+    screens = {setting: screen_flags(setting, parser) for setting in args.screen or []}
     out = Path(args.out)
     if args.summarize:
         text = run_summary(Path(args.summarize))
         print(text)
         return text
     if args.report_only:
+        if (out / SCREEN).is_dir():
+            print(f"[real] screen on dev: {write_screen_report(out / SCREEN)}")
         return write_report(out, {})
     if not (Path(args.model) / "config.json").exists():
         parser.error(f"no model at {args.model}: run `make real-model` first (or pass --model DIR)")
@@ -150,9 +173,9 @@ def main(argv: list[str] | None = None) -> Path:
     if (data / "heldout.jsonl").exists() and not (data / "test.jsonl").exists():
         parser.error(f"{data} holds data split on the question text alone: pass a new --out (or delete {data})")
     started, seconds = time.monotonic(), {}
-    print(
-        f"[real] SmolLM2 lab in {out}: data, SFT starts {starts}, then from each the arms (seeds {seeds})", flush=True
-    )
+    starts = starts[:1] if screens else starts  # a screen needs the first start only
+    then = f"then {len(screens)} setting(s) on dev" if screens else f"then from each the arms (seeds {seeds})"
+    print(f"[real] SmolLM2 lab in {out}: data, SFT starts {starts}, {then}", flush=True)
 
     # 1. Data (written once: the runs' settings name these files), refused if a dev/test/OOD solution is in training
     if not (data / "test.jsonl").exists():
@@ -174,6 +197,21 @@ def main(argv: list[str] | None = None) -> Path:
     for name, folder in start_dirs.items():
         sft = json.loads((folder / "report.json").read_text())
         print(f"[real] SFT {name}: {sft['steps']} steps, test {_acc(sft.get('before'))} -> {_acc(sft.get('after'))}")
+
+    # With --screen: from the first start, each setting's default arm and random control on dev; then stop
+    if screens:
+        dev = ["--data", str(data / "train.jsonl"), "--eval_data", str(data / "dev.jsonl")]
+        dev += ["--eval_limit", str(args.eval_limit or DEV_SIZE), "--monitor_eval_data", str(data / "dev.jsonl")]
+        dev += ["--model_name_or_path", str(start_dirs[starts[0]])]
+        dev += [] if args.steps is None else ["--max_steps", str(args.steps)]
+        runs = [(str(CONFIG_DIR / f"{DEFAULT_ARM}.yaml"), seeds[0])]
+        runs.append((str(CONFIG_DIR / f"{CONTROLS['random']}.yaml"), args.control_seed))
+        for setting, flags in screens.items():
+            folder = out / SCREEN / screen_folder(setting) / "grpo"
+            matrix.run_pairs(runs, folder, [*dev, *flags], jobs=args.jobs, run_logs=True, progress=True)
+        report = write_screen_report(out / SCREEN)
+        print(f"[real] screen on dev: {report} ({time.monotonic() - started:.0f} s in all)", flush=True)
+        return report
 
     # 3. From each start: the GRPO arms in one queue (a control beside seed 0), then more SFT for the same seconds
     for name, start in start_dirs.items():
@@ -221,6 +259,23 @@ def main(argv: list[str] | None = None) -> Path:
     report = write_report(out, seconds)
     print(f"[real] report: {report} ({seconds['whole lab']:.0f} s in all)", flush=True)
     return report
+
+
+def screen_flags(setting: str, parser: argparse.ArgumentParser) -> list[str]:
+    """A ``--screen`` setting (``beta=0.3,learning_rate=1e-5``) as GRPO recipe flags; a name the recipe does not have,
+    or a name the screen itself sets (its data and evaluation), is refused before anything runs."""
+    from recipes.parser import table_parser  # the recipe's shipped table of options: no torch
+
+    options = {a.dest for a in table_parser("recipes.grpo")._actions if a.option_strings}
+    fixed = {"data", "eval_data", "eval_limit", "model_name_or_path", "monitor_eval_data", "output_dir", "seed"}
+    flags = []
+    for item in filter(None, (part.strip() for part in setting.split(","))):
+        key, sep, value = item.partition("=")
+        if not sep or not value or key not in options or key in fixed:
+            why = "set by the screen" if key in fixed else "give KEY=VALUE with an option of recipes.grpo"
+            parser.error(f"--screen {setting!r}: {item!r} is not a setting to screen ({why}, e.g. beta=0.3)")
+        flags += [f"--{key}", value]
+    return flags
 
 
 def _acc(result: dict | None) -> str:

@@ -32,6 +32,7 @@ DEFAULT_ARM, RANDOM_ARM, FORMAT_ARM = "grpo_real_default", "grpo_real_random", "
 DYNAMIC_ARM, FILTERED_ARM = "grpo_real_dynamic", "grpo_real_filtered"  # cpu_lab.real --sampling-arms
 MORE_SFT = "sft_smollm2_more"
 STARTS = {"early": "sft_smollm2", "plateau": "sft_smollm2_plateau"}  # start name -> its SFT config
+SCREEN = "screen"  # <out>/screen/<setting>/grpo/<arm>/seed<k>: GRPO settings tried on dev (cpu_lab.real --screen)
 CURVES = [  # (log key, title) of the curves drawn per arm: the monitors' view of each run
     ("monitor/correct_rate", "correct answers (monitors' checker)"),
     ("rewards/gsm8k_format_reward/mean", "format reward (0.1 = formatted)"),
@@ -512,3 +513,46 @@ def write_report(out: Path, seconds: dict) -> Path:
     commands += [p.read_text().strip() for p in sorted(out.glob("*/filtered/sample.command.txt"))]
     lines += ["", *reproduce(commands), "", f"Command line of this report: `{command_line()}`."]
     return write_markdown(out / "report.md", lines)
+
+
+def screen_folder(setting: str) -> str:
+    """The folder name of a ``--screen`` setting: the setting as given, or ``as_configured`` for none."""
+    return setting or "as_configured"
+
+
+def write_screen_report(screen: Path) -> Path:
+    """``screen.md``: each GRPO setting tried on dev, the default arm and the random-reward control from the same start,
+    dev accuracy before and after with paired 95% intervals. A setting can be chosen when its default arm's interval
+    is above 0 and its control moved no more than the lab's band; the choice is the reader's, made on dev alone."""
+    rows = []
+    for folder in sorted(f for f in screen.iterdir() if f.is_dir()):
+        runs = {arm: _runs(folder, arm) for arm in (DEFAULT_ARM, RANDOM_ARM)}
+        default = next(iter(runs[DEFAULT_ARM].values()), None)
+        control = next(iter(runs[RANDOM_ARM].values()), None)
+        lift, drift = (paired_gain(f) if f else None for f in (default, control))
+        if lift is None or drift is None:
+            verdict = "not finished"
+        else:
+            holds = abs(drift["difference"] * 100) <= CONTROL_BAND
+            lifts = lift["ci"][0] > 0
+            verdict = (
+                ("control holds" if holds else f"control OUTSIDE ±{CONTROL_BAND:.0f}")
+                + ("; the default arm lifts" if lifts else "; the default arm's interval reaches 0")
+                + ("" if not (holds and lifts) else ": a candidate")
+            )
+        before = _report(default).get("before") if default else None
+        rows.append([f"`{folder.name}`", accuracy(before), gain_points(lift), gain_points(drift), verdict])
+    if not rows:
+        raise SystemExit(f"no settings screened under {screen}: run `python -m cpu_lab.real --screen beta=0.3` first")
+    lines = [
+        "# Real-model lab: GRPO settings screened on dev",
+        "",
+        "From the first SFT start, the default arm and the random-reward control with each setting's recipe options, "
+        "evaluated before and after on the dev problems (never on test). Gains in points, paired bootstrap 95% "
+        f"intervals over the same problems; the control may move by at most ±{CONTROL_BAND:.0f} points.",
+        "",
+        table(["setting", "dev before", "default arm", "random control", "verdict"], rows),
+        "",
+        f"Command line of this report: `{command_line()}`.",
+    ]
+    return write_markdown(screen / "screen.md", lines)

@@ -262,6 +262,51 @@ def test_the_lab_queues_every_grpo_run_at_once_so_both_cores_stay_busy(tmp_path,
     assert splits["solution_overlap_with_train"]["solution_rule"] == {"dev": 0, "test": 0, "ood": 0}
 
 
+def test_a_screen_runs_the_default_arm_and_its_control_on_dev_for_each_setting_then_stops(tmp_path, monkeypatch):
+    """--screen: the first start only, then per setting the default arm and the random control, read before and after
+    on dev (never test), the setting's options appended; no arms, no more SFT, no other evaluation; screen.md."""
+    model = tmp_path / "model"
+    model.mkdir()
+    (model / "config.json").write_text("{}")
+    out, sfts, queued = tmp_path / "lab", [], []
+
+    def fake_matrix(configs, seeds, folder, flags, **kw):
+        sfts.extend(Path(c).stem for c in configs)
+        run = Path(folder) / Path(configs[0]).stem / f"seed{seeds[0]}"
+        _run(run, SOLVED_10, SOLVED_10, configs[0], [{"step": 1, "loss": 1.0}])
+        return [run]
+
+    def fake_pairs(pairs, folder, flags, **kw):
+        queued.append((pairs, Path(folder), flags))
+        lifted = SOLVED_18 if "--beta" in flags else SOLVED_10
+        for config, seed in pairs:  # the default arm lifts dev at beta 0.3; the control drifts at the configs' setting
+            after = lifted if "default" in config else (SOLVED_10 if "--beta" in flags else [i < 15 for i in range(40)])
+            _run(Path(folder) / Path(config).stem / f"seed{seed}", SOLVED_10, after, config, [{"step": 1}])
+
+    monkeypatch.setattr(real.matrix, "run_matrix", fake_matrix)
+    monkeypatch.setattr(real.matrix, "run_pairs", fake_pairs)
+    monkeypatch.setattr(real, "extra_evals", lambda *a, **k: pytest.fail("a screen evaluates nothing else"))
+
+    report = real.main(["--model", str(model), "--out", str(out), "--screen", "", "--screen", "beta=0.3"])
+    assert sfts == ["sft_smollm2"]  # the early start alone, not the plateau
+    assert [folder.relative_to(out).as_posix() for _, folder, _ in queued] == [
+        "screen/as_configured/grpo",
+        "screen/beta=0.3/grpo",
+    ]
+    for pairs, _, flags in queued:
+        assert [(Path(c).stem, seed) for c, seed in pairs] == [("grpo_real_default", 0), ("grpo_real_random", 0)]
+        assert flags[flags.index("--eval_data") + 1] == str(out / "data" / "dev.jsonl") and "test.jsonl" not in flags
+        assert flags[flags.index("--eval_limit") + 1] == str(real.DEV_SIZE)
+    assert queued[1][2][-2:] == ["--beta", "0.3"] and "--beta" not in queued[0][2]
+    text = report.read_text()
+    rows = {line.split(" | ")[0].strip("| `"): line for line in text.splitlines() if line.startswith("| `")}
+    assert "+12.5 [" in rows["as_configured"] and "control OUTSIDE ±3" in rows["as_configured"]
+    assert "+20.0 [" in rows["beta=0.3"] and "control holds; the default arm lifts: a candidate" in rows["beta=0.3"]
+    assert not (out / "early").exists() and report == out / "screen" / "screen.md"
+    assert real.main(["--report-only", "--out", str(out)]) == out / "report.md"  # and screen.md again
+    assert (out / "screen" / "screen.md").read_text() == text
+
+
 def test_sampling_arms_join_each_start_on_the_first_seed_the_filtered_one_on_its_own_pool(tmp_path, monkeypatch):
     model = tmp_path / "model"
     model.mkdir()
@@ -383,7 +428,14 @@ def test_missing_model_is_one_clear_error_before_anything_runs(tmp_path, capsys)
 
 
 @pytest.mark.parametrize(
-    "flags, message", [(["--seeds", "0,x"], "whole numbers"), (["--steps", "0"], "--steps must be >= 1")]
+    "flags, message",
+    [
+        (["--seeds", "0,x"], "whole numbers"),
+        (["--steps", "0"], "--steps must be >= 1"),
+        (["--screen", "beta"], "'beta' is not a setting to screen (give KEY=VALUE"),
+        (["--screen", "betta=0.3"], "'betta=0.3' is not a setting to screen (give KEY=VALUE with an option"),
+        (["--screen", "beta=0.3,eval_data=t.jsonl"], "'eval_data=t.jsonl' is not a setting to screen (set by the"),
+    ],
 )
 def test_bad_flags_are_one_clear_error_before_anything_runs(tmp_path, capsys, flags, message):
     with pytest.raises(SystemExit) as err:
@@ -455,6 +507,17 @@ def test_real_lab_mechanics_on_smollm2(tmp_path):
         text.count("1. **Does GRPO beat its start?**") == 2 and "Sharpening or new coverage?** Not measured" not in text
     )
     assert (out / "curves.png").exists()
+    # a screen on dev from the same lab: the finished early start reused, two GRPO runs with the setting, screen.md
+    screen = [*cmd[:7], "--steps", "1", "--sft-steps", "2", "--eval-limit", "4", "--starts", "early"]
+    screen += ["--screen", "beta=0.3"]
+    done = subprocess.run(screen, cwd=ROOT, env=env, capture_output=True, text=True, timeout=1800)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert "sft_smollm2/seed0: finished earlier with the same settings, skipped" in done.stdout
+    for arm in ("grpo_real_default", "grpo_real_random"):
+        folder = out / "screen" / "beta=0.3" / "grpo" / arm / "seed0"
+        assert json.loads((folder / "resolved_config.json").read_text())["beta"] == 0.3
+        assert json.loads((folder / "report.json").read_text())["after"]["n"] == 4
+    assert "`beta=0.3`" in (out / "screen" / "screen.md").read_text()
 
 
 def test_summary_gives_first_and_last_quarter_of_the_monitors(tmp_path):
