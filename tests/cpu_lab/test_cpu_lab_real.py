@@ -583,3 +583,13 @@ def test_report_sets_online_dynamic_sampling_and_the_offline_filtered_pool_again
 def test_report_says_nothing_of_sampling_arms_that_did_not_run(tmp_path):
     _lab(tmp_path, SOLVED_18, SOLVED_10)
     assert "Groups that teach nothing" not in real.write_report(tmp_path, {}).read_text()
+
+
+def test_grpo_and_more_sft_are_read_on_the_same_problems_in_the_same_tokens():
+    """The report sets GRPO's test answers against more SFT's, problem by problem: both must be evaluated alike, or
+    the side with fewer new tokens loses the answers that need more (64 against GRPO's 32 did)."""
+    from recipes.parser import load_config
+
+    grpo, more = real.default_arm_config(), load_config(real.MORE_SFT_CONFIG)
+    for key in ("eval_task", "eval_data", "eval_limit", "eval_max_new_tokens"):
+        assert more[key] == grpo[key], key
