@@ -5,10 +5,11 @@
    is read by no run and no choice.
 2. Two SFT starts (``recipes.sft``, full fine-tuning): ``early`` stops once dev accuracy reaches the config's
    ``stop_at_accuracy`` (room for RL); ``plateau`` runs until dev accuracy stops rising, keeping its best check.
-3. From each start, the arms (``recipes.grpo``, LoRA, with its monitors and probes; ``--jobs`` at a time):
+3. From each start, the arms (``recipes.grpo``, LoRA, with its monitors and probes; every start's in one queue,
+   ``--jobs`` at a time):
    - ``grpo_real_default``: correctness + format bonus, on every seed of ``--seeds``;
    - ``sft_smollm2_more``: SFT continued from the start for the optimizer-step seconds the default arm took on that
-     seed, with as many threads as a GRPO arm had;
+     seed, as soon as that run has finished, in the same queue (as many threads, beside another run);
    - ``grpo_real_random``: a coin-flip reward (accuracy must not move by more than ``CONTROL_BAND``);
    - ``grpo_real_format_only``: the hackable format bonus alone (``--controls`` picks the controls);
    - with ``--sampling-arms``, on the first seed: ``grpo_real_dynamic`` (online dynamic sampling: groups whose
@@ -46,6 +47,8 @@ import shlex
 import subprocess
 import sys
 import time
+from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
 from cpu_lab import matrix
@@ -213,30 +216,38 @@ def main(argv: list[str] | None = None) -> Path:
         print(f"[real] screen on dev: {report} ({time.monotonic() - started:.0f} s in all)", flush=True)
         return report
 
-    # 3. From each start: the GRPO arms in one queue (a control beside seed 0), then more SFT for the same seconds
+    # 3. The arms of every start in one queue, --jobs at a time: each start's GRPO runs (a control beside seed 0), then
+    #    its more-SFT runs, each as soon as its GRPO twin has finished (the twin's seconds are its budget), so that
+    #    both sides of the comparison train beside another run, at the same load
+    t0 = time.monotonic()
+    tasks = []
     for name, start in start_dirs.items():
-        t0 = time.monotonic()
         grpo_flags = [*inputs, "--model_name_or_path", str(start), "--monitor_eval_data", str(data / "dev.jsonl")]
         grpo_flags += [] if args.steps is None else ["--max_steps", str(args.steps)]
         runs = [(str(CONFIG_DIR / f"{DEFAULT_ARM}.yaml"), seed) for seed in seeds]
         runs[1:1] = [(str(CONFIG_DIR / f"{CONTROLS[c]}.yaml"), args.control_seed) for c in controls]
         if "dynamic" in sampling_arms:
             runs.append((str(CONFIG_DIR / f"{SAMPLING_ARMS['dynamic']}.yaml"), seeds[0]))
-        matrix.run_pairs(runs, out / name / "grpo", grpo_flags, jobs=args.jobs, run_logs=True, progress=True)
-        if "filtered" in sampling_arms:  # the start's pass rates first, then GRPO on the problems it sometimes solves
-            pool = filtered_pool(start, data, out / name / "filtered", args.filter_problems)
-            if pool is not None:
-                flags = [*grpo_flags, "--data", str(pool)]  # the last --data wins
-                config = str(CONFIG_DIR / f"{SAMPLING_ARMS['filtered']}.yaml")
-                matrix.run_matrix([config], seeds[:1], out / name / "grpo", flags, jobs=1, run_logs=True)
-        more = [
-            (seed, train_seconds(out / name / "grpo" / DEFAULT_ARM / f"seed{seed}"))
-            for seed in seeds  # the budget differs by seed: one more-SFT run each, in turn
-        ]
-        for seed, budget in more:  # with the GRPO arms' threads: --jobs processes of cpu_count // jobs threads
-            flags = [*inputs, "--model_name_or_path", str(start), "--max_train_seconds", f"{budget:.1f}"]
-            matrix.run_matrix([str(MORE_SFT_CONFIG)], [seed], out / name, flags, jobs=args.jobs, run_logs=True)
-        seconds[f"arms from {name}"] = time.monotonic() - t0
+        for config, seed in runs:
+            tasks.append(
+                ((name, Path(config).stem, seed), None, _grpo_task(config, seed, out / name, grpo_flags, args))
+            )
+        for seed in seeds:
+            twin = (name, DEFAULT_ARM, seed)
+            tasks.append(
+                ((name, MORE_SFT_CONFIG.stem, seed), twin, _more_sft_task(seed, start, out / name, inputs, args))
+            )
+    run_tasks(tasks, args.jobs)
+    seconds["GRPO arms and more SFT"] = time.monotonic() - t0
+    for name, start in start_dirs.items() if "filtered" in sampling_arms else ():
+        t0 = time.monotonic()  # the start's pass rates first, then GRPO on the problems it sometimes solves
+        pool = filtered_pool(start, data, out / name / "filtered", args.filter_problems)
+        if pool is not None:
+            flags = [*inputs, "--model_name_or_path", str(start), "--monitor_eval_data", str(data / "dev.jsonl")]
+            flags += [] if args.steps is None else ["--max_steps", str(args.steps)]
+            config = str(CONFIG_DIR / f"{SAMPLING_ARMS['filtered']}.yaml")
+            matrix.run_matrix([config], seeds[:1], out / name / "grpo", [*flags, "--data", str(pool)], run_logs=True)
+        seconds[f"filtered pool and arm from {name}"] = time.monotonic() - t0
 
     # 4. DPO from each start on pairs from its own verified rollouts, on the same test problems
     for name, start in start_dirs.items() if args.dpo else ():
@@ -259,6 +270,59 @@ def main(argv: list[str] | None = None) -> Path:
     report = write_report(out, seconds)
     print(f"[real] report: {report} ({seconds['whole lab']:.0f} s in all)", flush=True)
     return report
+
+
+def _grpo_task(config: str, seed: int, start_out: Path, flags: list[str], args) -> Callable[[], object]:
+    """One GRPO run of the queue (a process of its own with --jobs > 1)."""
+    return lambda: matrix.run_pairs(
+        [(config, seed)], start_out / "grpo", flags, jobs=args.jobs, run_logs=True, progress=False
+    )
+
+
+def _more_sft_task(seed: int, start: Path, start_out: Path, inputs: list[str], args) -> Callable[[], object]:
+    """More SFT from ``start`` for the optimizer-step seconds its GRPO twin (the default arm, ``seed``) took."""
+
+    def run():
+        budget = train_seconds(start_out / "grpo" / DEFAULT_ARM / f"seed{seed}")
+        flags = [*inputs, "--model_name_or_path", str(start), "--max_train_seconds", f"{budget:.1f}"]
+        return matrix.run_matrix(
+            [str(MORE_SFT_CONFIG)], [seed], start_out, flags, jobs=args.jobs, run_logs=True, progress=False
+        )
+
+    return run
+
+
+def run_tasks(tasks: list[tuple[tuple, tuple | None, Callable[[], object]]], jobs: int) -> None:
+    """Run ``(key, the key it waits for or None, task)`` in order, ``jobs`` at a time: a task starts when a worker is
+    free and the task it waits for (earlier in the list) has finished. A failed task does not stop the others (one
+    that waits for it fails too); a RuntimeError names them all at the end. ``jobs=1``: in turn, in this thread."""
+    done: dict[tuple, Future] = {}
+    started, finished = time.monotonic(), []
+
+    def wait_then(key, after, task):
+        if after is not None:
+            done[after].result()  # earlier in the list, so running or finished already: no deadlock
+        try:
+            return task()
+        finally:
+            finished.append(key)
+            minutes = (time.monotonic() - started) / 60
+            print(f"[real] {len(finished)}/{len(tasks)} runs of the arms done ({minutes:.0f} min)", flush=True)
+
+    if jobs == 1:
+        for key, after, task in tasks:
+            done[key] = Future()
+            try:
+                done[key].set_result(wait_then(key, after, task))
+            except Exception as error:  # noqa: BLE001 - named below, after the others ran
+                done[key].set_exception(error)
+    else:
+        with ThreadPoolExecutor(max_workers=jobs) as pool:
+            for key, after, task in tasks:
+                done[key] = pool.submit(wait_then, key, after, task)
+    failed = [f"{'/'.join(map(str, key))}: {f.exception()}" for key, f in done.items() if f.exception() is not None]
+    if failed:
+        raise RuntimeError(f"{len(failed)} run(s) of the lab failed: {'; '.join(failed)}")
 
 
 def screen_flags(setting: str, parser: argparse.ArgumentParser) -> list[str]:

@@ -192,34 +192,37 @@ def test_coverage_verdict_tells_sharpening_from_new_coverage(tmp_path):
     assert "OOD pass@1 0.062, pass@4 0.250 (4 problems)." in text
 
 
-def test_the_lab_queues_every_grpo_run_at_once_so_both_cores_stay_busy(tmp_path, monkeypatch):
-    """From each start, the default arm's seeds and the two controls go to one queue (a control beside seed 0), from
-    that start's SFT model; then more SFT for the seconds each default seed took."""
+def test_the_lab_queues_every_arm_at_once_so_both_cores_stay_busy(tmp_path, monkeypatch):
+    """Every start's GRPO runs and its more-SFT runs go to one queue, --jobs at a time, each run a process of its own
+    from that start's SFT model (a control beside seed 0); a more-SFT run starts once its GRPO twin (the default arm,
+    same seed) has finished, for the seconds that twin took, so both sides train beside another run."""
+    import threading
+
     model = tmp_path / "model"
     model.mkdir()
     (model / "config.json").write_text("{}")
     out = tmp_path / "lab"
-    sfts, more = [], []
+    sfts, events, lock = [], [], threading.Lock()
 
     def fake_matrix(configs, seeds, folder, flags, **kw):
         made = []
         for config in configs:
             run = Path(folder) / Path(config).stem / f"seed{seeds[0]}"
             if "more" in config:
-                more.append((run, flags[flags.index("--max_train_seconds") + 1]))
+                with lock:
+                    events.append(("more", run.parent.parent.name, seeds[0], flags, kw))
             else:
                 sfts.append(Path(config).stem)
             _run(run, SOLVED_10, SOLVED_10, config, [{"step": 1, "loss": 1.0}]) if not run.exists() else None
             made.append(run)
         return made
 
-    queued = []
-
     def fake_pairs(pairs, folder, flags, **kw):
-        queued.append((pairs, flags, kw))
-        for config, seed in pairs:  # the default arm's seconds: 12.5 s a step for seed s + 1 steps
-            log = [{"step": i, "train_seconds": 12.5 * i} for i in range(1, seed + 2)]
-            _run(Path(folder) / Path(config).stem / f"seed{seed}", SOLVED_10, SOLVED_10, config, log)
+        [(config, seed)] = pairs  # one run a call: the lab's queue, not the matrix's, decides what runs beside what
+        log = [{"step": i, "train_seconds": 12.5 * i} for i in range(1, seed + 2)]  # seed s: s + 1 steps of 12.5 s
+        _run(Path(folder) / Path(config).stem / f"seed{seed}", SOLVED_10, SOLVED_10, config, log)
+        with lock:
+            events.append(("grpo", Path(folder).parent.name, seed, flags, kw | {"arm": Path(config).stem}))
 
     monkeypatch.setattr(real.matrix, "run_matrix", fake_matrix)
     monkeypatch.setattr(real.matrix, "run_pairs", fake_pairs)
@@ -227,39 +230,52 @@ def test_the_lab_queues_every_grpo_run_at_once_so_both_cores_stay_busy(tmp_path,
 
     real.main(["--model", str(model), "--out", str(out), "--seeds", "0,1,2"])
     assert sfts == ["sft_smollm2", "sft_smollm2_plateau"]
-    (early, flags, kw), (plateau, plateau_flags, _) = queued  # one queue a start
-    names = [(Path(config).stem, seed) for config, seed in early]
-    assert names == [
-        ("grpo_real_default", 0),
-        ("grpo_real_random", 0),
-        ("grpo_real_format_only", 0),
-        ("grpo_real_default", 1),
-        ("grpo_real_default", 2),
-    ]
-    assert plateau == early and kw["jobs"] == 2
-    assert flags[flags.index("--model_name_or_path") + 1] == str(out / "sft" / "sft_smollm2" / "seed0")
-    assert plateau_flags[flags.index("--model_name_or_path") + 1] == str(out / "sft" / "sft_smollm2_plateau" / "seed0")
-    assert [(run.parent.parent.name, run.name, seconds) for run, seconds in more] == [
-        ("early", "seed0", "12.5"),
-        ("early", "seed1", "25.0"),
-        ("early", "seed2", "37.5"),
-        ("plateau", "seed0", "12.5"),
-        ("plateau", "seed1", "25.0"),
-        ("plateau", "seed2", "37.5"),
-    ]
+    for start in real.STARTS:
+        grpo = [(e[4]["arm"], e[2]) for e in events if e[0] == "grpo" and e[1] == start]
+        assert sorted(grpo) == sorted(
+            [("grpo_real_default", s) for s in (0, 1, 2)] + [("grpo_real_random", 0), ("grpo_real_format_only", 0)]
+        )
+        for kind, _, seed, flags, kw in (e for e in events if e[1] == start):
+            assert kw["jobs"] == 2 and kw["progress"] is False  # a process each, beside one other
+            sft_dir = out / "sft" / real.STARTS[start] / "seed0"
+            assert flags[flags.index("--model_name_or_path") + 1] == str(sft_dir)
+            if kind == "more":  # after its twin, for the twin's seconds
+                order = [(e[0], e[2], e[4].get("arm")) for e in events if e[1] == start]
+                assert order.index(("more", seed, None)) > order.index(("grpo", seed, "grpo_real_default"))
+                assert flags[flags.index("--max_train_seconds") + 1] == f"{12.5 * (seed + 1):.1f}"
+        assert sorted(e[2] for e in events if e[:2] == ("more", start)) == [0, 1, 2]
     splits = json.loads((out / "data" / "splits.json").read_text())
     assert splits["sizes"]["test"] == real.default_arm_config()["eval_limit"] == 500
 
-    queued.clear()  # --controls picks the controls: the random one alone here, from the early start only
+    events.clear()  # --controls picks the controls: the random one alone here, from the early start only
     one = ["--model", str(model), "--seeds", "0", "--starts", "early"]
     real.main([*one, "--out", str(tmp_path / "random"), "--controls", "random"])
-    assert [(Path(config).stem, seed) for config, seed in queued[0][0]] == [
-        ("grpo_real_default", 0),
-        ("grpo_real_random", 0),
-    ]
+    assert sorted(e[4]["arm"] for e in events if e[0] == "grpo") == ["grpo_real_default", "grpo_real_random"]
+    events.clear()
     real.main([*one, "--out", str(tmp_path / "none"), "--controls", ""])
-    assert [Path(config).stem for config, _ in queued[1][0]] == ["grpo_real_default"]
+    assert [e[4]["arm"] for e in events if e[0] == "grpo"] == ["grpo_real_default"]
     assert splits["solution_overlap_with_train"]["solution_rule"] == {"dev": 0, "test": 0, "ood": 0}
+
+
+def test_a_failed_run_of_the_queue_stops_its_twin_not_the_others():
+    """A failed GRPO run fails the more-SFT run that waits for its seconds; the other runs still run; the error names
+    both. In turn (jobs 1) as at two a time."""
+    for jobs in (1, 2):
+        ran = []
+
+        def ok(name, ran=ran):
+            return lambda: ran.append(name)
+
+        def broken():
+            raise RuntimeError("exit 1")
+
+        tasks = [(("early", "grpo_real_default", 0), None, broken), (("early", "grpo_real_random", 0), None, ok("r"))]
+        tasks += [(("early", "sft_smollm2_more", 0), ("early", "grpo_real_default", 0), ok("more"))]
+        tasks += [(("plateau", "grpo_real_default", 0), None, ok("p"))]
+        with pytest.raises(RuntimeError) as error:
+            real.run_tasks(tasks, jobs)
+        assert sorted(ran) == ["p", "r"]
+        assert "2 run(s) of the lab failed" in str(error.value) and "early/sft_smollm2_more/0" in str(error.value)
 
 
 def test_a_screen_runs_the_default_arm_and_its_control_on_dev_for_each_setting_then_stops(tmp_path, monkeypatch):
@@ -326,7 +342,7 @@ def test_sampling_arms_join_each_start_on_the_first_seed_the_filtered_one_on_its
         return made
 
     def fake_pairs(pairs, folder, flags, **kw):
-        queued.append([(Path(config).stem, seed) for config, seed in pairs])
+        queued.extend((Path(folder).parent.name, Path(config).stem, seed) for config, seed in pairs)
         for config, seed in pairs:
             log = [{"step": 1, "train_seconds": 5.0}]
             _run(Path(folder) / Path(config).stem / f"seed{seed}", SOLVED_10, SOLVED_10, config, log)
@@ -340,8 +356,8 @@ def test_sampling_arms_join_each_start_on_the_first_seed_the_filtered_one_on_its
     monkeypatch.setattr(real, "extra_evals", lambda *a, **k: None)
     monkeypatch.setattr(real, "filtered_pool", fake_pool)
     real.main(["--model", str(model), "--out", str(out), "--seeds", "3,4", "--sampling-arms", "dynamic,filtered"])
-    assert queued[0][-1] == ("grpo_real_dynamic", 3) and queued[0].count(("grpo_real_dynamic", 3)) == 1
-    assert queued[1] == queued[0]  # the same queue from the plateau start
+    for start in real.STARTS:  # the dynamic arm from each start, once, on the first seed
+        assert [run for run in queued if run[0] == start and "dynamic" in run[1]] == [(start, "grpo_real_dynamic", 3)]
     assert pools == [(("sft", "sft_smollm2", "seed3"), 512), (("sft", "sft_smollm2_plateau", "seed3"), 512)]
     early_start = str(out / "sft" / "sft_smollm2" / "seed3")  # the starts take the first seed
     assert filtered == [("early", [3], early_start, str(out / "early" / "filtered" / "train.jsonl"))]
