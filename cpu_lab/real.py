@@ -95,7 +95,11 @@ def main(argv: list[str] | None = None) -> Path:
         default=",".join(CONTROLS),
         help="controls run beside the default arm: random (a coin-flip reward), format_only, both, or '' for none",
     )
-    parser.add_argument("--control-seed", type=int, default=0, help="seed of the random and format-only controls")
+    parser.add_argument(
+        "--control-seeds",
+        help="seeds of the random and format-only controls, e.g. 0,1,2 (default: the first of --seeds); a gain "
+        "claimed on several seeds wants its control on each",
+    )
     parser.add_argument("--steps", type=int, default=None, help="GRPO steps per run (default: the configs')")
     parser.add_argument("--sft-steps", type=int, default=None, help="most SFT steps of a start (default: the config's)")
     parser.add_argument(
@@ -137,6 +141,10 @@ def main(argv: list[str] | None = None) -> Path:
         seeds = [int(s) for s in matrix.split_list([args.seeds])]
     except ValueError:
         parser.error(f"--seeds {args.seeds!r}: give whole numbers, e.g. --seeds 0,1")
+    try:
+        control_seeds = [int(s) for s in matrix.split_list([args.control_seeds])] if args.control_seeds else seeds[:1]
+    except ValueError:
+        parser.error(f"--control-seeds {args.control_seeds!r}: give whole numbers, e.g. --control-seeds 0,1")
     starts = matrix.split_list([args.starts])
     if unknown := [s for s in starts if s not in STARTS]:
         parser.error(f"--starts {','.join(unknown)}: give one or more of {','.join(STARTS)}")
@@ -208,7 +216,7 @@ def main(argv: list[str] | None = None) -> Path:
         dev += ["--model_name_or_path", str(start_dirs[starts[0]])]
         dev += [] if args.steps is None else ["--max_steps", str(args.steps)]
         runs = [(str(CONFIG_DIR / f"{DEFAULT_ARM}.yaml"), seeds[0])]
-        runs.append((str(CONFIG_DIR / f"{CONTROLS['random']}.yaml"), args.control_seed))
+        runs.append((str(CONFIG_DIR / f"{CONTROLS['random']}.yaml"), control_seeds[0]))
         for setting, flags in screens.items():
             folder = out / SCREEN / screen_folder(setting) / "grpo"
             matrix.run_pairs(runs, folder, [*dev, *flags], jobs=args.jobs, run_logs=True, progress=True)
@@ -225,7 +233,7 @@ def main(argv: list[str] | None = None) -> Path:
         grpo_flags = [*inputs, "--model_name_or_path", str(start), "--monitor_eval_data", str(data / "dev.jsonl")]
         grpo_flags += [] if args.steps is None else ["--max_steps", str(args.steps)]
         runs = [(str(CONFIG_DIR / f"{DEFAULT_ARM}.yaml"), seed) for seed in seeds]
-        runs[1:1] = [(str(CONFIG_DIR / f"{CONTROLS[c]}.yaml"), args.control_seed) for c in controls]
+        runs[1:1] = [(str(CONFIG_DIR / f"{CONTROLS[c]}.yaml"), seed) for seed in control_seeds for c in controls]
         if "dynamic" in sampling_arms:
             runs.append((str(CONFIG_DIR / f"{SAMPLING_ARMS['dynamic']}.yaml"), seeds[0]))
         for config, seed in runs:

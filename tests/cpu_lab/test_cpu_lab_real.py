@@ -254,6 +254,15 @@ def test_the_lab_queues_every_arm_at_once_so_both_cores_stay_busy(tmp_path, monk
     events.clear()
     real.main([*one, "--out", str(tmp_path / "none"), "--controls", ""])
     assert [e[4]["arm"] for e in events if e[0] == "grpo"] == ["grpo_real_default"]
+    events.clear()  # --control-seeds: a control on each seed a claim rests on
+    real.main([*one[:2], "--seeds", "0,1", "--starts", "early", "--out", str(tmp_path / "c"), "--control-seeds", "0,1"])
+    runs = sorted((e[4]["arm"], e[2]) for e in events if e[0] == "grpo")
+    assert [run for run in runs if run[0] != "grpo_real_default"] == [
+        ("grpo_real_format_only", 0),
+        ("grpo_real_format_only", 1),
+        ("grpo_real_random", 0),
+        ("grpo_real_random", 1),
+    ]
     assert splits["solution_overlap_with_train"]["solution_rule"] == {"dev": 0, "test": 0, "ood": 0}
 
 
@@ -448,6 +457,7 @@ def test_missing_model_is_one_clear_error_before_anything_runs(tmp_path, capsys)
     [
         (["--seeds", "0,x"], "whole numbers"),
         (["--steps", "0"], "--steps must be >= 1"),
+        (["--control-seeds", "0,one"], "--control-seeds '0,one': give whole numbers"),
         (["--screen", "beta"], "'beta' is not a setting to screen (give KEY=VALUE"),
         (["--screen", "betta=0.3"], "'betta=0.3' is not a setting to screen (give KEY=VALUE with an option"),
         (["--screen", "beta=0.3,eval_data=t.jsonl"], "'eval_data=t.jsonl' is not a setting to screen (set by the"),
