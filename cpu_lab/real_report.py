@@ -219,19 +219,24 @@ def _coverage(sft: Path, grpo: list[Path], prefix: str) -> str:
 
 
 def _controls(start_out: Path, sft: Path, ood_rows: list[dict]) -> str:
-    parts = []
-    for folder in _runs(start_out, RANDOM_ARM).values():
+    parts, held_on = [], []
+    for seed, folder in _runs(start_out, RANDOM_ARM).items():
         gain = paired_gain(folder)
         if gain:
             d = _points(gain)[0]
             held = "within" if abs(d) <= CONTROL_BAND else "OUTSIDE"
+            held_on.append(held == "within")
             ood = ood_gains(sft, folder, ood_rows).get("all")
             parts.append(
                 f"the random-reward control moved test accuracy {d:+.1f} points ({held} ±{CONTROL_BAND:.0f}"
                 + ("" if held == "within" else ": this rate moves the model by itself, so no verdict above holds")
-                + ")"
+                + f") on seed {seed}"
                 + (f", OOD {gain_points(ood)}" if ood else "")
             )
+    if len(held_on) > 1:
+        parts.insert(
+            0, f"the random-reward control held within ±{CONTROL_BAND:.0f} on {sum(held_on)} of {len(held_on)} seeds"
+        )
     for folder in _runs(start_out, FORMAT_ARM).values():
         gain, rows = paired_gain(folder), matrix.read_log(folder / "log.jsonl")
         start, end = matrix.window(rows, "reward", start=True), matrix.window(rows, "reward", start=False)

@@ -619,3 +619,13 @@ def test_grpo_and_more_sft_are_read_on_the_same_problems_in_the_same_tokens():
     grpo, more = real.default_arm_config(), load_config(real.MORE_SFT_CONFIG)
     for key in ("eval_task", "eval_data", "eval_limit", "eval_max_new_tokens"):
         assert more[key] == grpo[key], key
+
+
+def test_controls_on_several_seeds_say_on_how_many_they_held(tmp_path):
+    log = [{"step": 1, "reward": 0.1, "monitor/correct_rate": 0.3, "train_seconds": 10.0}]
+    _lab(tmp_path, SOLVED_18, SOLVED_10)  # the random control on seed 0: +0.0
+    seed1 = tmp_path / "early" / "grpo" / "grpo_real_random" / "seed1"
+    _run(seed1, SOLVED_10, SOLVED_18, "recipes/configs/real_lab/grpo_real_random.yaml", log)  # seed 1: +20.0
+    lead = real.write_report(tmp_path, {}).read_text().split("## The SFT starts")[0]
+    assert "the random-reward control held within ±3 on 1 of 2 seeds" in lead
+    assert "+0.0 points (within ±3) on seed 0" in lead and "+20.0 points (OUTSIDE ±3: this rate" in lead
