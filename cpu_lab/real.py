@@ -48,7 +48,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor, wait
 from pathlib import Path
 
 from cpu_lab import matrix
@@ -325,9 +325,15 @@ def run_tasks(tasks: list[tuple[tuple, tuple | None, Callable[[], object]]], job
             except Exception as error:  # noqa: BLE001 - named below, after the others ran
                 done[key].set_exception(error)
     else:
-        with ThreadPoolExecutor(max_workers=jobs) as pool:
+        pool = ThreadPoolExecutor(max_workers=jobs)
+        try:
             for key, after, task in tasks:
                 done[key] = pool.submit(wait_then, key, after, task)
+            wait(list(done.values()))
+        except BaseException:  # Ctrl-C: no run of the queue starts after it (the runs going on get it too)
+            pool.shutdown(wait=False, cancel_futures=True)
+            raise
+        pool.shutdown()
     failed = [f"{'/'.join(map(str, key))}: {f.exception()}" for key, f in done.items() if f.exception() is not None]
     if failed:
         raise RuntimeError(f"{len(failed)} run(s) of the lab failed: {'; '.join(failed)}")
