@@ -130,9 +130,9 @@ def main(argv: list[str] | None = None) -> Path:
         "--screen",
         action="append",
         metavar="KEY=VALUE[,KEY=VALUE]",
-        help="choose on dev instead: from the first start, the default arm and the random control with these GRPO "
-        "recipe options (e.g. beta=0.3; '' for the configs as they are), read on dev only; repeat for several; the "
-        "lab stops after them (<out>/screen/screen.md)",
+        help="choose on dev instead: from the first start, the default arm (first seed) and the random control (each "
+        "of --control-seeds) with these GRPO recipe options (e.g. beta=0.3; '' for the configs as they are), read on "
+        "dev only; repeat for several; the lab stops after them (<out>/screen/screen.md)",
     )
     parser.add_argument("--summarize", metavar="RUN_DIR", help="print a GRPO run's monitors at the start and the end")
     parser.add_argument("--report-only", action="store_true", help="only (re)write the report of finished runs")
@@ -216,7 +216,7 @@ def main(argv: list[str] | None = None) -> Path:
         dev += ["--model_name_or_path", str(start_dirs[starts[0]])]
         dev += [] if args.steps is None else ["--max_steps", str(args.steps)]
         runs = [(str(CONFIG_DIR / f"{DEFAULT_ARM}.yaml"), seeds[0])]
-        runs.append((str(CONFIG_DIR / f"{CONTROLS['random']}.yaml"), control_seeds[0]))
+        runs += [(str(CONFIG_DIR / f"{CONTROLS['random']}.yaml"), seed) for seed in control_seeds]
         for setting, flags in screens.items():
             folder = out / SCREEN / screen_folder(setting) / "grpo"
             matrix.run_pairs(runs, folder, [*dev, *flags], jobs=args.jobs, run_logs=True, progress=True)

@@ -526,27 +526,29 @@ def screen_folder(setting: str) -> str:
 
 
 def write_screen_report(screen: Path) -> Path:
-    """``screen.md``: each GRPO setting tried on dev, the default arm and the random-reward control from the same start,
-    dev accuracy before and after with paired 95% intervals. A setting can be chosen when its default arm's interval
-    is above 0 and its control moved no more than the lab's band; the choice is the reader's, made on dev alone."""
+    """``screen.md``: each GRPO setting tried on dev, the default arm and the random-reward control (on each of its
+    seeds) from the same start, dev accuracy before and after with paired 95% intervals. A setting can be chosen when
+    its default arm's interval is above 0 and its control moved no more than the lab's band on every seed; the choice
+    is the reader's, made on dev alone."""
     rows = []
     for folder in sorted(f for f in screen.iterdir() if f.is_dir()):
-        runs = {arm: _runs(folder, arm) for arm in (DEFAULT_ARM, RANDOM_ARM)}
-        default = next(iter(runs[DEFAULT_ARM].values()), None)
-        control = next(iter(runs[RANDOM_ARM].values()), None)
-        lift, drift = (paired_gain(f) if f else None for f in (default, control))
-        if lift is None or drift is None:
+        default = next(iter(_runs(folder, DEFAULT_ARM).values()), None)
+        lift = paired_gain(default) if default else None
+        drifts = {seed: paired_gain(f) for seed, f in _runs(folder, RANDOM_ARM).items()}
+        drifts = {seed: gain for seed, gain in drifts.items() if gain}
+        if lift is None or not drifts:
             verdict = "not finished"
         else:
-            holds = abs(drift["difference"] * 100) <= CONTROL_BAND
+            held = sum(abs(gain["difference"] * 100) <= CONTROL_BAND for gain in drifts.values())
             lifts = lift["ci"][0] > 0
             verdict = (
-                ("control holds" if holds else f"control OUTSIDE ±{CONTROL_BAND:.0f}")
+                f"control within ±{CONTROL_BAND:.0f} on {held} of {len(drifts)} seed(s)"
                 + ("; the default arm lifts" if lifts else "; the default arm's interval reaches 0")
-                + ("" if not (holds and lifts) else ": a candidate")
+                + (": a candidate" if lifts and held == len(drifts) else "")
             )
         before = _report(default).get("before") if default else None
-        rows.append([f"`{folder.name}`", accuracy(before), gain_points(lift), gain_points(drift), verdict])
+        control = "; ".join(f"{gain_points(gain)} (seed {seed})" for seed, gain in drifts.items()) or MISSING
+        rows.append([f"`{folder.name}`", accuracy(before), gain_points(lift), control, verdict])
     if not rows:
         raise SystemExit(f"no settings screened under {screen}: run `python -m cpu_lab.real --screen beta=0.3` first")
     lines = [

@@ -298,7 +298,7 @@ def test_a_screen_runs_the_default_arm_and_its_control_on_dev_for_each_setting_t
     def fake_matrix(configs, seeds, folder, flags, **kw):
         sfts.extend(Path(c).stem for c in configs)
         run = Path(folder) / Path(configs[0]).stem / f"seed{seeds[0]}"
-        _run(run, SOLVED_10, SOLVED_10, configs[0], [{"step": 1, "loss": 1.0}])
+        _run(run, SOLVED_10, SOLVED_10, configs[0], [{"step": 1, "loss": 1.0}]) if not run.exists() else None
         return [run]
 
     def fake_pairs(pairs, folder, flags, **kw):
@@ -306,7 +306,8 @@ def test_a_screen_runs_the_default_arm_and_its_control_on_dev_for_each_setting_t
         lifted = SOLVED_18 if "--beta" in flags else SOLVED_10
         for config, seed in pairs:  # the default arm lifts dev at beta 0.3; the control drifts at the configs' setting
             after = lifted if "default" in config else (SOLVED_10 if "--beta" in flags else [i < 15 for i in range(40)])
-            _run(Path(folder) / Path(config).stem / f"seed{seed}", SOLVED_10, after, config, [{"step": 1}])
+            run = Path(folder) / Path(config).stem / f"seed{seed}"
+            _run(run, SOLVED_10, after, config, [{"step": 1}]) if not run.exists() else None
 
     monkeypatch.setattr(real.matrix, "run_matrix", fake_matrix)
     monkeypatch.setattr(real.matrix, "run_pairs", fake_pairs)
@@ -325,11 +326,20 @@ def test_a_screen_runs_the_default_arm_and_its_control_on_dev_for_each_setting_t
     assert queued[1][2][-2:] == ["--beta", "0.3"] and "--beta" not in queued[0][2]
     text = report.read_text()
     rows = {line.split(" | ")[0].strip("| `"): line for line in text.splitlines() if line.startswith("| `")}
-    assert "+12.5 [" in rows["as_configured"] and "control OUTSIDE ±3" in rows["as_configured"]
-    assert "+20.0 [" in rows["beta=0.3"] and "control holds; the default arm lifts: a candidate" in rows["beta=0.3"]
+    assert "+12.5 [" in rows["as_configured"] and "control within ±3 on 0 of 1 seed(s)" in rows["as_configured"]
+    assert "+20.0 [" in rows["beta=0.3"] and "on 1 of 1 seed(s); the default arm lifts: a candidate" in rows["beta=0.3"]
     assert not (out / "early").exists() and report == out / "screen" / "screen.md"
     assert real.main(["--report-only", "--out", str(out)]) == out / "report.md"  # and screen.md again
     assert (out / "screen" / "screen.md").read_text() == text
+    queued.clear()  # the control on more seeds: the default arm's seed 0 is reused by the matrix (faked here: rerun)
+    report = real.main(["--model", str(model), "--out", str(out), "--screen", "beta=0.3", "--control-seeds", "0,1"])
+    assert [(Path(c).stem, seed) for c, seed in queued[0][0]] == [
+        ("grpo_real_default", 0),
+        ("grpo_real_random", 0),
+        ("grpo_real_random", 1),
+    ]
+    row = next(line for line in report.read_text().splitlines() if line.startswith("| `beta=0.3`"))
+    assert "(seed 0); +0.0 [+0.0, +0.0] (seed 1)" in row and "control within ±3 on 2 of 2 seed(s)" in row
 
 
 def test_sampling_arms_join_each_start_on_the_first_seed_the_filtered_one_on_its_own_pool(tmp_path, monkeypatch):
