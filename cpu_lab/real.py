@@ -229,9 +229,13 @@ def main(argv: list[str] | None = None) -> Path:
     #    both sides of the comparison train beside another run, at the same load
     t0 = time.monotonic()
     tasks = []
+
+    def grpo_flags_from(start: Path) -> list[str]:  # a GRPO arm's flags from one start (the queue's and the filtered)
+        flags = [*inputs, "--model_name_or_path", str(start), "--monitor_eval_data", str(data / "dev.jsonl")]
+        return flags + ([] if args.steps is None else ["--max_steps", str(args.steps)])
+
     for name, start in start_dirs.items():
-        grpo_flags = [*inputs, "--model_name_or_path", str(start), "--monitor_eval_data", str(data / "dev.jsonl")]
-        grpo_flags += [] if args.steps is None else ["--max_steps", str(args.steps)]
+        grpo_flags = grpo_flags_from(start)
         runs = [(str(CONFIG_DIR / f"{DEFAULT_ARM}.yaml"), seed) for seed in seeds]
         runs[1:1] = [(str(CONFIG_DIR / f"{CONTROLS[c]}.yaml"), seed) for seed in control_seeds for c in controls]
         if "dynamic" in sampling_arms:
@@ -251,10 +255,9 @@ def main(argv: list[str] | None = None) -> Path:
         t0 = time.monotonic()  # the start's pass rates first, then GRPO on the problems it sometimes solves
         pool = filtered_pool(start, data, out / name / "filtered", args.filter_problems)
         if pool is not None:
-            flags = [*inputs, "--model_name_or_path", str(start), "--monitor_eval_data", str(data / "dev.jsonl")]
-            flags += [] if args.steps is None else ["--max_steps", str(args.steps)]
+            flags = [*grpo_flags_from(start), "--data", str(pool)]  # the last --data wins
             config = str(CONFIG_DIR / f"{SAMPLING_ARMS['filtered']}.yaml")
-            matrix.run_matrix([config], seeds[:1], out / name / "grpo", [*flags, "--data", str(pool)], run_logs=True)
+            matrix.run_matrix([config], seeds[:1], out / name / "grpo", flags, run_logs=True)
         seconds[f"filtered pool and arm from {name}"] = time.monotonic() - t0
 
     # 4. DPO from each start on pairs from its own verified rollouts, on the same test problems
