@@ -1,7 +1,8 @@
 """Run configs x seeds, then compare them in a table from the recipes' own logs (no W&B needed).
 
 Each run goes to ``<out>/<config name>/seed<k>``; a finished run is skipped when its recorded settings match this call
-(so an interrupted matrix continues) and refused when they differ. ``--losses grpo,dr_grpo,...`` adds
+(so an interrupted matrix continues; an unfinished run resumes from its last checkpoint, as the recipe does) and
+refused when they differ in anything trained. ``--losses grpo,dr_grpo,...`` adds
 ``recipes/configs/lab/grpo_lab_loss_<loss>.yaml`` for each name.
 
     python -m cpu_lab.matrix --configs recipes/configs/lab/grpo_lab_default.yaml recipes/configs/lab/grpo_lab_dr_grpo.yaml \\
@@ -29,6 +30,11 @@ from cpu_lab.report import mean_by_step, mean_std, mean_std_text, number, pyplot
 from cpu_lab.runner import Run, output_to, recipe_for, run_at_once, run_one
 from eval.jsonl import read_jsonl
 from recipes.parser import load_config
+from recipes.run_folder import MAY_CHANGE_ON_RESUME
+
+# config options a finished run may be reused under when only they differ: how it saved, logged and resumed, which
+# change nothing it trained (the run folder's own list, less the length of training)
+REUSABLE_ACROSS = MAY_CHANGE_ON_RESUME - {"max_steps", "num_train_epochs"}
 
 END_FRACTION = 0.25  # "end of training" = the last quarter of the logged steps
 LOSS_CONFIG = "recipes/configs/lab/grpo_lab_loss_{}.yaml"  # the loss axis: one config per TRL loss variant
@@ -132,7 +138,8 @@ def _change(key: str, then, now) -> str:
 
 
 def check_finished(folder: Path, settings: dict) -> None:
-    """Refuse to reuse a finished run whose recorded settings differ: it would enter the new table unnoticed."""
+    """Refuse to reuse a finished run whose recorded settings differ: it would enter the new table unnoticed. Config
+    options that change nothing trained (``REUSABLE_ACROSS``: checkpoints, logging) may differ, and are named."""
     path = folder / SETTINGS_FILE
     if not path.exists():
         print(f"[matrix] {folder}: finished earlier, skipped (made before runs recorded their settings: not checked)")
@@ -141,13 +148,20 @@ def check_finished(folder: Path, settings: dict) -> None:
     if "config_settings" not in recorded:  # recorded before the settings were: the sha256 of the config's text
         same_text = _recorded_matches_text(recorded, settings["config"])
         recorded["config_settings"] = settings["config_settings"] if same_text else "(a config text since changed)"
+    then, now = recorded.get("config_settings"), settings["config_settings"]
+    harmless = []
+    if isinstance(then, dict):  # options that change nothing trained (save_steps) are compared as equal, and named
+        harmless = sorted(k for k in then.keys() | now.keys() if k in REUSABLE_ACROSS and then.get(k) != now.get(k))
+        kept = {k: v for k, v in then.items() if k not in harmless}
+        recorded["config_settings"] = {**kept, **{k: now[k] for k in harmless if k in now}}
     changed = sorted(k for k in settings if recorded.get(k) != settings[k])
     if changed:
         diff = "; ".join(_change(k, recorded.get(k), settings[k]) for k in changed)
         raise ValueError(
             f"{folder} finished with other settings ({diff}): pass another --out, or delete that folder to run it again"
         )
-    print(f"[matrix] {folder}: finished earlier with the same settings, skipped")
+    differs = f" (it differs only in {', '.join(harmless)}, which change nothing it trained)" if harmless else ""
+    print(f"[matrix] {folder}: finished earlier with the same settings, skipped{differs}")
 
 
 def run_matrix(

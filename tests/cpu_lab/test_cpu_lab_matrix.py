@@ -254,6 +254,15 @@ def test_a_finished_run_is_reused_only_with_the_settings_it_was_made_with(tmp_pa
     config.write_text("# thirty steps\nmax_steps:   30  # a comment changes no setting\n")
     matrix.run_matrix([str(config)], [0, 1], out, ["--max_steps", "30"])  # reused: the same settings
     assert len(started) == 2 and capsys.readouterr().out.count("with the same settings, skipped") == 2
+    # how the run saved or logged changes nothing it trained: reused, and said; with a trained option, refused
+    config.write_text("max_steps: 30\nsave_strategy: steps\nsave_steps: 8\nlogging_steps: 5\n")
+    matrix.run_matrix([str(config)], [0, 1], out, ["--max_steps", "30"])
+    assert len(started) == 2
+    assert capsys.readouterr().out.count("differs only in logging_steps, save_steps, save_strategy, which") == 2
+    config.write_text("max_steps: 30\nsave_steps: 8\nlearning_rate: 0.001\n")
+    with pytest.raises(ValueError, match=r"\(config option learning_rate: None then, 0.001 now\): pass"):
+        matrix.run_matrix([str(config)], [0, 1], out, ["--max_steps", "30"])
+    config.write_text("# thirty steps\nmax_steps:   30  # a comment changes no setting\n")
     # a record of the config's text (made before settings were recorded): reused while the text is the same
     record = out / "grpo_lab_x" / "seed0" / matrix.SETTINGS_FILE
     current = record.read_text()
