@@ -36,16 +36,25 @@ def parse_recipe_config(recipe: ModuleType | str, config: str | Path, *overrides
     return module.make_parser().parse_args_and_config(argv)
 
 
+def as_flags(**options: object) -> list[str]:
+    """Recipe options as command-line flags, in order (a bool as ``true``/``false``, a path as its text).
+
+    >>> as_flags(max_steps=3, use_peft=True, output_dir=Path("runs/x"))
+    ['--max_steps', '3', '--use_peft', 'true', '--output_dir', 'runs/x']
+    """
+    flags = []
+    for name, value in options.items():
+        flags += [f"--{name}", str(value).lower() if isinstance(value, bool) else str(value)]
+    return flags
+
+
 def tiny_run_flags(**overrides: object) -> list[str]:
     """The command-line flags of TINY_RUN, each of ``overrides`` in place of its value or added after them.
 
     >>> tiny_run_flags(max_steps=3, beta=0.04, use_peft=True)[:2], tiny_run_flags(beta=0.04, use_peft=True)[-4:]
     (['--max_steps', '3'], ['--beta', '0.04', '--use_peft', 'true'])
     """
-    flags = []
-    for name, value in (TINY_RUN | overrides).items():
-        flags += [f"--{name}", str(value).lower() if isinstance(value, bool) else str(value)]
-    return flags
+    return as_flags(**(TINY_RUN | overrides))
 
 
 def write_reference_pairs(data_dir: Path, folder: Path, limit: int) -> str:

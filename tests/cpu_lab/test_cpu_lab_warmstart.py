@@ -63,15 +63,8 @@ def test_few_sft_steps_train_save_and_cache(tmp_path, monkeypatch):
     trained = AutoModelForCausalLM.from_pretrained(out)
     tokenizer = AutoTokenizer.from_pretrained(out)
     assert tokenizer.chat_template == warmstart.LAB_CHAT_TEMPLATE
-    initial = build_model(
-        tokenizer,
-        hidden_size=32,
-        num_layers=1,
-        seed=0,
-        num_attention_heads=2,
-        num_key_value_heads=1,
-        intermediate_size=64,
-    )
+    shape = ("hidden_size", "num_layers", "num_attention_heads", "num_key_value_heads", "intermediate_size")
+    initial = build_model(tokenizer, seed=0, **{name: TINY[name] for name in shape})  # the run's model before step 1
     assert record["params"] == initial.num_parameters()
     assert not torch.equal(trained.model.embed_tokens.weight, initial.model.embed_tokens.weight)
 

@@ -113,20 +113,21 @@ def test_judge_lab_on_tiny_model_logs_answers_tracker_and_never_the_key(tiny_mod
     assert all(f"| 0/8 | {g} |" in table for g in gaps)  # the gap column, drawn from the monitors' log
 
 
+def run_two_steps(config, model_dir, tmp_path, *flags) -> tuple:
+    """Two steps of a lab config on the tiny model in ``tmp_path/run``: the folder and its step records."""
+    out = tmp_path / "run"
+    run = ("--output_dir", str(out), "--model_name_or_path", str(model_dir), "--max_steps", "2")
+    grpo.main(*parse_recipe_config(grpo, config, *run, *flags))
+    steps = [r for r in read_jsonl(out / "steps.jsonl") if not r.get("after_training")]
+    assert len(steps) == 2
+    return out, steps
+
+
 @pytest.mark.integration
 def test_judge_lab_with_a_local_logprob_judge(tiny_model_dir, tmp_path):
     # the tiny model as a log-probability judge: every answer gets a score (no reply to parse), reward = score / 10
-    out = tmp_path / "run"
-    grpo.main(
-        *parse_recipe_config(
-            grpo,
-            TINY_JUDGE,
-            *("--output_dir", str(out), "--model_name_or_path", str(tiny_model_dir), "--max_steps", "2"),
-            *("--judge_model", str(tiny_model_dir), "--judge_mode", "logprob", "--judge_min_score_mass", "0"),
-        )
-    )
-    steps = [r for r in read_jsonl(out / "steps.jsonl") if not r.get("after_training")]
-    assert len(steps) == 2
+    judge = ("--judge_model", str(tiny_model_dir), "--judge_mode", "logprob", "--judge_min_score_mass", "0")
+    out, steps = run_two_steps(TINY_JUDGE, tiny_model_dir, tmp_path, *judge)
     for record in steps:
         answers = record["answers"]
         assert record["n_judge_unscored"] == 0
@@ -164,16 +165,7 @@ def test_the_monitors_verdict_is_the_watched_checker():
 @pytest.mark.integration
 def test_checker_lab_without_reference_model(tiny_model_dir, tmp_path):
     # beta 0: no reference model; the tracker's reference is the policy as training began
-    out = tmp_path / "run"
-    grpo.main(
-        *parse_recipe_config(
-            grpo,
-            TINY_CHECKER,
-            *("--output_dir", str(out), "--model_name_or_path", str(tiny_model_dir), "--beta", "0", "--max_steps", "2"),
-        )
-    )
-    steps = [r for r in read_jsonl(out / "steps.jsonl") if not r.get("after_training")]
-    assert len(steps) == 2
+    out, steps = run_two_steps(TINY_CHECKER, tiny_model_dir, tmp_path, "--beta", "0")
     for record in steps:
         assert all(a["reward"] == 0.0 and a["correct"] is False for a in record["answers"])  # never right
         assert record["group_std"] == [0.0] and all(a["advantage"] == 0.0 for a in record["answers"])

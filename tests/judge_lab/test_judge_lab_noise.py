@@ -14,27 +14,17 @@ from judge_lab import noise as judge_noise
 from tests.judge_server import FakeJudgeServer
 
 
+def probe(server, tmp_path, answers: list[str], *flags: str) -> dict:
+    """``judge_lab.noise`` against ``server``, with ``answers`` scored twice; its files in ``tmp_path/noise``."""
+    answers_file = write_jsonl([{"answer": a} for a in answers], tmp_path / "answers.jsonl")
+    common = ["--judge_base_url", server.base_url, "--judge_model", "fake", "--answers_file", str(answers_file)]
+    return judge_noise.main([*common, *flags, "--out", str(tmp_path / "noise")])
+
+
 def test_noise_probe_reports_distribution_and_changes(tmp_path, capsys):
-    answers = tmp_path / "answers.jsonl"
-    write_jsonl([{"answer": a} for a in ["NOISY", "SCORE 7", "GARBAGE"]], answers)
     out = tmp_path / "noise"
     with FakeJudgeServer() as server:
-        result = judge_noise.main(
-            [
-                "--judge_base_url",
-                server.base_url,
-                "--judge_model",
-                "fake",
-                "--answer",
-                "NOISY",
-                "--n",
-                "9",
-                "--answers_file",
-                str(answers),
-                "--out",
-                str(out),
-            ]
-        )
+        result = probe(server, tmp_path, ["NOISY", "SCORE 7", "GARBAGE"], "--answer", "NOISY", "--n", "9")
     # the server answers NOISY with 2, 8, 9 in turn: nine requests give three of each
     assert result["repeat"]["distribution"] == {"2": 3, "8": 3, "9": 3}
     assert result["repeat"]["n_unscored"] == 0 and result["repeat"]["mean"] == 6.333
@@ -48,28 +38,9 @@ def test_noise_probe_reports_distribution_and_changes(tmp_path, capsys):
 
 
 def test_noise_probe_in_logprob_mode(tmp_path):
-    answers = tmp_path / "answers.jsonl"
-    write_jsonl([{"answer": a} for a in ["LP 7=1.0", "LP The=0.9,2=0.1"]], answers)
-    out = tmp_path / "noise"
     with FakeJudgeServer() as server:
-        result = judge_noise.main(
-            [
-                "--judge_base_url",
-                server.base_url,
-                "--judge_model",
-                "fake",
-                "--judge_mode",
-                "logprob",
-                "--answer",
-                "LP 8=0.6,9=0.4",
-                "--n",
-                "3",
-                "--answers_file",
-                str(answers),
-                "--out",
-                str(out),
-            ]
-        )
+        flags = ["--judge_mode", "logprob", "--answer", "LP 8=0.6,9=0.4", "--n", "3"]
+        result = probe(server, tmp_path, ["LP 7=1.0", "LP The=0.9,2=0.1"], *flags)
         assert all(r["logprobs"] is True for r in server.requests)  # every request asked for log-probabilities
     # the expected score 0.6 x 8 + 0.4 x 9, three times; its distribution over 0-10 is reported
     assert result["repeat"]["distribution"] == {"8.4": 3}
@@ -78,7 +49,7 @@ def test_noise_probe_in_logprob_mode(tmp_path):
     rows = {row["answer"]: (row["first"], row["second"]) for row in result["twice_scores"]}
     assert rows == {"LP 7=1.0": (7.0, 7.0), "LP The=0.9,2=0.1": (None, None)}
     assert result["judge_stats"]["low_mass"] == 2
-    assert "Score-token probabilities (mass 1.000)" in (out / "judge_noise.md").read_text()
+    assert "Score-token probabilities (mass 1.000)" in (tmp_path / "noise" / "judge_noise.md").read_text()
 
 
 def test_noise_probe_rejects_a_bad_judge_mode_before_loading(tmp_path, capsys):

@@ -18,7 +18,7 @@ from transformers import TrainerControl
 from eval.jsonl import read_jsonl, write_jsonl
 from recipes.dpo import main
 from recipes.first_loss import FirstLossCheck, expected_first_loss
-from tests.helpers import parse_recipe_config, write_reference_pairs
+from tests.helpers import as_flags, parse_recipe_config, write_reference_pairs
 
 CONFIG = "recipes/configs/tiny/dpo_cpu.yaml"
 LORA_CONFIG = "recipes/configs/tiny/dpo_cpu_lora.yaml"
@@ -32,27 +32,10 @@ def reference_pairs(data_dir, tmp_path_factory):
 
 
 def run_args(model_dir, data, out, *extra, config=CONFIG):
-    return parse_recipe_config(
-        "dpo",
-        config,
-        "--model_name_or_path",
-        str(model_dir),
-        "--build_tiny_model",
-        "false",
-        "--data",
-        data,
-        "--output_dir",
-        str(out),
-        "--max_steps",
-        "2",
-        "--per_device_train_batch_size",
-        "2",  # 2 pairs a step
-        "--eval_limit",
-        "2",
-        "--eval_max_new_tokens",
-        "4",  # the before/after eval runs, briefly
-        *extra,
-    )
+    # 2 steps of 2 pairs; the before/after evaluation runs, briefly
+    tiny = dict(max_steps=2, per_device_train_batch_size=2, eval_limit=2, eval_max_new_tokens=4)
+    flags = as_flags(model_name_or_path=model_dir, build_tiny_model=False, data=data, output_dir=out, **tiny)
+    return parse_recipe_config("dpo", config, *flags, *extra)
 
 
 def weights(folder):

@@ -22,7 +22,7 @@ from recipes.first_loss import REWARD_MODEL_START, FirstLossCheck
 from recipes.reward_model import check_bt_loss, main
 from rewards import check_reward_weights, get_reward, reward_info
 from rewards.reward_model import RewardModelReward, check_reward_model
-from tests.helpers import parse_recipe_config, write_reference_pairs
+from tests.helpers import as_flags, parse_recipe_config, write_reference_pairs
 from training_data.pairs import split_by_prompt
 
 CONFIG = "recipes/configs/tiny/reward_model_cpu.yaml"
@@ -39,19 +39,8 @@ parse = functools.partial(parse_recipe_config, reward_model, CONFIG, as_run=True
 
 
 def run_flags(model_dir, data, out, *extra):
-    return (
-        "--model_name_or_path",
-        str(model_dir),
-        "--build_tiny_model",
-        "false",
-        "--data",
-        data,
-        "--output_dir",
-        str(out),
-        "--disable_tqdm",
-        "true",
-        *extra,
-    )
+    flags = as_flags(model_name_or_path=model_dir, build_tiny_model=False, data=data, output_dir=out, disable_tqdm=True)
+    return (*flags, *extra)
 
 
 @pytest.fixture(scope="module")
