@@ -164,19 +164,11 @@ def check_finished(folder: Path, settings: dict) -> None:
     print(f"[matrix] {folder}: finished earlier with the same settings, skipped{differs}")
 
 
-def run_matrix(
-    configs: list[str],
-    seeds: list[int],
-    out: str | Path,
-    extra_args: list[str] = (),
-    jobs: int = 1,
-    run_logs: bool = False,
-    progress: bool = True,
-) -> list[Path]:
-    """Run every config with every seed, skipping finished runs; returns the folders. ``jobs=N`` runs N processes at
-    once (for small models, N one-thread runs get more done than one N-thread run: ``bench/matrix_jobs.py``)."""
-    pairs = [(config, seed) for config in configs for seed in seeds]
-    return run_pairs(pairs, out, extra_args, jobs=jobs, run_logs=run_logs, progress=progress)
+def run_matrix(configs: list[str], seeds: list[int], out: str | Path, extra_args: list[str] = (), **options):
+    """Run every config with every seed, skipping finished runs; returns the folders. ``options`` are ``run_pairs``'s:
+    ``jobs=N`` runs N processes at once (for small models, N one-thread runs get more done than one N-thread run:
+    ``bench/matrix_jobs.py``), ``run_logs``, ``progress``."""
+    return run_pairs([(config, seed) for config in configs for seed in seeds], out, extra_args, **options)
 
 
 def run_pairs(

@@ -82,13 +82,20 @@ def add_ci_level(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def add_overwrite(parser: argparse.ArgumentParser) -> None:
+def add_output(parser: argparse.ArgumentParser, out: str) -> None:
+    """What ``run`` and ``score`` write to: ``--out`` (``out`` says what it does with an earlier run), W&B, the
+    intervals' level, and ``--overwrite``."""
+    parser.add_argument(
+        "--wandb", action="store_true", help="log summary and samples table to W&B (WANDB_MODE=offline works)"
+    )
+    add_ci_level(parser)
     parser.add_argument(
         "--overwrite",
         action="store_true",
         help="replace what --out holds of another run (other settings, another model, other predictions); "
         "without it such a folder is refused, and the same run resumes either way",
     )
+    parser.add_argument("--out", required=True, help=f"output folder; {out}")
 
 
 def make_parser() -> argparse.ArgumentParser:
@@ -129,14 +136,7 @@ def make_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="skip the adapter's base-model NAME check (shapes are still checked)",
     )
-    run.add_argument(
-        "--wandb", action="store_true", help="log summary and samples table to W&B (WANDB_MODE=offline works)"
-    )
-    add_ci_level(run)
-    add_overwrite(run)
-    run.add_argument(
-        "--out", required=True, help="output folder; an unfinished run there (same settings, same model) is resumed"
-    )
+    add_output(run, "an unfinished run there (same settings, same model) is resumed")
 
     score = sub.add_parser("score", help="score stored completions (no model)")
     score.add_argument("--task", required=True, help=f"one of {sorted(TASKS)}")
@@ -148,14 +148,7 @@ def make_parser() -> argparse.ArgumentParser:
     )
     score.add_argument("--gold-field", help="field holding the gold answer (default: the task's, 'answer')")
     score.add_argument("--tokenizer", help="tokenizer folder or hub id to count completion tokens")
-    score.add_argument(
-        "--wandb", action="store_true", help="log summary and samples table to W&B (WANDB_MODE=offline works)"
-    )
-    add_ci_level(score)
-    add_overwrite(score)
-    score.add_argument(
-        "--out", required=True, help="output folder; an earlier scoring of the same file there is scored again"
-    )
+    add_output(score, "an earlier scoring of the same file there is scored again")
 
     compare = sub.add_parser("compare", help="before/after table of two output folders")
     compare.add_argument("dir_a", help="output folder of the first run (A, e.g. before training)")

@@ -563,15 +563,18 @@ def evaluate_held_out(trainer, training_args, folder: Path, held_out: dict) -> d
 
 
 # --------------------------------------------------------------------------------------------------- the report
-def held_out_lines(report: dict, out: Path) -> list[str]:
-    """Held-out accuracy before -> after and where the eval reports are, for a recipe's printed summary."""
-    if "before" not in report or "after" not in report:
-        return []
-    before, after = report["before"], report["after"]
-    return [
-        f"held-out accuracy {before['accuracy']:.3f} -> {after['accuracy']:.3f} (n={after['n']})",
-        f"eval reports: {out / 'eval_before'} and {out / 'eval_after'} (summary.md, results.json)",
-    ]
+def held_out_lines(report: dict, out: Path, train_log: bool = False) -> list[str]:
+    """Held-out accuracy before -> after and where the eval reports are, for a recipe's printed summary; with
+    ``train_log``, then where the train log and the config are."""
+    lines = []
+    if "before" in report and "after" in report:
+        before, after = report["before"], report["after"]
+        lines += [
+            f"held-out accuracy {before['accuracy']:.3f} -> {after['accuracy']:.3f} (n={after['n']})",
+            f"eval reports: {out / 'eval_before'} and {out / 'eval_after'} (summary.md, results.json)",
+        ]
+    log = f"train log (JSON lines): {out / 'log.jsonl'}; config: {out / 'resolved_config.json'}"
+    return lines + [log] * train_log
 
 
 def write_report(training_args, report: dict, summary: str) -> None:

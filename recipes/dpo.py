@@ -123,8 +123,7 @@ def summary(report: dict) -> str:
     expected = report.get("first_loss_expected")
     expected = "-" if expected is None else f"{expected:.6f}"
     lines.append(f"first loss {report['first_loss']} ({verdict}; expected {expected}: {report.get('first_loss_note')})")
-    lines += common.held_out_lines(report, out)
-    lines.append(f"train log (JSON lines): {out / 'log.jsonl'}; config: {out / 'resolved_config.json'}")
+    lines += common.held_out_lines(report, out, train_log=True)
     return "\n".join(lines)
 
 

@@ -210,8 +210,7 @@ def summary(report: dict) -> str:
         lines.append(
             f"validation accuracy {v['last']} at step {v['last_step']} ({v['why']}); {out / 'validation.jsonl'}"
         )
-    lines += common.held_out_lines(report, out)
-    lines.append(f"train log (JSON lines): {out / 'log.jsonl'}; config: {out / 'resolved_config.json'}")
+    lines += common.held_out_lines(report, out, train_log=True)
     return "\n".join(lines)
 
 
