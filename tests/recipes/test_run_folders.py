@@ -333,11 +333,17 @@ def test_sigint_to_a_running_recipe_ends_in_one_line_and_status_130(tiny_model_d
         text=True,
     )
     try:
-        deadline = time.monotonic() + 240
-        while not (out / "log.jsonl").exists() and proc.poll() is None and time.monotonic() < deadline:
+        started = time.monotonic()
+        while not (out / "log.jsonl").exists() and proc.poll() is None and time.monotonic() < started + 240:
             time.sleep(0.2)
+        logged = (out / "log.jsonl").exists()
+        when = f"SIGINT sent {time.monotonic() - started:.0f} s after the start, log.jsonl written: {logged}"
         proc.send_signal(signal.SIGINT)
         _, err = proc.communicate(timeout=120)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        _, err = proc.communicate()
+        pytest.fail(f"the run did not end within 120 s of SIGINT ({when}); its stderr ends:\n{err[-3000:]}")
     finally:
         proc.kill()
     assert proc.returncode == 130, err[-3000:]
