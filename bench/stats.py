@@ -6,6 +6,9 @@ and the README.
 - **A GRPO run within two hops**, as a reader follows it: ``recipes/grpo.py``, every definition of the project it
   names (a function, a class, a module-level constant: hop 1) and every definition those name (hop 2), by lines; a
   class counts whole. Also, coarser: every module within two imports of it (top-level and lazy imports alike).
+  Those lines by kind (``KINDS``): what any GRPO run needs (arguments, data, rewards, trainer, evaluation, the run
+  folder), leash's instruments (monitors, hack alarm, best checkpoint), checks before the model loads, and glue
+  (command line, help, naming, printed summaries).
 - **Product code**: the lines of the packages (rewards, eval, training_data, recipes, the labs, bench); tests not
   counted.
 - **Config keys**: the option lines the YAML configs write themselves (a variant's own keys; what it takes from its
@@ -166,6 +169,66 @@ def reached_within(start: Path, hops: int, root: Path = ROOT) -> dict[tuple[Path
     return reached
 
 
+# The kind of each definition a GRPO run reaches: its module's kind, or its own where it is of another kind. A
+# definition in neither is "unclassified" (and printed so).
+MODULE_KINDS = {
+    "recipes/grpo.py": "run",
+    "recipes/grpo_setup.py": "run",
+    "recipes/common.py": "run",
+    "recipes/run_folder.py": "run",
+    "eval/tasks.py": "run",
+    "rewards/registry.py": "run",
+    "recipes/callbacks.py": "instruments",
+    "recipes/monitors.py": "instruments",
+    "recipes/checks.py": "checks",
+    "recipes/tracked.py": "checks",
+    "recipes/hack_alarm.py": "checks",  # what a run reaches of it: check_watch_args
+    "recipes/dynamic_sampling.py": "checks",  # likewise: check_dynamic_sampling
+    "eval/sources.py": "checks",  # check_model_source
+    "recipes/parser.py": "glue",
+    "recipes/console.py": "glue",
+}
+DEFINITION_KINDS = {
+    "recipes/grpo.py": {"summary": "glue", "make_parser": "glue"},
+    "recipes/grpo_setup.py": {
+        **dict.fromkeys(("check_args", "uses_zero3", "held_out_limit"), "checks"),
+        **dict.fromkeys(
+            ("build_monitors", "reward_monitor", "reward_stats", "held_out_watch", "make_tracker"), "instruments"
+        ),
+        "watch_lines": "glue",
+    },
+    "recipes/common.py": dict.fromkeys(
+        (
+            *("COMMON_OPTIONS", "command_module", "full_parser", "held_out_lines", "parse_or_explain", "run_cli"),
+            *("quiet_library_noise", "quiet_wandb_notice", "recipe_parser", "run_identity", "short_model_name"),
+            "wandb_line",
+        ),
+        "glue",
+    ),
+    "recipes/console.py": {"JsonlLogCallback": "run"},  # it writes log.jsonl
+}
+KIND_ORDER = ("run", "instruments", "checks", "glue", "unclassified")
+
+
+def kind_of(path: str, name: str | None) -> str:
+    """The kind of definition ``name`` of module ``path`` (relative, e.g. ``recipes/common.py``); None: the module's
+    own lines outside its definitions (its imports)."""
+    return DEFINITION_KINDS.get(path, {}).get(name) or MODULE_KINDS.get(path, "unclassified")
+
+
+def by_kind(start: Path, reached: dict[tuple[Path, str], int], root: Path = ROOT) -> dict[str, int]:
+    """The lines of ``start`` (each of its definitions, and the rest) and of the ``reached`` definitions, by kind."""
+    kinds = dict.fromkeys(KIND_ORDER, 0)
+    own = Module(start, root)
+    rel = start.relative_to(root).as_posix()
+    for name in own.units:
+        kinds[kind_of(rel, name)] += own.size(name)
+    kinds[kind_of(rel, None)] += lines(start) - sum(own.size(name) for name in own.units)
+    for (path, name), n in reached.items():
+        kinds[kind_of(path.relative_to(root).as_posix(), name)] += n
+    return kinds
+
+
 def config_keys(folder: Path) -> int:
     """Top-level option lines of every YAML config under ``folder`` (``base:`` lines included: they are read too)."""
     count = 0
@@ -196,6 +259,7 @@ def stats() -> dict:
     return {
         "grpo_two_hops": by_file,
         "grpo_two_hops_definitions": len(reached),
+        "grpo_two_hops_by_kind": by_kind(grpo, reached),
         "grpo_two_imports": {str(p.relative_to(ROOT)): lines(p) for p in sorted(run)},
         "product_lines": sum(lines(p) for p in product),
         "product_physical_lines": sum(physical_lines(p) for p in product),
@@ -219,6 +283,9 @@ def main(argv: list[str] | None = None) -> dict:
     )
     for path, n in sorted(files.items(), key=lambda item: -item[1]):
         print(f"  {n:6,d}  {path}")
+    kinds, total = s["grpo_two_hops_by_kind"], sum(files.values())
+    shares = ", ".join(f"{kind} {n:,} ({n / total:.0%})" for kind, n in kinds.items() if n or kind != "unclassified")
+    print(f"  by kind (bench/stats.py KINDS): {shares}")
     modules = s["grpo_two_imports"]
     print(f"the modules within two imports of it, whole: {sum(modules.values()):,} lines in {len(modules)} files")
     print(

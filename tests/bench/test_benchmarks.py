@@ -484,6 +484,25 @@ def test_stats_follow_a_run_two_names_deep(tmp_path):
     assert any(path.name == "grpo_setup.py" and name == "check_args" for path, name in real)
 
 
+def test_stats_give_every_line_a_run_reaches_one_kind():
+    """The lines within two hops by kind add up to the total, and none is unclassified: a module or definition new on
+    a GRPO run's path gets its kind in bench/stats.py (``MODULE_KINDS``, ``DEFINITION_KINDS``)."""
+    from bench import stats
+
+    start = stats.ROOT / "recipes" / "grpo.py"
+    reached = stats.reached_within(start, 2)
+    kinds = stats.by_kind(start, reached)
+    assert sum(kinds.values()) == stats.lines(start) + sum(reached.values())
+    unclassified = sorted(
+        f"{path.relative_to(stats.ROOT).as_posix()}:{name}"
+        for path, name in reached
+        if stats.kind_of(path.relative_to(stats.ROOT).as_posix(), name) == "unclassified"
+    )
+    assert unclassified == [] and kinds["unclassified"] == 0
+    assert stats.kind_of("recipes/common.py", "run_cli") == "glue" and stats.kind_of("recipes/common.py", "x") == "run"
+    assert stats.kind_of("recipes/new_module.py", "f") == "unclassified"
+
+
 def test_stats_count_code_lines_and_follow_imports_two_hops(tmp_path):
     from bench import stats
 
