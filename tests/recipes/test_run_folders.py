@@ -324,6 +324,7 @@ def test_sigint_to_a_running_recipe_ends_in_one_line_and_status_130(tiny_model_d
     argv = ["--config", str(SFT), "--model_name_or_path", str(tiny_model_dir), "--output_dir", str(out)]
     argv += ["--max_steps", "100000", "--eval_limit", "0", "--build_tiny_model", "false", "--validation_steps", "1000"]
     env = {k: v for k, v in os.environ.items() if not k.startswith("WANDB_")} | {"OMP_NUM_THREADS": "1"}
+    # SIGINT as at a terminal: a test run started in the background (`make test &`) ignores SIGINT, and so would the run
     proc = subprocess.Popen(
         [sys.executable, "-m", "recipes.sft", *argv],
         cwd=ROOT,
@@ -331,6 +332,7 @@ def test_sigint_to_a_running_recipe_ends_in_one_line_and_status_130(tiny_model_d
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
     try:
         started = time.monotonic()
