@@ -49,6 +49,7 @@ import sys
 import time
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor, wait
+from itertools import zip_longest
 from pathlib import Path
 
 from cpu_lab import matrix
@@ -62,7 +63,7 @@ from cpu_lab.real_report import (
     write_report,
     write_screen_report,
 )
-from eval.jsonl import write_jsonl
+from eval.jsonl import read_jsonl, write_jsonl
 from recipes.parser import load_config
 
 CONFIG_DIR = Path("recipes/configs/real_lab")
@@ -83,8 +84,11 @@ FORGETTING_DATA = ("tests/data/gsm8k/test.jsonl", "answer")  # GSM8K's reference
 
 
 def main(argv: list[str] | None = None) -> Path:
-    parser = argparse.ArgumentParser(
-        prog="python -m cpu_lab.real", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    parser = argparse.ArgumentParser(  # no abbreviations: --control-seed is not --control-seeds
+        prog="python -m cpu_lab.real",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        allow_abbrev=False,
     )
     parser.add_argument("--out", default="runs/real_lab", help="the lab's folder (data, sft/, one folder a start)")
     parser.add_argument("--model", default="runs/real_model/model", help="the pretrained model (make real-model)")
@@ -381,7 +385,7 @@ def extra_evals(model: Path, base: Path | None, data: Path, args) -> None:
     ``--forgetting-data`` and a ``base`` (the model's start), ``eval forgetting``. Each in the model's folder, once."""
     jobs = []
     if args.ood_limit:
-        greedy = ["run", "--data", str(data / "ood.jsonl"), "--limit", str(args.ood_limit)]
+        greedy = ["run", "--data", str(ood_subset(data, args.ood_limit))]
         jobs.append(("eval_ood", [*greedy, "--max-new-tokens", str(OOD_MAX_NEW_TOKENS)]))
     if args.passk:
         grpo = default_arm_config()
@@ -389,7 +393,7 @@ def extra_evals(model: Path, base: Path | None, data: Path, args) -> None:
         sampled = ["run", "--data", str(data / "test.jsonl"), "--limit", str(args.passk_limit), *sampling]
         jobs.append((f"eval_pass{args.passk}", [*sampled, "--max-new-tokens", str(grpo["eval_max_new_tokens"])]))
         if args.ood_limit:  # the same K samples on the OOD problems, at the OOD answers' length
-            ood = ["run", "--data", str(data / "ood.jsonl"), "--limit", str(min(args.ood_limit, args.passk_limit))]
+            ood = ["run", "--data", str(ood_subset(data, min(args.ood_limit, args.passk_limit)))]
             jobs.append((f"eval_ood_pass{args.passk}", [*ood, *sampling, "--max-new-tokens", str(OOD_MAX_NEW_TOKENS)]))
     lora = base is not None and (model / "adapter_config.json").exists()  # a LoRA arm: its start + adapter
     weights = ["--model", str(base), "--adapter", str(model)] if lora else ["--model", str(model)]
@@ -407,6 +411,22 @@ def extra_evals(model: Path, base: Path | None, data: Path, args) -> None:
             str(model / "forgetting"),
         ]
         _eval(cmd, model / "forgetting.log")
+
+
+def ood_subset(data: Path, n: int) -> Path:
+    """The OOD set, or its first ``n`` problems taken from each shift in turn, in ``data/ood_first<n>.jsonl`` (written
+    once): ``ood.jsonl`` holds one block per shift, so its own first ``n`` would be the first shift alone."""
+    rows = read_jsonl(data / "ood.jsonl")
+    if n >= len(rows):
+        return data / "ood.jsonl"
+    path = data / f"ood_first{n}.jsonl"
+    if not path.exists():
+        shifts: dict[str, list[dict]] = {}
+        for row in rows:
+            shifts.setdefault(row["shift"], []).append(row)
+        in_turn = [row for turn in zip_longest(*shifts.values()) for row in turn if row is not None]
+        write_jsonl(in_turn[:n], path)
+    return path
 
 
 def _eval(cmd: list[str], log: Path) -> None:

@@ -468,6 +468,7 @@ def test_missing_model_is_one_clear_error_before_anything_runs(tmp_path, capsys)
         (["--seeds", "0,x"], "whole numbers"),
         (["--steps", "0"], "--steps must be >= 1"),
         (["--control-seeds", "0,one"], "--control-seeds '0,one': give whole numbers"),
+        (["--control-seed", "1"], "unrecognized arguments: --control-seed 1"),  # an abbreviation is not taken
         (["--screen", "beta"], "'beta' is not a setting to screen (give KEY=VALUE"),
         (["--screen", "betta=0.3"], "'betta=0.3' is not a setting to screen (give KEY=VALUE with an option"),
         (["--screen", "beta=0.3,eval_data=t.jsonl"], "'eval_data=t.jsonl' is not a setting to screen (set by the"),
@@ -639,3 +640,23 @@ def test_controls_on_several_seeds_say_on_how_many_they_held(tmp_path):
     lead = real.write_report(tmp_path, {}).read_text().split("## The SFT starts")[0]
     assert "the random-reward control held within ±3 on 1 of 2 seeds" in lead
     assert "+0.0 points (within ±3) on seed 0" in lead and "+20.0 points (OUTSIDE ±3: this rate" in lead
+
+
+def test_ood_reads_of_part_of_the_set_take_every_shift_in_turn(tmp_path, monkeypatch):
+    """``ood.jsonl`` is one block per shift: a read of its first N problems (greedy with --ood-limit, pass@K with
+    --passk-limit) takes them from each shift in turn, or it would read the first shift alone."""
+    data = tmp_path / "data"
+    rows = [{"question": f"{shift} {i}", "answer": str(i), "shift": shift} for shift in "abc" for i in range(3)]
+    write_jsonl(rows, data / "ood.jsonl")
+    assert real.ood_subset(data, 9) == data / "ood.jsonl"  # the whole set: the file itself
+    four = real.ood_subset(data, 4)
+    assert [r["question"] for r in real.read_jsonl(four)] == ["a 0", "b 0", "c 0", "a 1"]
+    write_jsonl(rows[::-1], data / "ood.jsonl")
+    assert real.read_jsonl(real.ood_subset(data, 4))[0]["question"] == "a 0"  # written once: later reads are the same
+    commands = []
+    monkeypatch.setattr(real, "_eval", lambda cmd, log: commands.append(cmd))
+    args = real.argparse.Namespace(ood_limit=4, passk=2, passk_limit=3, forgetting_data="")
+    real.extra_evals(tmp_path / "model", None, data, args)
+    read = {cmd[cmd.index("--out") + 1].rsplit("/", 1)[-1]: cmd[cmd.index("--data") + 1] for cmd in commands}
+    assert read["eval_ood"] == str(four) and read["eval_ood_pass2"] == str(data / "ood_first3.jsonl")
+    assert [r["shift"] for r in real.read_jsonl(data / "ood_first3.jsonl")] == ["c", "b", "a"]
