@@ -29,6 +29,7 @@ from cpu_lab.report import (
     mean_std,
     mean_std_text,
     number,
+    paired_gain,
     pyplot,
     recipe_command,
     reproduce,
@@ -270,6 +271,15 @@ def findings(runs: dict, out: Path) -> list[str]:
                 f"MOVED {moved:+.1f} points (outside ±{CONTROL_BAND:.0f}): this rate moves the model by itself, so "
                 "the default's gain is not shown to be the reward's signal"
             )
+        gain = paired_gain(out / "grpo_lab_random" / f"seed{runs['grpo_lab_random'].seed}")
+        if gain:  # on few test problems the interval outgrows the band, and the verdict says little either way
+            low, high = (bound * 100 for bound in gain["ci"])
+            verdict += f"; paired 95% interval [{low:+.1f}, {high:+.1f}]"
+            if high - low > 2 * CONTROL_BAND:
+                verdict += (
+                    f", wider than the ±{CONTROL_BAND:.0f} band: too few test problems to tell a control that holds "
+                    "from one that does not (docs/cpu_lab.md, Results)"
+                )
         lines.append(f"- **Random reward (control)**: {before:.3f} → {after:.3f}: accuracy {verdict}.")
     hack = runs.get("grpo_lab_format_only")
     if hack and hack.accuracy_after is not None:

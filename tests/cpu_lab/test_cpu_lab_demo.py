@@ -47,6 +47,27 @@ def test_findings_state_each_verdict_from_the_numbers(tmp_path):
     assert "wrong answers 20.0 vs 25.0 tokens" in text
 
 
+def test_control_verdict_gives_its_interval_and_says_when_it_outgrows_the_band(tmp_path):
+    def samples(run, name, correct):
+        (run / name).mkdir(exist_ok=True)
+        rows = [{"index": i, "correct": c} for i, c in enumerate(correct)]
+        (run / name / "samples.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+
+    flat = [0.4] * 8
+    for n, flips in ((200, 20), (2000, 20)):  # the same net change (none), 20 answers flipped each way
+        run = fake_run(tmp_path / str(n), "grpo_lab_random", 0, 0.5, 0.5, flat, [0.3] * 8, [0.4] * 8)
+        before = [i % 2 == 0 for i in range(n)]
+        after = [not c if i < 2 * flips else c for i, c in enumerate(before)]
+        samples(run, "eval_before", before)
+        samples(run, "eval_after", after)
+        runs = {name: rs[0] for name, rs in matrix.collect(tmp_path / str(n)).items()}
+        line = next(x for x in demo.findings(runs, tmp_path / str(n)) if "Random reward" in x)
+        assert "held (+0.0 points, within ±3); paired 95% interval [" in line
+        low, high = (float(x) for x in re.search(r"interval \[([-+.\d]+), ([-+.\d]+)\]", line).groups())
+        assert low < 0 < high
+        assert ("wider than the ±3 band" in line) == (n == 200), line  # 40 of 200 flipped: about ±5.5 points
+
+
 def test_report_names_validation_at_the_stop_and_heldout_apart(tmp_path):
     # a warm-start record as cpu_lab.warmstart writes it: the two accuracies differ, so a swapped field shows
     import types
