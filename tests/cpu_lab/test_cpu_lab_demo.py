@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from cpu_lab import demo, matrix
+from eval.jsonl import write_jsonl
 from tests.cpu_lab.test_cpu_lab_matrix import fake_run
 
 
@@ -49,9 +50,7 @@ def test_findings_state_each_verdict_from_the_numbers(tmp_path):
 
 def test_control_verdict_gives_its_interval_and_says_when_it_outgrows_the_band(tmp_path):
     def samples(run, name, correct):
-        (run / name).mkdir(exist_ok=True)
-        rows = [{"index": i, "correct": c} for i, c in enumerate(correct)]
-        (run / name / "samples.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+        write_jsonl([{"index": i, "correct": c} for i, c in enumerate(correct)], run / name / "samples.jsonl")
 
     flat = [0.4] * 8
     for n, flips in ((200, 20), (2000, 20)):  # the same net change (none), 20 answers flipped each way
