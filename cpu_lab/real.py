@@ -1,8 +1,9 @@
 """The real-model lab: what GRPO adds after SFT on SmolLM2-135M-Instruct and 2 CPU cores, and what it does not.
 
 1. Data (``cpu_lab.problems``): train, dev, test and OOD splits in ``<out>/data``, kept apart on the worked solution.
-   Dev decides (the SFT stops); test is read before and after each run; OOD (more steps, larger numbers, new words)
-   is read by no run and no choice.
+   Dev decides (the SFT stops); test is read once per model (the pretrained model, each start, each arm: a run's
+   'before' is its start's reading, in ``<model>/eval_test``); OOD (more steps, larger numbers, new words) is read by
+   no run and no choice.
 2. Two SFT starts (``recipes.sft``, full fine-tuning): ``early`` stops once dev accuracy reaches the config's
    ``stop_at_accuracy`` (room for RL); ``plateau`` runs until dev accuracy stops rising, keeping its best check.
 3. From each start, the arms (``recipes.grpo``, LoRA, with its monitors and probes; every start's in one queue,
@@ -16,9 +17,10 @@
      answers all score alike are replaced by fresh prompts) and ``grpo_real_filtered`` (the training pool filtered
      offline to the problems the start solves sometimes but not always, from ``FILTER_K`` answers to each of
      ``--filter-problems`` problems): two answers to a start whose groups are mostly all right.
-4. Every model (the starts and the arms) on the OOD set, greedy, each shift on its own; with ``--passk K``, K samples
-   per test and OOD problem at temperature 1 (pass@1..K: sharpening or new coverage?); with ``--forgetting-data``,
-   how far each arm moved from its start on text outside the task (``eval forgetting``).
+4. Every model (the starts and the arms) on the test set and the OOD set, greedy, each OOD shift on its own; with
+   ``--passk K``, K samples per test and OOD problem at temperature 1 (pass@1..K: sharpening or new coverage?); with
+   ``--forgetting-data``, how far each arm moved from its start on text outside the task (``eval forgetting``). An
+   arm's evaluations run in its place in the queue, as soon as it has trained, with its threads.
 With ``--screen``, the lab chooses before it measures: from the first start, the default arm and the random control
 with each setting's recipe options, read before and after on dev only (``<out>/screen/screen.md``); then it stops.
 
@@ -43,6 +45,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import shlex
 import subprocess
 import sys
@@ -55,10 +58,13 @@ from pathlib import Path
 from cpu_lab import matrix
 from cpu_lab.problems import OOD_SIZE, check_disjoint, write_lab_data
 from cpu_lab.real_report import (
+    BASE,
     SCREEN,
     STARTS,
+    TEST_EVAL,
     run_summary,
     screen_folder,
+    test_result,
     train_seconds,
     write_report,
     write_screen_report,
@@ -196,13 +202,14 @@ def main(argv: list[str] | None = None) -> Path:
     if not (data / "test.jsonl").exists():
         write_lab_data(data, test_n=default_arm_config()["eval_limit"])  # the whole test set, before and after
     check_disjoint({split: data / f"{split}.jsonl" for split in ("train", "dev", "test", "ood")})
-    limits = [] if args.eval_limit is None else ["--eval_limit", str(args.eval_limit)]
-    inputs = ["--data", str(data / "train.jsonl"), "--eval_data", str(data / "test.jsonl"), *limits]
+    # The recipes evaluate nothing on test (--eval_limit 0): the lab reads each model once (extra_evals)
+    inputs = ["--data", str(data / "train.jsonl"), "--eval_data", str(data / "test.jsonl"), "--eval_limit", "0"]
 
     # 2. The SFT starts, through the recipe (reused when finished with the same settings)
     t0 = time.monotonic()
     sft_flags = ["--model_name_or_path", args.model, "--data", str(data / "train.jsonl")]
-    sft_flags += ["--eval_data", str(data / "test.jsonl"), "--validation_data", str(data / "dev.jsonl"), *limits]
+    sft_flags += ["--eval_data", str(data / "test.jsonl"), "--eval_limit", "0"]
+    sft_flags += ["--validation_data", str(data / "dev.jsonl")]
     sft_flags += [] if args.sft_steps is None else ["--max_steps", str(args.sft_steps)]
     sft_flags += [] if args.eval_limit is None else ["--validation_limit", str(args.eval_limit)]
     configs = [str(CONFIG_DIR / f"{STARTS[s]}.yaml") for s in starts]
@@ -211,7 +218,8 @@ def main(argv: list[str] | None = None) -> Path:
     seconds["SFT starts"] = time.monotonic() - t0
     for name, folder in start_dirs.items():
         sft = json.loads((folder / "report.json").read_text())
-        print(f"[real] SFT {name}: {sft['steps']} steps, test {_acc(sft.get('before'))} -> {_acc(sft.get('after'))}")
+        v = sft.get("validation") or {}
+        print(f"[real] SFT {name}: {sft['steps']} steps, dev {v.get('best', v.get('last'))} ({v.get('why', '-')})")
 
     # With --screen: from the first start, each setting's default arm and random control on dev; then stop
     if screens:
@@ -230,7 +238,7 @@ def main(argv: list[str] | None = None) -> Path:
 
     # 3. The arms of every start in one queue, --jobs at a time: each start's GRPO runs (a control beside seed 0), then
     #    its more-SFT runs, each as soon as its GRPO twin has finished (the twin's seconds are its budget), so that
-    #    both sides of the comparison train beside another run, at the same load
+    #    both sides of the comparison train beside another run, at the same load; each run's evaluations follow it
     t0 = time.monotonic()
     tasks = []
 
@@ -246,15 +254,18 @@ def main(argv: list[str] | None = None) -> Path:
             runs.append((str(CONFIG_DIR / f"{SAMPLING_ARMS['dynamic']}.yaml"), seeds[0]))
         for config, seed in runs:
             tasks.append(
-                ((name, Path(config).stem, seed), None, _grpo_task(config, seed, out / name, grpo_flags, args))
+                ((name, Path(config).stem, seed), None, _grpo_task(config, seed, start, out / name, grpo_flags, args))
             )
         for seed in seeds:
             twin = (name, DEFAULT_ARM, seed)
             tasks.append(
                 ((name, MORE_SFT_CONFIG.stem, seed), twin, _more_sft_task(seed, start, out / name, inputs, args))
             )
+    # last, the starts' and the pretrained model's test readings: they fill a core while the last arms run
+    tasks += [((name, "eval"), None, _eval_task(start, data, args)) for name, start in start_dirs.items()]
+    tasks.append(((BASE, "eval"), None, lambda: base_eval(out, args, threads=queue_threads(args.jobs))))
     run_tasks(tasks, args.jobs)
-    seconds["GRPO arms and more SFT"] = time.monotonic() - t0
+    seconds["GRPO arms, more SFT and their evaluations"] = time.monotonic() - t0
     for name, start in start_dirs.items() if "filtered" in sampling_arms else ():
         t0 = time.monotonic()  # the start's pass rates first, then GRPO on the problems it sometimes solves
         pool = filtered_pool(start, data, out / name / "filtered", args.filter_problems)
@@ -272,13 +283,14 @@ def main(argv: list[str] | None = None) -> Path:
         matrix.run_matrix([str(DPO_CONFIG)], seeds[:1], out / name / "dpo", flags, run_logs=True)
         seconds[f"DPO from {name} (rollouts and training)"] = time.monotonic() - t0
 
-    # 5. Every model on the OOD set; pass@k and forgetting where asked
+    # 5. Every model on the test and OOD sets; pass@k and forgetting where asked (what the queue has not read)
     t0 = time.monotonic()
+    base_eval(out, args)
     for name, start in start_dirs.items():
         for model in [start, *arm_folders(out / name)]:
             base = None if model == start else start
             extra_evals(model, base, data, args)
-    seconds["OOD, pass@k and forgetting evals"] = time.monotonic() - t0
+    seconds["evaluations left after the queue"] = time.monotonic() - t0
     seconds["whole lab"] = time.monotonic() - started
 
     # 6. The report
@@ -287,24 +299,41 @@ def main(argv: list[str] | None = None) -> Path:
     return report
 
 
-def _grpo_task(config: str, seed: int, start_out: Path, flags: list[str], args) -> Callable[[], object]:
-    """One GRPO run of the queue (a process of its own with --jobs > 1)."""
-    return lambda: matrix.run_pairs(
-        [(config, seed)], start_out / "grpo", flags, jobs=args.jobs, run_logs=True, progress=False
-    )
+def _grpo_task(config: str, seed: int, start: Path, start_out: Path, flags: list[str], args) -> Callable[[], object]:
+    """One GRPO run of the queue (a process of its own with --jobs > 1), then its evaluations."""
+
+    def run():
+        matrix.run_pairs([(config, seed)], start_out / "grpo", flags, jobs=args.jobs, run_logs=True, progress=False)
+        model = matrix.run_dir(start_out / "grpo", config, seed)
+        extra_evals(model, start, start_out.parent / "data", args, threads=queue_threads(args.jobs))
+
+    return run
 
 
 def _more_sft_task(seed: int, start: Path, start_out: Path, inputs: list[str], args) -> Callable[[], object]:
-    """More SFT from ``start`` for the optimizer-step seconds its GRPO twin (the default arm, ``seed``) took."""
+    """More SFT from ``start`` for the optimizer-step seconds its GRPO twin (the default arm, ``seed``) took, then its
+    evaluations."""
 
     def run():
         budget = train_seconds(start_out / "grpo" / DEFAULT_ARM / f"seed{seed}")
         flags = [*inputs, "--model_name_or_path", str(start), "--max_train_seconds", f"{budget:.1f}"]
-        return matrix.run_matrix(
+        matrix.run_matrix(
             [str(MORE_SFT_CONFIG)], [seed], start_out, flags, jobs=args.jobs, run_logs=True, progress=False
         )
+        model = matrix.run_dir(start_out, MORE_SFT_CONFIG, seed)
+        extra_evals(model, start, start_out.parent / "data", args, threads=queue_threads(args.jobs))
 
     return run
+
+
+def _eval_task(model: Path, data: Path, args) -> Callable[[], object]:
+    """A start's evaluations as a task of the queue."""
+    return lambda: extra_evals(model, None, data, args, threads=queue_threads(args.jobs))
+
+
+def queue_threads(jobs: int) -> int | None:
+    """Threads of an evaluation in the queue: the cores shared by ``jobs`` runs (None: this process's own, in turn)."""
+    return None if jobs == 1 else max(1, (os.cpu_count() or 1) // jobs)
 
 
 def run_tasks(tasks: list[tuple[tuple, tuple | None, Callable[[], object]]], jobs: int) -> None:
@@ -322,7 +351,7 @@ def run_tasks(tasks: list[tuple[tuple, tuple | None, Callable[[], object]]], job
         finally:
             finished.append(key)
             minutes = (time.monotonic() - started) / 60
-            print(f"[real] {len(finished)}/{len(tasks)} runs of the arms done ({minutes:.0f} min)", flush=True)
+            print(f"[real] {len(finished)}/{len(tasks)} tasks of the queue done ({minutes:.0f} min)", flush=True)
 
     if jobs == 1:
         for key, after, task in tasks:
@@ -380,15 +409,40 @@ def arm_folders(start_out: Path) -> list[Path]:
     return sorted(f for f in found if (f / "report.json").exists())
 
 
-def extra_evals(model: Path, base: Path | None, data: Path, args) -> None:
-    """``eval run`` on the OOD set (greedy) and, with ``--passk``, K samples per test problem; with
-    ``--forgetting-data`` and a ``base`` (the model's start), ``eval forgetting``. Each in the model's folder, once."""
-    jobs = []
+def test_eval_job(args) -> tuple[str, list[str]]:
+    """The one reading of the test set every model gets: greedy, the default arm's problems and answer length."""
+    grpo = default_arm_config()
+    test = ["run", "--data", str(Path(args.out) / "data" / "test.jsonl")]
+    test += [
+        "--limit",
+        str(args.eval_limit or grpo["eval_limit"]),
+        "--max-new-tokens",
+        str(grpo["eval_max_new_tokens"]),
+    ]
+    return TEST_EVAL, test
+
+
+def base_eval(out: Path, args, threads: int | None = None) -> None:
+    """The pretrained model (``--model``) on the test set, once, in ``<out>/base/eval_test``: every start's 'before'."""
+    name, cmd = test_eval_job(args)
+    folder = out / BASE
+    folder.mkdir(parents=True, exist_ok=True)
+    if not (folder / name / "results.json").exists():
+        _eval(
+            [*cmd, "--model", args.model, "--task", "lab", "--out", str(folder / name)], folder / f"{name}.log", threads
+        )
+
+
+def extra_evals(model: Path, base: Path | None, data: Path, args, threads: int | None = None) -> None:
+    """``eval run`` on the test set and the OOD set (greedy) and, with ``--passk``, K samples per test problem; with
+    ``--forgetting-data`` and a ``base`` (the model's start), ``eval forgetting``. Each in the model's folder, once,
+    with ``threads`` torch threads (None: this process's)."""
+    grpo = default_arm_config()
+    jobs = [test_eval_job(args)]
     if args.ood_limit:
         greedy = ["run", "--data", str(ood_subset(data, args.ood_limit))]
         jobs.append(("eval_ood", [*greedy, "--max-new-tokens", str(OOD_MAX_NEW_TOKENS)]))
     if args.passk:
-        grpo = default_arm_config()
         sampling = ["--num-samples", str(args.passk), "--temperature", str(grpo["temperature"])]
         sampled = ["run", "--data", str(data / "test.jsonl"), "--limit", str(args.passk_limit), *sampling]
         jobs.append((f"eval_pass{args.passk}", [*sampled, "--max-new-tokens", str(grpo["eval_max_new_tokens"])]))
@@ -399,18 +453,13 @@ def extra_evals(model: Path, base: Path | None, data: Path, args) -> None:
     weights = ["--model", str(base), "--adapter", str(model)] if lora else ["--model", str(model)]
     for name, cmd in jobs:
         if not (model / name / "results.json").exists():
-            _eval([*cmd, *weights, "--task", "lab", "--out", str(model / name)], model / f"{name}.log")
+            _eval([*cmd, *weights, "--task", "lab", "--out", str(model / name)], model / f"{name}.log", threads)
+            if name == TEST_EVAL:
+                print(f"[real] {model}: test {_acc(test_result(model))}", flush=True)
     if args.forgetting_data and base is not None and not (model / "forgetting" / "forgetting.json").exists():
         cmd = ["forgetting", "--base", str(base), "--model", str(model), "--data", args.forgetting_data]
-        cmd += [
-            "--field",
-            args.forgetting_field,
-            "--limit",
-            str(args.forgetting_limit),
-            "--out",
-            str(model / "forgetting"),
-        ]
-        _eval(cmd, model / "forgetting.log")
+        cmd += ["--field", args.forgetting_field, "--limit", str(args.forgetting_limit)]
+        _eval([*cmd, "--out", str(model / "forgetting")], model / "forgetting.log", threads)
 
 
 def ood_subset(data: Path, n: int) -> Path:
@@ -429,11 +478,12 @@ def ood_subset(data: Path, n: int) -> Path:
     return path
 
 
-def _eval(cmd: list[str], log: Path) -> None:
+def _eval(cmd: list[str], log: Path, threads: int | None = None) -> None:
     print(f"[real] eval {cmd[0]}: {log.parent} (log: {log})", flush=True)
     (log.with_suffix(".command.txt")).write_text(shlex.join(["python", "-m", "eval", *cmd]) + "\n")
+    env = None if threads is None else os.environ | {"OMP_NUM_THREADS": str(threads), "MKL_NUM_THREADS": str(threads)}
     with open(log, "w") as f:
-        subprocess.run([sys.executable, "-m", "eval", *cmd], stdout=f, stderr=subprocess.STDOUT, check=True)
+        subprocess.run([sys.executable, "-m", "eval", *cmd], stdout=f, stderr=subprocess.STDOUT, check=True, env=env)
 
 
 def filtered_pool(start: Path, data: Path, out: Path, problems: int) -> Path | None:

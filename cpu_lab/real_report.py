@@ -33,6 +33,8 @@ DYNAMIC_ARM, FILTERED_ARM = "grpo_real_dynamic", "grpo_real_filtered"  # cpu_lab
 MORE_SFT = "sft_smollm2_more"
 STARTS = {"early": "sft_smollm2", "plateau": "sft_smollm2_plateau"}  # start name -> its SFT config
 SCREEN = "screen"  # <out>/screen/<setting>/grpo/<arm>/seed<k>: GRPO settings tried on dev (cpu_lab.real --screen)
+TEST_EVAL = "eval_test"  # <model>/eval_test: every model's one reading of the test set (cpu_lab.real)
+BASE = "base"  # <out>/base/eval_test: the pretrained model's, every SFT start's 'before'
 CURVES = [  # (log key, title) of the curves drawn per arm: the monitors' view of each run
     ("monitor/correct_rate", "correct answers (monitors' checker)"),
     ("rewards/gsm8k_format_reward/mean", "format reward (0.1 = formatted)"),
@@ -82,10 +84,27 @@ def ood_gains(a: Path, b: Path, ood_rows: list[dict]) -> dict[str, dict]:
     return {s: compare_records(groups_a[s], groups_b[s]) for s in groups_a if s in groups_b}
 
 
-def arm_gain(a_after: Path, b_after: Path) -> dict | None:
-    """Test accuracy of B minus A over the same problems, from two runs' ``eval_after`` folders."""
-    samples_a, samples_b = _samples(a_after / "eval_after"), _samples(b_after / "eval_after")
+def arm_gain(a: Path, b: Path) -> dict | None:
+    """Test accuracy of model B minus model A over the same problems, from their ``eval_test`` folders (A: a run's
+    start for its gain, or another arm)."""
+    samples_a, samples_b = _samples(a / TEST_EVAL), _samples(b / TEST_EVAL)
     return compare_records(samples_a, samples_b) if samples_a and samples_b else None
+
+
+def test_result(folder: Path) -> dict | None:
+    """A model's test reading (``eval_test/results.json``), None before it finished."""
+    path = folder / TEST_EVAL / "results.json"
+    return json.loads(path.read_text()) if path.exists() else None
+
+
+def start_of(folder: Path, out: Path) -> Path | None:
+    """What a model of the lab trained from: an SFT start's is the pretrained model (``<out>/base``), an arm's is its
+    SFT start (``<out>/sft/<config>/seed<k>``, the first); None for a start not found."""
+    part = folder.relative_to(out).parts[0]
+    if part == "sft":
+        return out / BASE
+    found = sorted((out / "sft" / STARTS[part]).glob("seed*")) if part in STARTS else []
+    return found[0] if found else None
 
 
 def _claim(gains: list[dict]) -> str:
@@ -124,7 +143,7 @@ def answers(out: Path, start: str, ood_rows: list[dict]) -> list[str]:
     sft = sft_dirs[0]
     lines = [head, ""]
     # 1. GRPO against its start
-    test = [g for f in grpo.values() if (g := paired_gain(f))]
+    test = [g for f in grpo.values() if (g := arm_gain(sft, f))]
     ood = [ood_gains(sft, f, ood_rows) for f in grpo.values()]
     lines.append(
         f"1. **Does GRPO beat its start?** Test (greedy, {len(test)} seed(s)): "
@@ -149,7 +168,7 @@ def answers(out: Path, start: str, ood_rows: list[dict]) -> list[str]:
     lines.append(f"3. **Sharpening or new coverage?** {coverage}")
     lines.append("")
     lines.append(_controls(start_out, sft, ood_rows))
-    sampling = _sampling(start_out, grpo)
+    sampling = _sampling(start_out, sft, grpo)
     if sampling:
         lines += ["", sampling]
     forgetting = _forgetting([*grpo.values(), *more.values()])
@@ -221,7 +240,7 @@ def _coverage(sft: Path, grpo: list[Path], prefix: str) -> str:
 def _controls(start_out: Path, sft: Path, ood_rows: list[dict]) -> str:
     parts, held_on = [], []
     for seed, folder in _runs(start_out, RANDOM_ARM).items():
-        gain = paired_gain(folder)
+        gain = arm_gain(sft, folder)
         if gain:
             d = _points(gain)[0]
             held = "within" if abs(d) <= CONTROL_BAND else "OUTSIDE"
@@ -238,14 +257,14 @@ def _controls(start_out: Path, sft: Path, ood_rows: list[dict]) -> str:
             0, f"the random-reward control held within ±{CONTROL_BAND:.0f} on {sum(held_on)} of {len(held_on)} seeds"
         )
     for folder in _runs(start_out, FORMAT_ARM).values():
-        gain, rows = paired_gain(folder), matrix.read_log(folder / "log.jsonl")
+        gain, rows = arm_gain(sft, folder), matrix.read_log(folder / "log.jsonl")
         start, end = matrix.window(rows, "reward", start=True), matrix.window(rows, "reward", start=False)
         rise = "" if start is None or end is None else f", its reward {start:.3f} → {end:.3f} (first → last quarter)"
         parts.append(f"the format-only reward moved it {gain_points(gain)} points{rise}")
     return "Controls: " + ("; ".join(parts) if parts else "not run yet") + "."
 
 
-def _sampling(start_out: Path, default: dict[int, Path]) -> str:
+def _sampling(start_out: Path, sft: Path, default: dict[int, Path]) -> str:
     """Groups that teach nothing: the default arm's degenerate share, and the arms that avoid them (online dynamic
     sampling, the offline-filtered pool), each against the start and against the default arm of its seed."""
     arms = {DYNAMIC_ARM: _runs(start_out, DYNAMIC_ARM), FILTERED_ARM: _runs(start_out, FILTERED_ARM)}
@@ -264,7 +283,7 @@ def _sampling(start_out: Path, default: dict[int, Path]) -> str:
         rounds = sum(logged) / len(logged) if logged else None
         parts.append(
             f"online dynamic sampling (seed {seed}) dropped {number(dropped, '.0%')} of the groups it generated at "
-            f"its start, {number(rounds, '.2f')} extra rounds a step: {_against(folder, default.get(seed))}"
+            f"its start, {number(rounds, '.2f')} extra rounds a step: {_against(sft, folder, default.get(seed))}"
         )
     for seed, folder in sorted(arms[FILTERED_ARM].items()):
         record = start_out / "filtered" / "filter.json"
@@ -273,14 +292,14 @@ def _sampling(start_out: Path, default: dict[int, Path]) -> str:
             f"the offline-filtered pool (seed {seed}; {pool.get('kept', '–')} of {pool.get('problems', '–')} "
             f"problems kept, expected degenerate share {number(pool.get('degenerate_share_before'), '.0%')} → "
             f"{number(pool.get('degenerate_share_after'), '.0%')}, {number(pool.get('sampling_seconds'), '.0f')} s "
-            f"of sampling): {_against(folder, default.get(seed))}"
+            f"of sampling): {_against(sft, folder, default.get(seed))}"
         )
     return "Groups that teach nothing: " + "; ".join(parts) + "."
 
 
-def _against(folder: Path, default: Path | None) -> str:
+def _against(sft: Path, folder: Path, default: Path | None) -> str:
     """A sampling arm's test gain over its start and over the default arm of its seed, with both train seconds."""
-    text = f"test {gain_points(paired_gain(folder))} points against the start"
+    text = f"test {gain_points(arm_gain(sft, folder))} points against the start"
     if default is not None:
         text += (
             f", {gain_points(arm_gain(default, folder))} against the default arm "
@@ -360,9 +379,9 @@ def _ood_accuracy(folder: Path, ood_rows: list[dict]) -> str:
     return " / ".join(parts)
 
 
-def accuracy_table(folders: list[Path], ood_rows: list[dict]) -> str:
-    """One row per run: test accuracy before and after with intervals, the paired gain, OOD accuracy by shift,
-    format rates, lengths, seconds."""
+def accuracy_table(folders: list[Path], ood_rows: list[dict], out: Path) -> str:
+    """One row per run: test accuracy before (its start's) and after with intervals, the paired gain, OOD accuracy by
+    shift, format rates, lengths, seconds."""
     shifts = ["all", *dict.fromkeys(r.get("shift", "all") for r in ood_rows if r.get("shift"))]
     header = [
         *("start", "run", "seed", "steps", "test before [95% CI]", "test after [95% CI]", "gain, points [95% CI]"),
@@ -372,7 +391,8 @@ def accuracy_table(folders: list[Path], ood_rows: list[dict]) -> str:
     rows = []
     for folder in folders:
         report = _report(folder)
-        before, after = report.get("before"), report.get("after")
+        origin = start_of(folder, out)
+        before, after = test_result(origin) if origin else None, test_result(folder)
         fmt = MISSING if not (before and after) else f"{before['format_rate']:.2f} → {after['format_rate']:.2f}"
         lengths = MISSING
         if after:
@@ -383,7 +403,7 @@ def accuracy_table(folders: list[Path], ood_rows: list[dict]) -> str:
         rows.append(
             [
                 *(start, _arm(folder), folder.name.removeprefix("seed"), report.get("steps") or _logged_steps(folder)),
-                *(accuracy(before), accuracy(after), gain_points(paired_gain(folder))),
+                *(accuracy(before), accuracy(after), gain_points(arm_gain(origin, folder) if origin else None)),
                 _ood_accuracy(folder, ood_rows),
                 *(fmt, lengths, number(report.get("train_seconds") or _last(folder, "train_seconds"), ".0f")),
             ]
@@ -415,6 +435,9 @@ def run_summary(folder: Path) -> str:
         )
     )
     report = _report(folder)
+    if test_result(folder) and not report.get("after"):  # a lab run: its test reading is the lab's, not the recipe's
+        lines.append(f"test accuracy (the lab's reading) {accuracy(test_result(folder))}")
+        return "\n".join(lines)
     lines.append(f"held-out accuracy {accuracy(report.get('before'))} -> {accuracy(report.get('after'))}")
     if report.get("before") and report.get("after"):
         lines.append(
@@ -469,13 +492,13 @@ def write_report(out: Path, seconds: dict) -> Path:
             f"- **{sft_dir.parent.name}** ({sft.get('rows')} worked solutions): stopped at step {sft.get('steps')} "
             f"({v.get('why', 'no dev check')}; dev accuracy {v.get('last')}"
             + (f", best {v['best']} at step {v['best_step']}, kept" if "best" in v else "")
-            + f"); test {accuracy(sft.get('before'))} before → {accuracy(sft.get('after'))} after; OOD after "
+            + f"); test {accuracy(test_result(out / BASE))} before → {accuracy(test_result(sft_dir))} after; OOD after "
             f"{_ood_accuracy(sft_dir, ood_rows)} (all / by shift). Sampled: test "
             f"{sampled_accuracy(sft_dir, 'eval_pass')}; OOD {sampled_accuracy(sft_dir, 'eval_ood_pass')}.",
         ]
     for sft_dir in sorted(set(started_sft) - set(sft_dirs)):
         lines.append(f"- **{sft_dir.parent.name}**: not finished (no report.json yet).")
-    lines += ["", "## Every run", "", accuracy_table(sft_dirs + grpo + others, ood_rows), ""]
+    lines += ["", "## Every run", "", accuracy_table(sft_dirs + grpo + others, ood_rows, out), ""]
     for dpo_dir in sorted(out.glob("*/dpo/*/seed*")):
         dpo = _report(dpo_dir)
         lines += [
@@ -484,10 +507,11 @@ def write_report(out: Path, seconds: dict) -> Path:
             "",
         ]
     lines += [
-        "Greedy decoding on the test problems (never trained on, never read by a choice) and on the OOD problems "
-        "(read by no run and no choice). Intervals: Wilson 95% for an accuracy, paired bootstrap 95% over the same "
-        "problems for a gain (as `eval compare`). A GRPO run's 'before' is its SFT start. Train seconds: optimizer "
-        "steps only (evaluations and checks not counted).",
+        "Greedy decoding on the test problems (never trained on, never read by a choice; every model read once, "
+        "with the GRPO arms' answer length) and on the OOD problems (read by no run and no choice). Intervals: "
+        "Wilson 95% for an accuracy, paired bootstrap 95% over the same problems for a gain (as `eval compare`). A "
+        "run's 'before' is its start's reading: an arm's is its SFT start's, a start's the pretrained model's. Train "
+        "seconds: optimizer steps only (evaluations and checks not counted).",
         "",
         "## What the monitors saw during GRPO",
         "",

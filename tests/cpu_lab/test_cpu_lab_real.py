@@ -33,13 +33,26 @@ def _result(correct: list[bool], formatted: float) -> dict:
     }
 
 
-def _run(folder: Path, before: list[bool], after: list[bool], config: str, log: list[dict]) -> None:
+def _eval(folder: Path, verdicts: list[bool], formatted: float) -> dict:
+    """A finished evaluation in ``folder``: problem i right when verdicts[i]; returns its results."""
+    rows = [{"index": i, "correct": c, "completion": "#### 1"} for i, c in enumerate(verdicts)]
+    write_jsonl(rows, folder / "samples.jsonl")
+    (folder / "results.json").write_text(json.dumps(result := _result(verdicts, formatted)))
+    return result
+
+
+def _run(folder: Path, after: list[bool], config: str, log: list[dict], before: list[bool] | None = None) -> None:
+    """A finished run: a lab run (its one test reading in ``eval_test``; its 'before' is its start's) or, with
+    ``before``, a recipe run that read its held-out set itself (``eval_before``/``eval_after``: a screen on dev)."""
     folder.mkdir(parents=True)
-    for name, verdicts in (("eval_before", before), ("eval_after", after)):
-        rows = [{"index": i, "correct": c, "completion": "#### 1"} for i, c in enumerate(verdicts)]
-        write_jsonl(rows, folder / name / "samples.jsonl")
-        (folder / name / "results.json").write_text("{}")  # a finished evaluation
-    report = {"before": _result(before, 0.5), "after": _result(after, 0.9), "steps": len(log), "seconds": 12.0}
+    report = {"steps": len(log), "seconds": 12.0}
+    if before is None:
+        _eval(folder / "eval_test", after, 0.9)
+    else:
+        report |= {
+            "before": _eval(folder / "eval_before", before, 0.5),
+            "after": _eval(folder / "eval_after", after, 0.9),
+        }
     (folder / "report.json").write_text(json.dumps(report))
     write_jsonl(log, folder / "log.jsonl")
     settings = {"config": config, "config_settings": {}, "seed": 0, "extra_args": ["--max_steps", "3"]}
@@ -59,7 +72,8 @@ def _lab(tmp_path: Path, default_after: list[bool], random_after: list[bool] | N
     """A finished lab's folders from the early start: SFT, the default arm, its controls and (optionally) more SFT."""
     log = [{"step": s, "reward": 0.1 * s, "monitor/correct_rate": 0.3, "train_seconds": 10.0 * s} for s in (1, 2, 3, 4)]
     sft = tmp_path / "sft" / "sft_smollm2" / "seed0"
-    _run(sft, [False] * N_PROBLEMS, SOLVED_10, str(real.SFT_CONFIG), [{"step": 1, "loss": 1.0}])
+    _eval(tmp_path / "base" / "eval_test", [False] * N_PROBLEMS, 0.5)  # the pretrained model: the start's 'before'
+    _run(sft, SOLVED_10, str(real.SFT_CONFIG), [{"step": 1, "loss": 1.0}])
     report = json.loads((sft / "report.json").read_text())
     report |= {"rows": 100, "validation": {"why": "reached 0.5", "last": 0.52, "last_step": 50}}
     (sft / "report.json").write_text(json.dumps(report))
@@ -68,14 +82,13 @@ def _lab(tmp_path: Path, default_after: list[bool], random_after: list[bool] | N
         if after is not None:
             _run(
                 tmp_path / "early" / "grpo" / arm / "seed0",
-                SOLVED_10,
                 after,
                 f"recipes/configs/real_lab/{arm}.yaml",
                 log,
             )
     if more_after is not None:
         more = tmp_path / "early" / "sft_smollm2_more" / "seed0"
-        _run(more, SOLVED_10, more_after, str(real.MORE_SFT_CONFIG), [{"step": 1, "loss": 1.0, "train_seconds": 40.0}])
+        _run(more, more_after, str(real.MORE_SFT_CONFIG), [{"step": 1, "loss": 1.0, "train_seconds": 40.0}])
     return sft
 
 
@@ -213,23 +226,44 @@ def test_the_lab_queues_every_arm_at_once_so_both_cores_stay_busy(tmp_path, monk
                     events.append(("more", run.parent.parent.name, seeds[0], flags, kw))
             else:
                 sfts.append(Path(config).stem)
-            _run(run, SOLVED_10, SOLVED_10, config, [{"step": 1, "loss": 1.0}]) if not run.exists() else None
+                assert flags[flags.index("--eval_limit") + 1] == "0"  # the lab reads the start, the recipe does not
+            _run(run, SOLVED_10, config, [{"step": 1, "loss": 1.0}]) if not run.exists() else None
             made.append(run)
         return made
 
     def fake_pairs(pairs, folder, flags, **kw):
         [(config, seed)] = pairs  # one run a call: the lab's queue, not the matrix's, decides what runs beside what
         log = [{"step": i, "train_seconds": 12.5 * i} for i in range(1, seed + 2)]  # seed s: s + 1 steps of 12.5 s
-        _run(Path(folder) / Path(config).stem / f"seed{seed}", SOLVED_10, SOLVED_10, config, log)
+        _run(Path(folder) / Path(config).stem / f"seed{seed}", SOLVED_10, config, log)
         with lock:
             events.append(("grpo", Path(folder).parent.name, seed, flags, kw | {"arm": Path(config).stem}))
 
+    def fake_evals(folder, base, data, args, threads=None):  # each model's readings: in the queue, after it trained
+        with lock:
+            events.append(("eval", folder, base, threads, (folder / "report.json").exists()))
+
     monkeypatch.setattr(real.matrix, "run_matrix", fake_matrix)
     monkeypatch.setattr(real.matrix, "run_pairs", fake_pairs)
-    monkeypatch.setattr(real, "extra_evals", lambda *a, **k: None)
+    monkeypatch.setattr(real, "extra_evals", fake_evals)
+    monkeypatch.setattr(real, "base_eval", lambda out, args, threads=None: events.append(("base", out, threads)))
 
     real.main(["--model", str(model), "--out", str(out), "--seeds", "0,1,2"])
     assert sfts == ["sft_smollm2", "sft_smollm2_plateau"]
+    # every model is read on test once, by the lab: the recipes read nothing (--eval_limit 0), the arms in the queue
+    # with its threads as soon as each has trained, the starts and the pretrained model there too (and again after
+    # the queue, where a reading still missing is taken: here the fakes wrote none, so every one is asked again)
+    queue = max(1, (os.cpu_count() or 1) // 2)
+    assert all(e[3][e[3].index("--eval_limit") + 1] == "0" for e in events if e[0] in ("grpo", "more"))
+    evals = [e for e in events if e[0] == "eval" and e[3] == queue]
+    arms = [f for start in real.STARTS for f in (out / start).glob("*/*/seed*")] + list(
+        out.glob("*/sft_smollm2_more/*")
+    )
+    assert sorted(e[1] for e in evals if e[2] is not None) == sorted(arms) and all(e[4] for e in evals)
+    for start in real.STARTS:
+        start_dir = out / "sft" / real.STARTS[start] / "seed0"
+        assert [e[2] for e in evals if start in e[1].parts] == [start_dir] * 8  # an arm's base: its start
+        assert [e[1] for e in evals if e[1] == start_dir] == [start_dir]  # the start itself, once in the queue
+    assert [e for e in events if e[0] == "base"] == [("base", out, queue), ("base", out, None)]
     for start in real.STARTS:
         grpo = [(e[4]["arm"], e[2]) for e in events if e[0] == "grpo" and e[1] == start]
         assert sorted(grpo) == sorted(
@@ -298,7 +332,7 @@ def test_a_screen_runs_the_default_arm_and_its_control_on_dev_for_each_setting_t
     def fake_matrix(configs, seeds, folder, flags, **kw):
         sfts.extend(Path(c).stem for c in configs)
         run = Path(folder) / Path(configs[0]).stem / f"seed{seeds[0]}"
-        _run(run, SOLVED_10, SOLVED_10, configs[0], [{"step": 1, "loss": 1.0}]) if not run.exists() else None
+        _run(run, SOLVED_10, configs[0], [{"step": 1, "loss": 1.0}]) if not run.exists() else None
         return [run]
 
     def fake_pairs(pairs, folder, flags, **kw):
@@ -307,11 +341,12 @@ def test_a_screen_runs_the_default_arm_and_its_control_on_dev_for_each_setting_t
         for config, seed in pairs:  # the default arm lifts dev at beta 0.3; the control drifts at the configs' setting
             after = lifted if "default" in config else (SOLVED_10 if "--beta" in flags else [i < 15 for i in range(40)])
             run = Path(folder) / Path(config).stem / f"seed{seed}"
-            _run(run, SOLVED_10, after, config, [{"step": 1}]) if not run.exists() else None
+            _run(run, after, config, [{"step": 1}], before=SOLVED_10) if not run.exists() else None
 
     monkeypatch.setattr(real.matrix, "run_matrix", fake_matrix)
     monkeypatch.setattr(real.matrix, "run_pairs", fake_pairs)
     monkeypatch.setattr(real, "extra_evals", lambda *a, **k: pytest.fail("a screen evaluates nothing else"))
+    monkeypatch.setattr(real, "base_eval", lambda *a, **k: pytest.fail("a screen evaluates nothing else"))
 
     report = real.main(["--model", str(model), "--out", str(out), "--screen", "", "--screen", "beta=0.3"])
     assert sfts == ["sft_smollm2"]  # the early start alone, not the plateau
@@ -356,7 +391,7 @@ def test_sampling_arms_join_each_start_on_the_first_seed_the_filtered_one_on_its
                 filtered.append((Path(folder).parent.name, seeds, flags[flags.index("--model_name_or_path") + 1]))
                 filtered[-1] += (flags[len(flags) - 1 - flags[::-1].index("--data") + 1],)  # the last --data
             log = [{"step": 1, "loss": 1.0, "train_seconds": 5.0}]
-            _run(run, SOLVED_10, SOLVED_10, config, log) if not run.exists() else None
+            _run(run, SOLVED_10, config, log) if not run.exists() else None
             made.append(run)
         return made
 
@@ -364,7 +399,7 @@ def test_sampling_arms_join_each_start_on_the_first_seed_the_filtered_one_on_its
         queued.extend((Path(folder).parent.name, Path(config).stem, seed) for config, seed in pairs)
         for config, seed in pairs:
             log = [{"step": 1, "train_seconds": 5.0}]
-            _run(Path(folder) / Path(config).stem / f"seed{seed}", SOLVED_10, SOLVED_10, config, log)
+            _run(Path(folder) / Path(config).stem / f"seed{seed}", SOLVED_10, config, log)
 
     def fake_pool(start, data, folder, problems):
         pools.append((start.parts[-3:], problems))
@@ -373,6 +408,7 @@ def test_sampling_arms_join_each_start_on_the_first_seed_the_filtered_one_on_its
     monkeypatch.setattr(real.matrix, "run_matrix", fake_matrix)
     monkeypatch.setattr(real.matrix, "run_pairs", fake_pairs)
     monkeypatch.setattr(real, "extra_evals", lambda *a, **k: None)
+    monkeypatch.setattr(real, "base_eval", lambda *a, **k: None)
     monkeypatch.setattr(real, "filtered_pool", fake_pool)
     real.main(["--model", str(model), "--out", str(out), "--seeds", "3,4", "--sampling-arms", "dynamic,filtered"])
     for start in real.STARTS:  # the dynamic arm from each start, once, on the first seed
@@ -397,14 +433,14 @@ def test_dpo_runs_from_each_start_on_its_own_rollouts(tmp_path, monkeypatch):
                 dpo.append(
                     (Path(folder).relative_to(out), model_flag, flags[len(flags) - 1 - flags[::-1].index("--data") + 1])
                 )
-            _run(run, SOLVED_10, SOLVED_10, config, [{"step": 1, "train_seconds": 5.0}]) if not run.exists() else None
+            _run(run, SOLVED_10, config, [{"step": 1, "train_seconds": 5.0}]) if not run.exists() else None
             made.append(run)
         return made
 
     def fake_pairs(pairs, folder, flags, **kw):
         for config, seed in pairs:
             log = [{"step": 1, "train_seconds": 5.0}]
-            _run(Path(folder) / Path(config).stem / f"seed{seed}", SOLVED_10, SOLVED_10, config, log)
+            _run(Path(folder) / Path(config).stem / f"seed{seed}", SOLVED_10, config, log)
 
     def fake_rollouts(start, data, folder, limit):
         sampled.append((start.parent.name, folder.relative_to(out)))
@@ -413,6 +449,7 @@ def test_dpo_runs_from_each_start_on_its_own_rollouts(tmp_path, monkeypatch):
     monkeypatch.setattr(real.matrix, "run_matrix", fake_matrix)
     monkeypatch.setattr(real.matrix, "run_pairs", fake_pairs)
     monkeypatch.setattr(real, "extra_evals", lambda *a, **k: None)
+    monkeypatch.setattr(real, "base_eval", lambda *a, **k: None)
     monkeypatch.setattr(real, "sample_rollouts", fake_rollouts)
     real.main(["--model", str(model), "--out", str(out), "--dpo"])
     assert sampled == [("sft_smollm2", Path("early/rollouts")), ("sft_smollm2_plateau", Path("plateau/rollouts"))]
@@ -489,8 +526,9 @@ def test_report_only_without_runs_says_what_to_run(tmp_path):
 @pytest.mark.slow
 def test_real_lab_mechanics_on_smollm2(tmp_path):
     """Every stage on the real model for a step or two (the mechanics, not the gain): both SFT starts through
-    recipes.sft, from each the GRPO arms (LoRA) through recipes.grpo two at a time with their monitors, probes and
-    before/after evals, more SFT for the default arm's seconds, and every model on the OOD set, pass@k, forgetting."""
+    recipes.sft, from each the GRPO arms (LoRA) through recipes.grpo two at a time with their monitors and probes,
+    more SFT for the default arm's seconds, and every model (the pretrained one on test only) read once on test and
+    on the OOD set, pass@k, forgetting."""
     from recipes.real_model import require_real_model
 
     model = require_real_model()
@@ -511,10 +549,15 @@ def test_real_lab_mechanics_on_smollm2(tmp_path):
         stdout, stderr = lab.communicate()
         pytest.fail(f"the lab's mechanics ran past an hour: {stdout[-2000:]}{stderr[-2000:]}")
     assert lab.returncode == 0, stdout[-3000:] + stderr[-3000:]
+
+    def test_n(folder):  # the lab's one reading of the test set; the recipes read none (no before/after)
+        assert not {"before", "after"} & json.loads((folder / "report.json").read_text()).keys()
+        return json.loads((folder / "eval_test" / "results.json").read_text())["n"]
+
+    assert json.loads((out / "base" / "eval_test" / "results.json").read_text())["n"] == 4  # the starts' 'before'
     for start, config in real.STARTS.items():
         sft_dir = out / "sft" / config / "seed0"
-        sft = json.loads((sft_dir / "report.json").read_text())
-        assert sft["steps"] == 2 and sft["before"]["n"] == 4 and sft["after"]["n"] == 4
+        assert json.loads((sft_dir / "report.json").read_text())["steps"] == 2 and test_n(sft_dir) == 4
         assert json.loads((sft_dir / "eval_ood" / "results.json").read_text())["n"] == 6
         assert json.loads((sft_dir / "eval_ood_pass2" / "results.json").read_text())["n"] == 3  # --passk-limit
         arms = {("grpo_real_default", s) for s in (0, 1)} | {("grpo_real_random", 0), ("grpo_real_format_only", 0)}
@@ -525,20 +568,22 @@ def test_real_lab_mechanics_on_smollm2(tmp_path):
             rows = [json.loads(line) for line in (folder / "log.jsonl").read_text().splitlines()]
             assert any("monitor/correct_rate" in r and "monitor/degenerate_share" in r for r in rows)
             assert json.loads((folder / "probes.json").read_text())
-            assert json.loads((folder / "report.json").read_text())["after"]["n"] == 4
+            assert test_n(folder) == 4
             assert (folder / "adapter_config.json").exists()  # LoRA: the run saved an adapter, not a whole model
             assert json.loads((folder / "eval_ood" / "results.json").read_text())["n"] == 6
             assert json.loads((folder / "forgetting" / "forgetting.json").read_text())["kl"]["mean"] >= 0
         for seed in (0, 1):
             more = json.loads((out / start / "sft_smollm2_more" / f"seed{seed}" / "report.json").read_text())
             assert more["stopped_on_seconds"] and more["train_seconds"] > 0
+            assert test_n(out / start / "sft_smollm2_more" / f"seed{seed}") == 4
         dynamic = out / start / "grpo" / "grpo_real_dynamic" / "seed0"
         rows = [json.loads(line) for line in (dynamic / "log.jsonl").read_text().splitlines()]
-        assert any("dynamic_sampling/dropped_share" in r for r in rows)
+        assert any("dynamic_sampling/dropped_share" in r for r in rows) and test_n(dynamic) == 4
         pool = json.loads((out / start / "filtered" / "filter.json").read_text())
         assert pool["problems"] == 4 and pool["k"] == real.FILTER_K and pool["sampling_seconds"] > 0
         filtered = out / start / "grpo" / "grpo_real_filtered" / "seed0"
         assert (filtered / "report.json").exists() == (pool["kept"] > 0)  # no pool, no arm
+        assert (filtered / "eval_test" / "results.json").exists() == (pool["kept"] > 0)
     text = (out / "report.md").read_text()
     assert (
         text.count("1. **Does GRPO beat its start?**") == 2 and "Sharpening or new coverage?** Not measured" not in text
@@ -561,7 +606,8 @@ def test_summary_gives_first_and_last_quarter_of_the_monitors(tmp_path):
     folder = tmp_path / "run"
     log = [{"step": s, "reward": 0.0, "rewards/gsm8k_format_reward/mean": 0.01 * s} for s in range(1, 9)]
     log = [r | {"monitor/degenerate_all_wrong_share": 1.0 if r["step"] <= 4 else 0.5} for r in log]
-    _run(folder, [False] * 4, [True, False, False, False], "recipes/configs/real_lab/grpo_gsm8k_smollm2.yaml", log)
+    config = "recipes/configs/real_lab/grpo_gsm8k_smollm2.yaml"
+    _run(folder, [True, False, False, False], config, log, before=[False] * 4)  # a run by hand: the recipe's evals
     text = real.run_summary(folder)
     assert "| rewards/gsm8k_format_reward/mean | 0.015 | 0.075 |" in text  # steps 1-2 and 7-8 of 8
     assert "| monitor/degenerate_all_wrong_share | 1.000 | 0.500 |" in text
@@ -583,7 +629,6 @@ def test_report_sets_online_dynamic_sampling_and_the_offline_filtered_pool_again
     ]
     _run(
         dynamic,
-        SOLVED_10,
         [i < 22 for i in range(N_PROBLEMS)],
         "recipes/configs/real_lab/grpo_real_dynamic.yaml",
         dynamic_log,
@@ -591,7 +636,6 @@ def test_report_sets_online_dynamic_sampling_and_the_offline_filtered_pool_again
     filtered = tmp_path / "early" / "grpo" / "grpo_real_filtered" / "seed0"
     _run(
         filtered,
-        SOLVED_10,
         [i < 14 for i in range(N_PROBLEMS)],
         "recipes/configs/real_lab/grpo_real_filtered.yaml",
         log,
@@ -636,7 +680,7 @@ def test_controls_on_several_seeds_say_on_how_many_they_held(tmp_path):
     log = [{"step": 1, "reward": 0.1, "monitor/correct_rate": 0.3, "train_seconds": 10.0}]
     _lab(tmp_path, SOLVED_18, SOLVED_10)  # the random control on seed 0: +0.0
     seed1 = tmp_path / "early" / "grpo" / "grpo_real_random" / "seed1"
-    _run(seed1, SOLVED_10, SOLVED_18, "recipes/configs/real_lab/grpo_real_random.yaml", log)  # seed 1: +20.0
+    _run(seed1, SOLVED_18, "recipes/configs/real_lab/grpo_real_random.yaml", log)  # seed 1: +20.0
     lead = real.write_report(tmp_path, {}).read_text().split("## The SFT starts")[0]
     assert "the random-reward control held within ±3 on 1 of 2 seeds" in lead
     assert "+0.0 points (within ±3) on seed 0" in lead and "+20.0 points (OUTSIDE ±3: this rate" in lead
@@ -654,8 +698,10 @@ def test_ood_reads_of_part_of_the_set_take_every_shift_in_turn(tmp_path, monkeyp
     write_jsonl(rows[::-1], data / "ood.jsonl")
     assert real.read_jsonl(real.ood_subset(data, 4))[0]["question"] == "a 0"  # written once: later reads are the same
     commands = []
-    monkeypatch.setattr(real, "_eval", lambda cmd, log: commands.append(cmd))
-    args = real.argparse.Namespace(ood_limit=4, passk=2, passk_limit=3, forgetting_data="")
+    monkeypatch.setattr(real, "_eval", lambda cmd, log, threads=None: commands.append(cmd))
+    args = real.argparse.Namespace(
+        out=str(tmp_path), eval_limit=None, ood_limit=4, passk=2, passk_limit=3, forgetting_data=""
+    )
     real.extra_evals(tmp_path / "model", None, data, args)
     read = {cmd[cmd.index("--out") + 1].rsplit("/", 1)[-1]: cmd[cmd.index("--data") + 1] for cmd in commands}
     assert read["eval_ood"] == str(four) and read["eval_ood_pass2"] == str(data / "ood_first3.jsonl")
