@@ -219,7 +219,10 @@ def main(argv: list[str] | None = None) -> Path:
     for name, folder in start_dirs.items():
         sft = json.loads((folder / "report.json").read_text())
         v = sft.get("validation") or {}
-        print(f"[real] SFT {name}: {sft['steps']} steps, dev {v.get('best', v.get('last'))} ({v.get('why', '-')})")
+        dev = v.get("best", v.get("last"))
+        print(
+            f"[real] SFT {name}: {sft['steps']} steps, dev {'–' if dev is None else dev} ({v.get('why', 'no check')})"
+        )
 
     # With --screen: from the first start, each setting's default arm and random control on dev; then stop
     if screens:

@@ -179,17 +179,17 @@ def answers(out: Path, start: str, ood_rows: list[dict]) -> list[str]:
 
 def _compute(grpo: Path, more: Path) -> str:
     """Seconds and examples each side trained on."""
-    g, m = _report(grpo), _report(more)
-    g_cfg = _config(grpo)
+    m = _report(more)
+    g_cfg, g_steps = _config(grpo), _steps(grpo)
     prompts = (
-        (g.get("steps") or 0)
+        (g_steps or 0)
         * g_cfg.get("per_device_train_batch_size", 0)
         * g_cfg.get("gradient_accumulation_steps", 1)
         // max(g_cfg.get("num_generations", 1), 1)
     )
     g_seconds = train_seconds(grpo)
     return (
-        f"GRPO {number(g_seconds, '.0f')} s, {g.get('steps')} steps, {prompts} prompts x "
+        f"GRPO {number(g_seconds, '.0f')} s, {g_steps} steps, {prompts} prompts x "
         f"{g_cfg.get('num_generations')} answers; more SFT {number(m.get('train_seconds'), '.0f')} s, "
         f"{m.get('steps')} steps, {(m.get('steps') or 0) * _config(more).get('per_device_train_batch_size', 0)} "
         "worked solutions"
@@ -402,7 +402,7 @@ def accuracy_table(folders: list[Path], ood_rows: list[dict], out: Path) -> str:
         start = next((s for s in STARTS if s in folder.parts), "sft")
         rows.append(
             [
-                *(start, _arm(folder), folder.name.removeprefix("seed"), report.get("steps") or _logged_steps(folder)),
+                *(start, _arm(folder), folder.name.removeprefix("seed"), number(_steps(folder), "d")),
                 *(accuracy(before), accuracy(after), gain_points(arm_gain(origin, folder) if origin else None)),
                 _ood_accuracy(folder, ood_rows),
                 *(fmt, lengths, number(report.get("train_seconds") or _last(folder, "train_seconds"), ".0f")),
@@ -411,9 +411,10 @@ def accuracy_table(folders: list[Path], ood_rows: list[dict], out: Path) -> str:
     return table(header, rows)
 
 
-def _logged_steps(folder: Path) -> str:
+def _steps(folder: Path) -> int | None:
+    """A run's optimizer steps: its report's (SFT), else the last logged step (GRPO), None without either."""
     rows = matrix.read_log(folder / "log.jsonl")
-    return str(max(r.get("step", 0) for r in rows)) if rows else MISSING
+    return _report(folder).get("steps") or (max(r.get("step", 0) for r in rows) if rows else None)
 
 
 def _reward_funcs(folder: Path) -> list[str]:

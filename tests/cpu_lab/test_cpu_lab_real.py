@@ -45,7 +45,7 @@ def _run(folder: Path, after: list[bool], config: str, log: list[dict], before: 
     """A finished run: a lab run (its one test reading in ``eval_test``; its 'before' is its start's) or, with
     ``before``, a recipe run that read its held-out set itself (``eval_before``/``eval_after``: a screen on dev)."""
     folder.mkdir(parents=True)
-    report = {"steps": len(log), "seconds": 12.0}
+    report = {"seconds": 12.0} | ({"steps": len(log)} if "sft" in Path(config).stem else {})  # GRPO's: in its log
     if before is None:
         _eval(folder / "eval_test", after, 0.9)
     else:
