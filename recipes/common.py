@@ -131,28 +131,11 @@ def full_parser(make_parser, save_as: str | None = None) -> RecipeParser:
     return parser
 
 
-def recipe_parser(
-    parts: tuple,
-    *,
-    module: str,
-    doc: str,
-    groups: dict[str, Sequence[str]],
-    options: Sequence[str] = (),
-    folded: Sequence[str] = (),
-    docs: str = "",
-) -> RecipeParser:
-    """A recipe's ``recipes.parser.RecipeParser`` from the script arguments, TRL's config and ``ModelConfig``;
-    ``--help`` shows ``COMMON_OPTIONS`` and ``options`` after the recipe's own."""
+def recipe_parser(parts: tuple, *, options: Sequence[str] = (), **layout) -> RecipeParser:
+    """A recipe's ``recipes.parser.RecipeParser`` from the script arguments, TRL's config and ``ModelConfig``
+    (``layout``: its other arguments); ``--help`` shows ``COMMON_OPTIONS`` and ``options`` after the recipe's own."""
     quiet_wandb_notice()  # before any parse
-    return RecipeParser.from_dataclasses(
-        parts,
-        module=module,
-        doc=doc,
-        groups=groups,
-        common=(*COMMON_OPTIONS, *options),
-        folded=folded,
-        docs=docs,
-    )
+    return RecipeParser.from_dataclasses(parts, common=(*COMMON_OPTIONS, *options), **layout)
 
 
 def parse_or_explain(parser, args: Sequence[str] | None = None, *, command: Command | None = None):
