@@ -270,6 +270,8 @@ def wandb_line(report_to, environ: dict[str, str] | None = None) -> str | None:
 class RunArguments:
     """The script arguments every recipe has (its own ``*ScriptArguments`` add to these)."""
 
+    _argument_group_name = "run"
+
     build_tiny_model: bool = field(
         default=False, metadata={"help": "build recipes.tiny_model at model path if missing"}
     )
@@ -287,8 +289,10 @@ class RunArguments:
 
 
 @dataclass
-class PairArguments(RunArguments):
+class PairArguments:
     """Where the pairs come from and how many a problem gives (the DPO and reward-model recipes add to these)."""
+
+    _argument_group_name = "preference pairs"
 
     data: str = field(default="", metadata={"help": "rollouts .jsonl, pairs .jsonl or hub preference data set"})
     data_split: str = field(default="train", metadata={"help": "split of a hub data set"})

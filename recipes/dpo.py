@@ -28,13 +28,21 @@ logger = logging.getLogger(__name__)
 
 
 @dataclass
-class DPOScriptArguments(common.PairArguments):
-    """What the recipe adds to TRL's ``DPOConfig`` and ``ModelConfig`` (and to the shared ``PairArguments``)."""
+class HeldOut:
+    """The held-out evaluations before and after training."""
+
+    _argument_group_name = "held-out evaluation"
 
     eval_task: str = field(default="gsm8k", metadata={"help": "held-out task evaluated before and after training"})
     eval_data: str | None = field(default=None, metadata={"help": "hub id or local .jsonl for eval_task"})
     eval_limit: int = field(default=100, metadata={"help": "problems evaluated before and after training (0: skip)"})
     eval_max_new_tokens: int | None = field(default=None, metadata={"help": "default: the task's eval default"})
+
+
+@dataclass
+class DPOScriptArguments(common.PairArguments, HeldOut, common.RunArguments):
+    """What the recipe adds to TRL's ``DPOConfig`` and ``ModelConfig``: one object, of the groups of options in the
+    order ``--help`` shows them (each names its group with ``_argument_group_name``, as TRL's parser reads it)."""
 
 
 def main(script_args, training_args, model_args):
@@ -130,16 +138,9 @@ def summary(report: dict) -> str:
 def make_parser():
     from trl import DPOConfig, ModelConfig
 
-    groups = {
-        "preference pairs": ["data", "data_split", "max_pairs_per_problem", "length_tolerance"],
-        "held-out evaluation": ["eval_task", "eval_data", "eval_limit", "eval_max_new_tokens"],
-        "run": ["build_tiny_model", "resume"],
-    }
     options = ("num_train_epochs", "beta", "loss_type")
     parts = (DPOScriptArguments, DPOConfig, ModelConfig)
-    return common.recipe_parser(
-        parts, module="recipes.dpo", doc=__doc__, groups=groups, options=options, docs="docs/dpo.md"
-    )
+    return common.recipe_parser(parts, module="recipes.dpo", doc=__doc__, options=options, docs="docs/dpo.md")
 
 
 if __name__ == "__main__":

@@ -100,44 +100,9 @@ def make_parser():
     common.quiet_wandb_notice()  # grpo_setup's trainer modules import transformers' W&B integration
     from recipes import grpo_setup
 
-    groups = {
-        "training data": ["task", "data", "train_limit", "question", "gold_answer", "instruction", "curriculum"],
-        "rewards": ["reward_funcs", "reward_check", "reward_model_path"],
-        "held-out evaluation, monitors and hack probes": [
-            "eval_task",
-            "eval_data",
-            "eval_limit",
-            "eval_max_new_tokens",
-            "monitor_eval_steps",
-            "monitor_eval_limit",
-            "monitor_eval_data",
-            "probe_problems",
-        ],
-        "the hack alarm and the best checkpoint": ["hack_alarm_checks", "stop_on_hack", "keep_best_checkpoint"],
-        "dynamic sampling (DAPO)": ["dynamic_sampling", "dynamic_sampling_max_rounds"],
-        "run": [
-            "build_tiny_model",
-            "resume",
-            "use_vllm_if_available",
-            "one_update_per_group",
-            "cpu_speedups",
-            "callbacks",
-        ],
-        "tracked answers (their log-probability every step)": ["tracked_names", "tracked_answers"],
-        "the LLM judge (reward llm_judge)": [
-            n for n in grpo_setup.GRPOScriptArguments.__dataclass_fields__ if n[:6] == "judge_"
-        ],
-    }
     options = ("num_generations", "max_completion_length", "loss_type", "beta", "scale_rewards")
-    folded = (
-        "tracked answers (their log-probability every step)",
-        "the LLM judge (reward llm_judge)",
-        "dynamic sampling (DAPO)",
-    )
     parts = (grpo_setup.GRPOScriptArguments, GRPOConfig, ModelConfig)
-    return common.recipe_parser(
-        parts, module="recipes.grpo", doc=__doc__, groups=groups, options=options, folded=folded, docs="docs/grpo.md"
-    )
+    return common.recipe_parser(parts, module="recipes.grpo", doc=__doc__, options=options, docs="docs/grpo.md")
 
 
 if __name__ == "__main__":

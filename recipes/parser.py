@@ -47,9 +47,6 @@ RENAMED = {  # TRL's names (TRL 1.16 defaults gradient_checkpointing to True) ->
 }
 
 
-BESIDE = {"resume": ("overwrite",)}  # options every recipe has, shown beside the one they go with
-
-
 class RecipeHelpFormatter(argparse.RawDescriptionHelpFormatter):
     """The description as written (it holds commands); a default after each option's help where it says something."""
 
@@ -311,12 +308,20 @@ class RecipeParser(argparse.ArgumentParser):
     @classmethod
     def from_dataclasses(cls, dataclass_types: Sequence[type], **layout) -> RecipeParser:
         """The parser of the recipe's script arguments (first), TRL's config and ``ModelConfig``, with the options TRL's
-        own parser makes from their fields."""
+        own parser makes from their fields. The help's groups are the parts of the script arguments that name one
+        (``_argument_group_name``, as TRL reads it), those with ``_help_folded`` folded."""
         from trl import TrlParser
 
         script_type, *trl_types = dataclass_types
+        groups: dict[str, list[str]] = {}  # each part of the script arguments that names its group, in their order
+        for part in [kind for kind in script_type.__mro__ if "_argument_group_name" in vars(kind)]:
+            own = vars(part).get("__annotations__", {})
+            groups.setdefault(part._argument_group_name, []).extend(f.name for f in fields(part) if f.name in own)
+        folded = [kind._argument_group_name for kind in script_type.__mro__ if vars(kind).get("_help_folded")]
         parser = cls(
             **layout,
+            groups=groups,
+            folded=folded,
             script_fields=[f.name for f in fields(script_type)],
             trl_parts=[(t.__name__, [f.name for f in fields(t) if f.init]) for t in trl_types],
         )
@@ -481,10 +486,7 @@ def shown_actions(parser: RecipeParser, name: str, short: bool) -> list[argparse
 def leash_groups(parser: RecipeParser) -> list[tuple[str, list[str]]]:
     """The script arguments' fields by group title, in order; unnamed ones last."""
     names = parser.script_fields
-    grouped = [
-        (title, [m for n in members if n in names for m in (n, *BESIDE.get(n, ())) if m in names])
-        for title, members in parser.groups.items()
-    ]
+    grouped = [(title, [n for n in members if n in names]) for title, members in parser.groups.items()]
     placed = {n for _, members in grouped for n in members}
     rest = [n for n in names if n not in placed]
     return [(title, members) for title, members in [*grouped, ("other options of the recipe", rest)] if members]
