@@ -402,15 +402,13 @@ def main_process_path(training_args, path: Path) -> Path | None:
 
 
 def build_tiny_model_if_asked(script_args, model_args) -> None:
-    """Builds the tiny local model at ``model_name_or_path`` when asked and nothing is there, never at a name that reads
-    as a hub id (``recipes.tiny_model.may_build_at``)."""
+    """Builds the tiny local model at ``model_name_or_path`` when asked and nothing is there; the parse has switched
+    ``build_tiny_model`` off at a name that reads as a hub id (``RecipeParser.settle_tiny_model``)."""
     path = model_args.model_name_or_path
     if not script_args.build_tiny_model or Path(path).exists():
         return
-    from recipes.tiny_model import is_tiny_model_dir, reads_as_hub_id, save_tiny_model  # torch, transformers
+    from recipes.tiny_model import save_tiny_model  # torch, transformers
 
-    if reads_as_hub_id(path) and not is_tiny_model_dir(path):
-        raise ValueError(f"build_tiny_model: true at {path}, which reads as a hub id: write the folder as ./{path}")
     save_tiny_model(path)
 
 

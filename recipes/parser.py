@@ -383,13 +383,7 @@ class RecipeParser(argparse.ArgumentParser):
         except argparse.ArgumentError as error:
             self.error(str(error))
 
-    def parse_args_and_config(
-        self,
-        args: Sequence[str] | None = None,
-        return_remaining_strings: bool = False,
-        fail_with_unknown_args: bool = True,
-        separate_remaining_strings: bool = False,
-    ):
+    def parse_args_and_config(self, args: Sequence[str] | None = None):
         """TRL's ``parse_args_and_config``, as ``parse_command(read_command(args))``."""
         return self.parse_command(self.read_command(args))
 
