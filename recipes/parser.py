@@ -437,22 +437,18 @@ class RecipeParser(argparse.ArgumentParser):
     def parts(self, values: dict) -> list:
         """The parsed values as TRL's dataclasses (their own checks run here), or one namespace per dataclass when built
         from a table."""
-        names = [self.script_fields, *(part_names for _, part_names in self.trl_parts)]
-        if self.dataclass_types is None:
-            return [types.SimpleNamespace(**{n: values[n] for n in part if n in values}) for part in names]
-        kinds = self.dataclass_types
-        return [kind(**{f.name: values[f.name] for f in fields(kind) if f.init and f.name in values}) for kind in kinds]
+        names = [self.script_fields, *(part_names for _, part_names in self.trl_parts)]  # the fields each one takes
+        kinds = self.dataclass_types or [types.SimpleNamespace] * len(names)
+        return [kind(**{n: values[n] for n in part if n in values}) for kind, part in zip(kinds, names, strict=True)]
 
     @staticmethod
     def settle_tiny_model(parsed: Sequence, given: Collection[str]) -> None:
         """``build_tiny_model`` switched off at a hub id, and refused where the command line moved the model path of a
-        config that builds (``recipes.tiny_model.may_build_at``)."""
-        script = next((p for p in parsed if getattr(p, "build_tiny_model", False)), None)
-        model = next((p for p in parsed if hasattr(p, "model_name_or_path")), None)
-        if script is None or model is None or not model.model_name_or_path:
-            return
+        config that builds (``recipes.tiny_model.may_build_at``); ``parsed``: the recipe's options first, then TRL's
+        config and ``ModelConfig``."""
+        script, *_, model = parsed
         path = model.model_name_or_path
-        if os.path.exists(path):
+        if not script.build_tiny_model or not path or os.path.exists(path):
             return
         from recipes.tiny_model import may_build_at  # torch and transformers: only for a tiny model still to build
 
