@@ -154,8 +154,7 @@ def parse_or_explain(parser, args: Sequence[str] | None = None, *, command: Comm
     try:
         parsed = parser.parse_command(command, before=chosen)
         let_explicit_flags_win(parsed, command.given)
-        for part in parsed:  # before any model loads: W&B itself stops the run at its first log
-            check_wandb(getattr(part, "report_to", None))
+        check_wandb(parsed[1].report_to)  # TRL's config; before any model loads: W&B stops a run at its first log
         return parsed
     except ValueError as error:
         reworded = reword_group_error(str(error))

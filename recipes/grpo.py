@@ -20,15 +20,14 @@ from pathlib import Path
 from recipes import checks, common
 
 
-def main(script_args, training_args, model_args):
+def main(args, training_args, model_args):
     started = time.monotonic()
     # the libraries load here, where a run starts: --help and a refused option never wait for them
     from recipes import grpo_setup
 
     # Validate everything that can be checked without a model
-    args = script_args
     with checks.config_errors():  # bad input stops here, before any model loads (one line on the CLI)
-        task, eval_task = grpo_setup.check_args(script_args, training_args, model_args)
+        task, eval_task = grpo_setup.check_args(args, training_args, model_args)
 
         # Data: the prompt builder eval uses, so train and eval prompts match (or the one question)
         rows = grpo_setup.training_rows(args, task)
@@ -53,7 +52,7 @@ def main(script_args, training_args, model_args):
     identity = common.run_identity(
         task.name, model_args, training_args.loss_type, training_args.beta, args.reward_funcs, training_args.seed
     )
-    out, config = common.start_run(script_args, training_args, model_args, identity)
+    out, config = common.start_run(args, training_args, model_args, identity)
 
     # Model (+LoRA / QLoRA): TRL loads it from the path; the trainer with every callback
     training_args.model_init_kwargs = common.model_init_kwargs(model_args, training_args.model_init_kwargs)
