@@ -322,6 +322,18 @@ class PairArguments:
         }
 
 
+@dataclass
+class HeldOutArguments:
+    """The held-out evaluations before and after training (the SFT and DPO recipes'; GRPO's also monitor)."""
+
+    _argument_group_name = "held-out evaluation"
+
+    eval_task: str = field(default="gsm8k", metadata={"help": "held-out task evaluated before and after training"})
+    eval_data: str | None = field(default=None, metadata={"help": "hub id or local .jsonl for eval_task"})
+    eval_limit: int = field(default=100, metadata={"help": "problems evaluated before and after training (0: skip)"})
+    eval_max_new_tokens: int | None = field(default=None, metadata={"help": "default: the task's eval default"})
+
+
 def short_model_name(path: str) -> str:
     """``Qwen/Qwen2.5-0.5B-Instruct`` -> ``qwen2.5-0.5b-instruct``; a local folder -> its name.
 

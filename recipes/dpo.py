@@ -17,7 +17,7 @@ the recipe warns loudly when it shows a reference that is not the starting polic
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 from eval.tasks import get_task
@@ -28,21 +28,8 @@ logger = logging.getLogger(__name__)
 
 
 @dataclass
-class HeldOut:
-    """The held-out evaluations before and after training."""
-
-    _argument_group_name = "held-out evaluation"
-
-    eval_task: str = field(default="gsm8k", metadata={"help": "held-out task evaluated before and after training"})
-    eval_data: str | None = field(default=None, metadata={"help": "hub id or local .jsonl for eval_task"})
-    eval_limit: int = field(default=100, metadata={"help": "problems evaluated before and after training (0: skip)"})
-    eval_max_new_tokens: int | None = field(default=None, metadata={"help": "default: the task's eval default"})
-
-
-@dataclass
-class DPOScriptArguments(common.PairArguments, HeldOut, common.RunArguments):
-    """What the recipe adds to TRL's ``DPOConfig`` and ``ModelConfig``: one object, of the groups of options in the
-    order ``--help`` shows them (each names its group with ``_argument_group_name``, as TRL's parser reads it)."""
+class DPOScriptArguments(common.PairArguments, common.HeldOutArguments, common.RunArguments):
+    """What the recipe adds to TRL's ``DPOConfig`` and ``ModelConfig``, by ``--help`` group."""
 
 
 def main(script_args, training_args, model_args):

@@ -48,8 +48,8 @@ class HeldOutPairs:
 
 @dataclass
 class RMScriptArguments(common.PairArguments, HeldOutPairs, common.RunArguments):
-    """What the recipe adds to TRL's ``RewardConfig`` and ``ModelConfig``: one object, of the groups of options in the
-    order ``--help`` shows them (each names its group with ``_argument_group_name``, as TRL's parser reads it)."""
+    """What the recipe adds to TRL's ``RewardConfig`` and ``ModelConfig`` (and to ``PairArguments``), in the order of
+    the help's groups."""
 
 
 def check_bt_loss(trainer, margin: float | None) -> dict:

@@ -42,15 +42,11 @@ class TrainingData:
 
 
 @dataclass
-class HeldOut:
-    """The held-out evaluations before and after training."""
+class EvalBatch:
+    """How many prompts the evaluations generate for at once (after ``common.HeldOutArguments``' options)."""
 
     _argument_group_name = "held-out evaluation"
 
-    eval_task: str = field(default="gsm8k", metadata={"help": "held-out task evaluated before and after training"})
-    eval_data: str | None = field(default=None, metadata={"help": "hub id or local .jsonl for eval_task"})
-    eval_limit: int = field(default=100, metadata={"help": "problems evaluated before and after training (0: skip)"})
-    eval_max_new_tokens: int | None = field(default=None, metadata={"help": "default: the task's eval default"})
     eval_batch_size: int = field(
         default=DEFAULT_BATCH_SIZE,
         metadata={"help": "prompts per generate call in the held-out and validation evaluations"},
@@ -96,9 +92,9 @@ class SFTRun:
 
 
 @dataclass
-class SFTScriptArguments(TrainingData, HeldOut, Validation, SFTRun, common.RunArguments):
-    """What the recipe adds to TRL's ``SFTConfig`` and ``ModelConfig``: one object, of the groups of options in the
-    order ``--help`` shows them (each names its group with ``_argument_group_name``, as TRL's parser reads it)."""
+class SFTScriptArguments(TrainingData, common.HeldOutArguments, EvalBatch, Validation, SFTRun, common.RunArguments):
+    """What the recipe adds to TRL's ``SFTConfig`` and ``ModelConfig``: one object, its ``--help`` groups in order (each
+    part names its group with ``_argument_group_name``, as TRL's parser reads it)."""
 
     def __post_init__(self):  # checked as they are parsed, before anything loads: one line on the command line
         with checks.config_errors():
