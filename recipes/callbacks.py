@@ -37,8 +37,6 @@ class HackAlarm(TrainerCallback):
         n_problems: int = 0,
         report_to: Sequence[str] = (),
     ):
-        if checks < 1:
-            raise ValueError(f"HackAlarm needs checks >= 1, got {checks}")
         self.checks, self.eval_every, self.stop = checks, eval_every, stop
         self.n_problems, self.report_to = n_problems, list(report_to)
         self.log_path = Path(log_path) if log_path is not None else None

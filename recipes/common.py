@@ -131,28 +131,11 @@ def full_parser(make_parser, save_as: str | None = None) -> RecipeParser:
     return parser
 
 
-def recipe_parser(
-    parts: tuple,
-    *,
-    module: str,
-    doc: str,
-    groups: dict[str, Sequence[str]],
-    options: Sequence[str] = (),
-    folded: Sequence[str] = (),
-    docs: str = "",
-) -> RecipeParser:
-    """A recipe's ``recipes.parser.RecipeParser`` from the script arguments, TRL's config and ``ModelConfig``;
-    ``--help`` shows ``COMMON_OPTIONS`` and ``options`` after the recipe's own."""
+def recipe_parser(parts: tuple, *, options: Sequence[str] = (), **layout) -> RecipeParser:
+    """A recipe's ``recipes.parser.RecipeParser`` from the script arguments, TRL's config and ``ModelConfig``
+    (``layout``: its other arguments); ``--help`` shows ``COMMON_OPTIONS`` and ``options`` after the recipe's own."""
     quiet_wandb_notice()  # before any parse
-    return RecipeParser.from_dataclasses(
-        parts,
-        module=module,
-        doc=doc,
-        groups=groups,
-        common=(*COMMON_OPTIONS, *options),
-        folded=folded,
-        docs=docs,
-    )
+    return RecipeParser.from_dataclasses(parts, common=(*COMMON_OPTIONS, *options), **layout)
 
 
 def parse_or_explain(parser, args: Sequence[str] | None = None, *, command: Command | None = None):
@@ -171,8 +154,7 @@ def parse_or_explain(parser, args: Sequence[str] | None = None, *, command: Comm
     try:
         parsed = parser.parse_command(command, before=chosen)
         let_explicit_flags_win(parsed, command.given)
-        for part in parsed:  # before any model loads: W&B itself stops the run at its first log
-            check_wandb(getattr(part, "report_to", None))
+        check_wandb(parsed[1].report_to)  # TRL's config; before any model loads: W&B stops a run at its first log
         return parsed
     except ValueError as error:
         reworded = reword_group_error(str(error))
@@ -287,6 +269,8 @@ def wandb_line(report_to, environ: dict[str, str] | None = None) -> str | None:
 class RunArguments:
     """The script arguments every recipe has (its own ``*ScriptArguments`` add to these)."""
 
+    _argument_group_name = "run"
+
     build_tiny_model: bool = field(
         default=False, metadata={"help": "build recipes.tiny_model at model path if missing"}
     )
@@ -304,8 +288,10 @@ class RunArguments:
 
 
 @dataclass
-class PairArguments(RunArguments):
+class PairArguments:
     """Where the pairs come from and how many a problem gives (the DPO and reward-model recipes add to these)."""
+
+    _argument_group_name = "preference pairs"
 
     data: str = field(default="", metadata={"help": "rollouts .jsonl, pairs .jsonl or hub preference data set"})
     data_split: str = field(default="train", metadata={"help": "split of a hub data set"})
@@ -334,6 +320,18 @@ class PairArguments(RunArguments):
             "max_pairs_per_problem": self.max_pairs_per_problem or None,
             "length_tolerance": self.length_tolerance,
         }
+
+
+@dataclass
+class HeldOutArguments:
+    """The held-out evaluations before and after training (the SFT and DPO recipes'; GRPO's also monitor)."""
+
+    _argument_group_name = "held-out evaluation"
+
+    eval_task: str = field(default="gsm8k", metadata={"help": "held-out task evaluated before and after training"})
+    eval_data: str | None = field(default=None, metadata={"help": "hub id or local .jsonl for eval_task"})
+    eval_limit: int = field(default=100, metadata={"help": "problems evaluated before and after training (0: skip)"})
+    eval_max_new_tokens: int | None = field(default=None, metadata={"help": "default: the task's eval default"})
 
 
 def short_model_name(path: str) -> str:
@@ -415,15 +413,13 @@ def main_process_path(training_args, path: Path) -> Path | None:
 
 
 def build_tiny_model_if_asked(script_args, model_args) -> None:
-    """Builds the tiny local model at ``model_name_or_path`` when asked and nothing is there, never at a name that reads
-    as a hub id (``recipes.tiny_model.may_build_at``)."""
+    """Builds the tiny local model at ``model_name_or_path`` when asked and nothing is there; the parse has switched
+    ``build_tiny_model`` off at a name that reads as a hub id (``RecipeParser.settle_tiny_model``)."""
     path = model_args.model_name_or_path
     if not script_args.build_tiny_model or Path(path).exists():
         return
-    from recipes.tiny_model import is_tiny_model_dir, reads_as_hub_id, save_tiny_model  # torch, transformers
+    from recipes.tiny_model import save_tiny_model  # torch, transformers
 
-    if reads_as_hub_id(path) and not is_tiny_model_dir(path):
-        raise ValueError(f"build_tiny_model: true at {path}, which reads as a hub id: write the folder as ./{path}")
     save_tiny_model(path)
 
 

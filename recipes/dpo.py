@@ -17,7 +17,7 @@ the recipe warns loudly when it shows a reference that is not the starting polic
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 from eval.tasks import get_task
@@ -28,13 +28,8 @@ logger = logging.getLogger(__name__)
 
 
 @dataclass
-class DPOScriptArguments(common.PairArguments):
-    """What the recipe adds to TRL's ``DPOConfig`` and ``ModelConfig`` (and to the shared ``PairArguments``)."""
-
-    eval_task: str = field(default="gsm8k", metadata={"help": "held-out task evaluated before and after training"})
-    eval_data: str | None = field(default=None, metadata={"help": "hub id or local .jsonl for eval_task"})
-    eval_limit: int = field(default=100, metadata={"help": "problems evaluated before and after training (0: skip)"})
-    eval_max_new_tokens: int | None = field(default=None, metadata={"help": "default: the task's eval default"})
+class DPOScriptArguments(common.PairArguments, common.HeldOutArguments, common.RunArguments):
+    """What the recipe adds to TRL's ``DPOConfig`` and ``ModelConfig``, by ``--help`` group."""
 
 
 def main(script_args, training_args, model_args):
@@ -130,16 +125,9 @@ def summary(report: dict) -> str:
 def make_parser():
     from trl import DPOConfig, ModelConfig
 
-    groups = {
-        "preference pairs": ["data", "data_split", "max_pairs_per_problem", "length_tolerance"],
-        "held-out evaluation": ["eval_task", "eval_data", "eval_limit", "eval_max_new_tokens"],
-        "run": ["build_tiny_model", "resume"],
-    }
     options = ("num_train_epochs", "beta", "loss_type")
     parts = (DPOScriptArguments, DPOConfig, ModelConfig)
-    return common.recipe_parser(
-        parts, module="recipes.dpo", doc=__doc__, groups=groups, options=options, docs="docs/dpo.md"
-    )
+    return common.recipe_parser(parts, module="recipes.dpo", doc=__doc__, options=options, docs="docs/dpo.md")
 
 
 if __name__ == "__main__":

@@ -20,15 +20,14 @@ from pathlib import Path
 from recipes import checks, common
 
 
-def main(script_args, training_args, model_args):
+def main(args, training_args, model_args):
     started = time.monotonic()
     # the libraries load here, where a run starts: --help and a refused option never wait for them
     from recipes import grpo_setup
 
     # Validate everything that can be checked without a model
-    args = script_args
     with checks.config_errors():  # bad input stops here, before any model loads (one line on the CLI)
-        task, eval_task = grpo_setup.check_args(script_args, training_args, model_args)
+        task, eval_task = grpo_setup.check_args(args, training_args, model_args)
 
         # Data: the prompt builder eval uses, so train and eval prompts match (or the one question)
         rows = grpo_setup.training_rows(args, task)
@@ -53,7 +52,7 @@ def main(script_args, training_args, model_args):
     identity = common.run_identity(
         task.name, model_args, training_args.loss_type, training_args.beta, args.reward_funcs, training_args.seed
     )
-    out, config = common.start_run(script_args, training_args, model_args, identity)
+    out, config = common.start_run(args, training_args, model_args, identity)
 
     # Model (+LoRA / QLoRA): TRL loads it from the path; the trainer with every callback
     training_args.model_init_kwargs = common.model_init_kwargs(model_args, training_args.model_init_kwargs)
@@ -100,44 +99,9 @@ def make_parser():
     common.quiet_wandb_notice()  # grpo_setup's trainer modules import transformers' W&B integration
     from recipes import grpo_setup
 
-    groups = {
-        "training data": ["task", "data", "train_limit", "question", "gold_answer", "instruction", "curriculum"],
-        "rewards": ["reward_funcs", "reward_check", "reward_model_path"],
-        "held-out evaluation, monitors and hack probes": [
-            "eval_task",
-            "eval_data",
-            "eval_limit",
-            "eval_max_new_tokens",
-            "monitor_eval_steps",
-            "monitor_eval_limit",
-            "monitor_eval_data",
-            "probe_problems",
-        ],
-        "the hack alarm and the best checkpoint": ["hack_alarm_checks", "stop_on_hack", "keep_best_checkpoint"],
-        "dynamic sampling (DAPO)": ["dynamic_sampling", "dynamic_sampling_max_rounds"],
-        "run": [
-            "build_tiny_model",
-            "resume",
-            "use_vllm_if_available",
-            "one_update_per_group",
-            "cpu_speedups",
-            "callbacks",
-        ],
-        "tracked answers (their log-probability every step)": ["tracked_names", "tracked_answers"],
-        "the LLM judge (reward llm_judge)": [
-            n for n in grpo_setup.GRPOScriptArguments.__dataclass_fields__ if n[:6] == "judge_"
-        ],
-    }
     options = ("num_generations", "max_completion_length", "loss_type", "beta", "scale_rewards")
-    folded = (
-        "tracked answers (their log-probability every step)",
-        "the LLM judge (reward llm_judge)",
-        "dynamic sampling (DAPO)",
-    )
     parts = (grpo_setup.GRPOScriptArguments, GRPOConfig, ModelConfig)
-    return common.recipe_parser(
-        parts, module="recipes.grpo", doc=__doc__, groups=groups, options=options, folded=folded, docs="docs/grpo.md"
-    )
+    return common.recipe_parser(parts, module="recipes.grpo", doc=__doc__, options=options, docs="docs/grpo.md")
 
 
 if __name__ == "__main__":

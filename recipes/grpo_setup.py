@@ -7,9 +7,9 @@ judge's key is named by its variable, never written anywhere. A callback hook (`
 ``TrainerCallback``s; those with ``attach(trainer)`` get the trainer once built, and their ``run_files`` are appended
 to on resume and deleted on a fresh start.
 
->>> [f.__name__ for f in build_rewards(["gsm8k_correctness", "gsm8k_format"], RewardArguments())]
+>>> [f.__name__ for f in build_rewards(["gsm8k_correctness", "gsm8k_format"], GRPOScriptArguments())]
 ['gsm8k_correctness_reward', 'gsm8k_format_reward']
->>> build_rewards(["llm_judge"], RewardArguments())
+>>> build_rewards(["llm_judge"], GRPOScriptArguments())
 Traceback (most recent call last):
 ...
 ValueError: reward llm_judge needs judge_model: the model name the endpoint serves (with judge_base_url), or a local model folder with judge_backend: hf
@@ -53,8 +53,158 @@ from rewards.reward_model import ENV_PATH, RewardModelReward, check_reward_model
 
 # ------------------------------------------------------------------------------------------------ arguments, checks
 @dataclass
+class TrainingData:
+    """The training problems: the task's data, or one question."""
+
+    _argument_group_name = "training data"
+
+    task: str = field(default="gsm8k_train", metadata={"help": "training task of eval.tasks.TASKS"})
+    data: str | None = field(default=None, metadata={"help": "hub id or local .jsonl (default: the task's hub set)"})
+    train_limit: int | None = field(default=None, metadata={"help": "train on the first N problems only"})
+    question: str | None = field(default=None, metadata={"help": "train on this one question (instead of data)"})
+    gold_answer: str | None = field(default=None, metadata={"help": "its final answer (a judge never sees it)"})
+    instruction: str | None = field(default=None, metadata={"help": "appended to question (default: the task's)"})
+    curriculum: str | None = field(
+        default=None,
+        metadata={
+            "help": "'module:function' called as function(rows, training_args) -> (train dataset, callback): training "
+            "problems that change as the run goes (cpu_lab.curriculum:lab_curriculum); the held-out set stays fixed"
+        },
+    )
+
+
+@dataclass
 class RewardArguments:
-    """Settings of the rewards that need more than a name: the LLM judge and the learned reward model."""
+    """The rewards trained on (names from rewards/) and the learned reward model's folder."""
+
+    _argument_group_name = "rewards"
+
+    reward_funcs: list[str] = field(
+        default_factory=lambda: ["gsm8k_correctness", "gsm8k_format"], metadata={"help": "names from rewards/"}
+    )
+    reward_check: str = field(
+        default="error", metadata={"help": "'warn' trains a reward set that can pay wrong answers (hack studies)"}
+    )
+    reward_model_path: str | None = field(
+        default=None,
+        metadata={"help": "reward_model: output_dir of python -m recipes.reward_model (default: LEASH_REWARD_MODEL)"},
+    )
+
+
+@dataclass
+class HeldOut:
+    """The held-out evaluations before and after training and every monitor_eval_steps, and the hack probes."""
+
+    _argument_group_name = "held-out evaluation, monitors and hack probes"
+
+    eval_task: str = field(default="gsm8k", metadata={"help": "held-out task for before/after and monitor evals"})
+    eval_data: str | None = field(default=None, metadata={"help": "hub id or local .jsonl for eval_task"})
+    eval_limit: int = field(default=100, metadata={"help": "problems evaluated before and after training (0: skip)"})
+    eval_max_new_tokens: int | None = field(default=None, metadata={"help": "default: max_completion_length"})
+    monitor_eval_steps: int = field(default=0, metadata={"help": "held-out eval every N steps (0: never)"})
+    monitor_eval_limit: int = field(default=32, metadata={"help": "problems in each monitor eval"})
+    monitor_eval_data: str | None = field(  # the checks, the hack alarm and the best checkpoint read it
+        default=None, metadata={"help": "dev .jsonl for them (default: eval_data)"}
+    )
+    probe_problems: int = field(default=4, metadata={"help": "problems the hack probes are built from (0: skip)"})
+
+
+@dataclass
+class Watch:
+    """What the held-out checks watch for (recipes.hack_alarm, recipes.callbacks)."""
+
+    _argument_group_name = "the hack alarm and the best checkpoint"
+
+    hack_alarm_checks: int | None = field(
+        default=None,
+        metadata={
+            "help": "warn when held-out accuracy over this many latest checks fell beyond the checks' noise while "
+            "the reward rose (docs/grpo.md; at most 0.05 false alarms a run); unset: 1 with 2+ checks; 0: off"
+        },
+    )
+    stop_on_hack: bool = field(default=False, metadata={"help": "stop training when the hack alarm fires"})
+    keep_best_checkpoint: bool = field(
+        default=False,
+        metadata={
+            "help": "save the model (the adapter with LoRA) of the monitor check with the best held-out eval/accuracy "
+            "so far to <output_dir>/best/, with best.json (step, accuracy); needs monitor_eval_steps"
+        },
+    )
+
+
+@dataclass
+class DynamicSampling:
+    """DAPO's dynamic sampling (recipes.dynamic_sampling)."""
+
+    _argument_group_name = "dynamic sampling (DAPO)"
+    _help_folded = True  # --help names them in one paragraph (few runs set them)
+
+    dynamic_sampling: bool = field(
+        default=False,
+        metadata={
+            "help": "DAPO's dynamic sampling: drop the groups whose total reward is equal across the group (zero "
+            "advantage) and refill the batch with groups of fresh prompts (recipes/dynamic_sampling.py); each extra "
+            "round generates and scores a whole generation batch; metrics dynamic_sampling/..."
+        },
+    )
+    dynamic_sampling_max_rounds: int = field(
+        default=3,
+        metadata={
+            "help": "dynamic_sampling: extra generation rounds per batch at most; when they run out, the scheduled "
+            "batch's own degenerate groups fill what is left"
+        },
+    )
+
+
+@dataclass
+class GRPORun:
+    """How the run generates and trains, and the config's callback hooks (after RunArguments' options)."""
+
+    _argument_group_name = "run"
+
+    use_vllm_if_available: bool = field(
+        default=False,
+        metadata={
+            "help": "generate with vLLM (vllm_mode) when it is installed and a GPU is present; an explicit "
+            "--use_vllm on the command line wins; a 4/8-bit model always generates with transformers"
+        },
+    )
+    one_update_per_group: bool = field(
+        default=False,
+        metadata={"help": "check num_iterations, steps_per_generation and gradient_accumulation_steps are all 1"},
+    )
+    cpu_speedups: bool = field(
+        default=True,
+        metadata={
+            "help": "on a CPU under bf16: the head scores only completion tokens and each generation casts the "
+            "weights once (recipes/cpu_speed.py; the same numbers, faster); false: TRL's trainer as it is"
+        },
+    )
+    callbacks: list[str] = field(
+        default_factory=list,
+        metadata={"help": "'module:function' hooks called with a recipes.grpo_setup.HookContext -> TrainerCallback(s)"},
+    )
+
+
+@dataclass
+class Tracked:
+    """Answers whose log-probability is logged every step (recipes.tracked)."""
+
+    _argument_group_name = "tracked answers (their log-probability every step)"
+    _help_folded = True  # --help names them in one paragraph (few runs set them)
+
+    tracked_names: list[str] = field(default_factory=list, metadata={"help": "names of answers whose logp to track"})
+    tracked_answers: list[str] = field(
+        default_factory=list, metadata={"help": "replies to the first training prompt, parallel to tracked_names"}
+    )
+
+
+@dataclass
+class JudgeArguments:
+    """Settings of the llm_judge reward."""
+
+    _argument_group_name = "the LLM judge (reward llm_judge)"
+    _help_folded = True  # --help names them in one paragraph (few runs set them)
 
     judge_backend: str = field(default="openai", metadata={"help": "llm_judge: 'openai' (an endpoint) or 'hf' (local)"})
     judge_base_url: str | None = field(
@@ -74,101 +224,14 @@ class RewardArguments:
     judge_min_score_mass: float = field(
         default=0.5, metadata={"help": "logprob mode: below this mass on the scores 0-10, the reward is None"}
     )
-    reward_model_path: str | None = field(
-        default=None,
-        metadata={"help": "reward_model: output_dir of python -m recipes.reward_model (default: LEASH_REWARD_MODEL)"},
-    )
 
 
 @dataclass
-class GRPOScriptArguments(RunArguments, RewardArguments):
-    """What the recipe adds to TRL's ``GRPOConfig`` and ``ModelConfig``."""
-
-    task: str = field(default="gsm8k_train", metadata={"help": "training task of eval.tasks.TASKS"})
-    data: str | None = field(default=None, metadata={"help": "hub id or local .jsonl (default: the task's hub set)"})
-    train_limit: int | None = field(default=None, metadata={"help": "train on the first N problems only"})
-    reward_funcs: list[str] = field(
-        default_factory=lambda: ["gsm8k_correctness", "gsm8k_format"], metadata={"help": "names from rewards/"}
-    )
-    reward_check: str = field(
-        default="error", metadata={"help": "'warn' trains a reward set that can pay wrong answers (hack studies)"}
-    )
-    eval_task: str = field(default="gsm8k", metadata={"help": "held-out task for before/after and monitor evals"})
-    eval_data: str | None = field(default=None, metadata={"help": "hub id or local .jsonl for eval_task"})
-    eval_limit: int = field(default=100, metadata={"help": "problems evaluated before and after training (0: skip)"})
-    eval_max_new_tokens: int | None = field(default=None, metadata={"help": "default: max_completion_length"})
-    monitor_eval_steps: int = field(default=0, metadata={"help": "held-out eval every N steps (0: never)"})
-    monitor_eval_limit: int = field(default=32, metadata={"help": "problems in each monitor eval"})
-    monitor_eval_data: str | None = field(  # the checks, the hack alarm and the best checkpoint read it
-        default=None, metadata={"help": "dev .jsonl for them (default: eval_data)"}
-    )
-    probe_problems: int = field(default=4, metadata={"help": "problems the hack probes are built from (0: skip)"})
-    keep_best_checkpoint: bool = field(
-        default=False,
-        metadata={
-            "help": "save the model (the adapter with LoRA) of the monitor check with the best held-out eval/accuracy "
-            "so far to <output_dir>/best/, with best.json (step, accuracy); needs monitor_eval_steps"
-        },
-    )
-    hack_alarm_checks: int | None = field(
-        default=None,
-        metadata={
-            "help": "warn when held-out accuracy over this many latest checks fell beyond the checks' noise while "
-            "the reward rose (docs/grpo.md; at most 0.05 false alarms a run); unset: 1 with 2+ checks; 0: off"
-        },
-    )
-    stop_on_hack: bool = field(default=False, metadata={"help": "stop training when the hack alarm fires"})
-    use_vllm_if_available: bool = field(
-        default=False,
-        metadata={
-            "help": "generate with vLLM (vllm_mode) when it is installed and a GPU is present; an explicit "
-            "--use_vllm on the command line wins; a 4/8-bit model always generates with transformers"
-        },
-    )
-    curriculum: str | None = field(
-        default=None,
-        metadata={
-            "help": "'module:function' called as function(rows, training_args) -> (train dataset, callback): training "
-            "problems that change as the run goes (cpu_lab.curriculum:lab_curriculum); the held-out set stays fixed"
-        },
-    )
-    question: str | None = field(default=None, metadata={"help": "train on this one question (instead of data)"})
-    gold_answer: str | None = field(default=None, metadata={"help": "its final answer (a judge never sees it)"})
-    instruction: str | None = field(default=None, metadata={"help": "appended to question (default: the task's)"})
-    tracked_names: list[str] = field(default_factory=list, metadata={"help": "names of answers whose logp to track"})
-    tracked_answers: list[str] = field(
-        default_factory=list, metadata={"help": "replies to the first training prompt, parallel to tracked_names"}
-    )
-    callbacks: list[str] = field(
-        default_factory=list,
-        metadata={"help": "'module:function' hooks called with a recipes.grpo_setup.HookContext -> TrainerCallback(s)"},
-    )
-    one_update_per_group: bool = field(
-        default=False,
-        metadata={"help": "check num_iterations, steps_per_generation and gradient_accumulation_steps are all 1"},
-    )
-    dynamic_sampling: bool = field(
-        default=False,
-        metadata={
-            "help": "DAPO's dynamic sampling: drop the groups whose total reward is equal across the group (zero "
-            "advantage) and refill the batch with groups of fresh prompts (recipes/dynamic_sampling.py); each extra "
-            "round generates and scores a whole generation batch; metrics dynamic_sampling/..."
-        },
-    )
-    dynamic_sampling_max_rounds: int = field(
-        default=3,
-        metadata={
-            "help": "dynamic_sampling: extra generation rounds per batch at most; when they run out, the scheduled "
-            "batch's own degenerate groups fill what is left"
-        },
-    )
-    cpu_speedups: bool = field(
-        default=True,
-        metadata={
-            "help": "on a CPU under bf16: the head scores only completion tokens and each generation casts the "
-            "weights once (recipes/cpu_speed.py; the same numbers, faster); false: TRL's trainer as it is"
-        },
-    )
+class GRPOScriptArguments(
+    TrainingData, RewardArguments, HeldOut, Watch, DynamicSampling, RunArguments, GRPORun, Tracked, JudgeArguments
+):
+    """What the recipe adds to TRL's ``GRPOConfig`` and ``ModelConfig``: one object, of the groups above in the order
+    ``--help`` shows them (each names its group with ``_argument_group_name``, as TRL's parser reads it)."""
 
     def __post_init__(self):  # the checks these settings alone decide, as they are parsed; check_args has the rest
         with checks.config_errors():  # one line on the command line, as check_args's
@@ -257,7 +320,7 @@ def training_rows(args, task):
 
 
 # --------------------------------------------------------------------------------------------------- rewards
-def build_judge(args: RewardArguments, policy_path: str | None = None, build_tiny_model: bool = False):
+def build_judge(args: JudgeArguments, policy_path: str | None = None, build_tiny_model: bool = False):
     """The ``llm_judge`` reward from the recipe's options, checked by scoring one answer."""
     if not args.judge_model:
         raise ValueError(
@@ -316,7 +379,7 @@ def build_reward_model(path: str | None):
 
 
 def build_rewards(
-    names: Sequence[str], args: RewardArguments, policy_path: str | None = None, build_tiny_model: bool = False
+    names: Sequence[str], args: GRPOScriptArguments, policy_path: str | None = None, build_tiny_model: bool = False
 ) -> list[Callable]:
     """The reward callables for ``names``, in order: a judge and a reward model built from ``args``, checked."""
     builders = {

@@ -47,9 +47,6 @@ RENAMED = {  # TRL's names (TRL 1.16 defaults gradient_checkpointing to True) ->
 }
 
 
-BESIDE = {"resume": ("overwrite",)}  # options every recipe has, shown beside the one they go with
-
-
 class RecipeHelpFormatter(argparse.RawDescriptionHelpFormatter):
     """The description as written (it holds commands); a default after each option's help where it says something."""
 
@@ -311,12 +308,20 @@ class RecipeParser(argparse.ArgumentParser):
     @classmethod
     def from_dataclasses(cls, dataclass_types: Sequence[type], **layout) -> RecipeParser:
         """The parser of the recipe's script arguments (first), TRL's config and ``ModelConfig``, with the options TRL's
-        own parser makes from their fields."""
+        own parser makes from their fields. The help's groups are the parts of the script arguments that name one
+        (``_argument_group_name``, as TRL reads it), those with ``_help_folded`` folded."""
         from trl import TrlParser
 
         script_type, *trl_types = dataclass_types
+        groups: dict[str, list[str]] = {}  # each part of the script arguments that names its group, in their order
+        for part in [kind for kind in script_type.__mro__ if "_argument_group_name" in vars(kind)]:
+            own = vars(part).get("__annotations__", {})
+            groups.setdefault(part._argument_group_name, []).extend(f.name for f in fields(part) if f.name in own)
+        folded = [kind._argument_group_name for kind in script_type.__mro__ if vars(kind).get("_help_folded")]
         parser = cls(
             **layout,
+            groups=groups,
+            folded=folded,
             script_fields=[f.name for f in fields(script_type)],
             trl_parts=[(t.__name__, [f.name for f in fields(t) if f.init]) for t in trl_types],
         )
@@ -378,13 +383,7 @@ class RecipeParser(argparse.ArgumentParser):
         except argparse.ArgumentError as error:
             self.error(str(error))
 
-    def parse_args_and_config(
-        self,
-        args: Sequence[str] | None = None,
-        return_remaining_strings: bool = False,
-        fail_with_unknown_args: bool = True,
-        separate_remaining_strings: bool = False,
-    ):
+    def parse_args_and_config(self, args: Sequence[str] | None = None):
         """TRL's ``parse_args_and_config``, as ``parse_command(read_command(args))``."""
         return self.parse_command(self.read_command(args))
 
@@ -438,22 +437,18 @@ class RecipeParser(argparse.ArgumentParser):
     def parts(self, values: dict) -> list:
         """The parsed values as TRL's dataclasses (their own checks run here), or one namespace per dataclass when built
         from a table."""
-        names = [self.script_fields, *(part_names for _, part_names in self.trl_parts)]
-        if self.dataclass_types is None:
-            return [types.SimpleNamespace(**{n: values[n] for n in part if n in values}) for part in names]
-        kinds = self.dataclass_types
-        return [kind(**{f.name: values[f.name] for f in fields(kind) if f.init and f.name in values}) for kind in kinds]
+        names = [self.script_fields, *(part_names for _, part_names in self.trl_parts)]  # the fields each one takes
+        kinds = self.dataclass_types or [types.SimpleNamespace] * len(names)
+        return [kind(**{n: values[n] for n in part if n in values}) for kind, part in zip(kinds, names, strict=True)]
 
     @staticmethod
     def settle_tiny_model(parsed: Sequence, given: Collection[str]) -> None:
         """``build_tiny_model`` switched off at a hub id, and refused where the command line moved the model path of a
-        config that builds (``recipes.tiny_model.may_build_at``)."""
-        script = next((p for p in parsed if getattr(p, "build_tiny_model", False)), None)
-        model = next((p for p in parsed if hasattr(p, "model_name_or_path")), None)
-        if script is None or model is None or not model.model_name_or_path:
-            return
+        config that builds (``recipes.tiny_model.may_build_at``); ``parsed``: the recipe's options first, then TRL's
+        config and ``ModelConfig``."""
+        script, *_, model = parsed
         path = model.model_name_or_path
-        if os.path.exists(path):
+        if not script.build_tiny_model or not path or os.path.exists(path):
             return
         from recipes.tiny_model import may_build_at  # torch and transformers: only for a tiny model still to build
 
@@ -481,10 +476,7 @@ def shown_actions(parser: RecipeParser, name: str, short: bool) -> list[argparse
 def leash_groups(parser: RecipeParser) -> list[tuple[str, list[str]]]:
     """The script arguments' fields by group title, in order; unnamed ones last."""
     names = parser.script_fields
-    grouped = [
-        (title, [m for n in members if n in names for m in (n, *BESIDE.get(n, ())) if m in names])
-        for title, members in parser.groups.items()
-    ]
+    grouped = [(title, [n for n in members if n in names]) for title, members in parser.groups.items()]
     placed = {n for _, members in grouped for n in members}
     rest = [n for n in names if n not in placed]
     return [(title, members) for title, members in [*grouped, ("other options of the recipe", rest)] if members]

@@ -36,12 +36,20 @@ RM_KEYS = {
 
 
 @dataclass
-class RMScriptArguments(common.PairArguments):
-    """What the recipe adds to TRL's ``RewardConfig`` and ``ModelConfig`` (and to the shared ``PairArguments``)."""
+class HeldOutPairs:
+    """The held-out pairs and the loss's margin."""
+
+    _argument_group_name = "held-out pairs and the loss"
 
     eval_data: str | None = field(default=None, metadata={"help": "held-out pairs (same kinds as data)"})
     eval_fraction: float = field(default=0.1, metadata={"help": "without eval_data: share of PROMPTS held out"})
     margin: float | None = field(default=None, metadata={"help": "BT margin m: loss -log sigmoid(r_c - r_r - m)"})
+
+
+@dataclass
+class RMScriptArguments(common.PairArguments, HeldOutPairs, common.RunArguments):
+    """What the recipe adds to TRL's ``RewardConfig`` and ``ModelConfig`` (and to ``PairArguments``), in the order of
+    the help's groups."""
 
 
 def check_bt_loss(trainer, margin: float | None) -> dict:
@@ -211,15 +219,10 @@ def summary(report: dict) -> str:
 def make_parser():
     from trl import ModelConfig, RewardConfig
 
-    groups = {
-        "preference pairs": ["data", "data_split", "max_pairs_per_problem", "length_tolerance"],
-        "held-out pairs and the loss": ["eval_data", "eval_fraction", "margin"],
-        "run": ["build_tiny_model", "resume"],
-    }
     options = ("num_train_epochs", "max_length")
     parts = (RMScriptArguments, RewardConfig, ModelConfig)
     return common.recipe_parser(
-        parts, module="recipes.reward_model", doc=__doc__, groups=groups, options=options, docs="docs/reward_model.md"
+        parts, module="recipes.reward_model", doc=__doc__, options=options, docs="docs/reward_model.md"
     )
 
 

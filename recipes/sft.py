@@ -28,8 +28,10 @@ CALCULATOR_RE = re.compile(r"<<[^<>]*>>")  # GSM8K's calculator annotations: "48
 
 
 @dataclass
-class SFTScriptArguments(common.RunArguments):
-    """What the recipe adds to TRL's ``SFTConfig`` and ``ModelConfig`` (``build_tiny_model`` and ``resume`` too)."""
+class TrainingData:
+    """The training problems and their worked solutions."""
+
+    _argument_group_name = "training data"
 
     task: str = field(default="gsm8k_train", metadata={"help": "training task of eval.tasks.TASKS"})
     data: str | None = field(default=None, metadata={"help": "hub id or local .jsonl (default: the task's hub set)"})
@@ -37,14 +39,26 @@ class SFTScriptArguments(common.RunArguments):
         default=None, metadata={"help": "the column holding the worked solution (default: GSM8K answer, MATH solution)"}
     )
     train_limit: int | None = field(default=None, metadata={"help": "train on the first N problems only"})
-    eval_task: str = field(default="gsm8k", metadata={"help": "held-out task evaluated before and after training"})
-    eval_data: str | None = field(default=None, metadata={"help": "hub id or local .jsonl for eval_task"})
-    eval_limit: int = field(default=100, metadata={"help": "problems evaluated before and after training (0: skip)"})
-    eval_max_new_tokens: int | None = field(default=None, metadata={"help": "default: the task's eval default"})
+
+
+@dataclass
+class EvalBatch:
+    """How many prompts the evaluations generate for at once (after ``common.HeldOutArguments``' options)."""
+
+    _argument_group_name = "held-out evaluation"
+
     eval_batch_size: int = field(
         default=DEFAULT_BATCH_SIZE,
         metadata={"help": "prompts per generate call in the held-out and validation evaluations"},
     )
+
+
+@dataclass
+class Validation:
+    """When to stop, read on a validation set."""
+
+    _argument_group_name = "stopping on a validation set"
+
     validation_data: str | None = field(
         default=None, metadata={"help": "a .jsonl of eval_task problems that decides when to stop (not the held-out)"}
     )
@@ -53,13 +67,6 @@ class SFTScriptArguments(common.RunArguments):
     stop_at_accuracy: float | None = field(
         default=None, metadata={"help": "stop once the validation accuracy reaches this (needs validation_data)"}
     )
-    max_train_seconds: float | None = field(
-        default=None,
-        metadata={
-            "help": "stop once the optimizer steps have taken this many seconds (evaluations and checks not counted): "
-            "training compute matched to another run's train_seconds"
-        },
-    )
     stop_patience: int | None = field(
         default=None,
         metadata={
@@ -67,6 +74,27 @@ class SFTScriptArguments(common.RunArguments):
             "weights (needs validation_data)"
         },
     )
+
+
+@dataclass
+class SFTRun:
+    """The run's training time (before RunArguments' options)."""
+
+    _argument_group_name = "run"
+
+    max_train_seconds: float | None = field(
+        default=None,
+        metadata={
+            "help": "stop once the optimizer steps have taken this many seconds (evaluations and checks not counted): "
+            "training compute matched to another run's train_seconds"
+        },
+    )
+
+
+@dataclass
+class SFTScriptArguments(TrainingData, common.HeldOutArguments, EvalBatch, Validation, SFTRun, common.RunArguments):
+    """What the recipe adds to TRL's ``SFTConfig`` and ``ModelConfig``: one object, its ``--help`` groups in order (each
+    part names its group with ``_argument_group_name``, as TRL's parser reads it)."""
 
     def __post_init__(self):  # checked as they are parsed, before anything loads: one line on the command line
         with checks.config_errors():
@@ -217,19 +245,9 @@ def summary(report: dict) -> str:
 def make_parser():
     from trl import ModelConfig, SFTConfig
 
-    groups = {
-        "training data": ["task", "data", "solution_field", "train_limit"],
-        "held-out evaluation": ["eval_task", "eval_data", "eval_limit", "eval_max_new_tokens", "eval_batch_size"],
-        "stopping on a validation set": [
-            *("validation_data", "validation_limit", "validation_steps", "stop_at_accuracy", "stop_patience"),
-        ],
-        "run": ["max_train_seconds", "build_tiny_model", "resume"],
-    }
     options = ("num_train_epochs", "max_length")
     parts = (SFTScriptArguments, SFTConfig, ModelConfig)
-    return common.recipe_parser(
-        parts, module="recipes.sft", doc=__doc__, groups=groups, options=options, docs="docs/sft.md"
-    )
+    return common.recipe_parser(parts, module="recipes.sft", doc=__doc__, options=options, docs="docs/sft.md")
 
 
 if __name__ == "__main__":
