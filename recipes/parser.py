@@ -404,7 +404,9 @@ class RecipeParser(argparse.ArgumentParser):
         renamed = {old: new for old, new in RENAMED.items() if old in known and new in known}
         config = {renamed.get(k, k): v for k, v in config.items()}
         if renamed:  # TRL's default (True) under the new name, so that the old one stays unset
-            defaults = {a.dest: a.default for a in self._actions}
+            defaults = {}
+            for action in self._actions:  # the option's own default, not its --no_ twin's (False)
+                defaults.setdefault(action.dest, action.default)
             for old, new in renamed.items():
                 config.setdefault(new, defaults[old])
         overridden = [a for a in self._actions if a.dest in config]

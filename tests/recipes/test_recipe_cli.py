@@ -227,6 +227,16 @@ def test_gradient_checkpointing_is_passed_without_a_deprecation_warning(flags, e
     assert not [w for w in caught if "checkpointing" in str(w.message)], [str(w.message) for w in caught]
 
 
+def test_a_config_without_gradient_checkpointing_gets_trls_default(tmp_path):
+    """TRL 1.16 defaults gradient_checkpointing to True: a config that does not set it gets True under the new name
+    (the --no_gradient_checkpointing flag's own default, False, is not the option's)."""
+    text = (TINY / "sft_cpu.yaml").read_text()
+    config = tmp_path / "sft.yaml"
+    config.write_text("\n".join(line for line in text.splitlines() if not line.startswith("gradient_checkpointing")))
+    _, training_args, _ = parse_recipe_config(sft, config)
+    assert training_args.activation_checkpointing is True and training_args.gradient_checkpointing is True
+
+
 # --- subprocesses: W&B's login, leash's line first -----------------------------------------------------------------
 
 
