@@ -83,7 +83,7 @@ SAMPLING_ARMS = {  # --sampling-arms: GRPO arms that keep the groups informative
 }
 FILTER_K = 8  # answers the start samples to each training problem before the filtered arm (its pass rate)
 DPO_CONFIG = CONFIG_DIR / "dpo_real.yaml"
-ROLLOUT_PROBLEMS, ROLLOUT_K = 128, 4  # 512 sampled answers: a ninth of a GRPO arm's 4,608 (72 steps x 64)
+ROLLOUT_PROBLEMS, ROLLOUT_K = 128, 4  # 512 sampled answers: under half of a GRPO arm's 1,152 (36 steps x 32)
 DEV_SIZE = 200
 OOD_MAX_NEW_TOKENS = 96  # four equations of three-digit numbers fit; the test set's answers need 32
 FORGETTING_DATA = ("tests/data/gsm8k/test.jsonl", "answer")  # GSM8K's reference solutions: outside the lab's task
