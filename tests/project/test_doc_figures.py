@@ -313,9 +313,9 @@ def test_dropping_use_peft_false_from_a_full_fine_tuning_command_fails():
 
 
 def test_now_differs_must_still_differ_and_keys_and_arms_must_exist():
-    note = "use_peft=true; now-differs: gradient_accumulation_steps=4"
-    assert problems(example(note, GRPO)) == []  # the config's 8 micro-batches: the note holds
-    stale = problems(example(note, f"{GRPO} --gradient_accumulation_steps 4"))
+    note = "use_peft=true; now-differs: gradient_accumulation_steps=8"
+    assert problems(example(note, GRPO)) == []  # the config's 4 micro-batches: the note holds
+    stale = problems(example(note, f"{GRPO} --gradient_accumulation_steps 8"))
     assert len(stale) == 1 and "again" in stale[0]
     assert "no setting 'no_such_key'" in problems(example("no_such_key=1", GRPO))[0]
     assert "runs no recipe" in problems(example("use_peft=true", "python -m eval compare a b"))[0]
