@@ -103,7 +103,12 @@ def run_dir(out: str | Path, config: str | Path, seed: int) -> Path:
 
 
 def _accuracies(folder: Path) -> str:
+    """A finished run's held-out accuracy before -> after, from its report; a run that read no held-out set (the
+    real-model lab reads its models itself) gives its last in-training check instead, named as such."""
     run = summarize_run(folder)
+    path = folder / "report.json"
+    if path.exists() and "after" not in json.loads(path.read_text()):
+        return f"no held-out reading of its own; last in-training check {number(run.accuracy_after)}"
     return f"held-out accuracy {number(run.accuracy_before)} -> {number(run.accuracy_after)}"
 
 

@@ -281,3 +281,20 @@ def test_a_finished_run_is_reused_only_with_the_settings_it_was_made_with(tmp_pa
     config.write_text("max_steps: 30\n")
     matrix.run_matrix([str(config)], [0, 1], out, ["--max_steps", "30"])
     assert len(started) == 2 and "not checked" in capsys.readouterr().out
+
+
+def test_a_run_without_held_out_readings_does_not_call_its_last_check_held_out_accuracy(tmp_path):
+    """The real-model lab's runs read no held-out set themselves (``--eval_limit 0``): the line printed when one ends
+    names its last in-training check as what it is, not as the held-out accuracy after training."""
+    import json
+
+    from cpu_lab import matrix
+
+    folder = tmp_path / "run"
+    folder.mkdir()
+    (folder / "log.jsonl").write_text(json.dumps({"step": 4, "reward": 0.5, "eval/accuracy": 0.5}) + "\n")
+    (folder / "report.json").write_text(json.dumps({"seconds": 3.0}))
+    assert matrix._accuracies(folder) == "no held-out reading of its own; last in-training check 0.500"
+    result = {"accuracy": 0.25, "ci": [0.1, 0.4], "n": 4}
+    (folder / "report.json").write_text(json.dumps({"before": result, "after": result | {"accuracy": 0.75}}))
+    assert matrix._accuracies(folder) == "held-out accuracy 0.250 -> 0.750"
