@@ -45,7 +45,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import shlex
 import subprocess
 import sys
@@ -55,7 +54,7 @@ from concurrent.futures import Future, ThreadPoolExecutor, wait
 from itertools import zip_longest
 from pathlib import Path
 
-from cpu_lab import matrix
+from cpu_lab import matrix, runner
 from cpu_lab.problems import OOD_SIZE, check_disjoint, write_lab_data
 from cpu_lab.real_report import (
     BASE,
@@ -336,7 +335,7 @@ def _eval_task(model: Path, data: Path, args) -> Callable[[], object]:
 
 def queue_threads(jobs: int) -> int | None:
     """Threads of an evaluation in the queue: the cores shared by ``jobs`` runs (None: this process's own, in turn)."""
-    return None if jobs == 1 else max(1, (os.cpu_count() or 1) // jobs)
+    return None if jobs == 1 else runner.threads_per_job(jobs)
 
 
 def run_tasks(tasks: list[tuple[tuple, tuple | None, Callable[[], object]]], jobs: int) -> None:
@@ -484,7 +483,7 @@ def ood_subset(data: Path, n: int) -> Path:
 def _eval(cmd: list[str], log: Path, threads: int | None = None) -> None:
     print(f"[real] eval {cmd[0]}: {log.parent} (log: {log})", flush=True)
     (log.with_suffix(".command.txt")).write_text(shlex.join(["python", "-m", "eval", *cmd]) + "\n")
-    env = None if threads is None else os.environ | {"OMP_NUM_THREADS": str(threads), "MKL_NUM_THREADS": str(threads)}
+    env = None if threads is None else runner.thread_env(threads)
     with open(log, "w") as f:
         subprocess.run([sys.executable, "-m", "eval", *cmd], stdout=f, stderr=subprocess.STDOUT, check=True, env=env)
 

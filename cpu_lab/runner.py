@@ -91,12 +91,22 @@ def run_one(config: str | Path, seed: int | None, out_dir: str | Path, extra_arg
     return module.main(*parsed[:3])
 
 
+def thread_env(threads: int) -> dict[str, str]:
+    """This process's environment with ``threads`` torch (OpenMP, MKL) threads, for a child process."""
+    return os.environ | {"OMP_NUM_THREADS": str(threads), "MKL_NUM_THREADS": str(threads)}
+
+
+def threads_per_job(jobs: int) -> int:
+    """Each of ``jobs`` processes at once gets the cores divided among them (at least one)."""
+    return max(1, (os.cpu_count() or 1) // jobs)
+
+
 def run_subprocess(config: str | Path, seed: int | None, out_dir: Path, extra_args: Sequence[str], threads: int):
     """Start one run as ``python -m <recipe>`` with ``threads`` torch threads, its output in ``<out_dir>/run.log``."""
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     cmd = [sys.executable, "-m", recipe_for(config), "--config", str(config), *run_flags(seed, out_dir, extra_args)]
-    env = os.environ | {"OMP_NUM_THREADS": str(threads), "MKL_NUM_THREADS": str(threads)}
+    env = thread_env(threads)
     # leash's modules (the recipe, and hooks a config names such as reward_model_lab's) import from any folder
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p)
     with open(out_dir / "run.log", "w") as log:
@@ -226,7 +236,7 @@ def run_at_once(
     names them all at the end); any other error, or Ctrl-C, stops the runs still going."""
     if jobs < 1:
         raise ValueError(f"jobs must be >= 1, got {jobs}")
-    threads = threads or max(1, (os.cpu_count() or 1) // jobs)
+    threads = threads or threads_per_job(jobs)
     planned = {run.out_dir: planned_steps(run.config, run.extra_args) for run in runs}
     bar = Progress(None if None in planned.values() else sum(planned.values()), enabled=progress and bool(runs))
     live, done, failed = {}, {}, []  # output folder -> process of a run going on / steps of a finished run; failures
