@@ -66,6 +66,7 @@ class RunSummary:
     steps: int
     seconds: float | None = None  # the run's wall time, evaluations included (report.json)
     step_time: float | None = None  # mean seconds per optimizer step (TRL's logged step_time; no evaluations)
+    finished: bool = True  # False: no report.json yet (running, or killed): its numbers are so far, not final
 
 
 def loss_configs(losses: list[str]) -> list[str]:
@@ -273,6 +274,7 @@ def summarize_run(folder: str | Path) -> RunSummary:
         steps=max((r.get("step", 0) for r in rows), default=0),
         seconds=report.get("seconds"),
         step_time=_mean(r.get("step_time") for r in rows),
+        finished=bool(report),
     )
 
 
@@ -303,7 +305,7 @@ def comparison_table(groups: dict[str, list[RunSummary]]) -> str:
         rows.append(
             [
                 config,
-                ", ".join(str(r.seed) for r in runs),
+                ", ".join(str(r.seed) if r.finished else f"{r.seed} (unfinished, step {r.steps})" for r in runs),
                 number(m("accuracy_before")),
                 mean_std_text([r.accuracy_after for r in runs]),
                 number(m("length_correct"), ".1f"),

@@ -499,7 +499,14 @@ def write_report(out: Path, seconds: dict) -> Path:
         ]
     for sft_dir in sorted(set(started_sft) - set(sft_dirs)):
         lines.append(f"- **{sft_dir.parent.name}**: not finished (no report.json yet).")
-    lines += ["", "## Every run", "", accuracy_table(sft_dirs + grpo + others, ood_rows, out), ""]
+    finished = [f for f in grpo + others if (f / "report.json").exists()]
+    lines += ["", "## Every run", "", accuracy_table(sft_dirs + finished, ood_rows, out), ""]
+    unfinished = sorted(set(grpo + others) - set(finished))  # running or killed: their numbers are not final
+    for folder in unfinished:
+        logged = _last(folder, "step")
+        steps = f", {logged} steps logged" if logged else ""
+        lines.append(f"- not finished (no report.json yet, so not in the table): {folder.relative_to(out)}{steps}")
+    lines += [""] if unfinished else []
     for dpo_dir in sorted(out.glob("*/dpo/*/seed*")):
         dpo = _report(dpo_dir)
         lines += [

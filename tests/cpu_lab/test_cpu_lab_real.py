@@ -178,6 +178,23 @@ def test_an_evaluation_still_running_and_a_start_still_training_give_no_figures(
     assert "OOD after 0.250 / 0.250 (all / by shift)" in real.write_report(tmp_path, {}).read_text()
 
 
+def test_an_arm_still_training_is_named_as_unfinished_not_tabled_as_a_result(tmp_path):
+    _lab(tmp_path, SOLVED_18, SOLVED_10)
+    running = tmp_path / "early" / "sft_smollm2_more" / "seed0"  # killed or running: a log, no report.json
+    running.mkdir(parents=True)
+    write_jsonl([{"step": 5, "loss": 1.0, "train_seconds": 431.0}], running / "log.jsonl")
+    partial = tmp_path / "early" / "grpo" / "grpo_real_dynamic" / "seed0"
+    partial.mkdir(parents=True)
+    write_jsonl([{"step": s, "reward": 0.5, "step_time": 40.0} for s in (1, 2)], partial / "log.jsonl")
+    text = real.write_report(tmp_path, {}).read_text()
+    assert (
+        "- not finished (no report.json yet, so not in the table): early/sft_smollm2_more/seed0, 5 steps logged" in text
+    )
+    assert "| sft_smollm2_more |" not in text and "| 431 |" not in text  # no train seconds of a run cut short
+    assert "| grpo_real_dynamic | 0 (unfinished, step 2) |" in text  # the monitors' table says it of its seed
+    assert "| grpo_real_default | 0 |" in text  # a finished run's seed as before
+
+
 def test_coverage_verdict_tells_sharpening_from_new_coverage(tmp_path):
     sft = _lab(tmp_path, SOLVED_18, SOLVED_10)
     grpo = tmp_path / "early" / "grpo" / "grpo_real_default" / "seed0"
