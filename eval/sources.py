@@ -109,16 +109,12 @@ def check_model_source(
         raise SourceError(f"{what} {name!r} does not exist (no such local folder): {fix}")
     if _in_hub_cache(name, files, revision):
         return
-    download = f"download it first where there is network (`hf download {name}`) or pass a local model folder"
-    if hub_offline():
+    unreachable = "HF_HUB_OFFLINE=1 keeps the hub out" if hub_offline() else None
+    if unreachable or not hub_reachable():
         raise SourceError(
-            f"{what} {name!r} is neither a local folder nor in the Hugging Face cache, and HF_HUB_OFFLINE=1 keeps the "
-            f"hub out: {download}"
-        )
-    if not hub_reachable():
-        raise SourceError(
-            f"{what} {name!r} is neither a local folder nor in the Hugging Face cache, and the hub cannot be reached "
-            f"(offline?): {download}"
+            f"{what} {name!r} is neither a local folder nor in the Hugging Face cache, and "
+            f"{unreachable or 'the hub cannot be reached (offline?)'}: download it first where there is network "
+            f"(`hf download {name}`) or pass a local model folder"
         )
     if _on_hub(name, files, revision) is False:
         raise SourceError(

@@ -170,9 +170,9 @@ def load_rows(task: Task, data: str | None = None, split: str | None = None, fla
 
     source = data or task.hub_id
     hint = local_copy_hint(task)
+    where = f" ({hint})" if hint else ""
     usage = flag if "PATH" in flag else f"{flag} PATH"
     if not source:
-        where = f" ({hint})" if hint else ""
         raise ValueError(f"task {task.name!r} has no hub copy: pass {usage} with a local .jsonl of it{where}")
     if is_local(source):
         path = Path(source)
@@ -186,7 +186,7 @@ def load_rows(task: Task, data: str | None = None, split: str | None = None, fla
         if len(ds) == 0:
             raise empty
     else:
-        fix = f"pass {usage} to a local .jsonl" + (f" ({hint})" if hint else "")
+        fix = f"pass {usage} to a local .jsonl{where}"
         ds = load_hub_dataset(source, task.hub_config, split or task.hub_split, fix)
     missing = [f for f in (task.question_field, task.gold_field) if f not in ds.column_names]
     if missing:

@@ -68,15 +68,14 @@ class HackAlarm(TrainerCallback):
     def on_log(self, args, state, control, logs=None, **kwargs):
         if not logs:
             return control
-        line = {**logs, "step": state.global_step}
-        fired = self._observe(line)
+        fired = self._observe({**logs, "step": state.global_step})
         if finite(logs.get(ACCURACY_KEY)) is not None:  # a check line (held-out accuracy 0.0 included)
             values = {ALARM_KEY: float(self.fired is not None)}
             if fired is not None:
                 values |= {f"{ALARM_KEY}_{key}": fired[key] for key in ("accuracy_drop", "p_fall", "reward_tau")}
             logs.update(values)
-            if state.is_world_process_zero:
-                self._wandb(values, state.global_step)
+            if state.is_world_process_zero and (wandb := wandb_run(self.report_to)):
+                wandb.log({f"train/{k}": v for k, v in values.items()} | {"train/global_step": state.global_step})
         if fired is not None:
             if state.is_world_process_zero:
                 logger.warning(self.banner(fired))
@@ -97,10 +96,6 @@ class HackAlarm(TrainerCallback):
             f"{fired['p_reward']:.2g}): the reward pays for something the checks do not count as correct. Read "
             f"top_completions.jsonl and probes.json; {then}."
         )
-
-    def _wandb(self, values: dict, step: int) -> None:
-        if wandb := wandb_run(self.report_to):
-            wandb.log({f"train/{k}": v for k, v in values.items()} | {"train/global_step": step})
 
     def report(self) -> dict:
         """``{"hack_alarm": ...}`` for the run's report: the setting and what fired (None when it did not)."""

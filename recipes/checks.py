@@ -53,22 +53,22 @@ DPO_LOSSES = (
 )
 
 
-def check_loss(loss_type: str, scale_rewards: str | bool) -> None:
-    """``loss_type`` and ``scale_rewards`` must be values TRL's GRPO loss knows; Dr. GRPO should not scale."""
+def check_loss(loss_type: str, scale_rewards: str) -> None:
+    """``loss_type`` and ``scale_rewards`` must be values TRL's GRPO loss knows; Dr. GRPO should not scale.
+    ``scale_rewards`` as TRL's ``GRPOConfig`` leaves it (``true``/``false`` made ``group``/``none``)."""
     if loss_type not in GRPO_LOSSES:
         raise ValueError(
             f"loss_type {loss_type!r} is not a GRPO loss: use one of {sorted(GRPO_LOSSES)} "
             "(set loss_type: in the config or --loss_type)"
         )
-    scale = {True: "group", False: "none"}.get(scale_rewards, scale_rewards)
-    if scale not in SCALE_REWARDS:
+    if scale_rewards not in SCALE_REWARDS:
         raise ValueError(
             f"scale_rewards {scale_rewards!r} is unknown: use one of {list(SCALE_REWARDS)} "
             "('none' for Dr. GRPO, which removes the division by the group's std)"
         )
-    if loss_type == "dr_grpo" and scale != "none":
+    if loss_type == "dr_grpo" and scale_rewards != "none":
         logger.warning(
-            "loss_type dr_grpo with scale_rewards=%r: the Dr. GRPO paper also sets scale_rewards: none", scale
+            "loss_type dr_grpo with scale_rewards=%r: the Dr. GRPO paper also sets scale_rewards: none", scale_rewards
         )
 
 

@@ -9,7 +9,7 @@ only when the cap was hit; TRL's and the monitors' metrics cover every round gen
 One process only (a group may straddle two ranks' batches): ``check_dynamic_sampling`` refuses the rest before any
 model loads.
 
->>> check_dynamic_sampling(True, 0, num_generations=8)
+>>> check_dynamic_sampling(True, 0)
 Traceback (most recent call last):
 ...
 ValueError: dynamic_sampling_max_rounds is 0: set it to 1 or more (extra generation rounds per batch), or set dynamic_sampling: false
@@ -44,12 +44,13 @@ def check_dynamic_sampling(
     enabled: bool,
     max_rounds: int,
     *,
-    num_generations: int,
-    scale_rewards: str | bool = "group",
+    scale_rewards: str = "group",
     aggregation: str = "sum_then_normalize",
     processes: int = 1,
 ) -> None:
-    """Refuse, in one line with the fix, a dynamic-sampling setting that cannot work (nothing to check when off)."""
+    """Refuse, in one line with the fix, a dynamic-sampling setting that cannot work (nothing to check when off).
+    ``scale_rewards`` as TRL's ``GRPOConfig`` leaves it (a bool made a name); a group of one completion, which would
+    always be degenerate, is refused by ``GRPOConfig`` itself."""
     if not enabled:
         return
     off = "or set dynamic_sampling: false"
@@ -58,12 +59,7 @@ def check_dynamic_sampling(
             f"dynamic_sampling_max_rounds is {max_rounds}: set it to 1 or more (extra generation rounds per batch), "
             f"{off}"
         )
-    if num_generations < 2:
-        raise ValueError(
-            f"dynamic_sampling drops groups with equal rewards, and num_generations {num_generations} makes every "
-            f"group one completion: set num_generations to 2 or more, {off}"
-        )
-    if {True: "group", False: "none"}.get(scale_rewards, scale_rewards) == "batch":
+    if scale_rewards == "batch":
         raise ValueError(
             "dynamic_sampling keeps each group's advantages from its own round, and scale_rewards: batch divides them "
             f"by a whole round's std: set scale_rewards to group or none, {off}"

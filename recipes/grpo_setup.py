@@ -273,7 +273,6 @@ def check_args(script_args, training_args, model_args):
     check_dynamic_sampling(  # recipes.dynamic_sampling
         script_args.dynamic_sampling,
         script_args.dynamic_sampling_max_rounds,
-        num_generations=training_args.num_generations,
         scale_rewards=training_args.scale_rewards,
         aggregation=training_args.multi_objective_aggregation,
         processes=training_args.world_size,

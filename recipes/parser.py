@@ -392,8 +392,8 @@ class RecipeParser(argparse.ArgumentParser):
         config; TRL's ``gradient_checkpointing*`` reach transformers under their new names, so that it warns about
         nothing."""
         config, sources = dict(command.config), command.sources
-        known = [a.dest for a in self._actions if a.option_strings and a.dest != argparse.SUPPRESS]
-        actions = {a.dest: a for a in self._actions if a.option_strings}
+        actions = {a.dest: a for a in self._actions if a.option_strings and a.dest != argparse.SUPPRESS}
+        known = list(actions)
         for key, value in config.items():
             if key != "env" and key not in known:
                 raise ValueError(unknown_option_message(str(key), known, f"in {sources[key]}", self.module))
@@ -403,12 +403,8 @@ class RecipeParser(argparse.ArgumentParser):
             os.environ[key] = str(value)
         renamed = {old: new for old, new in RENAMED.items() if old in known and new in known}
         config = {renamed.get(k, k): v for k, v in config.items()}
-        if renamed:  # TRL's default (True) under the new name, so that the old one stays unset
-            defaults = {}
-            for action in self._actions:  # the option's own default, not its --no_ twin's (False)
-                defaults.setdefault(action.dest, action.default)
-            for old, new in renamed.items():
-                config.setdefault(new, defaults[old])
+        for old, new in renamed.items():  # TRL's default (True) under the new name, so that the old one stays unset
+            config.setdefault(new, self.get_default(old))  # the option's own default, not its --no_ twin's (False)
         overridden = [a for a in self._actions if a.dest in config]
         saved = [(a.default, a.required) for a in overridden]
         try:  # the config's values are the defaults that flags override, for this parse only

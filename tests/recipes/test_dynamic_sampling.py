@@ -171,19 +171,18 @@ def test_joining_refuses_outputs_it_does_not_know():
     ("setting", "fix"),
     [
         ({"max_rounds": 0}, "set it to 1 or more"),  # a cap below 1
-        ({"num_generations": 1}, "set num_generations to 2 or more"),  # one completion a group: always degenerate
         ({"scale_rewards": "batch"}, "set scale_rewards to group or none"),  # advantages scaled by a whole round
         ({"aggregation": "normalize_then_sum"}, "set it to sum_then_normalize"),  # centred on a whole round
         ({"processes": 2}, "launch one process"),  # groups straddle ranks
     ],
 )
 def test_check_refuses_what_cannot_work_in_one_line_with_the_fix(setting, fix):
-    kwargs = {"max_rounds": 2, "num_generations": 4} | setting
+    kwargs = {"max_rounds": 2} | setting
     with pytest.raises(ValueError) as error:
         check_dynamic_sampling(True, kwargs.pop("max_rounds"), **kwargs)
     message = str(error.value)
     assert "\n" not in message and fix in message and "dynamic_sampling: false" in message
-    check_dynamic_sampling(False, **{"max_rounds": 2, "num_generations": 4} | setting)  # off: nothing to check
+    check_dynamic_sampling(False, **{"max_rounds": 2} | setting)  # off: nothing to check
 
 
 def test_the_recipe_refuses_the_option_before_any_model_loads(tmp_path):
@@ -198,6 +197,8 @@ def test_the_recipe_refuses_the_option_before_any_model_loads(tmp_path):
             grpo.main(*parse_recipe_config(grpo, TINY_CONFIG, *missing, *on, *flags))
         assert fix in str(error.value) and "\n" not in str(error.value)
     grpo_setup.check_args(*parse_recipe_config(grpo, TINY_CONFIG, *on))  # the defaults pass
+    with pytest.raises(ValueError, match="at least 2 generations.*\n.*num_generations: 2 or more"):  # groups of one
+        parse_recipe_config(grpo, TINY_CONFIG, *on, "--num_generations", "1", as_run=True)  # TRL's GRPOConfig refuses
 
 
 # ------------------------------------------------------------------------------------ the recipe on the tiny model
