@@ -458,8 +458,8 @@ def resumes(training_args, resume: bool) -> bool:
 
 
 def resume_checkpoint(training_args, resume: bool, logs: Sequence[str]) -> str | None:
-    """The checkpoint ``trainer.train`` resumes from; a fresh run (None) deletes the previous run's ``logs`` instead, as
-    it replaces its weights."""
+    """The checkpoint ``trainer.train`` resumes from, the ``logs`` cut back to its step; a fresh run (None) deletes the
+    previous run's ``logs`` instead, as it replaces its weights."""
     out = Path(training_args.output_dir)
     start = run_folder.start_of(out)
     checkpoint = (
@@ -467,6 +467,11 @@ def resume_checkpoint(training_args, resume: bool, logs: Sequence[str]) -> str |
     )
     if checkpoint:
         print(f"resuming from {checkpoint}")
+        step = run_folder.checkpoint_step(checkpoint)
+        if is_main_process(training_args):  # the steps after it are logged again
+            dropped = sum(run_folder.drop_rows_after(out / name, step) for name in logs)
+            if dropped:
+                print(f"dropped {dropped} log row(s) written after step {step} by the run that stopped")
     elif is_main_process(training_args):
         for name in logs:
             (out / name).unlink(missing_ok=True)

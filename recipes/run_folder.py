@@ -89,6 +89,36 @@ def release() -> None:
     _lock.close()
 
 
+def drop_rows_after(path: Path, step: int) -> int:
+    r"""Cut a JSON-lines log of a run back to ``step``, its checkpoint's: the rows a killed run logged after that
+    checkpoint (the resumed run logs those steps again) and a line the kill tore go. Returns how many went.
+
+    >>> import tempfile
+    >>> log = Path(tempfile.mkdtemp()) / "log.jsonl"
+    >>> _ = log.write_text('{"step": 5}\n{"step": 10}\n{"step": 15}\n{"ste')
+    >>> drop_rows_after(log, 10), log.read_text()
+    (2, '{"step": 5}\n{"step": 10}\n')
+    """
+    if not path.is_file():
+        return 0
+    lines = [line for line in path.read_text().splitlines() if line.strip()]
+    kept = []
+    for number, line in enumerate(lines, 1):
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError:
+            if number < len(lines):
+                kept.append(line)  # not the kill's: left for the log's readers to name
+            continue
+        if not (isinstance(row, dict) and isinstance(row.get("step"), int | float) and row["step"] > step):
+            kept.append(line)
+    if len(kept) < len(lines):
+        part = path.with_name(path.name + ".part")
+        part.write_text("".join(f"{line}\n" for line in kept))
+        os.replace(part, path)
+    return len(lines) - len(kept)
+
+
 def start_of(out: str | Path) -> RunStart | None:
     """What ``prepare`` decided for ``out`` in this process, None when it was not called for it."""
     return _starts.get(Path(out).resolve())

@@ -12,6 +12,8 @@ only) so that gradients are non-zero.
 import json
 import math
 import os
+import re
+import shutil
 from pathlib import Path
 
 import pytest
@@ -215,6 +217,21 @@ def test_resume_after_kill_continues_from_last_checkpoint(tiny_model_dir, data_d
     run_recipe(tiny_model_dir, data_dir, out, *common, "--max_steps", "3", "--save_strategy", "no")
     assert f"resuming from {out / 'checkpoint-2'}" in capsys.readouterr().out
     assert [r["step"] for r in read_log(out) if "loss" in r] == [1, 2, 3]  # step 3 only, appended
+
+
+@pytest.mark.integration
+def test_a_resumed_run_logs_each_step_once(tiny_model_dir, data_dir, tmp_path, toy_reward, capsys):
+    out = tmp_path / "run"
+    common = ["--reward_funcs", toy_reward, "--reward_weights", "1.0", "--monitor_eval_steps", "0"]
+    run_recipe(tiny_model_dir, data_dir, out, *common, "--save_strategy", "steps", "--save_steps", "1")
+    shutil.rmtree(out / "checkpoint-2")  # as if killed after logging step 2, before saving it, mid-line
+    with open(out / "log.jsonl", "a") as log:
+        log.write('{"step": 3, "loss"')
+    run_recipe(tiny_model_dir, data_dir, out, *common, "--max_steps", "3", "--save_strategy", "no")
+    assert re.search(r"dropped \d+ log row\(s\) written after step 1 by the run that stopped", capsys.readouterr().out)
+    assert [r["step"] for r in read_log(out) if "loss" in r] == [1, 2, 3]  # step 2 once: the resumed run's
+    completions = [json.loads(line)["step"] for line in (out / "top_completions.jsonl").read_text().splitlines()]
+    assert completions == sorted(set(completions))
 
 
 @pytest.mark.integration
