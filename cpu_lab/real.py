@@ -44,13 +44,16 @@ Finished stages are reused when their settings match (a killed lab continues whe
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
+import os
 import shlex
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor, wait
+from datetime import UTC, datetime
 from itertools import zip_longest
 from pathlib import Path
 
@@ -61,6 +64,7 @@ from cpu_lab.real_report import (
     SCREEN,
     STARTS,
     TEST_EVAL,
+    TIMES,
     run_summary,
     screen_folder,
     test_result,
@@ -211,9 +215,11 @@ def main(argv: list[str] | None = None) -> Path:
     sft_flags += ["--validation_data", str(data / "dev.jsonl")]
     sft_flags += [] if args.sft_steps is None else ["--max_steps", str(args.sft_steps)]
     sft_flags += [] if args.eval_limit is None else ["--validation_limit", str(args.eval_limit)]
-    configs = [str(CONFIG_DIR / f"{STARTS[s]}.yaml") for s in starts]
-    folders = matrix.run_matrix(configs, seeds[:1], out / "sft", sft_flags, run_logs=True)
-    start_dirs = dict(zip(starts, folders, strict=True))
+    start_dirs = {}
+    for name in starts:
+        config = CONFIG_DIR / f"{STARTS[name]}.yaml"
+        with clocked(matrix.run_dir(out / "sft", config, seeds[0]), config.stem, runner.own_threads(), training=True):
+            start_dirs[name] = matrix.run_matrix([str(config)], seeds[:1], out / "sft", sft_flags, run_logs=True)[0]
     seconds["SFT starts"] = time.monotonic() - t0
     for name, folder in start_dirs.items():
         sft = json.loads((folder / "report.json").read_text())
@@ -274,7 +280,9 @@ def main(argv: list[str] | None = None) -> Path:
         if pool is not None:
             flags = [*grpo_flags_from(start), "--data", str(pool)]  # the last --data wins
             config = str(CONFIG_DIR / f"{SAMPLING_ARMS['filtered']}.yaml")
-            matrix.run_matrix([config], seeds[:1], out / name / "grpo", flags, run_logs=True)
+            arm = matrix.run_dir(out / name / "grpo", config, seeds[0])
+            with clocked(arm, Path(config).stem, runner.own_threads(), training=True):
+                matrix.run_matrix([config], seeds[:1], out / name / "grpo", flags, run_logs=True)
         seconds[f"filtered pool and arm from {name}"] = time.monotonic() - t0
 
     # 4. DPO from each start on pairs from its own verified rollouts, on the same test problems
@@ -282,7 +290,9 @@ def main(argv: list[str] | None = None) -> Path:
         t0 = time.monotonic()
         rollouts = sample_rollouts(start, data, out / name / "rollouts", args.eval_limit)
         flags = [*inputs, "--model_name_or_path", str(start), "--data", str(rollouts)]
-        matrix.run_matrix([str(DPO_CONFIG)], seeds[:1], out / name / "dpo", flags, run_logs=True)
+        dpo = matrix.run_dir(out / name / "dpo", DPO_CONFIG, seeds[0])
+        with clocked(dpo, DPO_CONFIG.stem, runner.own_threads(), training=True):
+            matrix.run_matrix([str(DPO_CONFIG)], seeds[:1], out / name / "dpo", flags, run_logs=True)
         seconds[f"DPO from {name} (rollouts and training)"] = time.monotonic() - t0
 
     # 5. Every model on the test and OOD sets; pass@k and forgetting where asked (what the queue has not read)
@@ -305,8 +315,9 @@ def _grpo_task(config: str, seed: int, start: Path, start_out: Path, flags: list
     """One GRPO run of the queue (a process of its own with --jobs > 1), then its evaluations."""
 
     def run():
-        matrix.run_pairs([(config, seed)], start_out / "grpo", flags, jobs=args.jobs, run_logs=True, progress=False)
         model = matrix.run_dir(start_out / "grpo", config, seed)
+        with clocked(model, Path(config).stem, queue_threads(args.jobs) or runner.own_threads(), training=True):
+            matrix.run_pairs([(config, seed)], start_out / "grpo", flags, jobs=args.jobs, run_logs=True, progress=False)
         extra_evals(model, start, start_out.parent / "data", args, threads=queue_threads(args.jobs))
 
     return run
@@ -319,10 +330,11 @@ def _more_sft_task(seed: int, start: Path, start_out: Path, inputs: list[str], a
     def run():
         budget = train_seconds(start_out / "grpo" / DEFAULT_ARM / f"seed{seed}")
         flags = [*inputs, "--model_name_or_path", str(start), "--max_train_seconds", f"{budget:.1f}"]
-        matrix.run_matrix(
-            [str(MORE_SFT_CONFIG)], [seed], start_out, flags, jobs=args.jobs, run_logs=True, progress=False
-        )
         model = matrix.run_dir(start_out, MORE_SFT_CONFIG, seed)
+        with clocked(model, MORE_SFT_CONFIG.stem, queue_threads(args.jobs) or runner.own_threads(), training=True):
+            matrix.run_matrix(
+                [str(MORE_SFT_CONFIG)], [seed], start_out, flags, jobs=args.jobs, run_logs=True, progress=False
+            )
         extra_evals(model, start, start_out.parent / "data", args, threads=queue_threads(args.jobs))
 
     return run
@@ -484,8 +496,27 @@ def _eval(cmd: list[str], log: Path, threads: int | None = None) -> None:
     print(f"[real] eval {cmd[0]}: {log.parent} (log: {log})", flush=True)
     (log.with_suffix(".command.txt")).write_text(shlex.join(["python", "-m", "eval", *cmd]) + "\n")
     env = None if threads is None else runner.thread_env(threads)
-    with open(log, "w") as f:
+    with clocked(log.parent, log.stem, threads or runner.own_threads()), open(log, "w") as f:
         subprocess.run([sys.executable, "-m", "eval", *cmd], stdout=f, stderr=subprocess.STDOUT, check=True, env=env)
+
+
+@contextlib.contextmanager
+def clocked(folder: Path, what: str, threads: int, training: bool = False) -> Iterator[None]:
+    """Times a stage of the lab in ``folder`` (a run's training, an evaluation of its model) and, when it ends without
+    an error, adds a line to ``<folder>/lab_times.jsonl``: what ran, its seconds, threads, this CPU, the load average
+    before and after, the date. A run finished earlier (reused) adds none; one resumed from a checkpoint is timed
+    from there and marked ``resumed``."""
+    finished_before = training and (folder / "report.json").exists()
+    resumed = training and any(folder.glob("checkpoint-*"))
+    date, load, started = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"), os.getloadavg()[0], time.monotonic()
+    yield
+    if finished_before:
+        return
+    line = {"what": what, "seconds": round(time.monotonic() - started, 1), "threads": threads}
+    line |= {"cpu": runner.cpu_kind(), "load": [round(load, 1), round(os.getloadavg()[0], 1)], "date": date}
+    folder.mkdir(parents=True, exist_ok=True)
+    with open(folder / TIMES, "a") as f:
+        f.write(json.dumps(line | {"resumed": resumed}) + "\n")
 
 
 def filtered_pool(start: Path, data: Path, out: Path, problems: int) -> Path | None:

@@ -35,6 +35,7 @@ STARTS = {"early": "sft_smollm2", "plateau": "sft_smollm2_plateau"}  # start nam
 SCREEN = "screen"  # <out>/screen/<setting>/grpo/<arm>/seed<k>: GRPO settings tried on dev (cpu_lab.real --screen)
 TEST_EVAL = "eval_test"  # <model>/eval_test: every model's one reading of the test set (cpu_lab.real)
 BASE = "base"  # <out>/base/eval_test: the pretrained model's, every SFT start's 'before'
+TIMES = "lab_times.jsonl"  # <folder>/lab_times.jsonl: a line a stage the lab ran there (cpu_lab.real.clocked)
 CURVES = [  # (log key, title) of the curves drawn per arm: the monitors' view of each run
     ("monitor/correct_rate", "correct answers (monitors' checker)"),
     ("rewards/gsm8k_format_reward/mean", "format reward (0.1 = formatted)"),
@@ -536,9 +537,8 @@ def write_report(out: Path, seconds: dict) -> Path:
                 lines.append("  - (a coin-flip reward: its probe scores are draws, not a verdict on the probes)")
                 continue
             lines += probe_lines(folder / "probes.json")
-    lines += ["", "## Time", ""]
-    lines += [f"- {name}: {s:.0f} s" for name, s in seconds.items()] or ["- (report rewritten; times in run folders)"]
-    lines += ["- each run's own clock (report.json `seconds`: evaluations, training, saving) is in its folder"]
+    lines += ["", "## Time", "", *time_lines(out)]
+    lines += [f"- this command, {name}: {s:.0f} s" for name, s in seconds.items()]
     commands = [f"OMP_NUM_THREADS=2 python -m cpu_lab.real --out {out}", "# stage by stage:"]
     for folder in [*sft_dirs, *grpo, *others]:
         settings_path = folder / matrix.SETTINGS_FILE
@@ -550,6 +550,46 @@ def write_report(out: Path, seconds: dict) -> Path:
     commands += [p.read_text().strip() for p in sorted(out.glob("*/filtered/sample.command.txt"))]
     lines += ["", *reproduce(commands), "", f"Command line of this report: `{command_line()}`."]
     return write_markdown(out / "report.md", lines)
+
+
+def time_lines(out: Path) -> list[str]:
+    """The stages' times as the lab recorded them (``TIMES`` in each folder), a row per stage and start: every lab
+    command's, so a lab run over several sittings is timed whole; what ran beside what shows in the load."""
+    rows: dict[tuple[str, str], list[dict]] = {}
+    for path in sorted(out.rglob(TIMES)):
+        where = path.parent.relative_to(out).parts[0]  # the start's folder (early, plateau), sft or base
+        for line in read_jsonl(path):
+            rows.setdefault((line["what"], where), []).append(line)
+    if not rows:
+        return ["- no stage timed yet (the lab records each stage's time in `lab_times.jsonl` beside it)"]
+    cells = []
+    for (what, where), lines in rows.items():
+        whole = [line["seconds"] / 60 for line in lines if not line["resumed"]]
+        spread = f"{min(whole):.0f}-{max(whole):.0f}" if len(whole) > 1 else MISSING
+        resumed = sum(line["resumed"] for line in lines)
+        loads = [load for line in lines for load in line["load"]]
+        cells.append(
+            [
+                what,
+                where,
+                f"{len(lines)}" + (f" ({resumed} resumed, not in the mean)" if resumed else ""),
+                number(sum(whole) / len(whole) if whole else None, ".0f"),
+                spread,
+                ", ".join(sorted({str(line["threads"]) for line in lines})),
+                f"{min(loads):.1f}-{max(loads):.1f}",
+                "; ".join(sorted({line["cpu"] for line in lines})),
+                f"{min(line['date'] for line in lines)[:10]} to {max(line['date'] for line in lines)[:10]}",
+            ]
+        )
+    header = ["stage", "in", "times run", "minutes (mean)", "range", "threads", "load", "CPU", "dates"]
+    total = sum(line["seconds"] for lines in rows.values() for line in lines) / 3600
+    return [
+        table(header, cells),
+        "",
+        f"Stage time recorded, in all: {total:.1f} h (stages that ran side by side overlap in wall time; a stage "
+        "resumed after a kill counts from its checkpoint). Each run's own clock is its report.json `seconds`.",
+        "",
+    ]
 
 
 def screen_folder(setting: str) -> str:

@@ -96,6 +96,33 @@ def thread_env(threads: int) -> dict[str, str]:
     return os.environ | {"OMP_NUM_THREADS": str(threads), "MKL_NUM_THREADS": str(threads)}
 
 
+def own_threads() -> int:
+    """The torch threads of a run in this process: ``OMP_NUM_THREADS``, else every core."""
+    return int(os.environ.get("OMP_NUM_THREADS") or os.cpu_count() or 1)
+
+
+BF16_UNITS = ("amx_bf16", "avx512_bf16")  # the CPU flags of bf16 matmul units (recipes.precision reads the same)
+
+
+def cpu_kind(cpuinfo: str | Path = "/proc/cpuinfo") -> str:
+    """This machine's CPU as the labs name it beside a time: its model name and its bf16 units, or ``unknown CPU``.
+
+    >>> import tempfile
+    >>> with tempfile.NamedTemporaryFile("w", delete=False) as f:
+    ...     _ = f.write("model name\t: AMD EPYC\nflags\t\t: fpu avx2 avx512f\n")
+    >>> cpu_kind(f.name)
+    'AMD EPYC, no bf16 units'
+    """
+    try:
+        text = Path(cpuinfo).read_text()
+    except OSError:
+        return "unknown CPU"
+    info = dict(line.split(":", 1) for line in text.split("\n\n")[0].splitlines() if ":" in line)  # the first core
+    info = {key.strip(): value.strip() for key, value in info.items()}
+    units = [flag for flag in BF16_UNITS if flag in info.get("flags", "").split()]
+    return f"{info.get('model name', 'unknown CPU')}, {', '.join(units) or 'no bf16 units'}"
+
+
 def threads_per_job(jobs: int) -> int:
     """Each of ``jobs`` processes at once gets the cores divided among them (at least one)."""
     return max(1, (os.cpu_count() or 1) // jobs)

@@ -14,7 +14,8 @@ from pathlib import Path
 import pytest
 
 from cpu_lab import real
-from eval.jsonl import write_jsonl
+from cpu_lab.real_report import time_lines
+from eval.jsonl import read_jsonl, write_jsonl
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -297,6 +298,13 @@ def test_the_lab_queues_every_arm_at_once_so_both_cores_stay_busy(tmp_path, monk
         assert sorted(e[2] for e in events if e[:2] == ("more", start)) == [0, 1, 2]
     splits = json.loads((out / "data" / "splits.json").read_text())
     assert splits["sizes"]["test"] == real.default_arm_config()["eval_limit"] == 500
+    # each run the lab trained is timed beside it (the arms with the queue's threads), and the report tables the times
+    for arm in arms:
+        [line] = read_jsonl(arm / real.TIMES)
+        assert (line["what"], line["threads"], line["resumed"]) == (arm.parent.name, queue, False)
+        assert line["cpu"] == real.runner.cpu_kind() and line["seconds"] >= 0 and len(line["load"]) == 2
+    assert [t["what"] for t in read_jsonl(out / "sft" / "sft_smollm2" / "seed0" / real.TIMES)] == ["sft_smollm2"]
+    assert "| grpo_real_default | early | 3 |" in (out / "report.md").read_text()
 
     events.clear()  # --controls picks the controls: the random one alone here, from the early start only
     one = ["--model", str(model), "--seeds", "0", "--starts", "early"]
@@ -315,6 +323,35 @@ def test_the_lab_queues_every_arm_at_once_so_both_cores_stay_busy(tmp_path, monk
         ("grpo_real_random", 1),
     ]
     assert splits["solution_overlap_with_train"]["solution_rule"] == {"dev": 0, "test": 0, "ood": 0}
+
+
+def test_a_stage_is_timed_beside_it_once_it_ends_and_a_reused_run_is_not(tmp_path, monkeypatch):
+    """``clocked`` adds a line to the folder's ``lab_times.jsonl`` for a stage that ran to its end: none for a run
+    finished earlier (reused) or a stage that failed; a run that found a checkpoint is marked resumed. An evaluation
+    (``_eval``) is timed in its model's folder. The report tables them per stage and start, resumed ones out of the
+    mean."""
+    fresh, reused, resumed = (tmp_path / "lab" / "early" / "grpo" / name / "seed0" for name in ("a", "b", "c"))
+    (reused / "report.json").parent.mkdir(parents=True)
+    (reused / "report.json").write_text("{}")
+    (resumed / "checkpoint-8").mkdir(parents=True)
+    for folder in (fresh, reused, resumed):
+        with real.clocked(folder, "grpo_real_default", 1, training=True):
+            pass
+    with pytest.raises(RuntimeError), real.clocked(fresh, "eval_test", 1):
+        raise RuntimeError("a failed evaluation")
+    assert not (reused / real.TIMES).exists()
+    assert [line["resumed"] for line in read_jsonl(fresh / real.TIMES)] == [False]
+    assert [line["resumed"] for line in read_jsonl(resumed / real.TIMES)] == [True]
+
+    calls = []
+    monkeypatch.setattr(real.subprocess, "run", lambda cmd, **kw: calls.append(cmd))
+    real._eval(["run", "--data", "x.jsonl"], fresh / "eval_ood.log", threads=2)
+    assert calls and [(t["what"], t["threads"]) for t in read_jsonl(fresh / real.TIMES)][1:] == [("eval_ood", 2)]
+
+    text = "\n".join(time_lines(tmp_path / "lab"))
+    assert "| grpo_real_default | early | 2 (1 resumed, not in the mean) | 0 | – | 1 |" in text
+    assert "| eval_ood | early | 1 | 0 | – | 2 |" in text and real.runner.cpu_kind() in text
+    assert "no stage timed yet" in time_lines(tmp_path / "empty")[0]
 
 
 def test_a_failed_run_of_the_queue_stops_its_twin_not_the_others():
