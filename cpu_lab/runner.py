@@ -105,7 +105,7 @@ BF16_UNITS = ("amx_bf16", "avx512_bf16")  # the CPU flags of bf16 matmul units (
 
 
 def cpu_kind(cpuinfo: str | Path = "/proc/cpuinfo") -> str:
-    """This machine's CPU as the labs name it beside a time: its model name and its bf16 units, or ``unknown CPU``.
+    r"""This machine's CPU as the labs name it beside a time: its model name and its bf16 units, or ``unknown CPU``.
 
     >>> import tempfile
     >>> with tempfile.NamedTemporaryFile("w", delete=False) as f:
