@@ -106,7 +106,8 @@ def main(argv: list[str] | None = None) -> Path:
     parser.add_argument(
         "--controls",
         default=",".join(CONTROLS),
-        help="controls run beside the default arm: random (a coin-flip reward), format_only, both, or '' for none",
+        help="controls run beside the default arm: random (a coin-flip reward), format_only (the format bonus alone), "
+        "or both: random,format_only (the default); '' for none",
     )
     parser.add_argument(
         "--control-seeds",
