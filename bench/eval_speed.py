@@ -8,6 +8,12 @@
    solutions of ``--data DIR`` (default ``tests/data``), each against its own gold; target: under 10 s.
 2. HF ``generate`` on the tiny local model (or ``--model DIR``) with the same prompts at each of ``--batch-sizes``:
    tokens per second and the ratio to the first size (the ratio is what to compare; absolute numbers follow load).
+3. With ``--samples K`` (default 8; 0 skips), K sampled answers to each prompt (pass@k's sampling, temperature 1),
+   each prompt read once and its cache copied K times (``eval.generate.generate_batch``) against K copies of the
+   prompt read (``num_return_sequences``), in turn on the same prompts, ``--rounds`` times each: the ratio of times.
+
+    OMP_NUM_THREADS=1 .venv/bin/python -m bench.eval_speed --skip-scoring --model runs/real_model/model --task lab \\
+        --prompts runs/real_lab/data/test.jsonl --n-prompts 32 --max-new-tokens 32 --batch-sizes 16 --samples 64
 """
 
 from __future__ import annotations
@@ -81,8 +87,28 @@ def time_generation(
         seconds = time.perf_counter() - start
         tokens = sum(g.n_tokens for [g] in gens)
         rows.append({"batch_size": size, "seconds": seconds, "tokens": tokens, "tokens_per_s": tokens / seconds})
-    rows.append({"threads": torch.get_num_threads()})
+    rows.append({"threads": torch.get_num_threads(), "model": model, "tokenizer": tokenizer, "prompts": prompts})
     return rows
+
+
+def time_sampling(model, tokenizer, prompts, k: int, max_new_tokens: int, batch_size: int, rounds: int) -> dict:
+    """Seconds of K sampled answers to each prompt, prompts shared and not, alternating ``rounds`` times each."""
+    seconds = {True: 0.0, False: 0.0}
+    for _ in range(rounds):
+        for share in (False, True):
+            start = time.perf_counter()
+            generate(
+                model,
+                tokenizer,
+                prompts,
+                max_new_tokens=max_new_tokens,
+                temperature=1.0,
+                num_samples=k,
+                batch_size=batch_size,
+                share_prompts=share,
+            )
+            seconds[share] += time.perf_counter() - start
+    return {"shared": seconds[True], "each": seconds[False]}
 
 
 def main() -> None:
@@ -101,6 +127,9 @@ def main() -> None:
     parser.add_argument("--task", default="gsm8k", help="the task whose prompts are timed (eval.tasks), e.g. lab")
     parser.add_argument("--prompts", default=None, help="a .jsonl of the task's problems (default: GSM8K test)")
     parser.add_argument("--skip-generation", action="store_true")
+    parser.add_argument("--skip-scoring", action="store_true")
+    parser.add_argument("--samples", type=int, default=8, help="K sampled answers a prompt, shared or not (0: skip)")
+    parser.add_argument("--rounds", type=int, default=1, help="times each sampling path is timed, in turn")
     args = parser.parse_args()
     try:
         batch_sizes = [int(b) for b in args.batch_sizes.split(",") if b]
@@ -112,16 +141,20 @@ def main() -> None:
     if missing:
         parser.exit(2, f"error: --data {args.data} has no {missing}: pass a folder laid out as tests/data\n")
 
-    scoring = time_scoring(args.data)
-    total_n, total_s = sum(r["n"] for r in scoring), sum(r["seconds"] for r in scoring)
-    print("## eval score on reference solutions (fresh process each, imports included)\n")
-    rows = [
-        [r["task"], r["n"], f"{100 * r['accuracy']:.1f}%", f"{r['seconds']:.2f}", f"{r['n'] / r['seconds']:.0f}"]
-        for r in scoring
-    ]
-    rows.append(["total", total_n, "", f"{total_s:.2f}", f"{total_n / total_s:.0f}"])
-    print(table(["task", "solutions", "accuracy", "seconds", "samples/s"], rows))
-    print(f"\ntarget: {total_n} solutions in < 10 s: {'met' if total_s < 10 else 'NOT met'}\n")
+    if args.samples < 0 or args.rounds < 1:
+        parser.exit(2, "error: --samples must be >= 0 and --rounds >= 1\n")
+    started = time.time()
+    if not args.skip_scoring:
+        scoring = time_scoring(args.data)
+        total_n, total_s = sum(r["n"] for r in scoring), sum(r["seconds"] for r in scoring)
+        print("## eval score on reference solutions (fresh process each, imports included)\n")
+        rows = [
+            [r["task"], r["n"], f"{100 * r['accuracy']:.1f}%", f"{r['seconds']:.2f}", f"{r['n'] / r['seconds']:.0f}"]
+            for r in scoring
+        ]
+        rows.append(["total", total_n, "", f"{total_s:.2f}", f"{total_n / total_s:.0f}"])
+        print(table(["task", "solutions", "accuracy", "seconds", "samples/s"], rows))
+        print(f"\ntarget: {total_n} solutions in < 10 s: {'met' if total_s < 10 else 'NOT met'}\n")
 
     if not args.skip_generation:
         *gen, info = time_generation(
@@ -137,6 +170,17 @@ def main() -> None:
         for r in gen[1:]:
             ratio = r["tokens_per_s"] / gen[0]["tokens_per_s"]
             print(f"\nbatch {r['batch_size']} / batch {gen[0]['batch_size']} throughput: {ratio:.1f}x")
+        if args.samples > 1:
+            size, k = batch_sizes[0], args.samples
+            timed = time_sampling(
+                info["model"], info["tokenizer"], info["prompts"], k, args.max_new_tokens, size, args.rounds
+            )
+            print(f"\n## {k} sampled answers to each prompt (temperature 1, {size} prompts a batch, in turn)\n")
+            rows = [["read once, its cache copied", f"{timed['shared']:.1f}"], ["read K times", f"{timed['each']:.1f}"]]
+            print(table(["each prompt", f"seconds ({args.rounds} round(s))"], rows))
+            print(f"\nread K times / read once: {timed['each'] / timed['shared']:.2f}x")
+    load, when = os.getloadavg(), time.strftime("%Y-%m-%d %H:%M")
+    print(f"\n{time.time() - started:.0f} s in all; load average at the end {load[0]:.1f}; {when}")
 
 
 if __name__ == "__main__":

@@ -141,9 +141,11 @@ def generate(
     seed: int = 0,
     backend: str = "hf",
     prompt_seeds: Sequence[int] | None = None,
+    share_prompts: bool = True,
 ) -> list[list[Generation]]:
     """``num_samples`` completions for each chat prompt, in prompt order. ``prompt_seeds`` (vLLM) make a prompt's
-    samples independent of the other prompts of the call, so a resumed run gives the same samples.
+    samples independent of the other prompts of the call, so a resumed run gives the same samples. ``share_prompts``
+    (hf): a prompt's samples share one reading of it (``generate_batch``).
     """
     _check_sampling(temperature, num_samples)
     check_backend(backend)
@@ -155,10 +157,36 @@ def generate(
         if len(seeds) != len(prompts):
             raise ValueError(f"{len(seeds)} prompt_seeds for {len(prompts)} prompts: give one seed per prompt")
         return _generate_vllm(model, ids, max_new_tokens, temperature, num_samples, seeds)
-    return _generate_hf(model, tokenizer, ids, max_new_tokens, temperature, num_samples, batch_size, seed)
+    return _generate_hf(
+        model, tokenizer, ids, max_new_tokens, temperature, num_samples, batch_size, seed, share_prompts
+    )
 
 
-def _generate_hf(model, tokenizer, ids, max_new_tokens, temperature, num_samples, batch_size, seed):
+def generate_batch(model, enc: dict, num_samples: int, share_prompts: bool = True, **generate_kwargs):
+    """``model.generate`` of ``num_samples`` answers to each left-padded prompt of ``enc``, as ``[B * K, T]`` ids with
+    each prompt's K answers together. With K > 1 and ``share_prompts``, each prompt is read once and its key/value
+    cache copied K times, instead of K copies of the prompt being read (``num_return_sequences``): at the lab's
+    prompts of ~80 tokens and answers of 32, most of the work (``bench/sampling.py`` times both)."""
+    import torch  # as in check_backend
+
+    ids, mask = enc["input_ids"], enc["attention_mask"]
+    if num_samples == 1 or not share_prompts or ids.shape[1] < 2:
+        return model.generate(**enc, num_return_sequences=num_samples, **generate_kwargs)  # keeps no gradient
+    positions = (mask.long().cumsum(-1) - 1).clamp(min=0)  # as generate places left-padded prompts
+    with torch.no_grad():  # the prompt but its last token, whose step generate takes from the cache
+        read = model(input_ids=ids[:, :-1], attention_mask=mask[:, :-1], position_ids=positions[:, :-1], use_cache=True)
+    name = "cache" if hasattr(read, "cache") else "past_key_values"  # transformers >= 5.2x's name, else 5.17's
+    cache = getattr(read, name)
+    cache.batch_repeat_interleave(num_samples)
+    return model.generate(
+        input_ids=ids.repeat_interleave(num_samples, dim=0),
+        attention_mask=mask.repeat_interleave(num_samples, dim=0),
+        **{name: cache},
+        **generate_kwargs,
+    )
+
+
+def _generate_hf(model, tokenizer, ids, max_new_tokens, temperature, num_samples, batch_size, seed, share_prompts):
     eos_ids = eos_token_ids(model, tokenizer)
     pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else min(eos_ids)
     sampling = (
@@ -178,10 +206,12 @@ def _generate_hf(model, tokenizer, ids, max_new_tokens, temperature, num_samples
             for start in range(0, len(order), batch_size):
                 batch = order[start : start + batch_size]
                 enc = tokenizer.pad({"input_ids": [ids[i] for i in batch]}, return_tensors="pt").to(model.device)
-                out = model.generate(  # generate keeps no gradient
-                    **enc,
+                out = generate_batch(
+                    model,
+                    enc,
+                    num_samples,
+                    share_prompts=share_prompts,
                     max_new_tokens=max_new_tokens,
-                    num_return_sequences=num_samples,
                     eos_token_id=sorted(eos_ids),
                     pad_token_id=pad_id,
                     repetition_penalty=1.0,
