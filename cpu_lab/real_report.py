@@ -200,9 +200,16 @@ def _compute(grpo: Path, more: Path) -> str:
 NO_PASSK = "Not measured (run the lab with --passk K)."
 
 
+def _passk_folders(folder: Path, prefix: str) -> dict[int, Path]:
+    """The finished folders of K samples a problem (``eval_pass<K>`` on test, ``eval_ood_pass<K>`` on OOD), by K."""
+    found = {p: p.name.removeprefix(prefix) for p in folder.glob(f"{prefix}[0-9]*")}
+    return {int(k): p for p, k in found.items() if k.isdigit() and _samples(p) is not None}
+
+
 def _passk_folder(folder: Path, prefix: str) -> Path | None:
-    """The folder of K samples a problem (``eval_pass<K>`` on test, ``eval_ood_pass<K>`` on OOD), if one finished."""
-    return next((p for p in sorted(folder.glob(f"{prefix}[0-9]*")) if _samples(p) is not None), None)
+    """The finished folder of the most samples a problem, if any (a lab run again with a larger ``--passk``)."""
+    found = _passk_folders(folder, prefix)
+    return found[max(found)] if found else None
 
 
 def sampled_accuracy(folder: Path, prefix: str) -> str:
@@ -216,10 +223,11 @@ def sampled_accuracy(folder: Path, prefix: str) -> str:
 
 
 def _coverage(sft: Path, grpo: list[Path], prefix: str) -> str:
-    found = _passk_folder(sft, prefix)
-    arms = {folder: _samples(folder / found.name) for folder in grpo} if found is not None else {}
-    if found is None or any(samples is None for samples in arms.values()):  # each arm's evaluation finished
+    shared = set(_passk_folders(sft, prefix)).intersection(*(_passk_folders(f, prefix) for f in grpo))
+    if not shared:  # the largest K that the start and every arm finished
         return NO_PASSK
+    found = _passk_folders(sft, prefix)[max(shared)]
+    arms = {folder: _samples(folder / found.name) for folder in grpo}
     base = _samples(found)
     k = len(pass_at_k_curve(base))
     gains = {folder: [compare_pass_at_k(base, samples, j) for j in (1, k)] for folder, samples in arms.items()}

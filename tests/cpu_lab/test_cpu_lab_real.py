@@ -222,6 +222,18 @@ def test_coverage_verdict_tells_sharpening_from_new_coverage(tmp_path):
     assert "Out of distribution: pass@1 did not rise (+0.0; pass@4 +0.0)" in text
     assert "OOD pass@1 0.062, pass@4 0.250 (4 problems)." in text
 
+    # the lab run again with a larger --passk: the answer takes the largest K the start and every arm finished
+    def sampled8(folder, rights):
+        rows = [{"index": i, "samples": [{"correct": j < r} for j in range(8)]} for i, r in enumerate(rights)]
+        write_jsonl(rows, folder / "eval_pass8" / "samples.jsonl")
+        (folder / "eval_pass8" / "results.json").write_text("{}")
+
+    sampled8(sft, [2, 2, 0, 0])  # pass@1 0.125, pass@8 0.5; the arm's 8 samples still to come
+    text = real.write_report(tmp_path, {}).read_text()
+    assert "Test: both rose: pass@1 +50.0, pass@4 +25.0" in text and "test pass@1 0.125, pass@8 0.500" in text
+    sampled8(grpo, [8, 8, 0, 0])  # pass@1 0.5, pass@8 0.5: sharper, no new problem
+    assert "Test: sharpening: pass@1 rose +37.5, pass@8 did not (+0.0)" in real.write_report(tmp_path, {}).read_text()
+
 
 def test_the_lab_queues_every_arm_at_once_so_both_cores_stay_busy(tmp_path, monkeypatch):
     """Every start's GRPO runs and its more-SFT runs go to one queue, --jobs at a time, each run a process of its own
