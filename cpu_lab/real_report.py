@@ -565,7 +565,9 @@ def time_lines(out: Path) -> list[str]:
     command's, so a lab run over several sittings is timed whole; what ran beside what shows in the load."""
     rows: dict[tuple[str, str], list[dict]] = {}
     for path in sorted(out.rglob(TIMES)):
-        where = path.parent.relative_to(out).parts[0]  # the start's folder (early, plateau), sft or base
+        where, *rest = path.parent.relative_to(out).parts  # a start's arms (early, plateau), the starts (sft), base
+        if where == "sft":  # sft/<the start's config>/seed<k>: the start itself
+            where = next((f"{name} start" for name, config in STARTS.items() if rest[:1] == [config]), where)
         for line in read_jsonl(path):
             rows.setdefault((line["what"], where), []).append(line)
     if not rows:
@@ -586,7 +588,9 @@ def time_lines(out: Path) -> list[str]:
                 ", ".join(sorted({str(line["threads"]) for line in lines})),
                 f"{min(loads):.1f}-{max(loads):.1f}",
                 "; ".join(sorted({line["cpu"] for line in lines})),
-                f"{min(line['date'] for line in lines)[:10]} to {max(line['date'] for line in lines)[:10]}",
+                " to ".join(
+                    sorted({min(line["date"] for line in lines)[:10], max(line["date"] for line in lines)[:10]})
+                ),
             ]
         )
     header = ["stage", "in", "times run", "minutes (mean)", "range", "threads", "load", "CPU", "dates"]

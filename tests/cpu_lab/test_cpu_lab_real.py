@@ -316,7 +316,8 @@ def test_the_lab_queues_every_arm_at_once_so_both_cores_stay_busy(tmp_path, monk
         assert (line["what"], line["threads"], line["resumed"]) == (arm.parent.name, queue, False)
         assert line["cpu"] == real.runner.cpu_kind() and line["seconds"] >= 0 and len(line["load"]) == 2
     assert [t["what"] for t in read_jsonl(out / "sft" / "sft_smollm2" / "seed0" / real.TIMES)] == ["sft_smollm2"]
-    assert "| grpo_real_default | early | 3 |" in (out / "report.md").read_text()
+    report = (out / "report.md").read_text()
+    assert "| grpo_real_default | early | 3 |" in report and "| sft_smollm2_plateau | plateau start | 1 |" in report
 
     events.clear()  # --controls picks the controls: the random one alone here, from the early start only
     one = ["--model", str(model), "--seeds", "0", "--starts", "early"]
