@@ -108,8 +108,10 @@ def _accuracies(folder: Path) -> str:
     real-model lab reads its models itself) gives its last in-training check instead, named as such."""
     run = summarize_run(folder)
     path = folder / "report.json"
-    if path.exists() and "after" not in json.loads(path.read_text()):
-        return f"no held-out reading of its own; last in-training check {number(run.accuracy_after)}"
+    if path.exists() and "after" not in (report := json.loads(path.read_text())):
+        checks = report.get("validation") or {}  # an SFT run's dev checks; a GRPO run's are in its log
+        last = checks.get("last", run.accuracy_after)
+        return f"no held-out reading of its own; last in-training check {number(last)}"
     return f"held-out accuracy {number(run.accuracy_before)} -> {number(run.accuracy_after)}"
 
 

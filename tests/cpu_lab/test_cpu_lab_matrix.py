@@ -295,6 +295,11 @@ def test_a_run_without_held_out_readings_does_not_call_its_last_check_held_out_a
     (folder / "log.jsonl").write_text(json.dumps({"step": 4, "reward": 0.5, "eval/accuracy": 0.5}) + "\n")
     (folder / "report.json").write_text(json.dumps({"seconds": 3.0}))
     assert matrix._accuracies(folder) == "no held-out reading of its own; last in-training check 0.500"
+    sft = tmp_path / "sft"  # an SFT run's checks are on dev, in its report (its log has no eval/accuracy)
+    sft.mkdir()
+    (sft / "log.jsonl").write_text(json.dumps({"step": 5, "loss": 0.1}) + "\n")
+    (sft / "report.json").write_text(json.dumps({"seconds": 3.0, "validation": {"last": 0.575, "best": 0.67}}))
+    assert matrix._accuracies(sft) == "no held-out reading of its own; last in-training check 0.575"
     result = {"accuracy": 0.25, "ci": [0.1, 0.4], "n": 4}
     (folder / "report.json").write_text(json.dumps({"before": result, "after": result | {"accuracy": 0.75}}))
     assert matrix._accuracies(folder) == "held-out accuracy 0.250 -> 0.750"
