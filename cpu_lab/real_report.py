@@ -237,8 +237,14 @@ def _coverage(sft: Path, grpo: list[Path], prefix: str) -> str:
     one = [_points(g[0])[0] for g in gains.values()]
     top = [_points(g[1])[0] for g in gains.values()]
     mean_one, mean_top = sum(one) / len(one), sum(top) / len(top)
+    unclear = sum(_points(g[1])[1] <= 0 for g in gains.values())  # seeds whose pass@K interval reaches 0
     if mean_one > 0 and mean_top <= 0:
         verdict = f"sharpening: pass@1 rose {mean_one:+.1f}, pass@{k} did not ({mean_top:+.1f})"
+    elif mean_one > 0 and unclear:
+        verdict = (
+            f"pass@1 rose {mean_one:+.1f}; pass@{k} {mean_top:+.1f}, its interval reaching 0 on {unclear} of "
+            f"{len(gains)} seed(s): sharpening, new coverage not shown"
+        )
     elif mean_one > 0:
         verdict = f"both rose: pass@1 {mean_one:+.1f}, pass@{k} {mean_top:+.1f} (new coverage as well as sharpening)"
     else:

@@ -212,13 +212,14 @@ def test_coverage_verdict_tells_sharpening_from_new_coverage(tmp_path):
     lead = real.write_report(tmp_path, {}).read_text()
     assert "3. **Sharpening or new coverage?** sharpening: pass@1 rose +37.5, pass@4 did not (+0.0)" in lead
     assert "Sampled: test pass@1 0.125, pass@4 0.500 (4 problems); OOD –." in lead  # the start's own line
-    sampled(grpo, [4, 4, 2, 0])  # and a problem the start never solved: pass@4 0.75
-    assert "both rose: pass@1 +50.0, pass@4 +25.0" in real.write_report(tmp_path, {}).read_text()
+    sampled(grpo, [4, 4, 2, 0])  # and a problem the start never solved: pass@4 0.75, but 1 problem of 4 (no claim)
+    unclear = "pass@1 rose +50.0; pass@4 +25.0, its interval reaching 0 on 1 of 1 seed(s): sharpening, new coverage"
+    assert unclear in real.write_report(tmp_path, {}).read_text()
     # the same K samples on the OOD problems: answered beside the test set's
     sampled(sft, [0, 0, 1, 0], "eval_ood_pass4")  # pass@1 0.0625, pass@4 0.25
     sampled(grpo, [0, 0, 1, 0], "eval_ood_pass4")  # the same: neither rose
     text = real.write_report(tmp_path, {}).read_text()
-    assert "**Sharpening or new coverage?** Test: both rose: pass@1 +50.0, pass@4 +25.0" in text
+    assert f"**Sharpening or new coverage?** Test: {unclear}" in text
     assert "Out of distribution: pass@1 did not rise (+0.0; pass@4 +0.0)" in text
     assert "OOD pass@1 0.062, pass@4 0.250 (4 problems)." in text
 
@@ -230,9 +231,12 @@ def test_coverage_verdict_tells_sharpening_from_new_coverage(tmp_path):
 
     sampled8(sft, [2, 2, 0, 0])  # pass@1 0.125, pass@8 0.5; the arm's 8 samples still to come
     text = real.write_report(tmp_path, {}).read_text()
-    assert "Test: both rose: pass@1 +50.0, pass@4 +25.0" in text and "test pass@1 0.125, pass@8 0.500" in text
+    assert f"Test: {unclear}" in text and "test pass@1 0.125, pass@8 0.500" in text
     sampled8(grpo, [8, 8, 0, 0])  # pass@1 0.5, pass@8 0.5: sharper, no new problem
     assert "Test: sharpening: pass@1 rose +37.5, pass@8 did not (+0.0)" in real.write_report(tmp_path, {}).read_text()
+    sampled8(sft, [2] * 10 + [0] * 30)  # 40 problems: pass@8 0.25; the arm reaches 20 more, pass@8 0.75
+    sampled8(grpo, [8] * 10 + [4] * 20 + [0] * 10)
+    assert "Test: both rose: pass@1 +43.7, pass@8 +50.0 (new coverage" in real.write_report(tmp_path, {}).read_text()
 
 
 def test_the_lab_queues_every_arm_at_once_so_both_cores_stay_busy(tmp_path, monkeypatch):
