@@ -223,10 +223,11 @@ def sampled_accuracy(folder: Path, prefix: str) -> str:
 
 
 def _coverage(sft: Path, grpo: list[Path], prefix: str) -> str:
-    shared = set(_passk_folders(sft, prefix)).intersection(*(_passk_folders(f, prefix) for f in grpo))
+    start = _passk_folders(sft, prefix)
+    shared = set(start).intersection(*(_passk_folders(f, prefix) for f in grpo))
     if not shared:  # the largest K that the start and every arm finished
         return NO_PASSK
-    found = _passk_folders(sft, prefix)[max(shared)]
+    found = start[max(shared)]
     arms = {folder: _samples(folder / found.name) for folder in grpo}
     base = _samples(found)
     k = len(pass_at_k_curve(base))
@@ -584,6 +585,7 @@ def time_lines(out: Path) -> list[str]:
         spread = f"{min(whole):.0f}-{max(whole):.0f}" if len(whole) > 1 else MISSING
         resumed = sum(line["resumed"] for line in lines)
         loads = [load for line in lines for load in line["load"]]
+        first, last = min(line["date"] for line in lines)[:10], max(line["date"] for line in lines)[:10]
         cells.append(
             [
                 what,
@@ -594,9 +596,7 @@ def time_lines(out: Path) -> list[str]:
                 ", ".join(sorted({str(line["threads"]) for line in lines})),
                 f"{min(loads):.1f}-{max(loads):.1f}",
                 "; ".join(sorted({line["cpu"] for line in lines})),
-                " to ".join(
-                    sorted({min(line["date"] for line in lines)[:10], max(line["date"] for line in lines)[:10]})
-                ),
+                first if first == last else f"{first} to {last}",
             ]
         )
     header = ["stage", "in", "times run", "minutes (mean)", "range", "threads", "load", "CPU", "dates"]

@@ -166,7 +166,7 @@ def generate_batch(model, enc: dict, num_samples: int, share_prompts: bool = Tru
     """``model.generate`` of ``num_samples`` answers to each left-padded prompt of ``enc``, as ``[B * K, T]`` ids with
     each prompt's K answers together. With K > 1 and ``share_prompts``, each prompt is read once and its key/value
     cache copied K times, instead of K copies of the prompt being read (``num_return_sequences``): at the lab's
-    prompts of ~80 tokens and answers of 32, most of the work (``bench/sampling.py`` times both)."""
+    prompts of ~80 tokens and answers of 32, most of the work (``bench/eval_speed.py --samples`` times both)."""
     import torch  # as in check_backend
 
     ids, mask = enc["input_ids"], enc["attention_mask"]
