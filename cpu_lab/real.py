@@ -22,7 +22,8 @@
    ``--forgetting-data``, how far each arm moved from its start on text outside the task (``eval forgetting``). An
    arm's evaluations run in its place in the queue, as soon as it has trained, with its threads.
 With ``--screen``, the lab chooses before it measures: from the first start, the default arm and the random control
-with each setting's recipe options, read before and after on dev only (``<out>/screen/screen.md``); then it stops.
+with each setting's recipe options, read before and after on dev only (``<out>/screen/screen.md``, per start); then it
+stops.
 
 5. ``<out>/report.md`` leads with the answers: does GRPO beat its start, does it beat more SFT for the same compute,
    in-distribution (test) and out of distribution, and is it sharpening or new coverage; then the controls, every
@@ -146,7 +147,7 @@ def main(argv: list[str] | None = None) -> Path:
         metavar="KEY=VALUE[,KEY=VALUE]",
         help="choose on dev instead: from the first start, the default arm (first seed) and the random control (each "
         "of --control-seeds) with these GRPO recipe options (e.g. beta=0.3; '' for the configs as they are), read on "
-        "dev only; repeat for several; the lab stops after them (<out>/screen/screen.md)",
+        "dev only; repeat for several; the lab stops after them (<out>/screen/<start>/...; screen.md)",
     )
     parser.add_argument("--summarize", metavar="RUN_DIR", help="print a GRPO run's monitors at the start and the end")
     parser.add_argument("--report-only", action="store_true", help="only (re)write the report of finished runs")
@@ -239,7 +240,7 @@ def main(argv: list[str] | None = None) -> Path:
         runs = [(str(CONFIG_DIR / f"{DEFAULT_ARM}.yaml"), seeds[0])]
         runs += [(str(CONFIG_DIR / f"{CONTROLS['random']}.yaml"), seed) for seed in control_seeds]
         for setting, flags in screens.items():
-            folder = out / SCREEN / screen_folder(setting) / "grpo"
+            folder = out / SCREEN / starts[0] / screen_folder(setting) / "grpo"
             matrix.run_pairs(runs, folder, [*dev, *flags], jobs=args.jobs, run_logs=True, progress=True)
         report = write_screen_report(out / SCREEN)
         print(f"[real] screen on dev: {report} ({time.monotonic() - started:.0f} s in all)", flush=True)

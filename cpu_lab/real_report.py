@@ -32,7 +32,7 @@ DEFAULT_ARM, RANDOM_ARM, FORMAT_ARM = "grpo_real_default", "grpo_real_random", "
 DYNAMIC_ARM, FILTERED_ARM = "grpo_real_dynamic", "grpo_real_filtered"  # cpu_lab.real --sampling-arms
 MORE_SFT = "sft_smollm2_more"
 STARTS = {"early": "sft_smollm2", "plateau": "sft_smollm2_plateau"}  # start name -> its SFT config
-SCREEN = "screen"  # <out>/screen/<setting>/grpo/<arm>/seed<k>: GRPO settings tried on dev (cpu_lab.real --screen)
+SCREEN = "screen"  # <out>/screen/<start>/<setting>/grpo/<arm>/seed<k>: GRPO settings tried on dev (--screen)
 TEST_EVAL = "eval_test"  # <model>/eval_test: every model's one reading of the test set (cpu_lab.real)
 BASE = "base"  # <out>/base/eval_test: the pretrained model's, every SFT start's 'before'
 TIMES = "lab_times.jsonl"  # <folder>/lab_times.jsonl: a line a stage the lab ran there (cpu_lab.real.clocked)
@@ -616,12 +616,13 @@ def screen_folder(setting: str) -> str:
 
 
 def write_screen_report(screen: Path) -> Path:
-    """``screen.md``: each GRPO setting tried on dev, the default arm and the random-reward control (on each of its
-    seeds) from the same start, dev accuracy before and after with paired 95% intervals. A setting can be chosen when
-    its default arm's interval is above 0 and its control moved no more than the lab's band on every seed; the choice
-    is the reader's, made on dev alone."""
+    """``screen.md``: each GRPO setting tried on dev from each start, the default arm and the random-reward control (on
+    each of its seeds), dev accuracy before and after with paired 95% intervals. A setting can be chosen when its
+    default arm's interval is above 0 and its control moved no more than the lab's band on every seed; the choice is
+    the reader's, made on dev alone."""
     rows = []
-    for folder in sorted(f for f in screen.iterdir() if f.is_dir()):
+    settings = [f for start in sorted(d for d in screen.iterdir() if d.is_dir()) for f in sorted(start.iterdir())]
+    for folder in (f for f in settings if f.is_dir()):
         default = next(iter(_runs(folder, DEFAULT_ARM).values()), None)
         lift = paired_gain(default) if default else None
         drifts = {seed: paired_gain(f) for seed, f in _runs(folder, RANDOM_ARM).items()}
@@ -638,17 +639,17 @@ def write_screen_report(screen: Path) -> Path:
             )
         before = _report(default).get("before") if default else None
         control = "; ".join(f"{gain_points(gain)} (seed {seed})" for seed, gain in drifts.items()) or MISSING
-        rows.append([f"`{folder.name}`", accuracy(before), gain_points(lift), control, verdict])
+        rows.append([folder.parent.name, f"`{folder.name}`", accuracy(before), gain_points(lift), control, verdict])
     if not rows:
         raise SystemExit(f"no settings screened under {screen}: run `python -m cpu_lab.real --screen beta=0.3` first")
     lines = [
         "# Real-model lab: GRPO settings screened on dev",
         "",
-        "From the first SFT start, the default arm and the random-reward control with each setting's recipe options, "
+        "From an SFT start, the default arm and the random-reward control with each setting's recipe options, "
         "evaluated before and after on the dev problems (never on test). Gains in points, paired bootstrap 95% "
         f"intervals over the same problems; the control may move by at most ±{CONTROL_BAND:.0f} points.",
         "",
-        table(["setting", "dev before", "default arm", "random control", "verdict"], rows),
+        table(["start", "setting", "dev before", "default arm", "random control", "verdict"], rows),
         "",
         f"Command line of this report: `{command_line()}`.",
     ]

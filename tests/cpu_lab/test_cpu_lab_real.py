@@ -422,8 +422,8 @@ def test_a_screen_runs_the_default_arm_and_its_control_on_dev_for_each_setting_t
     report = real.main(["--model", str(model), "--out", str(out), "--screen", "", "--screen", "beta=0.3"])
     assert sfts == ["sft_smollm2"]  # the early start alone, not the plateau
     assert [folder.relative_to(out).as_posix() for _, folder, _ in queued] == [
-        "screen/as_configured/grpo",
-        "screen/beta=0.3/grpo",
+        "screen/early/as_configured/grpo",
+        "screen/early/beta=0.3/grpo",
     ]
     for pairs, _, flags in queued:
         assert [(Path(c).stem, seed) for c, seed in pairs] == [("grpo_real_default", 0), ("grpo_real_random", 0)]
@@ -431,7 +431,7 @@ def test_a_screen_runs_the_default_arm_and_its_control_on_dev_for_each_setting_t
         assert flags[flags.index("--eval_limit") + 1] == str(real.DEV_SIZE)
     assert queued[1][2][-2:] == ["--beta", "0.3"] and "--beta" not in queued[0][2]
     text = report.read_text()
-    rows = {line.split(" | ")[0].strip("| `"): line for line in text.splitlines() if line.startswith("| `")}
+    rows = {line.split(" | ")[1].strip("`"): line for line in text.splitlines() if line.startswith("| early | `")}
     assert "+12.5 [" in rows["as_configured"] and "control within ±3 on 0 of 1 seed(s)" in rows["as_configured"]
     assert "+20.0 [" in rows["beta=0.3"] and "on 1 of 1 seed(s); the default arm lifts: a candidate" in rows["beta=0.3"]
     assert not (out / "early").exists() and report == out / "screen" / "screen.md"
@@ -444,8 +444,17 @@ def test_a_screen_runs_the_default_arm_and_its_control_on_dev_for_each_setting_t
         ("grpo_real_random", 0),
         ("grpo_real_random", 1),
     ]
-    row = next(line for line in report.read_text().splitlines() if line.startswith("| `beta=0.3`"))
+    row = next(line for line in report.read_text().splitlines() if line.startswith("| early | `beta=0.3`"))
     assert "(seed 0); +0.0 [+0.0, +0.0] (seed 1)" in row and "control within ±3 on 2 of 2 seed(s)" in row
+    queued.clear()  # from the plateau: its own start, its own folders, its rows beside the early start's
+    report = real.main(["--model", str(model), "--out", str(out), "--starts", "plateau", "--screen", "beta=0.3"])
+    assert sfts[-1] == "sft_smollm2_plateau" and [folder.relative_to(out).as_posix() for _, folder, _ in queued] == [
+        "screen/plateau/beta=0.3/grpo"
+    ]
+    start = queued[0][2][queued[0][2].index("--model_name_or_path") + 1]
+    assert Path(start).parent.name == "sft_smollm2_plateau"
+    starts = [line.split(" | ")[0].strip("| ") for line in report.read_text().splitlines() if "| `" in line]
+    assert starts == ["early", "early", "plateau"]
 
 
 def test_sampling_arms_join_each_start_on_the_first_seed_the_filtered_one_on_its_own_pool(tmp_path, monkeypatch):
@@ -667,7 +676,7 @@ def test_real_lab_mechanics_on_smollm2(tmp_path):
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     assert "sft_smollm2/seed0: finished earlier with the same settings, skipped" in done.stdout
     for arm in ("grpo_real_default", "grpo_real_random"):
-        folder = out / "screen" / "beta=0.3" / "grpo" / arm / "seed0"
+        folder = out / "screen" / "early" / "beta=0.3" / "grpo" / arm / "seed0"
         assert json.loads((folder / "resolved_config.json").read_text())["beta"] == 0.3
         assert json.loads((folder / "report.json").read_text())["after"]["n"] == 4
     assert "`beta=0.3`" in (out / "screen" / "screen.md").read_text()
