@@ -149,6 +149,13 @@ def main(argv: list[str] | None = None) -> Path:
         "of --control-seeds) with these GRPO recipe options (e.g. beta=0.3; '' for the configs as they are), read on "
         "dev only; repeat for several; the lab stops after them (<out>/screen/<start>/...; screen.md)",
     )
+    parser.add_argument(
+        "--arm-options",
+        action="append",
+        metavar="START:KEY=VALUE[,KEY=VALUE]",
+        help="GRPO recipe options for every GRPO arm from one start, its controls included (a setting chosen on dev "
+        "with --screen, e.g. plateau:learning_rate=1.5e-5); repeat for each start",
+    )
     parser.add_argument("--summarize", metavar="RUN_DIR", help="print a GRPO run's monitors at the start and the end")
     parser.add_argument("--report-only", action="store_true", help="only (re)write the report of finished runs")
     args = parser.parse_args(argv)
@@ -182,6 +189,13 @@ def main(argv: list[str] | None = None) -> Path:
     if args.forgetting_data and not Path(args.forgetting_data).is_file():
         parser.error(f"--forgetting-data {args.forgetting_data}: no such file (pass a .jsonl, or '' to skip)")
     screens = {setting: screen_flags(setting, parser) for setting in args.screen or []}
+    arm_options = {}  # start -> GRPO recipe flags for each GRPO arm from it
+    for given in args.arm_options or []:
+        start, sep, setting = given.partition(":")
+        if not sep or start not in STARTS or start in arm_options:
+            why = "named twice" if start in arm_options else f"name one of {', '.join(STARTS)} once"
+            parser.error(f"--arm-options {given!r}: give START:KEY=VALUE ({why}), e.g. plateau:learning_rate=1.5e-5")
+        arm_options[start] = screen_flags(setting, parser, flag="--arm-options")
     out = Path(args.out)
     if args.summarize:
         text = run_summary(Path(args.summarize))
@@ -252,12 +266,13 @@ def main(argv: list[str] | None = None) -> Path:
     t0 = time.monotonic()
     tasks = []
 
-    def grpo_flags_from(start: Path) -> list[str]:  # a GRPO arm's flags from one start (the queue's and the filtered)
+    def grpo_flags_from(name: str) -> list[str]:  # a GRPO arm's flags from one start (the queue's and the filtered)
+        start = start_dirs[name]
         flags = [*inputs, "--model_name_or_path", str(start), "--monitor_eval_data", str(data / "dev.jsonl")]
-        return flags + ([] if args.steps is None else ["--max_steps", str(args.steps)])
+        return flags + ([] if args.steps is None else ["--max_steps", str(args.steps)]) + arm_options.get(name, [])
 
     for name, start in start_dirs.items():
-        grpo_flags = grpo_flags_from(start)
+        grpo_flags = grpo_flags_from(name)
         runs = [(str(CONFIG_DIR / f"{DEFAULT_ARM}.yaml"), seed) for seed in seeds]
         runs[1:1] = [(str(CONFIG_DIR / f"{CONTROLS[c]}.yaml"), seed) for seed in control_seeds for c in controls]
         if "dynamic" in sampling_arms:
@@ -280,7 +295,7 @@ def main(argv: list[str] | None = None) -> Path:
         t0 = time.monotonic()  # the start's pass rates first, then GRPO on the problems it sometimes solves
         pool = filtered_pool(start, data, out / name / "filtered", args.filter_problems)
         if pool is not None:
-            flags = [*grpo_flags_from(start), "--data", str(pool)]  # the last --data wins
+            flags = [*grpo_flags_from(name), "--data", str(pool)]  # the last --data wins
             config = str(CONFIG_DIR / f"{SAMPLING_ARMS['filtered']}.yaml")
             arm = matrix.run_dir(out / name / "grpo", config, seeds[0])
             with clocked(arm, Path(config).stem, runner.own_threads(), training=True):
@@ -391,9 +406,9 @@ def run_tasks(tasks: list[tuple[tuple, tuple | None, Callable[[], object]]], job
         raise RuntimeError(f"{len(failed)} run(s) of the lab failed: {'; '.join(failed)}")
 
 
-def screen_flags(setting: str, parser: argparse.ArgumentParser) -> list[str]:
-    """A ``--screen`` setting (``beta=0.3,learning_rate=1e-5``) as GRPO recipe flags; a name the recipe does not have,
-    or a name the screen itself sets (its data and evaluation), is refused before anything runs."""
+def screen_flags(setting: str, parser: argparse.ArgumentParser, flag: str = "--screen") -> list[str]:
+    """A ``--screen`` (or ``--arm-options``) setting (``beta=0.3,learning_rate=1e-5``) as GRPO recipe flags; a name the
+    recipe does not have, or a name the lab itself sets (its data and evaluation), is refused before anything runs."""
     from recipes.parser import table_parser  # the recipe's shipped table of options: no torch
 
     options = {a.dest for a in table_parser("recipes.grpo")._actions if a.option_strings}
@@ -402,8 +417,8 @@ def screen_flags(setting: str, parser: argparse.ArgumentParser) -> list[str]:
     for item in filter(None, (part.strip() for part in setting.split(","))):
         key, sep, value = item.partition("=")
         if not sep or not value or key not in options or key in fixed:
-            why = "set by the screen" if key in fixed else "give KEY=VALUE with an option of recipes.grpo"
-            parser.error(f"--screen {setting!r}: {item!r} is not a setting to screen ({why}, e.g. beta=0.3)")
+            why = "set by the lab" if key in fixed else "give KEY=VALUE with an option of recipes.grpo"
+            parser.error(f"{flag} {setting!r}: {item!r} is not a GRPO setting to choose ({why}, e.g. beta=0.3)")
         flags += [f"--{key}", value]
     return flags
 

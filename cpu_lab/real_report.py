@@ -66,6 +66,18 @@ def _runs(start_out: Path, arm: str) -> dict[int, Path]:
     return {_seed(f): f for f in sorted(start_out.glob(pattern)) if (f / "report.json").exists()}
 
 
+LAB_INPUTS = {"--data", "--eval_data", "--eval_limit", "--model_name_or_path", "--monitor_eval_data"}
+
+
+def lab_options(run: Path) -> str:
+    """The GRPO recipe options a lab run took beyond its config and the lab's data and start (``--steps``,
+    ``--arm-options``), as ``key=value`` pairs; '' for none."""
+    path = run / "matrix_run.json"
+    flags = json.loads(path.read_text()).get("extra_args", []) if path.exists() else []
+    pairs = [(flags[i], flags[i + 1]) for i in range(0, len(flags) - 1, 2) if flags[i].startswith("--")]
+    return ",".join(f"{key[2:]}={value}" for key, value in pairs if key not in LAB_INPUTS)
+
+
 def ood_by_shift(folder: Path, ood_rows: list[dict]) -> dict[str, list[dict]]:
     """A model's OOD samples (``<folder>/eval_ood``) grouped by shift (read from the data's ``shift`` column), with
     ``all`` for every shift together; {} when it has none."""
@@ -142,7 +154,12 @@ def answers(out: Path, start: str, ood_rows: list[dict]) -> list[str]:
     if not sft_dirs or not grpo:
         return [head, "", "Not measured yet: no GRPO run from this start has finished.", ""]
     sft = sft_dirs[0]
+    options = sorted({lab_options(f) for f in grpo.values()})
     lines = [head, ""]
+    if options != [""]:  # a setting chosen for this start (--arm-options, --steps), or seeds run at different ones
+        said = " and ".join(f"`{o}`" if o else "none" for o in options)
+        mixed = " (its seeds differ: not one setting)" if len(options) > 1 else ""
+        lines += [f"The default arm's options beyond its config: {said}{mixed}.", ""]
     # 1. GRPO against its start
     test = [g for f in grpo.values() if (g := arm_gain(sft, f))]
     ood = [ood_gains(sft, f, ood_rows) for f in grpo.values()]

@@ -498,6 +498,50 @@ def test_sampling_arms_join_each_start_on_the_first_seed_the_filtered_one_on_its
     assert filtered == [("early", [3], early_start, str(out / "early" / "filtered" / "train.jsonl"))]
 
 
+def test_arm_options_reach_every_grpo_arm_from_their_start_and_nothing_else(tmp_path, monkeypatch):
+    """--arm-options plateau:...: the plateau's GRPO arms (default, controls, dynamic, filtered) take the options after
+    the lab's flags; the early start's arms and every more-SFT run do not."""
+    model = tmp_path / "model"
+    model.mkdir()
+    (model / "config.json").write_text("{}")
+    out, seen = tmp_path / "lab", {}
+
+    def record(configs_seeds, folder, flags):
+        for config, seed in configs_seeds:
+            seen[(Path(folder).parent.name, Path(config).stem, seed)] = list(flags)
+            run = Path(folder) / Path(config).stem / f"seed{seed}"
+            _run(run, SOLVED_10, config, [{"step": 1, "loss": 1.0, "train_seconds": 5.0}]) if not run.exists() else None
+            (run / "matrix_run.json").write_text(
+                json.dumps({"config": config, "seed": seed, "extra_args": list(flags)})
+            )
+
+    def fake_matrix(configs, seeds, folder, flags, **kw):
+        record([(c, seeds[0]) for c in configs], folder, flags)
+        return [Path(folder) / Path(c).stem / f"seed{seeds[0]}" for c in configs]
+
+    monkeypatch.setattr(real.matrix, "run_matrix", fake_matrix)
+    monkeypatch.setattr(real.matrix, "run_pairs", lambda pairs, folder, flags, **kw: record(pairs, folder, flags))
+    monkeypatch.setattr(real, "extra_evals", lambda *a, **k: None)
+    monkeypatch.setattr(real, "base_eval", lambda *a, **k: None)
+    monkeypatch.setattr(real, "filtered_pool", lambda start, data, folder, problems: folder / "train.jsonl")
+    chosen = ["--arm-options", "plateau:learning_rate=1.5e-5,beta=0.01", "--sampling-arms", "dynamic,filtered"]
+    real.main(["--model", str(model), "--out", str(out), "--steps", "3", *chosen])
+    grpo = {key: flags for key, flags in seen.items() if key[1].startswith("grpo_real")}
+    assert {arm for start, arm, _ in grpo if start == "plateau"} == {
+        *("grpo_real_default", "grpo_real_random", "grpo_real_format_only"),
+        *("grpo_real_dynamic", "grpo_real_filtered"),
+    }
+    for (start, arm, _), flags in grpo.items():
+        chosen_here = " --learning_rate 1.5e-5 --beta 0.01" in " ".join(flags)  # after the lab's --max_steps
+        assert chosen_here == (start == "plateau"), (start, arm, flags)
+        assert flags[flags.index("--max_steps") + 1] == "3"
+        assert not chosen_here or flags.index("--learning_rate") > flags.index("--max_steps")
+    assert not any("--learning_rate" in flags for key, flags in seen.items() if not key[1].startswith("grpo_real"))
+    early, plateau = (out / "report.md").read_text().split("### From the plateau SFT start")
+    said = "The default arm's options beyond its config: "
+    assert f"{said}`max_steps=3,learning_rate=1.5e-5,beta=0.01`." in plateau and f"{said}`max_steps=3`." in early
+
+
 def test_dpo_runs_from_each_start_on_its_own_rollouts(tmp_path, monkeypatch):
     model = tmp_path / "model"
     model.mkdir()
@@ -586,9 +630,13 @@ def test_missing_model_is_one_clear_error_before_anything_runs(tmp_path, capsys)
         (["--steps", "0"], "--steps must be >= 1"),
         (["--control-seeds", "0,one"], "--control-seeds '0,one': give whole numbers"),
         (["--control-seed", "1"], "unrecognized arguments: --control-seed 1"),  # an abbreviation is not taken
-        (["--screen", "beta"], "'beta' is not a setting to screen (give KEY=VALUE"),
-        (["--screen", "betta=0.3"], "'betta=0.3' is not a setting to screen (give KEY=VALUE with an option"),
-        (["--screen", "beta=0.3,eval_data=t.jsonl"], "'eval_data=t.jsonl' is not a setting to screen (set by the"),
+        (["--screen", "beta"], "--screen 'beta': 'beta' is not a GRPO setting to choose (give KEY=VALUE"),
+        (["--screen", "betta=0.3"], "'betta=0.3' is not a GRPO setting to choose (give KEY=VALUE with an option"),
+        (["--screen", "beta=0.3,eval_data=t.jsonl"], "'eval_data=t.jsonl' is not a GRPO setting to choose (set by"),
+        (["--arm-options", "learning_rate=1e-5"], "give START:KEY=VALUE (name one of early, plateau once)"),
+        (["--arm-options", "late:beta=0.3"], "--arm-options 'late:beta=0.3': give START:KEY=VALUE (name one of"),
+        (["--arm-options", "plateau:beta=0.1", "--arm-options", "plateau:beta=0.2"], "(named twice)"),
+        (["--arm-options", "plateau:lr=1e-5"], "--arm-options 'lr=1e-5': 'lr=1e-5' is not a GRPO setting to choose"),
     ],
 )
 def test_bad_flags_are_one_clear_error_before_anything_runs(tmp_path, capsys, flags, message):
