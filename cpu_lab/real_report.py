@@ -180,8 +180,8 @@ def answers(out: Path, start: str, ood_rows: list[dict]) -> list[str]:
     else:
         lines.append("2. **Does it beat more SFT for the same compute?** Not measured yet: no more-SFT run finished.")
     # 3. Sharpening or new coverage: pass@1 and pass@K of the start and of GRPO on the same problems
-    coverage = _coverage(sft, list(grpo.values()), "eval_pass")
-    if (ood_coverage := _coverage(sft, list(grpo.values()), "eval_ood_pass")) != NO_PASSK:
+    coverage = _coverage(sft, list(grpo.values()), "eval_pass", list(more.values()))
+    if (ood_coverage := _coverage(sft, list(grpo.values()), "eval_ood_pass", list(more.values()))) != NO_PASSK:
         coverage = f"Test: {coverage} Out of distribution: {ood_coverage}"
     lines.append(f"3. **Sharpening or new coverage?** {coverage}")
     lines.append("")
@@ -239,7 +239,9 @@ def sampled_accuracy(folder: Path, prefix: str) -> str:
     return f"pass@1 {curve[0]:.3f}, pass@{len(curve)} {curve[-1]:.3f} ({len(samples)} problems)"
 
 
-def _coverage(sft: Path, grpo: list[Path], prefix: str) -> str:
+def _coverage(sft: Path, grpo: list[Path], prefix: str, more: list[Path] = ()) -> str:
+    """GRPO's pass@1 and pass@K against its start (sharpening or new coverage), and more SFT's beside them where it
+    sampled the same K."""
     start = _passk_folders(sft, prefix)
     shared = set(start).intersection(*(_passk_folders(f, prefix) for f in grpo))
     if not shared:  # the largest K that the start and every arm finished
@@ -267,7 +269,14 @@ def _coverage(sft: Path, grpo: list[Path], prefix: str) -> str:
         verdict = f"both rose: pass@1 {mean_one:+.1f}, pass@{k} {mean_top:+.1f} (new coverage as well as sharpening)"
     else:
         verdict = f"pass@1 did not rise ({mean_one:+.1f}; pass@{k} {mean_top:+.1f})"
-    return f"{verdict}, in points against the start ({'; '.join(parts)})."
+    sampled = {folder: samples for folder in more if (samples := _samples(folder / found.name)) is not None}
+    beside = [
+        f"seed {_seed(f)}: pass@1 {gain_points(compare_pass_at_k(base, samples, 1))}, "
+        f"pass@{k} {gain_points(compare_pass_at_k(base, samples, k))}"
+        for f, samples in sampled.items()
+    ]
+    more_sft = f" More SFT for the same seconds, against the same start: {'; '.join(beside)}." if beside else ""
+    return f"{verdict}, in points against the start ({'; '.join(parts)}).{more_sft}"
 
 
 def _controls(start_out: Path, sft: Path, ood_rows: list[dict]) -> str:

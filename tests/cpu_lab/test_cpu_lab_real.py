@@ -237,6 +237,13 @@ def test_coverage_verdict_tells_sharpening_from_new_coverage(tmp_path):
     sampled8(sft, [2] * 10 + [0] * 30)  # 40 problems: pass@8 0.25; the arm reaches 20 more, pass@8 0.75
     sampled8(grpo, [8] * 10 + [4] * 20 + [0] * 10)
     assert "Test: both rose: pass@1 +43.7, pass@8 +50.0 (new coverage" in real.write_report(tmp_path, {}).read_text()
+    assert "More SFT" not in real.write_report(tmp_path, {}).read_text()  # no more-SFT run sampled yet
+    more = tmp_path / "early" / "sft_smollm2_more" / "seed0"  # more SFT, sampled at the same K: beside GRPO's
+    _run(more, SOLVED_10, "recipes/configs/real_lab/sft_smollm2_more.yaml", [{"step": 1, "train_seconds": 5.0}])
+    sampled8(more, [8] * 40)  # every problem, every sample: pass@1 and pass@8 1.0 (the start 0.0625 and 0.25)
+    text = real.write_report(tmp_path, {}).read_text()
+    assert "More SFT for the same seconds, against the same start: seed 0: pass@1 +93.8 [" in text
+    assert "], pass@8 +75.0 [" in text.split("More SFT for the same seconds")[1]
 
 
 def test_the_lab_queues_every_arm_at_once_so_both_cores_stay_busy(tmp_path, monkeypatch):
