@@ -85,6 +85,9 @@ SAMPLING_ARMS = {  # --sampling-arms: GRPO arms that keep the groups informative
     "dynamic": "grpo_real_dynamic",  # online: DAPO's dynamic sampling (recipes/dynamic_sampling.py)
     "filtered": "grpo_real_filtered",  # offline: the training pool filtered by the start's pass rate
 }
+# --arm-options' defaults: a start's GRPO setting where dev chose one other than the configs'. From the plateau, 3e-5
+# moved the random control -3.0 on dev (-3.4 on test); 1.5e-5 lifted dev +4.0 with the control at -1.5 (docs/LOG.md)
+ARM_OPTIONS = {"plateau": "learning_rate=1.5e-5"}
 FILTER_K = 8  # answers the start samples to each training problem before the filtered arm (its pass rate)
 DPO_CONFIG = CONFIG_DIR / "dpo_real.yaml"
 ROLLOUT_PROBLEMS, ROLLOUT_K = 128, 4  # 512 sampled answers: under half of a GRPO arm's 1,152 (36 steps x 32)
@@ -154,7 +157,9 @@ def main(argv: list[str] | None = None) -> Path:
         action="append",
         metavar="START:KEY=VALUE[,KEY=VALUE]",
         help="GRPO recipe options for every GRPO arm from one start, its controls included (a setting chosen on dev "
-        "with --screen, e.g. plateau:learning_rate=1.5e-5); repeat for each start",
+        "with --screen); repeat for each start; 'START:' for the configs as they are (default: "
+        + ", ".join(f"{start}:{setting}" for start, setting in ARM_OPTIONS.items())
+        + ")",
     )
     parser.add_argument("--summarize", metavar="RUN_DIR", help="print a GRPO run's monitors at the start and the end")
     parser.add_argument("--report-only", action="store_true", help="only (re)write the report of finished runs")
@@ -189,13 +194,14 @@ def main(argv: list[str] | None = None) -> Path:
     if args.forgetting_data and not Path(args.forgetting_data).is_file():
         parser.error(f"--forgetting-data {args.forgetting_data}: no such file (pass a .jsonl, or '' to skip)")
     screens = {setting: screen_flags(setting, parser) for setting in args.screen or []}
-    arm_options = {}  # start -> GRPO recipe flags for each GRPO arm from it
+    given_options = {}  # start -> GRPO recipe flags for each GRPO arm from it (a start not named: ARM_OPTIONS)
     for given in args.arm_options or []:
         start, sep, setting = given.partition(":")
-        if not sep or start not in STARTS or start in arm_options:
-            why = "named twice" if start in arm_options else f"name one of {', '.join(STARTS)} once"
+        if not sep or start not in STARTS or start in given_options:
+            why = "named twice" if start in given_options else f"name one of {', '.join(STARTS)} once"
             parser.error(f"--arm-options {given!r}: give START:KEY=VALUE ({why}), e.g. plateau:learning_rate=1.5e-5")
-        arm_options[start] = screen_flags(setting, parser, flag="--arm-options")
+        given_options[start] = screen_flags(setting, parser, flag="--arm-options")
+    arm_options = {start: screen_flags(setting, parser) for start, setting in ARM_OPTIONS.items()} | given_options
     out = Path(args.out)
     if args.summarize:
         text = run_summary(Path(args.summarize))

@@ -547,6 +547,13 @@ def test_arm_options_reach_every_grpo_arm_from_their_start_and_nothing_else(tmp_
     early, plateau = (out / "report.md").read_text().split("### From the plateau SFT start")
     said = "The default arm's options beyond its config: "
     assert f"{said}`max_steps=3,learning_rate=1.5e-5,beta=0.01`." in plateau and f"{said}`max_steps=3`." in early
+    # unnamed, a start takes ARM_OPTIONS (the plateau's rate chosen on dev); 'START:' the configs as they are
+    for flags, rate in ([], ["1.5e-5"]), (["--arm-options", "plateau:"], []):
+        seen.clear()
+        real.main(["--model", str(model), "--out", str(tmp_path / f"lab{len(flags)}"), "--controls", "", *flags])
+        plateau, early = seen[("plateau", "grpo_real_default", 0)], seen[("early", "grpo_real_default", 0)]
+        assert plateau[plateau.index("--learning_rate") + 1 :] == rate if rate else "--learning_rate" not in plateau
+        assert "--learning_rate" not in early
 
 
 def test_dpo_runs_from_each_start_on_its_own_rollouts(tmp_path, monkeypatch):
