@@ -62,6 +62,7 @@ from cpu_lab import matrix, runner
 from cpu_lab.problems import OOD_SIZE, check_disjoint, write_lab_data
 from cpu_lab.real_report import (
     BASE,
+    LAB_INPUTS,
     SCREEN,
     STARTS,
     TEST_EVAL,
@@ -418,12 +419,11 @@ def screen_flags(setting: str, parser: argparse.ArgumentParser, flag: str = "--s
     from recipes.parser import table_parser  # the recipe's shipped table of options: no torch
 
     options = {a.dest for a in table_parser("recipes.grpo")._actions if a.option_strings}
-    fixed = {"data", "eval_data", "eval_limit", "model_name_or_path", "monitor_eval_data", "output_dir", "seed"}
     flags = []
     for item in filter(None, (part.strip() for part in setting.split(","))):
         key, sep, value = item.partition("=")
-        if not sep or not value or key not in options or key in fixed:
-            why = "set by the lab" if key in fixed else "give KEY=VALUE with an option of recipes.grpo"
+        if not sep or not value or key not in options or key in LAB_INPUTS:
+            why = "set by the lab" if key in LAB_INPUTS else "give KEY=VALUE with an option of recipes.grpo"
             parser.error(f"{flag} {setting!r}: {item!r} is not a GRPO setting to choose ({why}, e.g. beta=0.3)")
         flags += [f"--{key}", value]
     return flags

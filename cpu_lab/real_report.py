@@ -66,7 +66,8 @@ def _runs(start_out: Path, arm: str) -> dict[int, Path]:
     return {_seed(f): f for f in sorted(start_out.glob(pattern)) if (f / "report.json").exists()}
 
 
-LAB_INPUTS = {"--data", "--eval_data", "--eval_limit", "--model_name_or_path", "--monitor_eval_data"}
+# GRPO options the lab sets itself (its data, start and evaluation): not a setting to screen or choose
+LAB_INPUTS = {"data", "eval_data", "eval_limit", "model_name_or_path", "monitor_eval_data", "output_dir", "seed"}
 
 
 def lab_options(run: Path) -> str:
@@ -75,7 +76,7 @@ def lab_options(run: Path) -> str:
     path = run / "matrix_run.json"
     flags = json.loads(path.read_text()).get("extra_args", []) if path.exists() else []
     pairs = [(flags[i], flags[i + 1]) for i in range(0, len(flags) - 1, 2) if flags[i].startswith("--")]
-    return ",".join(f"{key[2:]}={value}" for key, value in pairs if key not in LAB_INPUTS)
+    return ",".join(f"{key[2:]}={value}" for key, value in pairs if key[2:] not in LAB_INPUTS)
 
 
 def ood_by_shift(folder: Path, ood_rows: list[dict]) -> dict[str, list[dict]]:
@@ -247,13 +248,19 @@ def _coverage(sft: Path, grpo: list[Path], prefix: str, more: list[Path] = ()) -
     if not shared:  # the largest K that the start and every arm finished
         return NO_PASSK
     found = start[max(shared)]
-    arms = {folder: _samples(folder / found.name) for folder in grpo}
     base = _samples(found)
     k = len(pass_at_k_curve(base))
-    gains = {folder: [compare_pass_at_k(base, samples, j) for j in (1, k)] for folder, samples in arms.items()}
-    parts = [
-        f"seed {_seed(f)}: pass@1 {gain_points(one)}, pass@{k} {gain_points(top)}" for f, (one, top) in gains.items()
-    ]
+
+    def against_start(folders: list[Path]) -> dict[Path, list[dict]]:  # paired pass@1 and pass@K gains, by model
+        sampled = {folder: samples for folder in folders if (samples := _samples(folder / found.name)) is not None}
+        return {folder: [compare_pass_at_k(base, samples, j) for j in (1, k)] for folder, samples in sampled.items()}
+
+    def said(gains: dict[Path, list[dict]]) -> str:
+        return "; ".join(
+            f"seed {_seed(f)}: pass@1 {gain_points(a)}, pass@{k} {gain_points(b)}" for f, (a, b) in gains.items()
+        )
+
+    gains = against_start(grpo)
     one = [_points(g[0])[0] for g in gains.values()]
     top = [_points(g[1])[0] for g in gains.values()]
     mean_one, mean_top = sum(one) / len(one), sum(top) / len(top)
@@ -269,14 +276,9 @@ def _coverage(sft: Path, grpo: list[Path], prefix: str, more: list[Path] = ()) -
         verdict = f"both rose: pass@1 {mean_one:+.1f}, pass@{k} {mean_top:+.1f} (new coverage as well as sharpening)"
     else:
         verdict = f"pass@1 did not rise ({mean_one:+.1f}; pass@{k} {mean_top:+.1f})"
-    sampled = {folder: samples for folder in more if (samples := _samples(folder / found.name)) is not None}
-    beside = [
-        f"seed {_seed(f)}: pass@1 {gain_points(compare_pass_at_k(base, samples, 1))}, "
-        f"pass@{k} {gain_points(compare_pass_at_k(base, samples, k))}"
-        for f, samples in sampled.items()
-    ]
-    more_sft = f" More SFT for the same seconds, against the same start: {'; '.join(beside)}." if beside else ""
-    return f"{verdict}, in points against the start ({'; '.join(parts)}).{more_sft}"
+    beside = said(against_start(more))
+    more_sft = f" More SFT for the same seconds, against the same start: {beside}." if beside else ""
+    return f"{verdict}, in points against the start ({said(gains)}).{more_sft}"
 
 
 def _controls(start_out: Path, sft: Path, ood_rows: list[dict]) -> str:
