@@ -7,12 +7,13 @@ learned: one settings arm at a time, each in its own process, side by side in on
     python -m bench.real_step --pair lora_t1   # two 1-thread runs at once against one 2-thread run
     OMP_NUM_THREADS=1 python -m bench.real_step --matmul   # seconds, no model: is bf16 fast on this CPU?
 
-Each arm runs ``recipes.grpo`` on ``recipes/configs/real_lab/grpo_real_default.yaml`` (LoRA, 8 prompts x G 8, 32
+Each arm runs ``recipes.grpo`` on ``recipes/configs/real_lab/grpo_real_default.yaml`` (LoRA, 4 prompts x G 8, 32
 new tokens) for ``--steps`` optimizer steps, the first (warm-up) left out of the medians. Clocks around TRL's own
 methods split a step into generation, reward, monitors, old/ref log-probabilities, loss and backward, and the rest
 (the optimizer). Each arm's speed is the first arm's step time over its own (2.00x = twice as fast).
 
-Arms (``_t2``/``_t1``: 2 or 1 torch threads): ``fp32_t2`` float32; ``autocast_t2`` bf16 autocast with TRL as it is;
+Arms (``_t2``/``_t1``: 2 or 1 torch threads): ``fp32_*`` float32, ``fp32_head_*`` float32 scoring only completion
+positions (what the compact head saves in float32); ``autocast_t2`` bf16 autocast with TRL as it is;
 ``autocast_head_t2`` also scoring only completion positions in TRL's fused LM head (the same numbers for about a
 third of the head's work); ``autocast_head_cache_t2`` the recipe's CPU setting, also casting each weight once per
 generation, not once per token; ``lora_bf16_t2`` a bf16 base (changes what is learned: reported, not adopted);
@@ -58,6 +59,9 @@ class Arm:
 
 ARMS = {
     "fp32_t2": Arm(2, ["--bf16", "false"]),
+    "fp32_t1": Arm(1, ["--bf16", "false"]),
+    "fp32_head_t2": Arm(2, ["--bf16", "false"], ("completion_head",)),
+    "fp32_head_t1": Arm(1, ["--bf16", "false"], ("completion_head",)),
     "autocast_t2": Arm(2, ["--bf16", "true", "--cpu_speedups", "false"]),
     "autocast_head_t2": Arm(2, ["--bf16", "true", "--cpu_speedups", "false"], ("completion_head",)),
     "autocast_head_cache_t2": Arm(2, ["--bf16", "true"]),
