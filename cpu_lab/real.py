@@ -51,6 +51,7 @@ import os
 import shlex
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor, wait
@@ -93,6 +94,7 @@ FILTER_K = 8  # answers the start samples to each training problem before the fi
 DPO_CONFIG = CONFIG_DIR / "dpo_real.yaml"
 ROLLOUT_PROBLEMS, ROLLOUT_K = 128, 4  # 512 sampled answers: under half of a GRPO arm's 1,152 (36 steps x 32)
 DEV_SIZE = 200
+PROGRESS_SECONDS = 600  # between the lines naming the runs in training, each with its step
 OOD_MAX_NEW_TOKENS = 96  # four equations of three-digit numbers fit; the test set's answers need 32
 FORGETTING_DATA = ("tests/data/gsm8k/test.jsonl", "answer")  # GSM8K's reference solutions: outside the lab's task
 
@@ -231,26 +233,24 @@ def main(argv: list[str] | None = None) -> Path:
     # The recipes evaluate nothing on test (--eval_limit 0): the lab reads each model once (extra_evals)
     inputs = ["--data", str(data / "train.jsonl"), "--eval_data", str(data / "test.jsonl"), "--eval_limit", "0"]
 
-    # 2. The SFT starts, through the recipe (reused when finished with the same settings)
-    t0 = time.monotonic()
+    # 2. The SFT starts, through the recipe (reused when finished with the same settings). Several starts on several
+    #    jobs train in the queue below, each on its share of the cores, its arms starting as soon as it has finished;
+    #    otherwise (one start, one job, or a screen) each start trains now, on this process's threads
     sft_flags = ["--model_name_or_path", args.model, "--data", str(data / "train.jsonl")]
     sft_flags += ["--eval_data", str(data / "test.jsonl"), "--eval_limit", "0"]
     sft_flags += ["--validation_data", str(data / "dev.jsonl")]
     sft_flags += [] if args.sft_steps is None else ["--max_steps", str(args.sft_steps)]
     sft_flags += [] if args.eval_limit is None else ["--validation_limit", str(args.eval_limit)]
-    start_dirs = {}
-    for name in starts:
-        config = CONFIG_DIR / f"{STARTS[name]}.yaml"
-        with clocked(matrix.run_dir(out / "sft", config, seeds[0]), config.stem, runner.own_threads(), training=True):
-            start_dirs[name] = matrix.run_matrix([str(config)], seeds[:1], out / "sft", sft_flags, run_logs=True)[0]
-    seconds["SFT starts"] = time.monotonic() - t0
-    for name, folder in start_dirs.items():
-        sft = json.loads((folder / "report.json").read_text())
-        v = sft.get("validation") or {}
-        dev = v.get("best", v.get("last"))
-        print(
-            f"[real] SFT {name}: {sft['steps']} steps, dev {'–' if dev is None else dev} ({v.get('why', 'no check')})"
-        )
+    queue_starts = len(starts) > 1 and args.jobs > 1 and not screens
+    jobs = args.jobs if queue_starts else 1
+    sft_tasks = {name: _sft_task(name, out / "sft", seeds[0], sft_flags, jobs) for name in starts}
+    start_dirs = {name: matrix.run_dir(out / "sft", CONFIG_DIR / f"{STARTS[name]}.yaml", seeds[0]) for name in starts}
+    if not queue_starts:
+        t0 = time.monotonic()
+        with every(PROGRESS_SECONDS, lambda: training_now(out, started)):
+            for task in sft_tasks.values():
+                task()
+        seconds["SFT starts"] = time.monotonic() - t0
 
     # With --screen: from the first start, each setting's default arm and random control on dev; then stop
     if screens:
@@ -271,7 +271,7 @@ def main(argv: list[str] | None = None) -> Path:
     #    its more-SFT runs, each as soon as its GRPO twin has finished (the twin's seconds are its budget), so that
     #    both sides of the comparison train beside another run, at the same load; each run's evaluations follow it
     t0 = time.monotonic()
-    tasks = []
+    tasks = [((name, "sft"), None, task) for name, task in sft_tasks.items()] if queue_starts else []
 
     def grpo_flags_from(name: str) -> list[str]:  # a GRPO arm's flags from one start (the queue's and the filtered)
         start = start_dirs[name]
@@ -285,8 +285,9 @@ def main(argv: list[str] | None = None) -> Path:
         if "dynamic" in sampling_arms:
             runs.append((str(CONFIG_DIR / f"{SAMPLING_ARMS['dynamic']}.yaml"), seeds[0]))
         for config, seed in runs:
+            after = (name, "sft") if queue_starts else None
             tasks.append(
-                ((name, Path(config).stem, seed), None, _grpo_task(config, seed, start, out / name, grpo_flags, args))
+                ((name, Path(config).stem, seed), after, _grpo_task(config, seed, start, out / name, grpo_flags, args))
             )
         for seed in seeds:
             twin = (name, DEFAULT_ARM, seed)
@@ -294,10 +295,16 @@ def main(argv: list[str] | None = None) -> Path:
                 ((name, MORE_SFT_CONFIG.stem, seed), twin, _more_sft_task(seed, start, out / name, inputs, args))
             )
     # last, the starts' and the pretrained model's test readings: they fill a core while the last arms run
-    tasks += [((name, "eval"), None, _eval_task(start, data, args)) for name, start in start_dirs.items()]
+    after = {name: (name, "sft") if queue_starts else None for name in start_dirs}
+    tasks += [((name, "eval"), after[name], _eval_task(start, data, args)) for name, start in start_dirs.items()]
     tasks.append(((BASE, "eval"), None, lambda: base_eval(out, args, threads=queue_threads(args.jobs))))
-    run_tasks(tasks, args.jobs)
-    seconds["GRPO arms, more SFT and their evaluations"] = time.monotonic() - t0
+    with every(PROGRESS_SECONDS, lambda: training_now(out, started)):
+        run_tasks(tasks, args.jobs)
+    seconds[
+        "SFT starts, GRPO arms, more SFT and their evaluations"
+        if queue_starts
+        else "GRPO arms, more SFT and their evaluations"
+    ] = time.monotonic() - t0
     for name, start in start_dirs.items() if "filtered" in sampling_arms else ():
         t0 = time.monotonic()  # the start's pass rates first, then GRPO on the problems it sometimes solves
         pool = filtered_pool(start, data, out / name / "filtered", args.filter_problems)
@@ -335,6 +342,25 @@ def main(argv: list[str] | None = None) -> Path:
     return report
 
 
+def _sft_task(name: str, sft_out: Path, seed: int, flags: list[str], jobs: int) -> Callable[[], object]:
+    """One SFT start through the recipe (``jobs`` > 1: in the queue, a process with its share of the cores; 1: in
+    this process, on its threads), then its dev summary."""
+
+    def run():
+        config = CONFIG_DIR / f"{STARTS[name]}.yaml"
+        folder = matrix.run_dir(sft_out, config, seed)
+        with clocked(folder, config.stem, queue_threads(jobs) or runner.own_threads(), training=True):
+            matrix.run_matrix([str(config)], [seed], sft_out, flags, jobs=jobs, run_logs=True, progress=False)
+        sft = json.loads((folder / "report.json").read_text())
+        v = sft.get("validation") or {}
+        dev = v.get("best", v.get("last"))
+        print(
+            f"[real] SFT {name}: {sft['steps']} steps, dev {'–' if dev is None else dev} ({v.get('why', 'no check')})"
+        )
+
+    return run
+
+
 def _grpo_task(config: str, seed: int, start: Path, start_out: Path, flags: list[str], args) -> Callable[[], object]:
     """One GRPO run of the queue (a process of its own with --jobs > 1), then its evaluations."""
 
@@ -367,6 +393,47 @@ def _more_sft_task(seed: int, start: Path, start_out: Path, inputs: list[str], a
 def _eval_task(model: Path, data: Path, args) -> Callable[[], object]:
     """A start's evaluations as a task of the queue."""
     return lambda: extra_evals(model, None, data, args, threads=queue_threads(args.jobs))
+
+
+def training_now(out: Path, started: float, fresh: float = 900) -> str:
+    """The runs under ``out`` still training (a log written in the last ``fresh`` seconds and no report yet), each with
+    its step, of how many, and its seconds of training a step so far: the lab's progress between its queue's lines."""
+    going = []
+    for log in sorted(out.glob("**/seed*/log.jsonl")):
+        folder = log.parent
+        if (folder / "report.json").exists() or time.time() - log.stat().st_mtime > fresh:
+            continue
+        last = {}
+        for line in reversed(log.read_text().splitlines()):  # the last line may be torn by a write under way
+            with contextlib.suppress(ValueError):
+                last = json.loads(line)
+                break
+        step, seconds = last.get("step", 0), last.get("train_seconds")
+        config = folder / "resolved_config.json"
+        planned = json.loads(config.read_text()).get("max_steps") if config.exists() else None
+        rate = f", {seconds / step:.0f} s of training a step" if seconds and step else ""
+        going.append(f"{folder.relative_to(out)} step {step}{f'/{planned}' if planned else ''}{rate}")
+    minutes = (time.monotonic() - started) / 60
+    return f"[real] {minutes:.0f} min: training {'; '.join(going)}" if going else ""
+
+
+@contextlib.contextmanager
+def every(seconds: float, say: Callable[[], str]) -> Iterator[None]:
+    """While open, print ``say()`` every ``seconds`` (nothing when it is empty), from a thread of its own."""
+    stop = threading.Event()
+
+    def loop():
+        while not stop.wait(seconds):
+            if text := say():
+                print(text, flush=True)
+
+    thread = threading.Thread(target=loop, daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        thread.join()
 
 
 def queue_threads(jobs: int) -> int | None:

@@ -9,6 +9,7 @@ import re
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -266,7 +267,9 @@ def test_the_lab_queues_every_arm_at_once_so_both_cores_stay_busy(tmp_path, monk
                 with lock:
                     events.append(("more", run.parent.parent.name, seeds[0], flags, kw))
             else:
-                sfts.append(Path(config).stem)
+                with lock:
+                    sfts.append(Path(config).stem)
+                    events.append(("sft", Path(config).stem, seeds[0], flags, kw))
                 assert flags[flags.index("--eval_limit") + 1] == "0"  # the lab reads the start, the recipe does not
             _run(run, SOLVED_10, config, [{"step": 1, "loss": 1.0}]) if not run.exists() else None
             made.append(run)
@@ -274,6 +277,7 @@ def test_the_lab_queues_every_arm_at_once_so_both_cores_stay_busy(tmp_path, monk
 
     def fake_pairs(pairs, folder, flags, **kw):
         [(config, seed)] = pairs  # one run a call: the lab's queue, not the matrix's, decides what runs beside what
+        assert (Path(flags[flags.index("--model_name_or_path") + 1]) / "report.json").exists()  # its start trained
         log = [{"step": i, "train_seconds": 12.5 * i} for i in range(1, seed + 2)]  # seed s: s + 1 steps of 12.5 s
         _run(Path(folder) / Path(config).stem / f"seed{seed}", SOLVED_10, config, log)
         with lock:
@@ -289,7 +293,12 @@ def test_the_lab_queues_every_arm_at_once_so_both_cores_stay_busy(tmp_path, monk
     monkeypatch.setattr(real, "base_eval", lambda out, args, threads=None: events.append(("base", out, threads)))
 
     real.main(["--model", str(model), "--out", str(out), "--seeds", "0,1,2"])
-    assert sfts == ["sft_smollm2", "sft_smollm2_plateau"]
+    # both starts train in the queue, a process each beside the other, and a start's arms wait for it alone
+    assert sorted(sfts) == ["sft_smollm2", "sft_smollm2_plateau"]
+    assert all(e[4]["jobs"] == 2 and e[4]["progress"] is False for e in events if e[0] == "sft")
+    for start, stem in real.STARTS.items():
+        first = min(i for i, e in enumerate(events) if e[0] in ("grpo", "more") and e[1] == start)
+        assert first > [i for i, e in enumerate(events) if e[:2] == ("sft", stem)][0]
     # every model is read on test once, by the lab: the recipes read nothing (--eval_limit 0), the arms in the queue
     # with its threads as soon as each has trained, the starts and the pretrained model there too (and again after
     # the queue, where a reading still missing is taken: here the fakes wrote none, so every one is asked again)
@@ -333,6 +342,8 @@ def test_the_lab_queues_every_arm_at_once_so_both_cores_stay_busy(tmp_path, monk
     events.clear()  # --controls picks the controls: the random one alone here, from the early start only
     one = ["--model", str(model), "--seeds", "0", "--starts", "early"]
     real.main([*one, "--out", str(tmp_path / "random"), "--controls", "random"])
+    [sft] = [e for e in events if e[0] == "sft"]  # one start: it trains first, in this process, on all its threads
+    assert sft[4]["jobs"] == 1 and events.index(sft) == 0
     assert sorted(e[4]["arm"] for e in events if e[0] == "grpo") == ["grpo_real_default", "grpo_real_random"]
     events.clear()
     real.main([*one, "--out", str(tmp_path / "none"), "--controls", ""])
@@ -848,3 +859,28 @@ def test_ood_reads_of_part_of_the_set_take_every_shift_in_turn(tmp_path, monkeyp
     read = {cmd[cmd.index("--out") + 1].rsplit("/", 1)[-1]: cmd[cmd.index("--data") + 1] for cmd in commands}
     assert read["eval_ood"] == str(four) and read["eval_ood_pass2"] == str(data / "ood_first3.jsonl")
     assert [r["shift"] for r in real.read_jsonl(data / "ood_first3.jsonl")] == ["c", "b", "a"]
+
+
+def test_between_its_queue_lines_the_lab_names_each_run_in_training_with_its_step(tmp_path, capsys):
+    going = tmp_path / "early" / "grpo" / "grpo_real_default" / "seed0"
+    going.mkdir(parents=True)
+    (going / "resolved_config.json").write_text(json.dumps({"max_steps": 36}))
+    torn = '{"step": 11, "train_seconds": 1100.0}\n{"step": 12, "train_seconds": 1248.0}\n{"step": 1'
+    (going / "log.jsonl").write_text(torn)  # a write under way
+    finished = tmp_path / "sft" / "sft_smollm2" / "seed0"
+    finished.mkdir(parents=True)
+    (finished / "log.jsonl").write_text('{"step": 15, "train_seconds": 300.0}\n')
+    (finished / "report.json").write_text("{}")
+    killed = tmp_path / "early" / "grpo" / "grpo_real_random" / "seed0"  # left by a lab stopped an hour ago
+    killed.mkdir(parents=True)
+    (killed / "log.jsonl").write_text('{"step": 3, "train_seconds": 300.0}\n')
+    os.utime(killed / "log.jsonl", (time.time() - 3600, time.time() - 3600))
+    text = real.training_now(tmp_path, time.monotonic() - 125)
+    assert text == "[real] 2 min: training early/grpo/grpo_real_default/seed0 step 12/36, 104 s of training a step"
+    (going / "report.json").write_text("{}")
+    assert real.training_now(tmp_path, time.monotonic()) == ""  # nothing in training: no line
+    said = iter(["tick", "", "tock"])
+    with real.every(0.01, lambda: next(said, "")):
+        time.sleep(0.3)
+    time.sleep(0.05)
+    assert capsys.readouterr().out == "tick\ntock\n"  # an empty line is not printed; none after the block
