@@ -278,6 +278,7 @@ def main(argv: list[str] | None = None) -> Path:
         flags = [*inputs, "--model_name_or_path", str(start), "--monitor_eval_data", str(data / "dev.jsonl")]
         return flags + ([] if args.steps is None else ["--max_steps", str(args.steps)]) + arm_options.get(name, [])
 
+    after = {name: (name, "sft") if queue_starts else None for name in start_dirs}  # a start's runs wait for it
     for name, start in start_dirs.items():
         grpo_flags = grpo_flags_from(name)
         runs = [(str(CONFIG_DIR / f"{DEFAULT_ARM}.yaml"), seed) for seed in seeds]
@@ -285,9 +286,12 @@ def main(argv: list[str] | None = None) -> Path:
         if "dynamic" in sampling_arms:
             runs.append((str(CONFIG_DIR / f"{SAMPLING_ARMS['dynamic']}.yaml"), seeds[0]))
         for config, seed in runs:
-            after = (name, "sft") if queue_starts else None
             tasks.append(
-                ((name, Path(config).stem, seed), after, _grpo_task(config, seed, start, out / name, grpo_flags, args))
+                (
+                    (name, Path(config).stem, seed),
+                    after[name],
+                    _grpo_task(config, seed, start, out / name, grpo_flags, args),
+                )
             )
         for seed in seeds:
             twin = (name, DEFAULT_ARM, seed)
@@ -295,7 +299,6 @@ def main(argv: list[str] | None = None) -> Path:
                 ((name, MORE_SFT_CONFIG.stem, seed), twin, _more_sft_task(seed, start, out / name, inputs, args))
             )
     # last, the starts' and the pretrained model's test readings: they fill a core while the last arms run
-    after = {name: (name, "sft") if queue_starts else None for name in start_dirs}
     tasks += [((name, "eval"), after[name], _eval_task(start, data, args)) for name, start in start_dirs.items()]
     tasks.append(((BASE, "eval"), None, lambda: base_eval(out, args, threads=queue_threads(args.jobs))))
     with every(PROGRESS_SECONDS, lambda: training_now(out, started)):
@@ -403,11 +406,7 @@ def training_now(out: Path, started: float, fresh: float = 900) -> str:
         folder = log.parent
         if (folder / "report.json").exists() or time.time() - log.stat().st_mtime > fresh:
             continue
-        last = {}
-        for line in reversed(log.read_text().splitlines()):  # the last line may be torn by a write under way
-            with contextlib.suppress(ValueError):
-                last = json.loads(line)
-                break
+        last = runner.last_logged(folder)
         step, seconds = last.get("step", 0), last.get("train_seconds")
         config = folder / "resolved_config.json"
         planned = json.loads(config.read_text()).get("max_steps") if config.exists() else None

@@ -197,21 +197,28 @@ def planned_steps(config: str | Path, extra_args) -> int | None:
     return steps if isinstance(steps, int) else None
 
 
-def logged_step(folder: Path) -> int:
-    """The last step a running run has written to its ``log.jsonl`` (0 before the first row)."""
+def last_logged(folder: Path) -> dict:
+    """The last row a running run has written to its ``log.jsonl`` ({} before the first row)."""
     try:
         with open(folder / "log.jsonl", "rb") as log:
             log.seek(0, os.SEEK_END)
             log.seek(max(0, log.tell() - 65536))
             lines = log.read().splitlines()
     except OSError:
-        return 0
+        return {}
     for line in reversed(lines):  # the first may be cut by the seek, the last torn by a write under way
         try:
-            return int(json.loads(line).get("step", 0))
+            row = json.loads(line)
+            int(row.get("step", 0))
         except (ValueError, AttributeError, TypeError):
             continue
-    return 0
+        return row
+    return {}
+
+
+def logged_step(folder: Path) -> int:
+    """The last step a running run has written to its ``log.jsonl`` (0 before the first row)."""
+    return int(last_logged(folder).get("step", 0))
 
 
 class Progress:
