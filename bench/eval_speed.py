@@ -14,6 +14,14 @@
 
     OMP_NUM_THREADS=1 .venv/bin/python -m bench.eval_speed --skip-scoring --model runs/real_model/model --task lab \\
         --prompts runs/real_lab/data/test.jsonl --n-prompts 32 --max-new-tokens 32 --batch-sizes 16 --samples 64
+
+4. With ``--adapter DIR`` (a LoRA run on ``--model``), greedy answers with the adapter beside the float32 weights
+   (peft's side layers) and merged into them (what ``eval run`` reads an adapter with in float32), in turn on the same
+   prompts, ``--rounds`` times each: the ratio of times and the share of answers that are the same text.
+
+    OMP_NUM_THREADS=1 .venv/bin/python -m bench.eval_speed --skip-scoring --model runs/real_lab/sft/sft_smollm2/seed0 \\
+        --task lab --prompts runs/real_lab/data/test.jsonl --n-prompts 128 --max-new-tokens 32 --batch-sizes 16 \\
+        --samples 0 --adapter runs/real_lab/early/grpo/grpo_real_default/seed0
 """
 
 from __future__ import annotations
@@ -27,6 +35,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from eval.__main__ import check_adapter
 from eval.generate import generate
 from eval.report import table
 from eval.run import load_problems
@@ -111,6 +120,30 @@ def time_sampling(model, tokenizer, prompts, k: int, max_new_tokens: int, batch_
     return {"shared": seconds[True], "each": seconds[False]}
 
 
+def time_adapter(model_dir: str, adapter: str, prompts, max_new_tokens: int, batch_size: int, rounds: int) -> dict:
+    """Seconds of greedy answers with ``adapter`` beside the float32 weights and merged into them, in turn, and how
+    many answers of the two are the same text."""
+    import torch  # as in time_generation
+    from peft import PeftModel
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(model_dir)
+
+    def with_adapter():
+        return PeftModel.from_pretrained(AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32), adapter)
+
+    models = {"beside": with_adapter().eval(), "merged": with_adapter().merge_and_unload().eval()}
+    seconds, answers = dict.fromkeys(models, 0.0), {}
+    for _ in range(rounds):
+        for name, model in models.items():
+            start = time.perf_counter()
+            gens = generate(model, tokenizer, prompts, max_new_tokens=max_new_tokens, batch_size=batch_size)
+            seconds[name] += time.perf_counter() - start
+            answers[name] = [g.text for [g] in gens]
+    same = sum(a == b for a, b in zip(answers["beside"], answers["merged"], strict=True))
+    return {**seconds, "same": same, "n": len(prompts)}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(
         prog="python -m bench.eval_speed", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -130,6 +163,7 @@ def main() -> None:
     parser.add_argument("--skip-scoring", action="store_true")
     parser.add_argument("--samples", type=int, default=8, help="K sampled answers a prompt, shared or not (0: skip)")
     parser.add_argument("--rounds", type=int, default=1, help="times each sampling path is timed, in turn")
+    parser.add_argument("--adapter", default=None, help="a LoRA run on --model: its reading beside and merged, timed")
     args = parser.parse_args()
     try:
         batch_sizes = [int(b) for b in args.batch_sizes.split(",") if b]
@@ -143,6 +177,13 @@ def main() -> None:
 
     if args.samples < 0 or args.rounds < 1:
         parser.exit(2, "error: --samples must be >= 0 and --rounds >= 1\n")
+    if args.adapter:
+        if not args.model:
+            parser.exit(2, f"error: --adapter {args.adapter}: pass the model it was trained on as --model\n")
+        try:
+            check_adapter(args.adapter, args.model)  # eval run's check: a LoRA run folder trained on --model
+        except (FileNotFoundError, ValueError) as err:
+            parser.exit(2, f"error: {err}\n")
     started = time.time()
     if not args.skip_scoring:
         scoring = time_scoring(args.data)
@@ -179,6 +220,15 @@ def main() -> None:
             rows = [["read once, its cache copied", f"{timed['shared']:.1f}"], ["read K times", f"{timed['each']:.1f}"]]
             print(table(["each prompt", f"seconds ({args.rounds} round(s))"], rows))
             print(f"\nread K times / read once: {timed['each'] / timed['shared']:.2f}x")
+        if args.adapter:
+            size = batch_sizes[0]
+            timed = time_adapter(args.model, args.adapter, info["prompts"], args.max_new_tokens, size, args.rounds)
+            print(f"\n## greedy with the LoRA adapter {args.adapter} ({size} prompts a batch, in turn)\n")
+            rows = [[name, f"{timed[name]:.1f}"] for name in ("beside", "merged")]
+            print(table(["adapter", f"seconds ({args.rounds} round(s))"], rows))
+            print(
+                f"\nbeside / merged: {timed['beside'] / timed['merged']:.2f}x; same answer {timed['same']}/{timed['n']}"
+            )
     load, when = os.getloadavg(), time.strftime("%Y-%m-%d %H:%M")
     print(f"\n{time.time() - started:.0f} s in all; load average at the end {load[0]:.1f}; {when}")
 

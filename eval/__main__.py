@@ -311,6 +311,8 @@ def load_model(model_name: str, adapter: str | None, dtype: str, backend: str):
         from peft import PeftModel  # about 10 s to import on a busy CPU: paid with --adapter only
 
         model = PeftModel.from_pretrained(model, adapter)
+        if model.dtype == torch.float32:  # merged: no side matmuls a token (bench.eval_speed --adapter times both);
+            model = model.merge_and_unload()  # in bf16/fp16 the merge would round a small update away: kept aside
     return model, tokenizer
 
 

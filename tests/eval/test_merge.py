@@ -68,6 +68,28 @@ def test_merged_folder_answers_as_the_adapter_token_for_token(tiny_model_dir, lo
     assert [s["n_tokens"] for s in alone] == [s["n_tokens"] for s in with_adapter]
 
 
+def test_eval_reads_a_float32_adapter_merged_and_a_half_precision_one_beside_its_weights(tiny_model_dir, lora_run):
+    """In float32, `eval run` merges the adapter (no side matmuls a token) and reads what the adapter says; in
+    bfloat16 a merge would round a small update away, so the adapter stays beside the weights."""
+    import torch
+    from peft import PeftModel
+    from transformers import AutoModelForCausalLM
+
+    merged, _ = cli.load_model(str(tiny_model_dir), str(lora_run), "float32", "hf")
+    assert not isinstance(merged, PeftModel) and not any("lora" in name for name, _ in merged.named_parameters())
+    base = AutoModelForCausalLM.from_pretrained(tiny_model_dir, dtype=torch.float32)
+    beside = PeftModel.from_pretrained(
+        AutoModelForCausalLM.from_pretrained(tiny_model_dir, dtype=torch.float32), lora_run
+    )
+    ids = torch.arange(3, 19).reshape(2, 8)
+    with torch.no_grad():
+        got, want, plain = (model.eval()(ids).logits for model in (merged, beside, base))
+    assert torch.allclose(got, want, atol=1e-5)  # the adapter's answer
+    assert not torch.allclose(got, plain, atol=1e-3)  # not the base's: the update is in the weights
+    half, _ = cli.load_model(str(tiny_model_dir), str(lora_run), "bfloat16", "hf")
+    assert isinstance(half, PeftModel)
+
+
 def test_merge_writes_the_dtype_asked_for_and_overwrites_only_when_told(lora_run, tmp_path, capsys):
     merged = tmp_path / "merged"
     cli.main(["merge", "--adapter", str(lora_run), "--out", str(merged), "--dtype", "bfloat16"])
