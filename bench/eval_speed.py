@@ -164,6 +164,7 @@ def main() -> None:
     parser.add_argument("--samples", type=int, default=8, help="K sampled answers a prompt, shared or not (0: skip)")
     parser.add_argument("--rounds", type=int, default=1, help="times each sampling path is timed, in turn")
     parser.add_argument("--adapter", default=None, help="a LoRA run on --model: its reading beside and merged, timed")
+    parser.add_argument("--ignore-adapter-base", action="store_true", help="--adapter's base is --model renamed")
     args = parser.parse_args()
     try:
         batch_sizes = [int(b) for b in args.batch_sizes.split(",") if b]
@@ -181,7 +182,7 @@ def main() -> None:
         if not args.model:
             parser.exit(2, f"error: --adapter {args.adapter}: pass the model it was trained on as --model\n")
         try:
-            check_adapter(args.adapter, args.model)  # eval run's check: a LoRA run folder trained on --model
+            check_adapter(args.adapter, args.model, args.ignore_adapter_base)  # eval run's: a LoRA run on --model
         except (FileNotFoundError, ValueError) as err:
             parser.exit(2, f"error: {err}\n")
     started = time.time()

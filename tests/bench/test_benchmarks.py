@@ -445,6 +445,21 @@ def test_eval_speed_times_a_saved_model_at_each_batch_size_on_the_same_prompts(t
     assert all(r["tokens_per_s"] > 0 for r in timed)
 
 
+def test_eval_speed_times_an_adapter_beside_and_merged_and_counts_the_same_answers(tiny_model_dir, tmp_path):
+    from peft import LoraConfig, get_peft_model
+    from transformers import AutoModelForCausalLM
+
+    from bench import eval_speed
+
+    model = AutoModelForCausalLM.from_pretrained(tiny_model_dir)
+    lora = LoraConfig(r=4, target_modules=["q_proj", "v_proj"], init_lora_weights=False)  # random B: not the base
+    get_peft_model(model, lora).save_pretrained(tmp_path)
+    *_, info = eval_speed.time_generation(eval_speed.DATA, 4, 5, [4], model_dir=str(tiny_model_dir))
+    timed = eval_speed.time_adapter(str(tiny_model_dir), str(tmp_path), info["prompts"], 5, 4, rounds=1)
+    assert timed["beside"] > 0 and timed["merged"] > 0
+    assert timed["n"] == 4 and timed["same"] == 4  # float32: the merge changes no greedy answer here
+
+
 @pytest.mark.heavy  # starts a process
 def test_eval_speed_refuses_batch_sizes_that_are_not_whole_numbers():
     done = subprocess.run(
