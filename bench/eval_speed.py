@@ -35,7 +35,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from eval.__main__ import check_adapter
+from eval.__main__ import check_adapter, load_model
 from eval.generate import generate
 from eval.report import table
 from eval.run import load_problems
@@ -125,14 +125,11 @@ def time_adapter(model_dir: str, adapter: str, prompts, max_new_tokens: int, bat
     many answers of the two are the same text."""
     import torch  # as in time_generation
     from peft import PeftModel
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from transformers import AutoModelForCausalLM
 
-    tokenizer = AutoTokenizer.from_pretrained(model_dir)
-
-    def with_adapter():
-        return PeftModel.from_pretrained(AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32), adapter)
-
-    models = {"beside": with_adapter().eval(), "merged": with_adapter().merge_and_unload().eval()}
+    merged, tokenizer = load_model(model_dir, adapter, "float32", "hf")  # as eval run reads it
+    beside = PeftModel.from_pretrained(AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32), adapter)
+    models = {"beside": beside.eval(), "merged": merged.eval()}
     seconds, answers = dict.fromkeys(models, 0.0), {}
     for _ in range(rounds):
         for name, model in models.items():
