@@ -418,13 +418,17 @@ def training_now(out: Path, started: float, fresh: float = 900) -> str:
 
 @contextlib.contextmanager
 def every(seconds: float, say: Callable[[], str]) -> Iterator[None]:
-    """While open, print ``say()`` every ``seconds`` (nothing when it is empty), from a thread of its own."""
+    """While open, print ``say()`` every ``seconds`` (nothing when it is empty), from a thread of its own, to the
+    console it had when it opened: a run inside this process sends fd 1 to its ``run.log`` meanwhile
+    (``runner.output_to``), and the lab's progress stays on the console."""
     stop = threading.Event()
+    on_fd1 = runner.on_fd(sys.stdout, 1)
+    console = os.fdopen(os.dup(1), "w", buffering=1) if on_fd1 else sys.stdout
 
     def loop():
         while not stop.wait(seconds):
             if text := say():
-                print(text, flush=True)
+                print(text, file=console, flush=True)
 
     thread = threading.Thread(target=loop, daemon=True)
     thread.start()
@@ -433,6 +437,8 @@ def every(seconds: float, say: Callable[[], str]) -> Iterator[None]:
     finally:
         stop.set()
         thread.join()
+        if on_fd1:
+            console.close()
 
 
 def queue_threads(jobs: int) -> int | None:

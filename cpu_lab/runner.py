@@ -149,7 +149,7 @@ def output_to(path: str | Path):
     sys.stdout.flush()
     sys.stderr.flush()
     saved_fds, saved_streams = (os.dup(1), os.dup(2)), (sys.stdout, sys.stderr)
-    on_fd1, on_fd2 = _on_fd(sys.stdout, 1), _on_fd(sys.stderr, 2)
+    on_fd1, on_fd2 = on_fd(sys.stdout, 1), on_fd(sys.stderr, 2)
     terminal = os.fdopen(os.dup(saved_fds[0]), "w", buffering=1) if on_fd1 else sys.stdout
     with open(path, "w", buffering=1) as log:
         try:
@@ -172,7 +172,7 @@ def output_to(path: str | Path):
                 terminal.close()
 
 
-def _on_fd(stream, fd: int) -> bool:
+def on_fd(stream, fd: int) -> bool:
     """Whether ``stream`` writes to file descriptor ``fd`` (not a stream of its own, as a test's capture is)."""
     try:
         return stream.fileno() == fd

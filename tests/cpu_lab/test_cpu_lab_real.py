@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from cpu_lab import real
+from cpu_lab import real, runner
 from cpu_lab.real_report import time_lines
 from eval.jsonl import read_jsonl, write_jsonl
 
@@ -884,3 +884,16 @@ def test_between_its_queue_lines_the_lab_names_each_run_in_training_with_its_ste
         time.sleep(0.3)
     time.sleep(0.05)
     assert capsys.readouterr().out == "tick\ntock\n"  # an empty line is not printed; none after the block
+
+
+def test_the_labs_progress_stays_on_the_console_while_a_run_in_its_process_writes_to_its_log(tmp_path, capfd):
+    # --jobs 1 (or a single SFT start) runs a recipe inside the lab's process, its output sent to run.log
+    said = iter(["[real] 10 min: training sft step 30/1250", "[real] 20 min: training sft step 60/1250"])
+    with real.every(0.05, lambda: next(said, "")), runner.output_to(tmp_path / "run.log"):
+        print("the recipe's own line")
+        time.sleep(0.4)
+    assert capfd.readouterr().out.splitlines() == [
+        "[real] 10 min: training sft step 30/1250",
+        "[real] 20 min: training sft step 60/1250",
+    ]
+    assert (tmp_path / "run.log").read_text() == "the recipe's own line\n"
