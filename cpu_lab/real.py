@@ -422,23 +422,20 @@ def every(seconds: float, say: Callable[[], str]) -> Iterator[None]:
     console it had when it opened: a run inside this process sends fd 1 to its ``run.log`` meanwhile
     (``runner.output_to``), and the lab's progress stays on the console."""
     stop = threading.Event()
-    on_fd1 = runner.on_fd(sys.stdout, 1)
-    console = os.fdopen(os.dup(1), "w", buffering=1) if on_fd1 else sys.stdout
+    with runner.console() as console:
 
-    def loop():
-        while not stop.wait(seconds):
-            if text := say():
-                print(text, file=console, flush=True)
+        def loop():
+            while not stop.wait(seconds):
+                if text := say():
+                    print(text, file=console, flush=True)
 
-    thread = threading.Thread(target=loop, daemon=True)
-    thread.start()
-    try:
-        yield
-    finally:
-        stop.set()
-        thread.join()
-        if on_fd1:
-            console.close()
+        thread = threading.Thread(target=loop, daemon=True)
+        thread.start()
+        try:
+            yield
+        finally:
+            stop.set()
+            thread.join()
 
 
 def queue_threads(jobs: int) -> int | None:

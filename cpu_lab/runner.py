@@ -150,8 +150,7 @@ def output_to(path: str | Path):
     sys.stderr.flush()
     saved_fds, saved_streams = (os.dup(1), os.dup(2)), (sys.stdout, sys.stderr)
     on_fd1, on_fd2 = on_fd(sys.stdout, 1), on_fd(sys.stderr, 2)
-    terminal = os.fdopen(os.dup(saved_fds[0]), "w", buffering=1) if on_fd1 else sys.stdout
-    with open(path, "w", buffering=1) as log:
+    with console() as terminal, open(path, "w", buffering=1) as log:
         try:
             os.dup2(log.fileno(), 1)
             os.dup2(log.fileno(), 2)
@@ -168,8 +167,17 @@ def output_to(path: str | Path):
             for fd, saved in zip((1, 2), saved_fds, strict=True):
                 os.dup2(saved, fd)
                 os.close(saved)
-            if on_fd1:
-                terminal.close()
+
+
+@contextlib.contextmanager
+def console():
+    """A stream on the console this process has now, still there while fd 1 is sent elsewhere meanwhile: a copy of
+    fd 1, or ``sys.stdout`` itself when it is a stream of its own (a test's capture)."""
+    if not on_fd(sys.stdout, 1):
+        yield sys.stdout
+        return
+    with os.fdopen(os.dup(1), "w", buffering=1) as stream:
+        yield stream
 
 
 def on_fd(stream, fd: int) -> bool:
