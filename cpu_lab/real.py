@@ -20,7 +20,8 @@
 4. Every model (the starts and the arms) on the test set and the OOD set, greedy, each OOD shift on its own; with
    ``--passk K``, K samples per test and OOD problem at temperature 1 (pass@1..K: sharpening or new coverage?); with
    ``--forgetting-data``, how far each arm moved from its start on text outside the task (``eval forgetting``). An
-   arm's evaluations run in its place in the queue, as soon as it has trained, with its threads.
+   arm's evaluations run in its place in the queue, as soon as it has trained, with its threads; a start's come first,
+   before its arms train, so that a lab stopped part way can read what its arms gained.
 With ``--screen``, the lab chooses before it measures: from the first start, the default arm and the random control
 with each setting's recipe options, read before and after on dev only (``<out>/screen/screen.md``, per start); then it
 stops.
@@ -280,6 +281,8 @@ def main(argv: list[str] | None = None) -> Path:
 
     after = {name: (name, "sft") if queue_starts else None for name in start_dirs}  # a start's runs wait for it
     for name, start in start_dirs.items():
+        # the start's own readings first: each arm is read against them, so a lab stopped part way has its answers
+        tasks.append(((name, "eval"), after[name], _eval_task(start, data, args)))
         grpo_flags = grpo_flags_from(name)
         runs = [(str(CONFIG_DIR / f"{DEFAULT_ARM}.yaml"), seed) for seed in seeds]
         runs[1:1] = [(str(CONFIG_DIR / f"{CONTROLS[c]}.yaml"), seed) for seed in control_seeds for c in controls]
@@ -298,8 +301,7 @@ def main(argv: list[str] | None = None) -> Path:
             tasks.append(
                 ((name, MORE_SFT_CONFIG.stem, seed), twin, _more_sft_task(seed, start, out / name, inputs, args))
             )
-    # last, the starts' and the pretrained model's test readings: they fill a core while the last arms run
-    tasks += [((name, "eval"), after[name], _eval_task(start, data, args)) for name, start in start_dirs.items()]
+    # last, the pretrained model's readings: they fill a core while the last arms run
     tasks.append(((BASE, "eval"), None, lambda: base_eval(out, args, threads=queue_threads(args.jobs))))
     with every(PROGRESS_SECONDS, lambda: training_now(out, started)):
         run_tasks(tasks, args.jobs)

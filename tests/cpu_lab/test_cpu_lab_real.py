@@ -346,8 +346,11 @@ def test_the_lab_queues_every_arm_at_once_so_both_cores_stay_busy(tmp_path, monk
     assert sft[4]["jobs"] == 1 and events.index(sft) == 0
     assert sorted(e[4]["arm"] for e in events if e[0] == "grpo") == ["grpo_real_default", "grpo_real_random"]
     events.clear()
-    real.main([*one, "--out", str(tmp_path / "none"), "--controls", ""])
+    real.main([*one, "--out", str(tmp_path / "none"), "--controls", "", "--jobs", "1"])
     assert [e[4]["arm"] for e in events if e[0] == "grpo"] == ["grpo_real_default"]
+    start_dir = tmp_path / "none" / "sft" / "sft_smollm2" / "seed0"  # read before its arms train: a lab stopped part
+    first_arm = next(i for i, e in enumerate(events) if e[0] in ("grpo", "more"))  # way has what they are read against
+    assert next(i for i, e in enumerate(events) if e[0] == "eval" and e[1] == start_dir) < first_arm
     events.clear()  # --control-seeds: a control on each seed a claim rests on
     real.main([*one[:2], "--seeds", "0,1", "--starts", "early", "--out", str(tmp_path / "c"), "--control-seeds", "0,1"])
     runs = sorted((e[4]["arm"], e[2]) for e in events if e[0] == "grpo")
