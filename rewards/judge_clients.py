@@ -7,6 +7,7 @@ a score whose tokens hold less than ``min_score_mass`` (renormalised from a sliv
 
 from __future__ import annotations
 
+import inspect
 import logging
 import math
 import os
@@ -308,6 +309,9 @@ class HFJudgeClient:
         self._model = model.requires_grad_(False)  # a judge is never trained: its forward passes record no graph
         if self.mode == "logprob":
             self._score_ids = score_token_ids(self._tokenizer)
+            # only the last two positions' logits: a [B, L, vocabulary] tensor would be GBs for long answers
+            takes = "logits_to_keep" in inspect.signature(model.forward).parameters
+            self._last_two = {"logits_to_keep": 2} if takes else {}
 
     def _score_distributions(self, batch: list[list[dict]]) -> list[tuple[list[float], bool]]:
         """One forward pass over ``<chat template> Score: 1`` for each conversation (left-padded)."""
@@ -329,6 +333,7 @@ class HFJudgeClient:
                 input_ids=ids.to(self._model.device),
                 attention_mask=mask.to(self._model.device),
                 position_ids=positions.to(self._model.device),
+                **self._last_two,
             )
             .logits[:, -2:]
             .float()
@@ -345,9 +350,11 @@ class HFJudgeClient:
         """Judge each conversation; a generation error gives failed results, never an exception."""
         if self._model is None:
             self._load()
+        # batches of similar length: a batch is padded to its longest, and attention costs the square of that
+        order = sorted(range(len(conversations)), key=lambda i: len(str(conversations[i])))
         results = []
-        for start in range(0, len(conversations), self.batch_size):
-            batch = conversations[start : start + self.batch_size]
+        for start in range(0, len(order), self.batch_size):
+            batch = [conversations[i] for i in order[start : start + self.batch_size]]
             self.stats.add(requests=1)
             if self.mode == "logprob":
                 try:
@@ -378,4 +385,7 @@ class HFJudgeClient:
                 results += [_record(self.stats, reply, None) for reply in replies]
             except Exception as e:  # noqa: BLE001 - a judge failure must not stop training
                 results += [_record(self.stats, None, f"generate failed: {e.__class__.__name__}: {e}") for _ in batch]
-        return results
+        in_order = [None] * len(order)
+        for i, result in zip(order, results, strict=True):
+            in_order[i] = result
+        return in_order

@@ -153,17 +153,20 @@ class RewardModelReward:
         ids = self.tokenizer(texts, add_special_tokens=False)["input_ids"]
         cut = sum(len(x) > self.max_length for x in ids)
         ids = [x[-self.max_length :] for x in ids]  # keep the end: the final answer is what the model judges
-        scores: list[float] = []
+        scores = [0.0] * len(ids)
         device = next(self.model.parameters()).device
+        order = sorted(range(len(ids)), key=lambda i: len(ids[i]))  # batches of similar length: less padding
         with torch.inference_mode():
             for start in range(0, len(ids), self.batch_size):
-                chunk = ids[start : start + self.batch_size]
+                rows = order[start : start + self.batch_size]
+                chunk = [ids[i] for i in rows]
                 width = max(len(x) for x in chunk)
                 pad = self.tokenizer.pad_token_id
                 input_ids = torch.tensor([x + [pad] * (width - len(x)) for x in chunk], device=device)  # [b, T]
                 mask = torch.tensor([[1] * len(x) + [0] * (width - len(x)) for x in chunk], device=device)
                 logits = self.model(input_ids=input_ids, attention_mask=mask).logits  # [b, 1]
-                scores.extend(logits[:, 0].float().tolist())
+                for i, value in zip(rows, logits[:, 0].float().tolist(), strict=True):
+                    scores[i] = value
         return scores, cut / max(len(ids), 1)
 
     def __call__(self, prompts, completions, answer=None, log_metric=None, **kwargs) -> list[float]:

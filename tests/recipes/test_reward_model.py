@@ -237,7 +237,10 @@ def test_reward_scores_like_trl_batched_truncated_and_logs_rm_keys(trained):
 
     _, out = trained
     prompts = [[{"role": "user", "content": f"What is {i} + 1?"}] for i in range(5)]
-    completions = [[{"role": "assistant", "content": f"{i} + 1 = {i + 1}\n#### {i + 1 + (i % 2)}"}] for i in range(5)]
+    lead = ["so " * (3 * (4 - i)) for i in range(5)]  # longest first: batched by length, returned in this order
+    completions = [
+        [{"role": "assistant", "content": f"{lead[i]}{i} + 1 = {i + 1}\n#### {i + 1 + (i % 2)}"}] for i in range(5)
+    ]
     logged = {}
     reward = RewardModelReward(out, batch_size=2)
     scores = reward(prompts, completions, answer=[str(i + 1) for i in range(5)], log_metric=logged.__setitem__)

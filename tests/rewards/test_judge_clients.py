@@ -195,6 +195,21 @@ def test_logprob_judge_on_the_tiny_model_matches_a_forward_pass_by_hand(tiny_mod
     ]
 
 
+def test_a_local_judge_batches_answers_of_similar_length_and_returns_them_in_order(tiny_model_dir):
+    # a batch is padded to its longest answer and attention costs its square: long answers go together
+    answers = ["step " * 300 + "Answer: 4", "4", "Let me think. " * 200 + "Answer: 5", "five"]
+    conversations = [conversation(a) for a in answers]
+    client = HFJudgeClient(str(tiny_model_dir), mode="logprob", min_score_mass=0.0, device="cpu", batch_size=2)
+    batches = []
+    score = client._score_distributions
+    client._score_distributions = lambda batch: batches.append(batch) or score(batch)
+    results = client.score_many(conversations)
+    assert [sorted(conversations.index(m) for m in b) for b in batches] == [[1, 3], [0, 2]]  # short, then long
+    one_at_a_time = HFJudgeClient(str(tiny_model_dir), mode="logprob", min_score_mass=0.0, device="cpu", batch_size=1)
+    for result, alone in zip(results, one_at_a_time.score_many(conversations), strict=True):
+        assert result.probs == pytest.approx(alone.probs, rel=1e-4, abs=1e-7)
+
+
 def test_logprob_judge_with_too_little_mass_gives_none_and_warns(tiny_model_dir, judge_log):
     # an untrained model spreads its mass over 400 tokens: the 0-10 scores hold far less than all of it
     reward = make_judge_reward("hf", str(tiny_model_dir), mode="logprob", min_score_mass=1.0, device="cpu")
