@@ -147,13 +147,20 @@ def recipe_configs(root: str | Path = ROOT / "recipes" / "configs") -> list[Path
     return sorted(p for p in found if not is_base_config(p))
 
 
+FAST_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml (C) where installed: the same values, faster
+
+
 def read_yaml_options(path: str, base_of: str | None = None) -> dict:
     """The ``option: value`` lines of one YAML file, as written; anything else is one ValueError naming the file (and,
     for a base, the config whose ``base:`` names it)."""
     of = f" (the base of {base_of})" if base_of else ""
     try:
         with open(path) as file:
-            config = yaml.safe_load(file)
+            text = file.read()
+        try:
+            config = yaml.load(text, Loader=FAST_LOADER)
+        except yaml.YAMLError:
+            config = yaml.safe_load(text)  # a bad file: PyYAML's own reading names the problem more plainly
     except yaml.YAMLError as error:
         mark = getattr(error, "problem_mark", None) or getattr(error, "context_mark", None)
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""

@@ -51,6 +51,19 @@ def test_every_base_is_the_base_of_a_config():
     assert [b for b in bases if b.resolve() not in used] == []
 
 
+def test_a_config_reads_as_pyyaml_reads_it(tmp_path):
+    # read with libyaml's loader where it is installed: every spelling means what PyYAML's own loader says it does
+    import yaml
+
+    text = (
+        "learning_rate: 1e-5\nwarmup_ratio: 1.0e-1\nbf16: yes\nuse_vllm: off\nseed: 0o17\nrun_name: 2026-12-07\n"
+        "report_to: ~\nsystem_prompt: |\n  Solve it.\n  Then answer.\nreward_funcs: &r [a, b]\nreward_check: *r\n"
+        "weights: {x: .5, y: -.inf}\nname: 'it''s'\n"
+    )
+    path = write(tmp_path, text)
+    assert load_config(path) == yaml.safe_load(text) and load_config(path)["learning_rate"] == "1e-5"
+
+
 def write(folder: Path, text: str, filename: str = "grpo_x.yaml") -> Path:
     path = folder / filename
     path.parent.mkdir(parents=True, exist_ok=True)
