@@ -155,8 +155,7 @@ def read_yaml_options(path: str, base_of: str | None = None) -> dict:
     for a base, the config whose ``base:`` names it)."""
     of = f" (the base of {base_of})" if base_of else ""
     try:
-        with open(path) as file:
-            text = file.read()
+        text = Path(path).read_text()
         try:
             config = yaml.load(text, Loader=FAST_LOADER)
         except yaml.YAMLError:

@@ -385,7 +385,4 @@ class HFJudgeClient:
                 results += [_record(self.stats, reply, None) for reply in replies]
             except Exception as e:  # noqa: BLE001 - a judge failure must not stop training
                 results += [_record(self.stats, None, f"generate failed: {e.__class__.__name__}: {e}") for _ in batch]
-        in_order = [None] * len(order)
-        for i, result in zip(order, results, strict=True):
-            in_order[i] = result
-        return in_order
+        return [result for _, result in sorted(zip(order, results, strict=True), key=lambda pair: pair[0])]

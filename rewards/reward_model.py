@@ -153,7 +153,7 @@ class RewardModelReward:
         ids = self.tokenizer(texts, add_special_tokens=False)["input_ids"]
         cut = sum(len(x) > self.max_length for x in ids)
         ids = [x[-self.max_length :] for x in ids]  # keep the end: the final answer is what the model judges
-        scores = [0.0] * len(ids)
+        scores: dict[int, float] = {}
         device = next(self.model.parameters()).device
         order = sorted(range(len(ids)), key=lambda i: len(ids[i]))  # batches of similar length: less padding
         with torch.inference_mode():
@@ -165,9 +165,8 @@ class RewardModelReward:
                 input_ids = torch.tensor([x + [pad] * (width - len(x)) for x in chunk], device=device)  # [b, T]
                 mask = torch.tensor([[1] * len(x) + [0] * (width - len(x)) for x in chunk], device=device)
                 logits = self.model(input_ids=input_ids, attention_mask=mask).logits  # [b, 1]
-                for i, value in zip(rows, logits[:, 0].float().tolist(), strict=True):
-                    scores[i] = value
-        return scores, cut / max(len(ids), 1)
+                scores.update(zip(rows, logits[:, 0].float().tolist(), strict=True))
+        return [scores[i] for i in range(len(ids))], cut / max(len(ids), 1)
 
     def __call__(self, prompts, completions, answer=None, log_metric=None, **kwargs) -> list[float]:
         scores, truncated = self.score(prompts, completions)
