@@ -110,9 +110,9 @@ def test_jobs_run_at_once_in_their_own_processes_and_a_failure_names_its_log(
 ):
     """Two real 1-step GRPO runs at once, plus one whose config is refused: the good ones finish, the error names
     the bad run's log. The subprocesses get the split thread count."""
-    bad = tmp_path / "grpo_bad.yaml"  # a group size that does not divide the batch: refused before the model loads
+    bad = tmp_path / "grpo_bad.yaml"  # a misspelt key: refused from the table of options, before TRL loads
     bad.write_text(
-        Path("recipes/configs/tiny/grpo_cpu.yaml").read_text().replace("num_generations: 4", "num_generations: 3")
+        Path("recipes/configs/tiny/grpo_cpu.yaml").read_text().replace("num_generations: 4", "num_generation: 4")
     )
     configs = ["recipes/configs/tiny/grpo_cpu.yaml", "recipes/configs/tiny/grpo_cpu_lora_drgrpo.yaml", str(bad)]
     extra = ["--model_name_or_path", str(tiny_model_dir)]
