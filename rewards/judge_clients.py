@@ -16,6 +16,7 @@ import threading
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
+from rewards.completions import length_batches
 from rewards.judge_scores import (
     DEFAULT_MIN_SCORE_MASS,
     LOGPROB_PREFIX,
@@ -350,24 +351,21 @@ class HFJudgeClient:
         """Judge each conversation; a generation error gives failed results, never an exception."""
         if self._model is None:
             self._load()
-        # batches of similar length: a batch is padded to its longest, and attention costs the square of that
-        order = sorted(range(len(conversations)), key=lambda i: len(str(conversations[i])))
-        results = []
-        for start in range(0, len(order), self.batch_size):
-            batch = [conversations[i] for i in order[start : start + self.batch_size]]
+        results: dict[int, JudgeResult] = {}
+        for rows in length_batches([len(str(c)) for c in conversations], self.batch_size):
+            batch = [conversations[i] for i in rows]
             self.stats.add(requests=1)
             if self.mode == "logprob":
                 try:
                     distributions = self._score_distributions(batch)
                 except Exception as e:  # noqa: BLE001 - a judge failure must not stop training
-                    results += [
-                        _record(self.stats, None, f"forward failed: {e.__class__.__name__}: {e}") for _ in batch
-                    ]
+                    found = [_record(self.stats, None, f"forward failed: {e.__class__.__name__}: {e}") for _ in batch]
                 else:
-                    results += [
+                    found = [
                         _record_distribution(self.stats, p, r, self.logprob_score, self.min_score_mass)
                         for p, r in distributions
                     ]
+                results.update(zip(rows, found, strict=True))
                 continue
             try:
                 texts = [
@@ -382,7 +380,8 @@ class HFJudgeClient:
                     pad_token_id=self._tokenizer.pad_token_id,
                 )
                 replies = self._tokenizer.batch_decode(out[:, inputs["input_ids"].shape[1] :], skip_special_tokens=True)
-                results += [_record(self.stats, reply, None) for reply in replies]
+                found = [_record(self.stats, reply, None) for reply in replies]
             except Exception as e:  # noqa: BLE001 - a judge failure must not stop training
-                results += [_record(self.stats, None, f"generate failed: {e.__class__.__name__}: {e}") for _ in batch]
-        return [result for _, result in sorted(zip(order, results, strict=True), key=lambda pair: pair[0])]
+                found = [_record(self.stats, None, f"generate failed: {e.__class__.__name__}: {e}") for _ in batch]
+            results.update(zip(rows, found, strict=True))
+        return [results[i] for i in range(len(conversations))]

@@ -17,7 +17,7 @@ import logging
 import os
 from pathlib import Path
 
-from rewards.completions import completion_text
+from rewards.completions import completion_text, length_batches
 from rewards.correctness import gsm8k_correctness_reward, math_correctness_reward
 
 logger = logging.getLogger(__name__)
@@ -154,14 +154,11 @@ class RewardModelReward:
         cut = sum(len(x) > self.max_length for x in ids)
         ids = [x[-self.max_length :] for x in ids]  # keep the end: the final answer is what the model judges
         scores: dict[int, float] = {}
-        device = next(self.model.parameters()).device
-        order = sorted(range(len(ids)), key=lambda i: len(ids[i]))  # batches of similar length: less padding
+        device, pad = next(self.model.parameters()).device, self.tokenizer.pad_token_id
         with torch.inference_mode():
-            for start in range(0, len(ids), self.batch_size):
-                rows = order[start : start + self.batch_size]
+            for rows in length_batches([len(x) for x in ids], self.batch_size):
                 chunk = [ids[i] for i in rows]
                 width = max(len(x) for x in chunk)
-                pad = self.tokenizer.pad_token_id
                 input_ids = torch.tensor([x + [pad] * (width - len(x)) for x in chunk], device=device)  # [b, T]
                 mask = torch.tensor([[1] * len(x) + [0] * (width - len(x)) for x in chunk], device=device)
                 logits = self.model(input_ids=input_ids, attention_mask=mask).logits  # [b, 1]
