@@ -26,7 +26,7 @@ from cpu_lab.report import (
     write_markdown,
 )
 from eval.jsonl import read_jsonl
-from eval.metrics import compare_pass_at_k, compare_records, pass_at_k_curve
+from eval.metrics import compare_pass_at_k, compare_records, pass_at_k_curve, plateau_stop
 
 DEFAULT_ARM, RANDOM_ARM, FORMAT_ARM = "grpo_real_default", "grpo_real_random", "grpo_real_format_only"
 DYNAMIC_ARM, FILTERED_ARM = "grpo_real_dynamic", "grpo_real_filtered"  # cpu_lab.real --sampling-arms
@@ -491,6 +491,23 @@ def run_summary(folder: Path) -> str:
     return "\n".join(lines)
 
 
+def patience_line(checks: list[dict], patiences=(2, 4, 6, 8, 12, 16)) -> str:
+    """Where the plateau rule (``eval.metrics.plateau_stop``) stops on a start's dev curve at each patience, and the
+    best check it keeps: the curve that chooses the patience (a rule that goes on past the last check needs a longer
+    run).
+
+    >>> curve = [{"step": s, "accuracy": a} for s, a in [(25, 0.4), (50, 0.6), (75, 0.5), (100, 0.55)]]
+    >>> patience_line(curve, (2, 4))
+    '  - the plateau rule on its dev curve, by patience: 2 checks, stops at step 100 keeping 0.600 (step 50); 4 checks, goes on past step 100'
+    """  # noqa: E501
+    said = []
+    for n in patiences:
+        stop, best = plateau_stop(checks, n)
+        kept = f"stops at step {stop['step']} keeping {best['accuracy']:.3f} (step {best['step']})" if stop else None
+        said.append(f"{n} checks, {kept or 'goes on past step ' + str(checks[-1]['step'])}")
+    return "  - the plateau rule on its dev curve, by patience: " + "; ".join(said)
+
+
 def plot_curves(folders: list[Path], path: Path) -> Path:
     """The monitors' per-step curves of every GRPO run (a 5-step running mean; thin: each step)."""
     fig, axes = pyplot().subplots(2, 3, figsize=(13, 6.5))
@@ -541,6 +558,7 @@ def write_report(out: Path, seconds: dict) -> Path:
             f"{_ood_accuracy(sft_dir, ood_rows)} (all / by shift). Sampled: test "
             f"{sampled_accuracy(sft_dir, 'eval_pass')}; OOD {sampled_accuracy(sft_dir, 'eval_ood_pass')}.",
         ]
+        lines += [patience_line(v["checks"])] if "best" in v and v.get("checks") else []
     for sft_dir in sorted(set(started_sft) - set(sft_dirs)):
         lines.append(f"- **{sft_dir.parent.name}**: not finished (no report.json yet).")
     finished = [f for f in grpo + others if (f / "report.json").exists()]

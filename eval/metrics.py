@@ -362,3 +362,22 @@ def _unpaired_bootstrap(
         means[name] = data[rng.integers(0, len(data), size=(resamples, len(data)))].mean(axis=1)
     low, high = np.percentile(means["b"] - means["a"], [50 * (1 - level), 50 * (1 + level)])
     return float(low), float(high)
+
+
+def plateau_stop(checks: list[dict], patience: int) -> tuple[dict | None, dict | None]:
+    """The plateau rule on a curve of checks (``{"step", "accuracy"}`` rows in order): the check at which it stops
+    (the ``patience``-th after the best without a new best; None: it goes on) and the best check by then.
+
+    >>> curve = [{"step": s, "accuracy": a} for s, a in [(25, 0.4), (50, 0.6), (75, 0.5), (100, 0.6), (125, 0.7)]]
+    >>> plateau_stop(curve, 2)
+    ({'step': 100, 'accuracy': 0.6}, {'step': 50, 'accuracy': 0.6})
+    >>> plateau_stop(curve, 3)
+    (None, {'step': 125, 'accuracy': 0.7})
+    """
+    best, since = None, 0
+    for row in checks:
+        if best is None or row["accuracy"] > best["accuracy"]:
+            best, since = row, 0
+        elif (since := since + 1) >= patience:
+            return row, best
+    return None, best

@@ -24,6 +24,7 @@ from eval import run as eval_run
 from eval.degenerate import SOURCES, DegeneratePredictor
 from eval.group_metrics import Sample, group_metrics, mean_or_nan, split_groups
 from eval.jsonl import append_jsonl
+from eval.metrics import plateau_stop
 from eval.scoring import score_completion
 from rewards import verify
 from rewards.completions import completion_text
@@ -361,22 +362,16 @@ class TrainSeconds(TrainerCallback):
 
 
 class ValidationStop(TrainerCallback):
-    """Every ``every`` steps, greedy accuracy on a validation set; training stops at ``stop_at`` or after ``patience``
-    checks without a new best (by ``min_delta``), and with ``patience`` the best check's weights are put back at the
-    end. Stopping on data other than the held-out set keeps the held-out set from choosing the model.
-    """
+    """Every ``every`` steps, greedy accuracy on a validation set; training stops at ``stop_at`` or at the plateau
+    (``eval.metrics.plateau_stop``: ``patience`` checks without a new best), and with ``patience`` the best check's
+    weights are put back at the end. Stopping on data other than the held-out set keeps the held-out set from choosing
+    the model."""
 
     def __init__(
-        self,
-        every: int,
-        stop_at: float | None,
-        eval_kwargs: dict,
-        path: str | Path,
-        patience: int | None = None,
-        min_delta: float = 0.0,
+        self, every: int, stop_at: float | None, eval_kwargs: dict, path: str | Path, patience: int | None = None
     ):
         self.every, self.stop_at, self.eval_kwargs, self.path = every, stop_at, eval_kwargs, Path(path)
-        self.patience, self.min_delta = patience, min_delta
+        self.patience = patience
         self.history: list[dict] = []
         self.best: dict | None = None  # the best check so far (with patience); its weights are in best_path
         self.best_path = self.path.with_name("best_check.pt")
@@ -388,8 +383,6 @@ class ValidationStop(TrainerCallback):
         if state.global_step and self.path.exists():  # a resumed run: the checks made before its checkpoint count
             rows = [json.loads(line) for line in self.path.read_text().splitlines() if line.strip()]
             self.history = [r for r in rows if r["step"] <= state.global_step]
-            if self.patience is not None and self.history and self.best_path.exists():
-                self.best = max(self.history, key=lambda r: r["accuracy"])
         return control
 
     def on_step_end(self, args, state, control, model=None, processing_class=None, **kwargs):
@@ -399,12 +392,9 @@ class ValidationStop(TrainerCallback):
         row = {"step": state.global_step, "accuracy": metrics["eval/accuracy"], "n": metrics["eval/n"]}
         row["seconds"] = round(time.monotonic() - self.started, 1)  # since training began, checks included
         self.history.append(row)
-        if self.patience is not None and (
-            self.best is None or row["accuracy"] > self.best["accuracy"] + self.min_delta
-        ):
-            self.best = row
-            if state.is_world_process_zero:  # on disk, so a resumed run still ends on its best check
-                torch.save({k: v.detach().cpu() for k, v in model.state_dict().items()}, self.best_path)
+        plateau, self.best = plateau_stop(self.history, self.patience) if self.patience else (None, None)
+        if self.best is row and state.is_world_process_zero:  # on disk: a resumed run still ends on its best check
+            torch.save({k: v.detach().cpu() for k, v in model.state_dict().items()}, self.best_path)
         if state.is_world_process_zero:
             with self.path.open("a") as f:
                 f.write(json.dumps(row) + "\n")
@@ -415,7 +405,7 @@ class ValidationStop(TrainerCallback):
             CHECKS_LOGGER.info("step %d: validation accuracy %.3f", row["step"], row["accuracy"], extra=extra)
         if self.stop_at is not None and row["accuracy"] >= self.stop_at:
             control.should_training_stop = True
-        elif self.patience is not None and self._checks_since_best() >= self.patience:
+        elif plateau is not None:
             self.stopped_on_plateau = control.should_training_stop = True
         return control
 
@@ -425,9 +415,6 @@ class ValidationStop(TrainerCallback):
                 model.load_state_dict(torch.load(self.best_path, weights_only=True))
             self.best_path.unlink()
         return control
-
-    def _checks_since_best(self) -> int:
-        return sum(row["step"] > self.best["step"] for row in self.history)
 
     def report(self) -> dict:
         """The checks, the last accuracy, the best check kept (with ``patience``) and why training ended."""

@@ -14,11 +14,24 @@ from pathlib import Path
 
 import pytest
 
-from cpu_lab import real, runner
+from cpu_lab import real, real_report, runner
 from cpu_lab.real_report import time_lines
 from eval.jsonl import read_jsonl, write_jsonl
 
 ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(autouse=True)
+def curves_drawn_only_where_looked_at(request, monkeypatch):
+    """matplotlib takes a second or more to draw a report's curves.png: the tests of the report's text get an empty
+    file, and those that look at the picture ask for ``drawn_curves``."""
+    if "drawn_curves" not in request.fixturenames:
+        monkeypatch.setattr(real_report, "plot_curves", lambda folders, path: Path(path).touch() or Path(path))
+
+
+@pytest.fixture
+def drawn_curves():
+    """The report draws its curves with matplotlib."""
 
 
 def _result(correct: list[bool], formatted: float) -> dict:
@@ -99,7 +112,7 @@ SOLVED_10 = [i < 10 for i in range(N_PROBLEMS)]
 SOLVED_18 = [i < 18 for i in range(N_PROBLEMS)]
 
 
-def test_report_gives_each_run_its_accuracies_intervals_and_paired_gain(tmp_path):
+def test_report_gives_each_run_its_accuracies_intervals_and_paired_gain(tmp_path, drawn_curves):
     _lab(tmp_path, SOLVED_18, SOLVED_10)
     text = real.write_report(tmp_path, {"SFT": 10.0}).read_text()
 
@@ -178,6 +191,25 @@ def test_an_evaluation_still_running_and_a_start_still_training_give_no_figures(
     assert "| sft_smollm2_plateau |" not in text  # no row of dashes for a start still training
     _ood(sft, [True] * 10 + [False] * 30)  # finished: now it counts
     assert "OOD after 0.250 / 0.250 (all / by shift)" in real.write_report(tmp_path, {}).read_text()
+
+
+def test_the_plateau_start_shows_where_each_patience_stops_on_its_dev_curve(tmp_path):
+    """The plateau rule read again on the start's own dev checks: the curve that chooses the patience, and which
+    patiences it cannot judge because the run stopped first."""
+    _lab(tmp_path, SOLVED_18, SOLVED_10)
+    plateau = tmp_path / "sft" / "sft_smollm2_plateau" / "seed0"
+    _run(plateau, SOLVED_18, str(real.CONFIG_DIR / "sft_smollm2_plateau.yaml"), [{"step": 1, "loss": 1.0}])
+    dev = [0.40, 0.55, 0.50, 0.60, 0.52, 0.58, 0.57]  # the best at step 100, then three checks below it
+    checks = [{"step": 25 * (i + 1), "accuracy": a, "n": 200} for i, a in enumerate(dev)]
+    why = "plateau: 3 checks without a new best"
+    validation = {"checks": checks, "why": why, "last": 0.57, "last_step": 175, "best": 0.6, "best_step": 100}
+    report = json.loads((plateau / "report.json").read_text()) | {"rows": 100, "validation": validation}
+    (plateau / "report.json").write_text(json.dumps(report))
+    text = real.write_report(tmp_path, {}).read_text()
+    line = next(line for line in text.splitlines() if "the plateau rule on its dev curve" in line)
+    assert "2 checks, stops at step 150 keeping 0.600 (step 100)" in line  # 125 and 150 below the best
+    assert "4 checks, goes on past step 175" in line and "16 checks, goes on past step 175" in line
+    assert text.count("the plateau rule on its dev curve") == 1  # the early start stops on a level: no such line
 
 
 def test_an_arm_still_training_is_named_as_unfinished_not_tabled_as_a_result(tmp_path):
@@ -680,7 +712,7 @@ def test_report_only_without_runs_says_what_to_run(tmp_path):
 
 
 @pytest.mark.slow
-def test_real_lab_mechanics_on_smollm2(tmp_path):
+def test_real_lab_mechanics_on_smollm2(tmp_path, drawn_curves):
     """Every stage on the real model for a step or two (the mechanics, not the gain): both SFT starts through
     recipes.sft, from each the GRPO arms (LoRA) through recipes.grpo two at a time with their monitors and probes,
     more SFT for the default arm's seconds, and every model (the pretrained one on test only) read once on test and
