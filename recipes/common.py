@@ -389,19 +389,6 @@ def resolved_config(*dataclass_objects) -> dict:
     return redact(json.loads(json.dumps(merged, default=str)))
 
 
-def write_config(path: str | Path, config: dict) -> None:
-    """Write a resolved config as JSON to ``path``."""
-    Path(path).parent.mkdir(parents=True, exist_ok=True)
-    Path(path).write_text(json.dumps(config, indent=1, sort_keys=True))
-
-
-def save_resolved_config(path: str | Path, *dataclass_objects) -> dict:
-    """Write the resolved, redacted config as JSON to ``path``; returns it."""
-    config = resolved_config(*dataclass_objects)
-    write_config(path, config)
-    return config
-
-
 def is_main_process(training_args) -> bool:
     """True on the one process that writes files (``accelerate launch`` starts one process per GPU)."""
     return training_args.process_index == 0

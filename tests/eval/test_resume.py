@@ -260,9 +260,8 @@ def test_start_run_empties_the_eval_folders_of_a_fresh_run_only(tiny_model_dir, 
     script_args, training_args, model_args = parse_recipe_config(sft, SFT, *command)
     if checkpoint:  # of a run of these settings (one of other settings, or of none, is refused: recipes.run_folder)
         (out / "checkpoint-2").mkdir()
-        common.write_config(
-            out / "resolved_config.json", common.resolved_config(script_args, training_args, model_args)
-        )
+        config = common.resolved_config(script_args, training_args, model_args)
+        (out / "resolved_config.json").write_text(json.dumps(config))
     common.start_run(script_args, training_args, model_args, {"name": "t"})
     for name in common.EVAL_FOLDERS:
         assert (out / name / SAMPLES_FILE).exists() == kept and (out / name / LENGTHS_FILE).exists() == kept

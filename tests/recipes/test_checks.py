@@ -8,6 +8,7 @@ therefore proves the check ran before any model load.
 
 import doctest
 import importlib.util
+import json
 from pathlib import Path
 
 import pytest
@@ -125,12 +126,12 @@ def test_qlora_on_cpu_warns_but_runs(monkeypatch):
         checks.check_quantization(load_in_4bit=True, load_in_8bit=False, use_peft=True)
 
 
-def test_redaction_of_secrets_in_the_resolved_config(tmp_path):
+def test_redaction_of_secrets_in_the_resolved_config():
     _, training_args, model_args = parse_recipe_config(
         grpo, TINY_CONFIG, *NO_MODEL_FLAGS, "--hub_token", "hf_secret_value"
     )
-    config = common.save_resolved_config(tmp_path / "c.json", training_args, model_args)
-    text = (tmp_path / "c.json").read_text()
+    config = common.resolved_config(training_args, model_args)  # what run_folder.prepare writes beside the run
+    text = json.dumps(config)
     assert "hf_secret_value" not in text and config["hub_token"] == "<redacted>"
     assert config["max_completion_length"] == 16  # numbers under *token*-like keys are not secrets
 
