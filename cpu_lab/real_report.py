@@ -190,7 +190,8 @@ def answers(out: Path, start: str, ood_rows: list[dict]) -> list[str]:
     sampling = _sampling(start_out, sft, grpo)
     if sampling:
         lines += ["", sampling]
-    forgetting = _forgetting([*grpo.values(), *more.values()])
+    others = [f for f in sorted(start_out.glob("grpo/*/seed*")) if _arm(f) != DEFAULT_ARM]  # controls, sampling
+    forgetting = _forgetting([*grpo.values(), *others, *more.values()])
     if forgetting:
         lines += ["", forgetting]
     return [*lines, ""]

@@ -212,6 +212,19 @@ def test_the_plateau_start_shows_where_each_patience_stops_on_its_dev_curve(tmp_
     assert text.count("the plateau rule on its dev curve") == 1  # the early start stops on a level: no such line
 
 
+def test_forgetting_is_given_for_every_arm_read_for_it_the_default_arm_first(tmp_path):
+    _lab(tmp_path, SOLVED_18, SOLVED_10, more_after=SOLVED_18)
+    for arm, kl in [("grpo/grpo_real_default", 0.0002), ("grpo/grpo_real_random", 0.0003), ("sft_smollm2_more", 0.12)]:
+        reading = {"kl": {"mean": kl}, "delta_log_likelihood": {"mean": -kl, "ci": [-2 * kl, -kl / 2]}}
+        (tmp_path / "early" / arm / "seed0" / "forgetting").mkdir()
+        (tmp_path / "early" / arm / "seed0" / "forgetting" / "forgetting.json").write_text(json.dumps(reading))
+    line = next(x for x in real.write_report(tmp_path, {}).read_text().splitlines() if x.startswith("Forgetting"))
+    default, random, more = (
+        line.index(f"{arm} seed 0 KL") for arm in ("grpo_real_default", "grpo_real_random", "sft_smollm2_more")
+    )
+    assert default < random < more and "grpo_real_format_only" not in line  # format-only: not read for it
+
+
 def test_an_arm_still_training_is_named_as_unfinished_not_tabled_as_a_result(tmp_path):
     _lab(tmp_path, SOLVED_18, SOLVED_10)
     running = tmp_path / "early" / "sft_smollm2_more" / "seed0"  # killed or running: a log, no report.json
