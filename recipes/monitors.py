@@ -375,6 +375,7 @@ class ValidationStop(TrainerCallback):
         self.history: list[dict] = []
         self.best: dict | None = None  # the best check so far (with patience); its weights are in best_path
         self.best_path = self.path.with_name("best_check.pt")
+        self.first = 0  # the checks before it have no weights on disk (a resume without best_check.pt): no best
         self.stopped_on_plateau = False
         self.started = time.monotonic()
 
@@ -383,6 +384,7 @@ class ValidationStop(TrainerCallback):
         if state.global_step and self.path.exists():  # a resumed run: the checks made before its checkpoint count
             rows = [json.loads(line) for line in self.path.read_text().splitlines() if line.strip()]
             self.history = [r for r in rows if r["step"] <= state.global_step]
+            self.first = 0 if self.best_path.exists() else len(self.history)
         return control
 
     def on_step_end(self, args, state, control, model=None, processing_class=None, **kwargs):
@@ -392,7 +394,7 @@ class ValidationStop(TrainerCallback):
         row = {"step": state.global_step, "accuracy": metrics["eval/accuracy"], "n": metrics["eval/n"]}
         row["seconds"] = round(time.monotonic() - self.started, 1)  # since training began, checks included
         self.history.append(row)
-        plateau, self.best = plateau_stop(self.history, self.patience) if self.patience else (None, None)
+        plateau, self.best = plateau_stop(self.history[self.first :], self.patience) if self.patience else (None, None)
         if self.best is row and state.is_world_process_zero:  # on disk: a resumed run still ends on its best check
             torch.save({k: v.detach().cpu() for k, v in model.state_dict().items()}, self.best_path)
         if state.is_world_process_zero:
