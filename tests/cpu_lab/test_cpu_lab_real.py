@@ -907,6 +907,8 @@ def test_ood_reads_of_part_of_the_set_take_every_shift_in_turn(tmp_path, monkeyp
     read = {cmd[cmd.index("--out") + 1].rsplit("/", 1)[-1]: cmd[cmd.index("--data") + 1] for cmd in commands}
     assert read["eval_ood"] == str(four) and read["eval_ood_pass2"] == str(data / "ood_first3.jsonl")
     assert [r["shift"] for r in real.read_jsonl(data / "ood_first3.jsonl")] == ["c", "b", "a"]
+    batch = {cmd[cmd.index("--out") + 1].rsplit("/", 1)[-1]: "--batch-size" in cmd for cmd in commands}
+    assert batch == {"eval_test": False, "eval_ood": False, "eval_pass2": True, "eval_ood_pass2": True}  # K a call
 
 
 def test_between_its_queue_lines_the_lab_names_each_run_in_training_with_its_step(tmp_path, capsys):
