@@ -4,6 +4,8 @@ export OMP_NUM_THREADS ?= 1
 export TOKENIZERS_PARALLELISM := false
 export WANDB_MODE ?= offline
 export HF_HUB_OFFLINE := 1
+# test processes of make test and make test-quick (pytest-xdist; one a core): TEST_WORKERS=1 beside a training run
+TEST_WORKERS ?= auto
 
 .PHONY: venv venv-gpu test test-quick test-slow test-data lint demo bench stats real-model data clean help
 
@@ -28,10 +30,10 @@ venv-gpu:  # .venv from requirements-gpu.txt: CUDA torch, vLLM, DeepSpeed (a CUD
 		'PIP_CONFIG_FILE=/dev/null .venv/bin/pip install --isolated -r requirements-gpu.txt')" 2>/dev/null || true
 
 test: venv  # the fast tier: no GPU, no network (CONTRIBUTING.md)
-	$(PY) -m pytest -q tests rewards eval training_data recipes cpu_lab judge_lab reward_model_lab
+	$(PY) -m pytest -q -n $(TEST_WORKERS) tests rewards eval training_data recipes cpu_lab judge_lab reward_model_lab
 
 test-quick: venv  # the fast tier less the tests that build a model, train or start a process (marked heavy)
-	$(PY) -m pytest -q --quick tests rewards eval training_data recipes cpu_lab judge_lab reward_model_lab
+	$(PY) -m pytest -q -n $(TEST_WORKERS) --quick tests rewards eval training_data recipes cpu_lab judge_lab reward_model_lab
 
 test-slow: venv real-model  # the slow tier includes the real-model tests
 	$(PY) -m pytest -q -m slow tests
