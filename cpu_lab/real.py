@@ -600,10 +600,11 @@ def _eval(cmd: list[str], log: Path, threads: int | None = None) -> None:
 def clocked(folder: Path, what: str, threads: int, training: bool = False) -> Iterator[None]:
     """Times a stage of the lab in ``folder`` (a run's training, an evaluation of its model) and, when it ends without
     an error, adds a line to ``<folder>/lab_times.jsonl``: what ran, its seconds, threads, this CPU, the load average
-    before and after, the date. A run finished earlier (reused) adds none; one resumed from a checkpoint is timed
-    from there and marked ``resumed``."""
+    before and after, the date. A run finished earlier (reused) adds none; one resumed from a checkpoint, or an
+    evaluation from the answers a stopped one left (``<folder>/<what>/samples.jsonl``), is timed from there and marked
+    ``resumed``."""
     finished_before = training and (folder / "report.json").exists()
-    resumed = training and any(folder.glob("checkpoint-*"))
+    resumed = any(folder.glob("checkpoint-*")) if training else (folder / what / "samples.jsonl").exists()
     date, load, started = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"), os.getloadavg()[0], time.monotonic()
     yield
     if finished_before:

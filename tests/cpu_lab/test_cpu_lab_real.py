@@ -430,6 +430,10 @@ def test_a_stage_is_timed_beside_it_once_it_ends_and_a_reused_run_is_not(tmp_pat
     monkeypatch.setattr(real.subprocess, "run", lambda cmd, **kw: calls.append(cmd))
     real._eval(["run", "--data", "x.jsonl"], fresh / "eval_ood.log", threads=2)
     assert calls and [(t["what"], t["threads"]) for t in read_jsonl(fresh / real.TIMES)][1:] == [("eval_ood", 2)]
+    (fresh / "eval_pass8").mkdir()
+    (fresh / "eval_pass8" / "samples.jsonl").write_text('{"index": 0}\n')  # left by an evaluation stopped part way
+    real._eval(["run", "--data", "x.jsonl"], fresh / "eval_pass8.log")
+    assert read_jsonl(fresh / real.TIMES)[-1]["resumed"] and not read_jsonl(fresh / real.TIMES)[-2]["resumed"]
 
     text = "\n".join(time_lines(tmp_path / "lab"))
     assert "| grpo_real_default | early | 2 (1 resumed, not in the mean) | 0 | – | 1 |" in text
